@@ -1,0 +1,65 @@
+# Every target works from a fresh clone: it builds .venv (pinned Python deps) and
+# node_modules (the pinned CDK CLI) on first use.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+export PATH := $(CURDIR)/$(BIN):$(CURDIR)/node_modules/.bin:$(PATH)
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 1
+export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
+export CDK_DISABLE_VERSION_CHECK := 1
+export CDK_DISABLE_CLI_TELEMETRY := true
+PYTEST_ARGS ?=
+
+.PHONY: help install test lint typecheck unit synth up down status demo chaos bench clean
+
+help:
+	@echo "make demo    run the whole pipeline locally with faults and prove it exact"
+	@echo "make test    ruff, mypy and the whole test suite"
+	@echo "make synth   synthesize the CDK app to cdk.out/ (cdk-nag AwsSolutions applied)"
+	@echo "make up      start the local emulator + runner and deploy the stack into it"
+	@echo "make down    stop everything make up started"
+	@echo "make status  per-function invocations, errors, retries and iterator lag"
+
+$(BIN)/.installed: requirements.txt requirements-dev.txt constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt -c constraints.txt
+	touch $@
+
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+install: $(BIN)/.installed node_modules/.installed
+
+lint: $(BIN)/.installed
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(BIN)/.installed
+	$(BIN)/mypy .
+
+unit: install
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test: lint typecheck unit
+
+synth: install
+	rm -rf cdk.out
+	cdk synth --quiet
+
+up: install
+	$(BIN)/python -m local up
+
+down: $(BIN)/.installed
+	$(BIN)/python -m local down
+
+status: $(BIN)/.installed
+	$(BIN)/python -m local status
+
+demo: install
+	$(BIN)/python -m local demo
+
+clean:
+	rm -rf cdk.out .local .pytest_cache .mypy_cache .ruff_cache
