@@ -1,0 +1,141 @@
+"""Parsing and validation of trade messages, exactly as DESIGN.md ("Message") states.
+
+A record that fails any rule raises `InvalidMessage` with a reason a person can
+act on; the state function quarantines it with that reason and moves on, so one
+bad record never blocks its shard.
+"""
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, NoReturn, TypeGuard
+
+from aggregation.exact import is_dynamodb_number
+from aggregation.hierarchy import KEY_SEPARATOR
+
+MAX_TRADE_ID_LENGTH = 256
+MAX_LEVEL_VALUE_LENGTH = 128
+
+
+class InvalidMessage(ValueError):
+    """The record is not a valid trade message; `reason` says why."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class TradeMessage:
+    """A valid message. `timestamp` is None when it cannot be stored (latency only)."""
+
+    trade_id: str
+    version: int
+    value: Decimal
+    timestamp: Decimal | None
+    hierarchy: tuple[str, ...]  # values in the configured level order
+
+
+def _reject(reason: str) -> NoReturn:
+    raise InvalidMessage(reason)
+
+
+def _reject_constant(name: str) -> NoReturn:
+    _reject(f"JSON constant {name} is not a finite number")
+
+
+def _decode_json_object(data: bytes) -> dict[str, Any]:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        _reject(f"record is not UTF-8 (byte {error.start})")
+    try:
+        document = json.loads(text, parse_float=Decimal, parse_constant=_reject_constant)
+    except InvalidMessage:
+        raise
+    except (ValueError, RecursionError) as error:
+        _reject(f"record is not JSON: {error}")
+    if not isinstance(document, dict):
+        _reject(f"record is a JSON {type(document).__name__}, not an object")
+    return document
+
+
+def _is_json_number(value: object) -> TypeGuard[int | Decimal]:
+    return isinstance(value, (int, Decimal)) and not isinstance(value, bool)
+
+
+def _trade_id(document: dict[str, Any]) -> str:
+    trade_id = document.get("TradeID")
+    if not isinstance(trade_id, str):
+        _reject("TradeID is missing or not a string")
+    if not trade_id:
+        _reject("TradeID is empty")
+    if len(trade_id) > MAX_TRADE_ID_LENGTH:
+        _reject(f"TradeID is longer than {MAX_TRADE_ID_LENGTH} characters")
+    return trade_id
+
+
+def _version(document: dict[str, Any]) -> int:
+    version = document.get("Version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        _reject("Version is missing or not a JSON integer")
+    if version < 0:
+        _reject("Version is negative")
+    if not is_dynamodb_number(Decimal(version)):
+        _reject("Version has more than 38 significant digits")
+    return version
+
+
+def _value(document: dict[str, Any]) -> Decimal:
+    value = document.get("Value")
+    if not _is_json_number(value):
+        _reject("Value is missing or not a JSON number")
+    exact = Decimal(value)
+    if not is_dynamodb_number(exact):
+        _reject("Value is not representable as a DynamoDB number (38 significant digits, 1E-130..1E+126)")
+    return exact
+
+
+def _timestamp(document: dict[str, Any]) -> Decimal | None:
+    timestamp = document.get("Timestamp")
+    if not _is_json_number(timestamp):
+        _reject("Timestamp is missing or not a JSON number")
+    exact = Decimal(timestamp)
+    # Only used for latency: a finite timestamp DynamoDB cannot hold is dropped, not rejected.
+    return exact if is_dynamodb_number(exact) else None
+
+
+def _hierarchy(document: dict[str, Any], levels: Sequence[str]) -> tuple[str, ...]:
+    hierarchy = document.get("Hierarchy")
+    if not isinstance(hierarchy, dict):
+        _reject("Hierarchy is missing or not an object")
+    path = []
+    for level in levels:
+        name = hierarchy.get(level)
+        if not isinstance(name, str):
+            _reject(f"Hierarchy.{level} is missing or not a string")
+        if not name:
+            _reject(f"Hierarchy.{level} is empty")
+        if len(name) > MAX_LEVEL_VALUE_LENGTH:
+            _reject(f"Hierarchy.{level} is longer than {MAX_LEVEL_VALUE_LENGTH} characters")
+        if KEY_SEPARATOR in name:
+            _reject(f"Hierarchy.{level} contains '{KEY_SEPARATOR}'")
+        path.append(name)
+    return tuple(path)
+
+
+def parse_trade_message(data: bytes, levels: Sequence[str]) -> TradeMessage:
+    """Parse one Kinesis record; raise `InvalidMessage` unless DESIGN.md calls it valid.
+
+    Numbers are parsed as `Decimal` straight from the JSON text, never through a
+    binary float. Extra fields, and extra hierarchy levels, are ignored.
+    """
+    document = _decode_json_object(data)
+    return TradeMessage(
+        trade_id=_trade_id(document),
+        version=_version(document),
+        value=_value(document),
+        timestamp=_timestamp(document),
+        hierarchy=_hierarchy(document, levels),
+    )

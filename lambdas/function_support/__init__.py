@@ -1,0 +1,1 @@
+"""What the three handlers share at their edge: settings, clients, fault injection."""

@@ -1,0 +1,32 @@
+"""AWS clients, created once per execution environment and reused across invocations.
+
+Created lazily rather than at import so tests and the local runtime can point
+them at the emulator (`AWS_ENDPOINT_URL`) before first use. The SDK's standard
+retry mode retries throttling and transient errors with backoff; each write is
+idempotent, so a retried request whose first response was lost is harmless.
+"""
+
+from functools import cache
+from typing import TYPE_CHECKING
+
+import boto3
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.client import DynamoDBClient
+
+SDK_CONFIG = Config(retries={"mode": "standard", "max_attempts": 8}, connect_timeout=5, read_timeout=10)
+
+serializer = TypeSerializer()
+deserializer = TypeDeserializer()
+
+
+@cache
+def dynamodb_client() -> "DynamoDBClient":
+    return boto3.client("dynamodb", config=SDK_CONFIG)
+
+
+def error_code(error: ClientError) -> str:
+    return str(error.response.get("Error", {}).get("Code", ""))

@@ -1,0 +1,37 @@
+"""Typed access to the functions' environment (docs/architecture.md, "Function environment")."""
+
+import os
+
+from aggregation.hierarchy import DEFAULT_HIERARCHY_LEVELS, parse_hierarchy_levels
+
+SECONDS_PER_DAY = 86_400
+
+
+def required_setting(name: str) -> str:
+    value = os.environ.get(name, "").strip()
+    if not value:
+        raise RuntimeError(f"environment variable {name} is not set")
+    return value
+
+
+def optional_setting(name: str, default: str) -> str:
+    return os.environ.get(name, "").strip() or default
+
+
+def positive_int_setting(name: str, default: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    if not raw.isdigit() or int(raw) <= 0:
+        raise RuntimeError(f"environment variable {name}={raw!r} is not a positive integer")
+    return int(raw)
+
+
+def hierarchy_levels() -> tuple[str, ...]:
+    raw = os.environ.get("HIERARCHY_LEVELS", "").strip()
+    return parse_hierarchy_levels(raw) if raw else DEFAULT_HIERARCHY_LEVELS
+
+
+def ttl_seconds(name: str, default_days: int) -> int:
+    """A `*_TTL_DAYS` setting in seconds."""
+    return positive_int_setting(name, default_days) * SECONDS_PER_DAY

@@ -1,0 +1,1 @@
+"""The map function: StateTable stream → one pre-aggregated delta item per batch."""

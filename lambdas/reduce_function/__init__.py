@@ -1,0 +1,1 @@
+"""The reduce function: DeltaTable stream → transactional, idempotent aggregate updates."""

@@ -1,0 +1,1 @@
+"""The state function: Kinesis → versioned conditional writes to the StateTable."""

@@ -1,0 +1,106 @@
+"""Validation follows DESIGN.md's "valid when, and only when" list, rule by rule."""
+
+import json
+from decimal import Decimal
+
+import pytest
+
+from aggregation.messages import InvalidMessage, parse_trade_message
+
+LEVELS = ("RiskType", "TradeDesk", "Region")
+
+
+def message(**overrides: object) -> dict[str, object]:
+    base: dict[str, object] = {
+        "TradeID": "0d957268-2913-4dbb-b359-5ec5ff732cac",
+        "Value": 34624.51,
+        "Version": 3,
+        "Timestamp": 1616413258.8997078,
+        "Hierarchy": {"RiskType": "Delta", "Region": "AMER", "TradeDesk": "FXSpot"},
+    }
+    base.update(overrides)
+    return base
+
+
+def encode(document: object) -> bytes:
+    return json.dumps(document).encode()
+
+
+def test_valid_message_parses_numbers_exactly_from_the_json_text() -> None:
+    raw = b'{"TradeID":"t","Value":0.1000000000000000055511151231257827,"Version":0,"Timestamp":1.5,'
+    raw += b'"Hierarchy":{"RiskType":"Delta","TradeDesk":"FXSpot","Region":"AMER"},"Extra":[1]}'
+    parsed = parse_trade_message(raw, LEVELS)
+    assert parsed.value == Decimal("0.1000000000000000055511151231257827")
+    assert parsed.version == 0
+    assert parsed.timestamp == Decimal("1.5")
+    assert parsed.hierarchy == ("Delta", "FXSpot", "AMER")
+
+
+def test_integer_value_and_extra_hierarchy_levels_are_accepted() -> None:
+    hierarchy = {"RiskType": "Vega", "TradeDesk": "Rates", "Region": "EMEA", "Book": "ignored"}
+    parsed = parse_trade_message(encode(message(Value=-12, Hierarchy=hierarchy)), LEVELS)
+    assert parsed.value == Decimal(-12)
+    assert parsed.hierarchy == ("Vega", "Rates", "EMEA")
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        (b"\xff\xfe{}", "not UTF-8"),
+        (b"{not json", "not JSON"),
+        (b"[1, 2]", "not an object"),
+        (b'"a string"', "not an object"),
+        (encode(message(TradeID=None)), "TradeID is missing"),
+        (encode({k: v for k, v in message().items() if k != "TradeID"}), "TradeID is missing"),
+        (encode(message(TradeID="")), "TradeID is empty"),
+        (encode(message(TradeID="x" * 257)), "longer than 256"),
+        (encode(message(TradeID=17)), "TradeID is missing or not a string"),
+        (encode(message(Version=3.0)), "Version is missing or not a JSON integer"),
+        (encode(message(Version="3")), "Version is missing or not a JSON integer"),
+        (encode(message(Version=True)), "Version is missing or not a JSON integer"),
+        (encode(message(Version=-1)), "Version is negative"),
+        (encode(message(Version=10**39 + 1)), "38 significant digits"),
+        (encode(message(Value="12.5")), "Value is missing or not a JSON number"),
+        (encode(message(Value=None)), "Value is missing"),
+        (encode(message(Value=False)), "Value is missing or not a JSON number"),
+        (b'{"TradeID":"t","Value":NaN,"Version":1}', "not a finite number"),
+        (b'{"TradeID":"t","Value":Infinity,"Version":1}', "not a finite number"),
+        (b'{"TradeID":"t","Value":-Infinity,"Version":1}', "not a finite number"),
+        (encode(message(Value=int("1" * 39))), "not representable"),
+        (b'{"TradeID":"t","Version":1,"Value":1.00000000000000000000000000000000000001}', "not representable"),
+        (b'{"TradeID":"t","Version":1,"Value":1e200}', "not representable"),
+        (encode(message(Timestamp="now")), "Timestamp is missing or not a JSON number"),
+        (encode({k: v for k, v in message().items() if k != "Timestamp"}), "Timestamp is missing"),
+        (encode(message(Hierarchy=None)), "Hierarchy is missing or not an object"),
+        (encode(message(Hierarchy=["Delta"])), "Hierarchy is missing or not an object"),
+        (encode(message(Hierarchy={"RiskType": "Delta", "TradeDesk": "FXSpot"})), "Hierarchy.Region is missing"),
+        (encode(message(Hierarchy={"RiskType": "", "TradeDesk": "F", "Region": "A"})), "RiskType is empty"),
+        (encode(message(Hierarchy={"RiskType": "D:x", "TradeDesk": "F", "Region": "A"})), "contains ':'"),
+        (encode(message(Hierarchy={"RiskType": "D" * 129, "TradeDesk": "F", "Region": "A"})), "longer than 128"),
+        (encode(message(Hierarchy={"RiskType": 5, "TradeDesk": "F", "Region": "A"})), "not a string"),
+    ],
+)
+def test_invalid_records_are_rejected_with_their_reason(raw: bytes, reason: str) -> None:
+    with pytest.raises(InvalidMessage) as caught:
+        parse_trade_message(raw, LEVELS)
+    assert reason in caught.value.reason
+
+
+def test_limits_are_inclusive() -> None:
+    hierarchy = {"RiskType": "R" * 128, "TradeDesk": "T", "Region": "G"}
+    value = Decimal("9" * 38)
+    raw = encode(message(TradeID="x" * 256, Hierarchy=hierarchy, Version=10**38 - 1))
+    raw = raw.replace(b"34624.51", str(value).encode())
+    parsed = parse_trade_message(raw, LEVELS)
+    assert parsed.value == value
+    assert parsed.version == 10**38 - 1
+
+
+def test_trailing_zeros_do_not_count_as_significant_digits() -> None:
+    raw = encode(message()).replace(b"34624.51", b"1." + b"0" * 45)
+    assert parse_trade_message(raw, LEVELS).value == Decimal(1)
+
+
+def test_timestamp_beyond_dynamodb_range_is_kept_out_of_storage_not_rejected() -> None:
+    raw = encode(message()).replace(b"1616413258.8997078", b"1e300")
+    assert parse_trade_message(raw, LEVELS).timestamp is None
