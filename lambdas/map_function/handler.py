@@ -22,13 +22,15 @@ from aggregation.exact import dynamodb_number
 from aggregation.hierarchy import hierarchy_path
 from function_support.aws import dynamodb_client, error_code, serializer
 from function_support.faults import FailurePoint, maybe_inject_failure
-from function_support.settings import hierarchy_levels, required_setting, ttl_seconds
+from function_support.settings import METRICS_NAMESPACE, hierarchy_levels, required_setting, ttl_seconds
 
 STAGE = "MAP"
 DEFAULT_DELTA_TTL_DAYS = 7
 
-logger = Logger()
-metrics = Metrics()
+SERVICE = "map"
+
+logger = Logger(service=SERVICE)
+metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE)
 
 
 def trade_state(image: dict[str, Any], levels: tuple[str, ...]) -> TradeState | None:

@@ -35,15 +35,17 @@ from aggregation.transactions import (
 )
 from function_support.aws import dynamodb_client, error_code, serializer
 from function_support.faults import FailurePoint, maybe_inject_failure
-from function_support.settings import optional_setting, required_setting, ttl_seconds
+from function_support.settings import METRICS_NAMESPACE, optional_setting, required_setting, ttl_seconds
 
 STAGE = "REDUCE"
 DEFAULT_MARKER_TTL_DAYS = 7
 STATS_KEY = f"{BOOKKEEPING_PREFIX}stats"
 MARKER_PREFIX = f"{BOOKKEEPING_PREFIX}applied#"
 
-logger = Logger()
-metrics = Metrics()
+SERVICE = "reduce"
+
+logger = Logger(service=SERVICE)
+metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE)
 
 
 class IdempotencyMode(Enum):

@@ -23,14 +23,16 @@ from aggregation.exact import dynamodb_number
 from aggregation.messages import InvalidMessage, TradeMessage, parse_trade_message
 from function_support.aws import dynamodb_client, error_code, serializer
 from function_support.faults import FailurePoint, maybe_inject_failure
-from function_support.settings import hierarchy_levels, positive_int_setting, required_setting
+from function_support.settings import METRICS_NAMESPACE, hierarchy_levels, positive_int_setting, required_setting
 from state_function.quarantine import QuarantinedRecord, quarantine_records
 
 STAGE = "STATE"
 DEFAULT_WRITE_CONCURRENCY = 16
 
-logger = Logger()
-metrics = Metrics()
+SERVICE = "state"
+
+logger = Logger(service=SERVICE)
+metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE)
 
 
 @cache

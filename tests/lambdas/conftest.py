@@ -1,0 +1,197 @@
+"""A pipeline of real tables in the emulator, driven by calling the handlers directly.
+
+Kinesis events are built in Lambda's event format; DynamoDB stream events are
+read from the emulator's real streams, so map and reduce see exactly the stream
+records the tables produced.
+"""
+
+import base64
+import json
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+import boto3
+import pytest
+
+from function_support import aws
+from map_function import handler as map_handler
+from reduce_function import handler as reduce_handler
+from state_function import handler as state_handler
+
+LEVELS = ("RiskType", "TradeDesk", "Region")
+
+
+@dataclass
+class LambdaContextStub:
+    """The attributes Powertools reads from Lambda's context object."""
+
+    function_name: str = "test-function"
+    memory_limit_in_mb: int = 256
+    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:test-function"
+    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 60_000
+
+
+def trade_message(
+    trade_id: str, version: int, value: str, path: Sequence[str] = ("Delta", "FXSpot", "AMER"), timestamp: str = "1.5"
+) -> bytes:
+    """A message as the producer writes it: numbers as exact JSON literals."""
+    hierarchy = json.dumps(dict(zip(LEVELS, path, strict=True)))
+    return (
+        f'{{"TradeID": "{trade_id}", "Value": {value}, "Version": {version}, '
+        f'"Timestamp": {timestamp}, "Hierarchy": {hierarchy}}}'
+    ).encode()
+
+
+def expected_totals(trades: Mapping[str, tuple[Decimal, Sequence[str]]]) -> dict[str, tuple[Decimal, int]]:
+    """Ground truth computed independently of the pipeline's own code."""
+    totals: dict[str, tuple[Decimal, int]] = {}
+    for value, path in trades.values():
+        for depth in range(1, len(path) + 1):
+            key = ":".join(path[:depth])
+            old_value, old_count = totals.get(key, (Decimal(0), 0))
+            totals[key] = (old_value + value, old_count + 1)
+    return totals
+
+
+class Pipeline:
+    """Handles on the four tables and the three handlers."""
+
+    def __init__(self, names: dict[str, str]) -> None:
+        self.names = names
+        self.dynamodb = boto3.client("dynamodb")
+        self.streams = boto3.client("dynamodbstreams")
+        self._sequence = 0
+        self._stream_positions: dict[tuple[str, str], str] = {}
+
+    def kinesis_event(self, payloads: Sequence[bytes]) -> dict[str, Any]:
+        records = []
+        for payload in payloads:
+            self._sequence += 1
+            sequence = f"{self._sequence:056d}"
+            records.append(
+                {
+                    "kinesis": {
+                        "kinesisSchemaVersion": "1.0",
+                        "partitionKey": "pk",
+                        "sequenceNumber": sequence,
+                        "data": base64.b64encode(payload).decode(),
+                        "approximateArrivalTimestamp": 1.0,
+                    },
+                    "eventSource": "aws:kinesis",
+                    "eventVersion": "1.0",
+                    "eventID": f"shardId-000000000000:{sequence}",
+                    "eventName": "aws:kinesis:record",
+                    "awsRegion": "us-east-1",
+                    "eventSourceARN": "arn:aws:kinesis:us-east-1:123456789012:stream/test",
+                }
+            )
+        return {"Records": records}
+
+    def run_state(self, payloads: Sequence[bytes]) -> dict[str, int]:
+        summary: dict[str, int] = state_handler.lambda_handler(self.kinesis_event(payloads), LambdaContextStub())
+        return summary
+
+    def new_stream_records(self, table: str) -> list[dict[str, Any]]:
+        """Records the table's stream gained since the last call, in Lambda's event format."""
+        arn = self.dynamodb.describe_table(TableName=self.names[table])["Table"]["LatestStreamArn"]
+        records: list[dict[str, Any]] = []
+        for shard in self.streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
+            position = self._stream_positions.get((arn, shard["ShardId"]))
+            iterator_args: dict[str, Any] = (
+                {"ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": position}
+                if position
+                else {"ShardIteratorType": "TRIM_HORIZON"}
+            )
+            iterator = self.streams.get_shard_iterator(StreamArn=arn, ShardId=shard["ShardId"], **iterator_args)
+            for record in self.streams.get_records(ShardIterator=iterator["ShardIterator"])["Records"]:
+                stream_record: dict[str, Any] = dict(record["dynamodb"])
+                stream_record["ApproximateCreationDateTime"] = stream_record["ApproximateCreationDateTime"].timestamp()
+                records.append(
+                    {
+                        "eventID": record["eventID"],
+                        "eventName": record["eventName"],
+                        "eventVersion": "1.1",
+                        "eventSource": "aws:dynamodb",
+                        "awsRegion": "us-east-1",
+                        "dynamodb": stream_record,
+                        "eventSourceARN": arn,
+                    }
+                )
+                self._stream_positions[(arn, shard["ShardId"])] = stream_record["SequenceNumber"]
+        return records
+
+    def run_map(self, records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        summary: dict[str, Any] = map_handler.lambda_handler({"Records": list(records)}, LambdaContextStub())
+        return summary
+
+    def run_reduce(self, records: Sequence[dict[str, Any]]) -> dict[str, int]:
+        inserts = [r for r in records if r["eventName"] == "INSERT"]  # the mapping's event filter
+        summary: dict[str, int] = reduce_handler.lambda_handler({"Records": inserts}, LambdaContextStub())
+        return summary
+
+    def run_all_stages(self, payloads: Sequence[bytes]) -> None:
+        self.run_state(payloads)
+        state_changes = self.new_stream_records("state")
+        if state_changes:
+            self.run_map(state_changes)
+        delta_records = self.new_stream_records("delta")
+        if delta_records:
+            self.run_reduce(delta_records)
+
+    def scan(self, table: str) -> list[dict[str, Any]]:
+        paginator = self.dynamodb.get_paginator("scan")
+        items = [item for page in paginator.paginate(TableName=self.names[table]) for item in page["Items"]]
+        return [{k: aws.deserializer.deserialize(v) for k, v in item.items()} for item in items]
+
+    def aggregates(self) -> dict[str, tuple[Decimal, int]]:
+        return {
+            item["AggregateKey"]: (item["Value"], int(item["TradeCount"]))
+            for item in self.scan("aggregate")
+            if not item["AggregateKey"].startswith("#")
+        }
+
+    def stats(self) -> dict[str, Any]:
+        return next(item for item in self.scan("aggregate") if item["AggregateKey"] == "#stats")
+
+
+def _create_table(client: Any, name: str, key: str, stream_view: str | None) -> None:
+    arguments: dict[str, Any] = {
+        "TableName": name,
+        "KeySchema": [{"AttributeName": key, "KeyType": "HASH"}],
+        "AttributeDefinitions": [{"AttributeName": key, "AttributeType": "S"}],
+        "BillingMode": "PAY_PER_REQUEST",
+    }
+    if stream_view:
+        arguments["StreamSpecification"] = {"StreamEnabled": True, "StreamViewType": stream_view}
+    client.create_table(**arguments)
+
+
+@pytest.fixture
+def pipeline(aws_environment: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pipeline]:
+    suffix = uuid.uuid4().hex[:8]
+    names = {name: f"{name}-{suffix}" for name in ("state", "delta", "aggregate", "quarantine")}
+    client = boto3.client("dynamodb")
+    _create_table(client, names["state"], "TradeID", "NEW_AND_OLD_IMAGES")
+    _create_table(client, names["delta"], "BatchHash", "NEW_IMAGE")
+    _create_table(client, names["aggregate"], "AggregateKey", None)
+    _create_table(client, names["quarantine"], "RecordId", None)
+    environment = {
+        "STATE_TABLE": names["state"],
+        "DELTA_TABLE": names["delta"],
+        "AGGREGATE_TABLE": names["aggregate"],
+        "QUARANTINE_TABLE": names["quarantine"],
+        "HIERARCHY_LEVELS": ",".join(LEVELS),
+        "POWERTOOLS_METRICS_NAMESPACE": "ExactlyOnceAggregationTest",
+        "POWERTOOLS_SERVICE_NAME": "test",
+    }
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    aws.dynamodb_client.cache_clear()
+    yield Pipeline(names)
+    aws.dynamodb_client.cache_clear()
