@@ -1,0 +1,1 @@
+"""Local runtime: the embedded AWS emulator, its compatibility fixes, the deployer and the runner."""

@@ -1,0 +1,410 @@
+"""Every correction of moto the local runtime needs, in one place.
+
+moto is the embedded emulator. Where it deviates from documented AWS behaviour in a way
+that matters to an exactly-once pipeline, this module restores the documented behaviour.
+Each fix is one small function with a docstring naming the AWS behaviour it restores and
+where AWS documents it. `apply()` installs them all (idempotently) in the emulator's
+server process before it serves; `CompatMiddleware` wraps moto's WSGI app.
+
+Fixes (see each function):
+
+- `fix_transact_write_items_client_request_token`: TransactWriteItems honours
+  ClientRequestToken (10-minute idempotency window, IdempotentParameterMismatchException).
+- `fix_update_item_single_stream_record`: an UpdateItem that creates an item emits one
+  INSERT stream record holding the full new image (moto emits a key-only INSERT first).
+- `fix_event_source_mappings_do_not_push`: writes to a stream, table or queue never invoke
+  Lambda synchronously, and never drop stream records. The local runner polls, as
+  Lambda's event source mappings do.
+- `CompatMiddleware` serialises DynamoDB and Kinesis requests: conditional writes and
+  transactions are atomic and isolated (moto's rollback of a cancelled transaction
+  otherwise discards writes made concurrently by other requests), and concurrent Kinesis
+  puts never share a sequence number (moto otherwise overwrites records).
+
+DynamoDB Streams needs no patch but has a requirement: run moto in server mode and reach
+it through an endpoint URL (`AWS_ENDPOINT_URL`), as `local.emulator` does. In-process
+`mock_aws` fails every streams call that carries a StreamArn (DescribeStream,
+GetShardIterator: "404 Not yet implemented"), because current botocore sends them to an
+account-based ``<account>.streams-ddb…`` host moto does not route; with an endpoint URL
+every call reaches moto's streams backend. tests/local/test_moto_compat.py proves each fix.
+
+Control endpoints (served by `CompatMiddleware`, never forwarded to moto):
+
+- ``GET  /_compat/health``        -> ``{"status": "ok", "fixes": [...]}``: readiness, and
+  proof that the fixes are installed.
+- ``GET  /_compat/clock``         -> ``{"now": <seconds>}``: the compatibility clock.
+- ``POST /_compat/clock/advance`` with ``{"seconds": <number >= 0>}`` -> ``{"now": ...}``:
+  moves the clock forward, so a test talking to the server process can expire
+  ClientRequestTokens without waiting ten minutes.
+- moto's own ``POST /moto-api/reset`` also forgets every recorded ClientRequestToken.
+
+Fault injection (lost responses, throttling) belongs in `CompatMiddleware.__call__`, at the
+point marked there, so every request passes through one decision.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import hashlib
+import json
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from moto.awslambda.models import LambdaBackend
+from moto.dynamodb.exceptions import ERROR_TYPE_PREFIX, DynamodbException
+from moto.dynamodb.models import DynamoDBBackend, dynamodb_backends
+from moto.dynamodb.models.table import StreamShard, Table
+from moto.dynamodb.responses import DynamoHandler
+from moto.kinesis.models import kinesis_backends
+from moto.sqs.models import sqs_backends
+
+# --------------------------------------------------------------------------- clock
+
+
+class CompatClock:
+    """Monotonic seconds that tests can advance.
+
+    The idempotency window of ClientRequestToken is measured on this clock, so a test can
+    expire a token by advancing it (in-process through `advance`, or across processes
+    through ``POST /_compat/clock/advance``) instead of sleeping ten minutes.
+    """
+
+    def __init__(self) -> None:
+        self._offset_seconds = 0.0
+        self._lock = threading.Lock()
+
+    def now(self) -> float:
+        """Seconds on this clock (a monotonic base plus every advance so far)."""
+        with self._lock:
+            return time.monotonic() + self._offset_seconds
+
+    def advance(self, seconds: float) -> float:
+        """Move the clock forward by `seconds` (never backwards) and return the new time."""
+        if seconds < 0:
+            raise ValueError("the clock only moves forward")
+        with self._lock:
+            self._offset_seconds += seconds
+        return self.now()
+
+
+clock = CompatClock()
+"""The clock every fix reads. Tests running moto in-process may replace or advance it."""
+
+
+# ------------------------------------------------------- TransactWriteItems tokens
+
+CLIENT_REQUEST_TOKEN_WINDOW_SECONDS = 600.0
+"""DynamoDB keeps a ClientRequestToken for 10 minutes after the first request using it."""
+
+
+@dataclass(frozen=True)
+class _RecordedTransaction:
+    """What a successful TransactWriteItems left behind under its token."""
+
+    request_digest: str
+    result: Any  # moto's ActionResult of the first request, replayed as is
+    completed_at: float
+
+
+class ClientRequestTokenStore:
+    """ClientRequestTokens of successful transactions, per account and region, for 10 minutes."""
+
+    def __init__(self) -> None:
+        self._records: dict[tuple[str, str, str], _RecordedTransaction] = {}
+        self.lock = threading.RLock()
+
+    def lookup(self, key: tuple[str, str, str]) -> _RecordedTransaction | None:
+        """The live record under `key`, forgetting it (and any other expired one) once expired."""
+        now = clock.now()
+        expired = [k for k, r in self._records.items() if now - r.completed_at >= CLIENT_REQUEST_TOKEN_WINDOW_SECONDS]
+        for k in expired:
+            del self._records[k]
+        return self._records.get(key)
+
+    def record(self, key: tuple[str, str, str], request_digest: str, result: Any) -> None:
+        """Remember a successful transaction's request and result under its token."""
+        self._records[key] = _RecordedTransaction(request_digest, result, clock.now())
+
+    def clear(self) -> None:
+        """Forget every token (moto's reset)."""
+        with self.lock:
+            self._records.clear()
+
+
+client_request_tokens = ClientRequestTokenStore()
+
+
+def transact_write_request_digest(body: dict[str, Any]) -> str:
+    """Canonical digest of a TransactWriteItems request, token excluded.
+
+    AWS compares the whole request made with a token ("a change in other parameters"), so
+    every parameter but the token counts: TransactItems (in order) and the Return* options.
+    Canonical JSON (sorted keys, no whitespace) makes key order irrelevant, as it is on
+    the wire.
+    """
+    parameters = {name: value for name, value in body.items() if name != "ClientRequestToken"}
+    canonical = json.dumps(parameters, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def _idempotent_parameter_mismatch() -> Exception:
+    return DynamodbException(
+        ERROR_TYPE_PREFIX + "IdempotentParameterMismatchException",
+        "The request uses the same client token as a previous, but non-identical request.",
+    )
+
+
+def fix_transact_write_items_client_request_token() -> None:
+    """TransactWriteItems honours ClientRequestToken.
+
+    AWS (DynamoDB API Reference, TransactWriteItems, ClientRequestToken): a token is valid
+    for 10 minutes after the first request that uses it completes; a repeat with the same
+    token and the same parameters inside that window succeeds without applying anything
+    again; the same token with different parameters fails with
+    IdempotentParameterMismatchException; after the window the request is a new one.
+    moto ignores the token and applies every repeat.
+
+    Only a successful transaction records its token: a cancelled one (for example a failed
+    ConditionExpression, TransactionCanceledException) applied nothing, so a retry with the
+    same token is executed. Patches `moto.dynamodb.responses.DynamoHandler.transact_write_items`.
+    """
+    original = DynamoHandler.transact_write_items
+    if getattr(original, "_compat_fix", False):
+        return
+
+    @functools.wraps(original)
+    def transact_write_items(self: Any) -> Any:
+        token = self.body.get("ClientRequestToken")
+        if not token:
+            return original(self)
+        key = (str(self.current_account), str(self.region), str(token))
+        digest = transact_write_request_digest(self.body)
+        with client_request_tokens.lock:
+            previous = client_request_tokens.lookup(key)
+            if previous is not None:
+                if previous.request_digest != digest:
+                    raise _idempotent_parameter_mismatch()
+                return previous.result
+            result = original(self)  # raises when cancelled: nothing recorded
+            client_request_tokens.record(key, digest, result)
+            return result
+
+    transact_write_items._compat_fix = True  # type: ignore[attr-defined]
+    DynamoHandler.transact_write_items = transact_write_items  # type: ignore[method-assign]
+
+
+# ------------------------------------------------------ UpdateItem stream records
+
+_stream_suppression = threading.local()
+
+
+def fix_update_item_single_stream_record() -> None:
+    """An UpdateItem that creates an item emits exactly one INSERT with the full new image.
+
+    AWS (DynamoDB Developer Guide, Change data capture for DynamoDB Streams, stream record
+    views): every item-level modification writes one stream record; an UpdateItem that
+    creates the item is an INSERT whose NewImage is the item as written. moto's
+    `DynamoDBBackend.update_item` creates a missing item by calling `Table.put_item` with
+    only the key (which appends a key-only INSERT to `table.stream_shard`) and then appends
+    a second INSERT with the full image. This suppresses the stream record of that inner
+    key-only `Table.put_item` (thread-locally), leaving the single full INSERT.
+    TransactWriteItems `Update` goes through the same method and is fixed with it.
+    Patches `DynamoDBBackend.update_item`, `Table.put_item` and `StreamShard.add`.
+    """
+    original_update_item = DynamoDBBackend.update_item
+    if getattr(original_update_item, "_compat_fix", False):
+        return
+    original_put_item = Table.put_item
+    original_add = StreamShard.add
+
+    @functools.wraps(original_update_item)
+    def update_item(self: Any, *args: Any, **kwargs: Any) -> Any:
+        outer = getattr(_stream_suppression, "inside_update_item", False)
+        _stream_suppression.inside_update_item = True
+        try:
+            return original_update_item(self, *args, **kwargs)
+        finally:
+            _stream_suppression.inside_update_item = outer
+
+    @functools.wraps(original_put_item)
+    def put_item(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if not getattr(_stream_suppression, "inside_update_item", False):
+            return original_put_item(self, *args, **kwargs)
+        # The key-only placeholder update_item creates: its record is not a real change.
+        _stream_suppression.mute_stream = True
+        try:
+            return original_put_item(self, *args, **kwargs)
+        finally:
+            _stream_suppression.mute_stream = False
+
+    @functools.wraps(original_add)
+    def add(self: Any, old: Any, new: Any) -> None:
+        if getattr(_stream_suppression, "mute_stream", False):
+            return
+        original_add(self, old, new)
+
+    update_item._compat_fix = True  # type: ignore[attr-defined]
+    DynamoDBBackend.update_item = update_item  # type: ignore[method-assign]
+    Table.put_item = put_item  # type: ignore[method-assign]
+    StreamShard.add = add  # type: ignore[method-assign]
+
+
+# ------------------------------------------------------- event source mappings
+
+
+def fix_event_source_mappings_do_not_push() -> None:
+    """Event source mappings poll: a write never invokes Lambda nor consumes stream records.
+
+    AWS (Lambda Developer Guide, How Lambda processes records from DynamoDB Streams / Amazon
+    Kinesis, event source mappings): Lambda's pollers read the stream asynchronously; the
+    writer's request never runs the function, and stream records stay readable for the
+    stream's retention (24 hours for DynamoDB Streams) whatever Lambda did with them.
+    moto registers each mapping on its source (`Table`, `Stream`, `Queue`
+    `.lambda_event_source_mappings`) and then, inside every write, invokes the function
+    (Docker, or a canned reply) and, for DynamoDB, empties the stream shard once the
+    invocation returns, so pollers such as the local runner miss records. This detaches
+    the mapping from its source right after `LambdaBackend.create_event_source_mapping`;
+    the mapping itself stays listed, described and deletable.
+    """
+    original = LambdaBackend.create_event_source_mapping
+    if getattr(original, "_compat_fix", False):
+        return
+
+    @functools.wraps(original)
+    def create_event_source_mapping(self: Any, spec: dict[str, Any]) -> Any:
+        mapping = original(self, spec)
+        account, region = self.account_id, self.region_name
+        sources: list[Any] = [
+            *dynamodb_backends[account][region].tables.values(),
+            *kinesis_backends[account][region].streams.values(),
+            *sqs_backends[account][region].queues.values(),
+        ]
+        for source in sources:
+            registered: dict[str, Any] = source.lambda_event_source_mappings
+            for name in [name for name, esm in registered.items() if esm is mapping]:
+                del registered[name]
+        return mapping
+
+    create_event_source_mapping._compat_fix = True  # type: ignore[attr-defined]
+    LambdaBackend.create_event_source_mapping = create_event_source_mapping  # type: ignore[method-assign]
+
+
+# ------------------------------------------------------------------ middleware
+
+SERIALISED_TARGET_PREFIXES: dict[str, str] = {
+    "DynamoDB_": "dynamodb",
+    "DynamoDBStreams_": "dynamodb",
+    "Kinesis_": "kinesis",
+}
+"""``X-Amz-Target`` prefixes of the requests `CompatMiddleware` runs one at a time, per service."""
+
+WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
+class CompatMiddleware:
+    """The WSGI app in front of moto's: control endpoints, and request isolation per service.
+
+    DynamoDB and Kinesis requests (by ``X-Amz-Target``) run one at a time per service, which
+    restores two documented guarantees moto's threaded server breaks:
+
+    - DynamoDB (Developer Guide, Amazon DynamoDB Transactions, Isolation levels; API
+      Reference, UpdateItem / PutItem, ConditionExpression): conditional writes are atomic
+      and transactions serializable. moto has no locking, and rolls back a cancelled
+      transaction by putting back a copy of each table taken before it started, which
+      silently discards writes that other requests committed meanwhile.
+    - Kinesis (Data Streams API Reference, PutRecords, SequenceNumber): every record gets a
+      unique sequence number, increasing within its shard. moto's `Shard.put_record`
+      computes "max + 1" without a lock, so concurrent puts can overwrite each other.
+
+    One moto process is bound by the GIL anyway, so this costs little throughput. Other
+    services pass through untouched (an SQS long poll must not hold a lock).
+    """
+
+    def __init__(self, app: WsgiApp) -> None:
+        self.app = app
+        self.service_locks = {service: threading.RLock() for service in SERIALISED_TARGET_PREFIXES.values()}
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        path: str = environ.get("PATH_INFO", "")
+        if path.startswith("/_compat/"):
+            return self._control(environ, start_response, path)
+        if path == "/moto-api/reset":
+            client_request_tokens.clear()
+        # Fault injection (lost responses, throttling) will decide here, per request.
+        service = _serialised_service(environ.get("HTTP_X_AMZ_TARGET", ""))
+        if service is not None:
+            with self.service_locks[service]:
+                return self._consumed(self.app(environ, start_response))
+        return self.app(environ, start_response)
+
+    @staticmethod
+    def _consumed(response: Iterable[bytes]) -> list[bytes]:
+        """The whole response body, produced while the caller still holds the lock."""
+        try:
+            return list(response)
+        finally:
+            close = getattr(response, "close", None)
+            if close is not None:
+                close()
+
+    def _control(self, environ: dict[str, Any], start_response: Callable[..., Any], path: str) -> list[bytes]:
+        method: str = environ.get("REQUEST_METHOD", "GET")
+        try:
+            if path == "/_compat/health" and method == "GET":
+                return _json_reply(start_response, "200 OK", {"status": "ok", "fixes": applied_fixes()})
+            if path == "/_compat/clock" and method == "GET":
+                return _json_reply(start_response, "200 OK", {"now": clock.now()})
+            if path == "/_compat/clock/advance" and method == "POST":
+                seconds = float(_json_body(environ).get("seconds", 0))
+                return _json_reply(start_response, "200 OK", {"now": clock.advance(seconds)})
+        except (ValueError, TypeError, AttributeError) as error:
+            return _json_reply(start_response, "400 Bad Request", {"error": str(error)})
+        return _json_reply(start_response, "404 Not Found", {"error": f"no control endpoint {method} {path}"})
+
+
+def _serialised_service(target: str) -> str | None:
+    for prefix, service in SERIALISED_TARGET_PREFIXES.items():
+        if target.startswith(prefix):
+            return service
+    return None
+
+
+def _json_body(environ: dict[str, Any]) -> dict[str, Any]:
+    length = int(environ.get("CONTENT_LENGTH") or 0)
+    raw = environ["wsgi.input"].read(length) if length else b""
+    parsed = json.loads(raw or b"{}")
+    if not isinstance(parsed, dict):
+        raise ValueError("expected a JSON object")
+    return parsed
+
+
+def _json_reply(start_response: Callable[..., Any], status: str, payload: dict[str, Any]) -> list[bytes]:
+    body = json.dumps(payload).encode("utf-8")
+    start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+    return [body]
+
+
+# ------------------------------------------------------------------------ apply
+
+FIXES: tuple[Callable[[], None], ...] = (
+    fix_transact_write_items_client_request_token,
+    fix_update_item_single_stream_record,
+    fix_event_source_mappings_do_not_push,
+)
+_applied: list[str] = []
+
+
+def apply() -> None:
+    """Install every fix into the imported moto (idempotent; call before serving)."""
+    for fix in FIXES:
+        fix()
+        if fix.__name__ not in _applied:
+            _applied.append(fix.__name__)
+
+
+def applied_fixes() -> list[str]:
+    """Names of the fixes installed in this process (reported by ``/_compat/health``)."""
+    return copy.copy(_applied)

@@ -1,0 +1,504 @@
+"""Each moto correction in `local.moto_compat`, proven against a real emulator over HTTP.
+
+Every test name states the AWS behaviour restored. Tables, tokens and streams are unique
+per test, so the tests share one emulator (per module) without seeing each other.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+import urllib.error
+import urllib.request
+import uuid
+import zipfile
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from local import moto_compat
+from local.emulator import advance_clock
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
+    from mypy_boto3_dynamodbstreams import DynamoDBStreamsClient
+    from mypy_boto3_kinesis import KinesisClient
+
+pytestmark = pytest.mark.emulator
+
+AwsClientFactory = Callable[[str], Any]
+
+
+@pytest.fixture(scope="module")
+def dynamodb(aws_client: AwsClientFactory) -> DynamoDBClient:
+    client: DynamoDBClient = aws_client("dynamodb")
+    return client
+
+
+@pytest.fixture(scope="module")
+def streams(aws_client: AwsClientFactory) -> DynamoDBStreamsClient:
+    client: DynamoDBStreamsClient = aws_client("dynamodbstreams")
+    return client
+
+
+@pytest.fixture(scope="module")
+def kinesis(aws_client: AwsClientFactory) -> KinesisClient:
+    client: KinesisClient = aws_client("kinesis")
+    return client
+
+
+def create_table(dynamodb: DynamoDBClient, stream_view_type: str | None = None) -> str:
+    """A new table keyed by ``pk`` (S), with a stream of `stream_view_type` when given."""
+    name = f"compat-{uuid.uuid4().hex[:12]}"
+    extra: dict[str, Any] = {}
+    if stream_view_type is not None:
+        extra["StreamSpecification"] = {"StreamEnabled": True, "StreamViewType": stream_view_type}
+    dynamodb.create_table(
+        TableName=name,
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+        **extra,
+    )
+    return name
+
+
+def stream_records(dynamodb: DynamoDBClient, streams: DynamoDBStreamsClient, table: str) -> list[Any]:
+    """Every record of the table's stream so far, read from TRIM_HORIZON by the streams client."""
+    stream_arn = dynamodb.describe_table(TableName=table)["Table"]["LatestStreamArn"]
+    shards = streams.describe_stream(StreamArn=stream_arn)["StreamDescription"]["Shards"]
+    records: list[Any] = []
+    for shard in shards:
+        iterator = streams.get_shard_iterator(
+            StreamArn=stream_arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+        )["ShardIterator"]
+        while True:
+            page = streams.get_records(ShardIterator=iterator)
+            records.extend(page["Records"])
+            if not page["Records"] or "NextShardIterator" not in page:
+                break
+            iterator = page["NextShardIterator"]
+    return records
+
+
+def run_concurrently(*workers: Callable[[], None]) -> None:
+    """Run each worker on its own thread; re-raise the first failure in the test's thread."""
+    failures: list[BaseException] = []
+
+    def guarded(worker: Callable[[], None]) -> None:
+        try:
+            worker()
+        except BaseException as failure:
+            failures.append(failure)
+
+    threads = [threading.Thread(target=guarded, args=(worker,)) for worker in workers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failures:
+        raise failures[0]
+
+
+def add_to_counter(table: str, key: str, amount: int = 1) -> TransactWriteItemTypeDef:
+    return {
+        "Update": {
+            "TableName": table,
+            "Key": {"pk": {"S": key}},
+            "UpdateExpression": "ADD amount :amount",
+            "ExpressionAttributeValues": {":amount": {"N": str(amount)}},
+        }
+    }
+
+
+def require_existing(table: str, key: str) -> TransactWriteItemTypeDef:
+    return {
+        "ConditionCheck": {
+            "TableName": table,
+            "Key": {"pk": {"S": key}},
+            "ConditionExpression": "attribute_exists(pk)",
+        }
+    }
+
+
+def counter(dynamodb: DynamoDBClient, table: str, key: str) -> int:
+    item = dynamodb.get_item(TableName=table, Key={"pk": {"S": key}}, ConsistentRead=True).get("Item")
+    return 0 if item is None else int(item["amount"]["N"])
+
+
+def new_token() -> str:
+    return uuid.uuid4().hex
+
+
+# ------------------------------------------------- TransactWriteItems ClientRequestToken
+
+
+def test_transact_write_items_same_token_and_parameters_twice_applies_once(dynamodb: DynamoDBClient) -> None:
+    table = create_table(dynamodb)
+    token = new_token()
+
+    first = dynamodb.transact_write_items(TransactItems=[add_to_counter(table, "a")], ClientRequestToken=token)
+    repeat = dynamodb.transact_write_items(TransactItems=[add_to_counter(table, "a")], ClientRequestToken=token)
+
+    assert first["ResponseMetadata"]["HTTPStatusCode"] == 200
+    assert repeat["ResponseMetadata"]["HTTPStatusCode"] == 200
+    assert counter(dynamodb, table, "a") == 1
+
+
+def test_transact_write_items_same_token_different_parameters_raises_idempotent_parameter_mismatch(
+    dynamodb: DynamoDBClient,
+) -> None:
+    table = create_table(dynamodb)
+    token = new_token()
+    dynamodb.transact_write_items(TransactItems=[add_to_counter(table, "a")], ClientRequestToken=token)
+
+    with pytest.raises(ClientError) as raised:
+        dynamodb.transact_write_items(TransactItems=[add_to_counter(table, "a", 2)], ClientRequestToken=token)
+
+    assert raised.value.response["Error"]["Code"] == "IdempotentParameterMismatchException"
+    assert raised.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
+    assert counter(dynamodb, table, "a") == 1
+
+
+def test_transact_write_items_token_expires_ten_minutes_after_first_success(
+    dynamodb: DynamoDBClient, emulator_endpoint: str
+) -> None:
+    table = create_table(dynamodb)
+    token = new_token()
+    dynamodb.transact_write_items(TransactItems=[add_to_counter(table, "a")], ClientRequestToken=token)
+
+    advance_clock(emulator_endpoint, 599)
+    dynamodb.transact_write_items(TransactItems=[add_to_counter(table, "a")], ClientRequestToken=token)
+    assert counter(dynamodb, table, "a") == 1, "still inside the window: the repeat applies nothing"
+
+    advance_clock(emulator_endpoint, 2)
+    dynamodb.transact_write_items(TransactItems=[add_to_counter(table, "a")], ClientRequestToken=token)
+    assert counter(dynamodb, table, "a") == 2, "after 10 minutes the token is forgotten: a new request"
+
+
+def test_cancelled_transaction_does_not_record_its_token(dynamodb: DynamoDBClient) -> None:
+    table = create_table(dynamodb)
+    token = new_token()
+    items = [add_to_counter(table, "a"), require_existing(table, "gate")]
+
+    with pytest.raises(ClientError) as raised:
+        dynamodb.transact_write_items(TransactItems=items, ClientRequestToken=token)
+    assert raised.value.response["Error"]["Code"] == "TransactionCanceledException"
+    assert counter(dynamodb, table, "a") == 0
+
+    dynamodb.put_item(TableName=table, Item={"pk": {"S": "gate"}})
+    dynamodb.transact_write_items(TransactItems=items, ClientRequestToken=token)
+    assert counter(dynamodb, table, "a") == 1, "the retry with the same token was executed"
+
+
+def test_transaction_cancellation_reasons_name_each_item_in_request_order(dynamodb: DynamoDBClient) -> None:
+    """AWS: CancellationReasons has one entry per action, ``None`` or ``ConditionalCheckFailed``."""
+    table = create_table(dynamodb)
+
+    with pytest.raises(ClientError) as raised:
+        dynamodb.transact_write_items(
+            TransactItems=[add_to_counter(table, "a"), require_existing(table, "missing")],
+            ClientRequestToken=new_token(),
+        )
+
+    reasons = raised.value.response.get("CancellationReasons", [])
+    assert [reason["Code"] for reason in reasons] == ["None", "ConditionalCheckFailed"]
+
+
+def test_transact_write_request_digest_compares_the_request_canonically() -> None:
+    """Key order does not matter (JSON objects); action order, values and options do; the token does not."""
+    request = {
+        "TransactItems": [{"Put": {"TableName": "t", "Item": {"pk": {"S": "a"}, "n": {"N": "1"}}}}],
+        "ClientRequestToken": "one",
+    }
+    reordered_keys = {
+        "ClientRequestToken": "two",
+        "TransactItems": [{"Put": {"Item": {"n": {"N": "1"}, "pk": {"S": "a"}}, "TableName": "t"}}],
+    }
+    with_option = {**request, "ReturnConsumedCapacity": "TOTAL"}
+    two_actions: dict[str, Any] = {"TransactItems": [{"ConditionCheck": {}}, {"Delete": {}}]}
+    swapped_actions: dict[str, Any] = {"TransactItems": [{"Delete": {}}, {"ConditionCheck": {}}]}
+
+    digest = moto_compat.transact_write_request_digest
+    assert digest(request) == digest(reordered_keys)
+    assert digest(request) != digest(with_option)
+    assert digest(two_actions) != digest(swapped_actions)
+
+
+# ------------------------------------------------------------ DynamoDB stream records
+
+
+def test_update_item_creating_an_item_emits_one_insert_with_the_full_new_image(
+    dynamodb: DynamoDBClient, streams: DynamoDBStreamsClient
+) -> None:
+    table = create_table(dynamodb, "NEW_AND_OLD_IMAGES")
+
+    dynamodb.update_item(
+        TableName=table,
+        Key={"pk": {"S": "trade"}},
+        UpdateExpression="SET Version = :v, #value = :value",
+        ExpressionAttributeNames={"#value": "Value"},
+        ExpressionAttributeValues={":v": {"N": "1"}, ":value": {"N": "10.5"}},
+        ConditionExpression="attribute_not_exists(pk) OR Version < :v",
+    )
+
+    records = stream_records(dynamodb, streams, table)
+    assert [record["eventName"] for record in records] == ["INSERT"]
+    image = records[0]["dynamodb"]
+    assert image["NewImage"] == {"pk": {"S": "trade"}, "Version": {"N": "1"}, "Value": {"N": "10.5"}}
+    assert "OldImage" not in image
+    assert image["Keys"] == {"pk": {"S": "trade"}}
+
+
+def test_update_item_of_an_existing_item_emits_one_modify_with_both_images(
+    dynamodb: DynamoDBClient, streams: DynamoDBStreamsClient
+) -> None:
+    table = create_table(dynamodb, "NEW_AND_OLD_IMAGES")
+    dynamodb.put_item(TableName=table, Item={"pk": {"S": "trade"}, "Version": {"N": "1"}})
+
+    dynamodb.update_item(
+        TableName=table,
+        Key={"pk": {"S": "trade"}},
+        UpdateExpression="SET Version = :v",
+        ExpressionAttributeValues={":v": {"N": "2"}},
+    )
+
+    records = stream_records(dynamodb, streams, table)
+    assert [record["eventName"] for record in records] == ["INSERT", "MODIFY"]
+    modify = records[1]["dynamodb"]
+    assert modify["OldImage"] == {"pk": {"S": "trade"}, "Version": {"N": "1"}}
+    assert modify["NewImage"] == {"pk": {"S": "trade"}, "Version": {"N": "2"}}
+
+
+def test_failed_conditional_writes_emit_no_stream_record(
+    dynamodb: DynamoDBClient, streams: DynamoDBStreamsClient
+) -> None:
+    table = create_table(dynamodb, "NEW_AND_OLD_IMAGES")
+    dynamodb.put_item(TableName=table, Item={"pk": {"S": "trade"}, "Version": {"N": "3"}})
+
+    with pytest.raises(ClientError) as update_failed:
+        dynamodb.update_item(
+            TableName=table,
+            Key={"pk": {"S": "trade"}},
+            UpdateExpression="SET Version = :v",
+            ConditionExpression="attribute_not_exists(pk) OR Version < :v",
+            ExpressionAttributeValues={":v": {"N": "2"}},
+        )
+    with pytest.raises(ClientError) as put_failed:
+        dynamodb.put_item(TableName=table, Item={"pk": {"S": "trade"}}, ConditionExpression="attribute_not_exists(pk)")
+
+    assert update_failed.value.response["Error"]["Code"] == "ConditionalCheckFailedException"
+    assert put_failed.value.response["Error"]["Code"] == "ConditionalCheckFailedException"
+    assert [record["eventName"] for record in stream_records(dynamodb, streams, table)] == ["INSERT"]
+
+
+def test_put_item_and_delete_item_emit_insert_modify_remove_per_stream_view_type(
+    dynamodb: DynamoDBClient, streams: DynamoDBStreamsClient
+) -> None:
+    table = create_table(dynamodb, "NEW_IMAGE")
+
+    dynamodb.put_item(TableName=table, Item={"pk": {"S": "batch"}, "n": {"N": "1"}})
+    dynamodb.put_item(TableName=table, Item={"pk": {"S": "batch"}, "n": {"N": "2"}})
+    dynamodb.delete_item(TableName=table, Key={"pk": {"S": "batch"}})
+
+    records = stream_records(dynamodb, streams, table)
+    assert [record["eventName"] for record in records] == ["INSERT", "MODIFY", "REMOVE"]
+    assert [record["dynamodb"].get("NewImage") for record in records] == [
+        {"pk": {"S": "batch"}, "n": {"N": "1"}},
+        {"pk": {"S": "batch"}, "n": {"N": "2"}},
+        None,
+    ]
+    assert all("OldImage" not in record["dynamodb"] for record in records), "NEW_IMAGE has no old image"
+    assert records[2]["dynamodb"]["Keys"] == {"pk": {"S": "batch"}}
+
+
+def test_transact_write_items_emit_one_record_per_item_and_none_when_cancelled(
+    dynamodb: DynamoDBClient, streams: DynamoDBStreamsClient
+) -> None:
+    table = create_table(dynamodb, "NEW_AND_OLD_IMAGES")
+
+    dynamodb.transact_write_items(
+        TransactItems=[
+            add_to_counter(table, "node", 5),
+            {"Put": {"TableName": table, "Item": {"pk": {"S": "#marker"}}}},
+        ]
+    )
+    with pytest.raises(ClientError):
+        dynamodb.transact_write_items(
+            TransactItems=[add_to_counter(table, "node", 1), require_existing(table, "missing")]
+        )
+    dynamodb.transact_write_items(TransactItems=[add_to_counter(table, "node", 2)])
+
+    records = stream_records(dynamodb, streams, table)
+    assert [(r["eventName"], r["dynamodb"]["Keys"]["pk"]["S"]) for r in records] == [
+        ("INSERT", "node"),
+        ("INSERT", "#marker"),
+        ("MODIFY", "node"),
+    ]
+    assert records[0]["dynamodb"]["NewImage"] == {"pk": {"S": "node"}, "amount": {"N": "5"}}
+    assert records[2]["dynamodb"]["OldImage"]["amount"] == {"N": "5"}
+    assert records[2]["dynamodb"]["NewImage"]["amount"] == {"N": "7"}
+
+
+# ------------------------------------------------------------------- DynamoDB Streams
+
+
+def test_dynamodb_streams_client_works_against_the_server(
+    dynamodb: DynamoDBClient, streams: DynamoDBStreamsClient
+) -> None:
+    """Server mode + endpoint URL: list/describe/iterators/get_records, sequence numbers increasing."""
+    table = create_table(dynamodb, "NEW_AND_OLD_IMAGES")
+    stream_arn = dynamodb.describe_table(TableName=table)["Table"]["LatestStreamArn"]
+    assert stream_arn in [s["StreamArn"] for s in streams.list_streams(TableName=table)["Streams"]]
+    description = streams.describe_stream(StreamArn=stream_arn)["StreamDescription"]
+    assert description["StreamStatus"] == "ENABLED"
+    assert description["StreamViewType"] == "NEW_AND_OLD_IMAGES"
+    shard_id = description["Shards"][0]["ShardId"]
+    latest = streams.get_shard_iterator(StreamArn=stream_arn, ShardId=shard_id, ShardIteratorType="LATEST")
+
+    for number in range(3):
+        dynamodb.put_item(TableName=table, Item={"pk": {"S": f"item-{number}"}})
+
+    page = streams.get_records(ShardIterator=latest["ShardIterator"], Limit=2)
+    rest = streams.get_records(ShardIterator=page["NextShardIterator"])
+    tip = streams.get_records(ShardIterator=rest["NextShardIterator"])
+    sequence_numbers = [int(r["dynamodb"]["SequenceNumber"]) for r in page["Records"] + rest["Records"]]
+    assert len(page["Records"]) == 2 and len(rest["Records"]) == 1
+    assert sequence_numbers == sorted(set(sequence_numbers))
+    assert tip["Records"] == [] and "NextShardIterator" in tip, "an open shard always has a next iterator"
+
+    after_first = streams.get_shard_iterator(
+        StreamArn=stream_arn,
+        ShardId=shard_id,
+        ShardIteratorType="AFTER_SEQUENCE_NUMBER",
+        SequenceNumber=str(sequence_numbers[0]),
+    )
+    resumed = streams.get_records(ShardIterator=after_first["ShardIterator"])["Records"]
+    assert [int(r["dynamodb"]["SequenceNumber"]) for r in resumed] == sequence_numbers[1:]
+    assert all(r["eventSource"] == "aws:dynamodb" and r["eventID"] for r in resumed)
+
+
+def test_event_source_mappings_leave_stream_records_for_the_poller(
+    dynamodb: DynamoDBClient, streams: DynamoDBStreamsClient, aws_client: AwsClientFactory
+) -> None:
+    """AWS: a mapping polls; writes never invoke the function and stream records stay readable."""
+    table = create_table(dynamodb, "NEW_IMAGE")
+    stream_arn = dynamodb.describe_table(TableName=table)["Table"]["LatestStreamArn"]
+    role = aws_client("iam").create_role(RoleName=f"role-{table}", AssumeRolePolicyDocument="{}")
+    archive = io.BytesIO()
+    with zipfile.ZipFile(archive, "w") as package:
+        package.writestr("handler.py", "def handler(event, context):\n    return None\n")
+    lambda_client = aws_client("lambda")
+    lambda_client.create_function(
+        FunctionName=f"fn-{table}",
+        Runtime="python3.11",
+        Role=role["Role"]["Arn"],
+        Handler="handler.handler",
+        Code={"ZipFile": archive.getvalue()},
+    )
+    mapping = lambda_client.create_event_source_mapping(
+        EventSourceArn=stream_arn, FunctionName=f"fn-{table}", StartingPosition="TRIM_HORIZON"
+    )
+
+    for number in range(3):
+        dynamodb.put_item(TableName=table, Item={"pk": {"S": f"item-{number}"}})
+
+    assert [r["eventName"] for r in stream_records(dynamodb, streams, table)] == ["INSERT"] * 3
+    listed = lambda_client.list_event_source_mappings(EventSourceArn=stream_arn)["EventSourceMappings"]
+    assert [m["UUID"] for m in listed] == [mapping["UUID"]]
+
+
+# ----------------------------------------------------------------- request isolation
+
+
+def test_concurrent_writes_survive_cancelled_transactions_on_the_same_table(dynamodb: DynamoDBClient) -> None:
+    """AWS: transactions are serializable; a cancelled one never undoes another request's write."""
+    table = create_table(dynamodb)
+    for number in range(100):
+        dynamodb.put_item(TableName=table, Item={"pk": {"S": f"filler-{number}"}, "pad": {"S": "x" * 100}})
+    adders, additions_each, cancellations = 3, 60, 60
+
+    def add() -> None:
+        for _ in range(additions_each):
+            dynamodb.update_item(
+                TableName=table,
+                Key={"pk": {"S": "count"}},
+                UpdateExpression="ADD amount :one",
+                ExpressionAttributeValues={":one": {"N": "1"}},
+            )
+
+    def cancel() -> None:
+        for _ in range(cancellations):
+            with pytest.raises(ClientError):
+                dynamodb.transact_write_items(
+                    TransactItems=[add_to_counter(table, "other"), require_existing(table, "missing")]
+                )
+
+    run_concurrently(*[add] * adders, cancel)
+
+    assert counter(dynamodb, table, "count") == adders * additions_each
+
+
+def test_concurrent_kinesis_puts_keep_every_record_with_a_unique_sequence_number(kinesis: KinesisClient) -> None:
+    stream = f"compat-{uuid.uuid4().hex[:12]}"
+    kinesis.create_stream(StreamName=stream, ShardCount=1)
+    backlog = [{"Data": b"{}", "PartitionKey": "backlog"}] * 500
+    for _ in range(8):  # a longer shard widens moto's read-max-then-insert window
+        kinesis.put_records(StreamName=stream, Records=backlog)  # type: ignore[arg-type]
+    writers, puts_each, batch = 4, 15, 25
+
+    def put() -> None:
+        for _ in range(puts_each):
+            response = kinesis.put_records(
+                StreamName=stream,
+                Records=[{"Data": b"{}", "PartitionKey": str(number)} for number in range(batch)],
+            )
+            assert response["FailedRecordCount"] == 0
+
+    run_concurrently(*[put] * writers)
+
+    shard_id = kinesis.list_shards(StreamName=stream)["Shards"][0]["ShardId"]
+    iterator = kinesis.get_shard_iterator(StreamName=stream, ShardId=shard_id, ShardIteratorType="TRIM_HORIZON")
+    page = kinesis.get_records(ShardIterator=iterator["ShardIterator"], Limit=10000)
+    sequence_numbers = [int(record["SequenceNumber"]) for record in page["Records"]]
+    assert len(sequence_numbers) == 8 * len(backlog) + writers * puts_each * batch
+    assert sequence_numbers == sorted(set(sequence_numbers))
+
+
+# ------------------------------------------------------------------- control endpoints
+
+
+def request_json(url: str, method: str = "GET", body: object | None = None) -> tuple[int, Any]:
+    data = None if body is None else json.dumps(body).encode("utf-8")
+    request = urllib.request.Request(url, data=data, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def test_control_endpoints_report_health_and_move_the_clock_forward_only(emulator_endpoint: str) -> None:
+    status, health = request_json(emulator_endpoint + "/_compat/health")
+    assert status == 200 and health["status"] == "ok"
+    assert set(health["fixes"]) == {fix.__name__ for fix in moto_compat.FIXES}
+
+    _, before = request_json(emulator_endpoint + "/_compat/clock")
+    status, after = request_json(emulator_endpoint + "/_compat/clock/advance", "POST", {"seconds": 30})
+    assert status == 200 and after["now"] >= before["now"] + 30
+
+    assert request_json(emulator_endpoint + "/_compat/clock/advance", "POST", {"seconds": -1})[0] == 400
+    assert request_json(emulator_endpoint + "/_compat/nothing-here")[0] == 404
+
+
+def test_compat_clock_advances_in_process() -> None:
+    """In-process users (moto without a server) can move the clock the fixes read."""
+    clock = moto_compat.CompatClock()
+    start = clock.now()
+    assert clock.advance(601) >= start + 601
+    with pytest.raises(ValueError):
+        clock.advance(-1)
