@@ -5,13 +5,14 @@ act on; the state function quarantines it with that reason and moves on, so one
 bad record never blocks its shard.
 """
 
+import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, NoReturn, TypeGuard
 
-from aggregation.exact import is_dynamodb_number
+from aggregation.exact import EXACT, is_dynamodb_number
 from aggregation.hierarchy import KEY_SEPARATOR
 
 MAX_TRADE_ID_LENGTH = 256
@@ -35,6 +36,17 @@ class TradeMessage:
     value: Decimal
     timestamp: Decimal | None
     hierarchy: tuple[str, ...]  # values in the configured level order
+
+    @property
+    def content_digest(self) -> str:
+        """SHA-256 of what the aggregates see (value and hierarchy), to tell a duplicate
+        (same TradeID, Version and content) from a conflict (same version, other content).
+
+        The value is normalised, so `1.0` and `1.00` are the same content; the
+        timestamp is left out because it only measures latency.
+        """
+        canonical = json.dumps([str(EXACT.normalize(self.value)), list(self.hierarchy)], separators=(",", ":"))
+        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
 def _reject(reason: str) -> NoReturn:

@@ -6,11 +6,16 @@ remaining message (`attribute_not_exists(TradeID) OR Version < :version`). A
 failed condition means the table already holds this or a newer version: the
 message is a duplicate or stale and changes nothing. Writes for distinct TradeIDs
 are independent, so they run concurrently in a bounded pool.
+
+A message with the version already applied but different content (value or
+hierarchy) is a *conflicting duplicate*: the first applied version stands, and
+the conflict is counted and reported in the quarantine with its reason.
 """
 
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, cast
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
@@ -18,13 +23,13 @@ from aws_lambda_powertools.utilities.data_classes import KinesisStreamEvent
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.exceptions import ClientError
 
-from aggregation.batches import latest_versions
+from aggregation.batches import is_conflicting_duplicate, select_latest_versions
 from aggregation.exact import dynamodb_number
 from aggregation.messages import InvalidMessage, TradeMessage, parse_trade_message
 from function_support.aws import dynamodb_client, error_code, serializer
 from function_support.faults import FailurePoint, maybe_inject_failure
 from function_support.settings import METRICS_NAMESPACE, hierarchy_levels, positive_int_setting, required_setting
-from state_function.quarantine import QuarantinedRecord, quarantine_records
+from state_function.quarantine import QuarantinedRecord, RecordOrigin, quarantine_records
 
 STAGE = "STATE"
 DEFAULT_WRITE_CONCURRENCY = 16
@@ -35,6 +40,32 @@ logger = Logger(service=SERVICE)
 metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE)
 
 
+@dataclass(frozen=True)
+class StateWrite:
+    """The outcome of one conditional update.
+
+    `applied_digest` is the content digest now stored for the message's version:
+    its own when written, the earlier message's when the version was already
+    there, None when the table holds a newer version.
+    """
+
+    written: bool
+    applied_digest: str | None
+
+
+@dataclass(frozen=True)
+class ReceivedMessage:
+    origin: RecordOrigin
+    message: TradeMessage
+
+
+def conflict_reason(message: TradeMessage) -> str:
+    return (
+        f"conflicting duplicate: TradeID {message.trade_id!r} Version {message.version} was already "
+        "received with a different Value or Hierarchy; the first applied version stands"
+    )
+
+
 @cache
 def write_pool() -> ThreadPoolExecutor:
     """One bounded pool per execution environment."""
@@ -42,21 +73,23 @@ def write_pool() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="state-write")
 
 
-def apply_state_change(table_name: str, message: TradeMessage, levels: tuple[str, ...]) -> bool:
-    """Write `message` unless the table holds this or a newer version. True when written."""
+def apply_state_change(table_name: str, message: TradeMessage, levels: tuple[str, ...]) -> StateWrite:
+    """Write `message` unless the table holds this or a newer version."""
     names = {
         "#trade_id": "TradeID",
         "#version": "Version",
         "#value": "Value",
         "#hierarchy": "Hierarchy",
         "#timestamp": "Timestamp",
+        "#digest": "ContentDigest",
     }
     values = {
         ":version": serializer.serialize(message.version),
         ":value": serializer.serialize(dynamodb_number(message.value)),
         ":hierarchy": serializer.serialize(dict(zip(levels, message.hierarchy, strict=True))),
+        ":digest": {"S": message.content_digest},
     }
-    assignments = "#value = :value, #version = :version, #hierarchy = :hierarchy"
+    assignments = "#value = :value, #version = :version, #hierarchy = :hierarchy, #digest = :digest"
     if message.timestamp is None:
         update = f"SET {assignments} REMOVE #timestamp"
     else:
@@ -70,12 +103,17 @@ def apply_state_change(table_name: str, message: TradeMessage, levels: tuple[str
             ConditionExpression="attribute_not_exists(#trade_id) OR #version < :version",
             ExpressionAttributeNames=names,
             ExpressionAttributeValues=values,
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
     except ClientError as error:
-        if error_code(error) == "ConditionalCheckFailedException":
-            return False
-        raise
-    return True
+        if error_code(error) != "ConditionalCheckFailedException":
+            raise
+        stored: dict[str, Any] = cast(dict[str, Any], error.response).get("Item", {})  # ALL_OLD: what won
+        same_version = stored.get("Version", {}).get("N") == str(message.version)
+        return StateWrite(
+            written=False, applied_digest=stored.get("ContentDigest", {}).get("S") if same_version else None
+        )
+    return StateWrite(written=True, applied_digest=message.content_digest)
 
 
 @metrics.log_metrics
@@ -86,39 +124,51 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, i
     quarantine_table = required_setting("QUARANTINE_TABLE")
     levels = hierarchy_levels()
 
-    messages: list[TradeMessage] = []
-    invalid: list[QuarantinedRecord] = []
+    received: list[ReceivedMessage] = []
+    rejected: list[QuarantinedRecord] = []
     for record in KinesisStreamEvent(event).records:
-        payload = record.kinesis.data_as_bytes()
+        origin = RecordOrigin(
+            event_id=record.event_id,
+            shard_id=record.event_id.split(":", 1)[0],
+            sequence_number=record.kinesis.sequence_number,
+            partition_key=record.kinesis.partition_key,
+            payload=record.kinesis.data_as_bytes(),
+        )
         try:
-            messages.append(parse_trade_message(payload, levels))
+            received.append(ReceivedMessage(origin, parse_trade_message(origin.payload, levels)))
         except InvalidMessage as error:
-            invalid.append(
-                QuarantinedRecord(
-                    event_id=record.event_id,
-                    shard_id=record.event_id.split(":", 1)[0],
-                    sequence_number=record.kinesis.sequence_number,
-                    partition_key=record.kinesis.partition_key,
-                    payload=payload,
-                    reason=error.reason,
-                )
-            )
-    if invalid:
-        quarantine_records(quarantine_table, invalid)
-        logger.warning("quarantined invalid records", extra={"reasons": [r.reason for r in invalid]})
+            rejected.append(QuarantinedRecord(origin, error.reason))
 
-    latest = latest_versions(messages)
-    written = sum(write_pool().map(lambda m: apply_state_change(state_table, m, levels), latest))
+    selection = select_latest_versions(received, lambda item: item.message)
+    writes = list(
+        write_pool().map(lambda item: apply_state_change(state_table, item.message, levels), selection.latest)
+    )
+    applied_digests = {
+        item.message.trade_id: w.applied_digest for item, w in zip(selection.latest, writes, strict=True)
+    }
+    conflicts = [
+        item
+        for item in selection.latest + selection.same_version
+        if is_conflicting_duplicate(item.message, applied_digests[item.message.trade_id])
+    ]
+    reported = rejected + [QuarantinedRecord(item.origin, conflict_reason(item.message)) for item in conflicts]
+    if reported:
+        quarantine_records(quarantine_table, reported)
+        logger.warning("quarantined records", extra={"reasons": [r.reason for r in reported]})
+
+    written = sum(w.written for w in writes)
     summary = {
-        "received": len(messages) + len(invalid),
+        "received": len(received) + len(rejected),
         "written": written,
-        "duplicate_or_stale": len(messages) - written,
-        "quarantined": len(invalid),
+        "duplicate_or_stale": len(received) - written - len(conflicts),
+        "conflicting_duplicates": len(conflicts),
+        "quarantined": len(rejected),
     }
     metrics.add_metric(name="MessagesReceived", unit=MetricUnit.Count, value=summary["received"])
     metrics.add_metric(name="MessagesWritten", unit=MetricUnit.Count, value=written)
     metrics.add_metric(name="DuplicateOrStaleMessages", unit=MetricUnit.Count, value=summary["duplicate_or_stale"])
-    metrics.add_metric(name="QuarantinedRecords", unit=MetricUnit.Count, value=len(invalid))
+    metrics.add_metric(name="ConflictingDuplicates", unit=MetricUnit.Count, value=len(conflicts))
+    metrics.add_metric(name="QuarantinedRecords", unit=MetricUnit.Count, value=len(rejected))
     logger.info("state batch done", extra=summary)
     maybe_inject_failure(STAGE, FailurePoint.AFTER_WRITE)
     return summary

@@ -21,27 +21,35 @@ MAX_UNPROCESSED_ROUNDS = 8
 
 
 @dataclass(frozen=True)
-class QuarantinedRecord:
+class RecordOrigin:
+    """Where a Kinesis record came from, and its raw bytes."""
+
     event_id: str
     shard_id: str
     sequence_number: str
     partition_key: str
     payload: bytes
+
+
+@dataclass(frozen=True)
+class QuarantinedRecord:
+    origin: RecordOrigin
     reason: str
 
 
 def quarantine_item(record: QuarantinedRecord, now: float) -> dict[str, Any]:
     """The QuarantineTable item of one invalid record (docs/architecture.md)."""
-    stored = record.payload[:MAX_STORED_PAYLOAD_BYTES]
+    origin = record.origin
+    stored = origin.payload[:MAX_STORED_PAYLOAD_BYTES]
     item: dict[str, Any] = {
-        "RecordId": record.event_id,
+        "RecordId": origin.event_id,
         "Reason": record.reason,
-        "PayloadBytes": len(record.payload),
-        "PayloadSha256": hashlib.sha256(record.payload).hexdigest(),
-        "PayloadTruncated": len(stored) < len(record.payload),
-        "PartitionKey": record.partition_key,
-        "SequenceNumber": record.sequence_number,
-        "ShardId": record.shard_id,
+        "PayloadBytes": len(origin.payload),
+        "PayloadSha256": hashlib.sha256(origin.payload).hexdigest(),
+        "PayloadTruncated": len(stored) < len(origin.payload),
+        "PartitionKey": origin.partition_key,
+        "SequenceNumber": origin.sequence_number,
+        "ShardId": origin.shard_id,
         "QuarantinedAt": int(now),
     }
     try:

@@ -22,7 +22,13 @@ def test_duplicates_and_stale_versions_in_a_batch_cost_no_write(pipeline: Pipeli
             trade_message("a", 2, "20"),
         ]
     )
-    assert summary == {"received": 4, "written": 1, "duplicate_or_stale": 3, "quarantined": 0}
+    assert summary == {
+        "received": 4,
+        "written": 1,
+        "duplicate_or_stale": 3,
+        "conflicting_duplicates": 0,
+        "quarantined": 0,
+    }
     assert state_versions(pipeline) == {"a": (3, Decimal(30))}
     records = pipeline.new_stream_records("state")
     assert [r["eventName"] for r in records] == ["INSERT"], "one write, one stream record"
@@ -34,7 +40,13 @@ def test_duplicates_and_stale_versions_across_batches_change_nothing(pipeline: P
     summary = pipeline.run_state([trade_message("a", 3, "30"), trade_message("b", 0, "5")])
     assert summary["written"] == 1
     summary = pipeline.run_state([trade_message("a", 2, "20")])
-    assert summary == {"received": 1, "written": 0, "duplicate_or_stale": 1, "quarantined": 0}
+    assert summary == {
+        "received": 1,
+        "written": 0,
+        "duplicate_or_stale": 1,
+        "conflicting_duplicates": 0,
+        "quarantined": 0,
+    }
     assert state_versions(pipeline) == {"a": (3, Decimal(30)), "b": (0, Decimal(5))}
     assert [r["dynamodb"]["Keys"]["TradeID"]["S"] for r in pipeline.new_stream_records("state")] == ["b"]
 
@@ -49,7 +61,13 @@ def test_invalid_records_are_quarantined_and_the_rest_processed(pipeline: Pipeli
     not_utf8 = b"\xff\xfe\x00binary"
     bad_json = b'{"TradeID": "x", "Value": '
     summary = pipeline.run_state([trade_message("ok1", 1, "1"), not_utf8, bad_json, trade_message("ok2", 1, "2")])
-    assert summary == {"received": 4, "written": 2, "duplicate_or_stale": 0, "quarantined": 2}
+    assert summary == {
+        "received": 4,
+        "written": 2,
+        "duplicate_or_stale": 0,
+        "conflicting_duplicates": 0,
+        "quarantined": 2,
+    }
     assert set(state_versions(pipeline)) == {"ok1", "ok2"}
     quarantined = {item["RecordId"]: item for item in pipeline.scan("quarantine")}
     assert len(quarantined) == 2
@@ -96,3 +114,23 @@ def test_bad_fault_setting_is_an_error_not_a_silent_zero(pipeline: Pipeline, mon
     monkeypatch.setenv("FAILURE_STATE_LAMBDA_PCT", "lots")
     with pytest.raises(ValueError, match="FAILURE_STATE_LAMBDA_PCT"):
         pipeline.run_state([trade_message("a", 1, "1")])
+
+
+def test_conflicting_duplicate_is_reported_and_the_first_applied_version_stands(pipeline: Pipeline) -> None:
+    pipeline.run_state([trade_message("a", 2, "10")])
+    conflicting = trade_message("a", 2, "99")
+    summary = pipeline.run_state([conflicting, trade_message("a", 2, "10.0"), trade_message("a", 1, "5")])
+    assert summary["conflicting_duplicates"] == 1
+    assert summary["duplicate_or_stale"] == 2
+    assert state_versions(pipeline) == {"a": (2, Decimal(10))}
+    (report,) = pipeline.scan("quarantine")
+    assert report["Payload"] == conflicting.decode()
+    assert report["Reason"].startswith("conflicting duplicate: TradeID 'a' Version 2")
+
+
+def test_conflicting_duplicate_inside_one_batch_is_reported(pipeline: Pipeline) -> None:
+    conflicting = trade_message("a", 2, "11", path=("Vega", "Rates", "EMEA"))
+    summary = pipeline.run_state([trade_message("a", 2, "10"), conflicting])
+    assert (summary["written"], summary["conflicting_duplicates"]) == (1, 1)
+    assert state_versions(pipeline) == {"a": (2, Decimal(10))}
+    assert [item["Payload"] for item in pipeline.scan("quarantine")] == [conflicting.decode()]

@@ -1,0 +1,44 @@
+"""cdk-nag AwsSolutions checks, and the findings reviewed and accepted (each with its reason).
+
+`make synth` fails on any AwsSolutions error that is not suppressed here. A suppression is
+scoped to the construct (and, for IAM5, to the exact wildcard) it was reviewed for.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from aws_cdk import Aspects, IAspect
+from cdk_nag import AwsSolutionsChecks, NagPackSuppression, NagSuppressions
+from constructs import IConstruct
+
+if TYPE_CHECKING:
+    from stacks.pipeline_stack import ExactlyOnceAggregationStack
+
+
+def add_aws_solutions_checks(scope: IConstruct) -> None:
+    """Run the AwsSolutions rule pack over everything under `scope` at synthesis."""
+    checks: IAspect = AwsSolutionsChecks(verbose=True)
+    Aspects.of(scope).add(checks)
+
+
+def suppress_reviewed_findings(stack: ExactlyOnceAggregationStack) -> None:
+    """Suppress the findings that were reviewed and accepted, each with its specific reason."""
+    for stage in (stack.map_stage, stack.reduce_stage):
+        NagSuppressions.add_resource_suppressions(
+            stage.handler.role,
+            [
+                NagPackSuppression(
+                    id="AwsSolutions-IAM5",
+                    applies_to=["Resource::*"],
+                    reason=(
+                        "dynamodb:ListStreams on '*' comes from CDK's grantStreamRead for the "
+                        "DynamoDB Streams event source mapping (Lambda documents it as a required "
+                        "execution-role permission; AWSLambdaDynamoDBExecutionRole grants it the "
+                        "same way). It lists stream ARNs and reads no data: DescribeStream, "
+                        "GetRecords and GetShardIterator stay scoped to the one table's StreamArn."
+                    ),
+                )
+            ],
+            apply_to_children=True,
+        )

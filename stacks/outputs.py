@@ -1,0 +1,30 @@
+"""The CloudFormation outputs every client reads (docs/architecture.md, "Stack outputs").
+
+Their keys are a contract with the producer, verifier, frontend and local deployer, so the
+logical IDs are pinned instead of being derived from the construct path.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import CfnOutput
+from constructs import Construct
+
+from stacks.ingest import IngestStream
+from stacks.tables import PipelineTables
+
+
+class PipelineOutputs(Construct):
+    """StreamName, StateTableName, DeltaTableName, AggregateTableName, QuarantineTableName."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, ingest: IngestStream, tables: PipelineTables) -> None:
+        super().__init__(scope, construct_id)
+        values = {
+            "StreamName": (ingest.stream.stream_name, "Kinesis stream the producer writes trades to"),
+            "StateTableName": (tables.state_table.table_name, "Latest version of every trade"),
+            "DeltaTableName": (tables.delta_table.table_name, "One delta item per map batch"),
+            "AggregateTableName": (tables.aggregate_table.table_name, "The aggregates"),
+            "QuarantineTableName": (tables.quarantine_table.table_name, "Invalid input records"),
+        }
+        for key, (value, description) in values.items():
+            output = CfnOutput(self, key, value=value, description=description)
+            output.override_logical_id(key)

@@ -1,0 +1,54 @@
+"""`ExactlyOnceAggregationStack`: the whole pipeline in one stack, one construct per concern."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import Stack
+from constructs import Construct
+
+from stacks.functions import SharedFunctionAssets
+from stacks.ingest import IngestStream
+from stacks.monitoring import PipelineAlarms
+from stacks.nag import suppress_reviewed_findings
+from stacks.outputs import PipelineOutputs
+from stacks.settings import PipelineSettings
+from stacks.stages import MapStage, ReduceStage, StateStage
+from stacks.tables import PipelineTables
+
+
+class ExactlyOnceAggregationStack(Stack):
+    """Kinesis -> state -> StateTable -> map -> DeltaTable -> reduce -> AggregateTable.
+
+    Construct IDs are part of the resources' logical IDs: renaming one replaces the resource
+    (and, for a table, its data), so they are deliberately short and stable.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, settings: PipelineSettings, **kwargs: Any) -> None:
+        super().__init__(
+            scope,
+            construct_id,
+            description="Serverless exactly-once stream aggregation (Kinesis, Lambda, DynamoDB)",
+            **kwargs,
+        )
+        self.settings = settings
+        self.ingest = IngestStream(self, "Ingest", settings=settings)
+        self.tables = PipelineTables(self, "Tables", settings=settings)
+        assets = SharedFunctionAssets(self, "FunctionAssets", settings=settings)
+        self.state_stage = StateStage(
+            self, "State", settings=settings, assets=assets, ingest=self.ingest, tables=self.tables
+        )
+        self.map_stage = MapStage(self, "Map", settings=settings, assets=assets, tables=self.tables)
+        self.reduce_stage = ReduceStage(self, "Reduce", settings=settings, assets=assets, tables=self.tables)
+        self.alarms = PipelineAlarms(
+            self,
+            "Alarms",
+            settings=settings,
+            functions={
+                "state": self.state_stage.handler.function,
+                "map": self.map_stage.handler.function,
+                "reduce": self.reduce_stage.handler.function,
+            },
+        )
+        PipelineOutputs(self, "Outputs", ingest=self.ingest, tables=self.tables)
+        suppress_reviewed_findings(self)

@@ -1,0 +1,257 @@
+"""Every tunable of the pipeline, read once from the CDK context and validated.
+
+`cdk.json` holds each setting with its default under `"context"`; `cdk deploy -c key=value`
+overrides one. The CDK CLI hands command-line values over as strings, so every reader
+below accepts the JSON type *and* its string spelling (``"100"``, ``'{"FAILURE_...": 5}'``).
+
+A bad value stops synthesis with a one-line :class:`SettingsError` naming the setting, what
+it must be and what it got, rather than a deploy that fails (or, worse, silently breaks
+exactly-once) much later.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Literal, cast
+
+from aws_cdk import RemovalPolicy
+from aws_cdk import aws_logs as logs
+
+ContextReader = Callable[[str], Any]
+"""`node.try_get_context`: returns the raw context value for a key, or None when unset."""
+
+ReduceIdempotency = Literal["crt+marker", "crt"]
+
+FAULT_INJECTION_VARIABLES: Final[tuple[str, ...]] = (
+    "FAILURE_STATE_LAMBDA_PCT",
+    "FAILURE_STATE_LAMBDA_AFTER_WRITE_PCT",
+    "FAILURE_MAP_LAMBDA_PCT",
+    "FAILURE_MAP_LAMBDA_AFTER_WRITE_PCT",
+    "FAILURE_REDUCE_LAMBDA_PCT",
+    "FAILURE_REDUCE_LAMBDA_AFTER_WRITE_PCT",
+)
+"""The DESIGN.md fault-injection variables of the three functions this stack deploys."""
+
+REDUCE_IDEMPOTENCY_MODES: Final[tuple[str, ...]] = ("crt+marker", "crt")
+REMOVAL_POLICIES: Final[Mapping[str, RemovalPolicy]] = {
+    "retain": RemovalPolicy.RETAIN,
+    "destroy": RemovalPolicy.DESTROY,
+}
+
+# CloudWatch Logs accepts only these retention periods (days).
+_LOG_RETENTION_DAYS: Final[Mapping[int, logs.RetentionDays]] = {
+    1: logs.RetentionDays.ONE_DAY,
+    3: logs.RetentionDays.THREE_DAYS,
+    5: logs.RetentionDays.FIVE_DAYS,
+    7: logs.RetentionDays.ONE_WEEK,
+    14: logs.RetentionDays.TWO_WEEKS,
+    30: logs.RetentionDays.ONE_MONTH,
+    60: logs.RetentionDays.TWO_MONTHS,
+    90: logs.RetentionDays.THREE_MONTHS,
+    120: logs.RetentionDays.FOUR_MONTHS,
+    150: logs.RetentionDays.FIVE_MONTHS,
+    180: logs.RetentionDays.SIX_MONTHS,
+    365: logs.RetentionDays.ONE_YEAR,
+    400: logs.RetentionDays.THIRTEEN_MONTHS,
+    545: logs.RetentionDays.EIGHTEEN_MONTHS,
+    731: logs.RetentionDays.TWO_YEARS,
+    1096: logs.RetentionDays.THREE_YEARS,
+    1827: logs.RetentionDays.FIVE_YEARS,
+    2192: logs.RetentionDays.SIX_YEARS,
+    2557: logs.RetentionDays.SEVEN_YEARS,
+    2922: logs.RetentionDays.EIGHT_YEARS,
+    3288: logs.RetentionDays.NINE_YEARS,
+    3653: logs.RetentionDays.TEN_YEARS,
+}
+
+_STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,127}$")
+
+DEFAULT_CONTEXT: Final[Mapping[str, Any]] = {
+    "stackName": "ExactlyOnceAggregation",
+    "hierarchyLevels": ["RiskType", "TradeDesk", "Region"],
+    "stateBatchSize": 100,
+    "stateParallelizationFactor": 1,
+    "stateWriteConcurrency": 16,
+    "mapBatchSize": 100,
+    "reduceBatchSize": 10,
+    "deltaTtlDays": 7,
+    "markerTtlDays": 7,
+    "reduceIdempotency": "crt+marker",
+    "iteratorAgeAlarmMs": 60000,
+    "logRetentionDays": 30,
+    "powertoolsLayerVersion": 38,
+    "removalPolicy": "retain",
+    "faultInjection": dict.fromkeys(FAULT_INJECTION_VARIABLES, 0),
+}
+"""The defaults; `cdk.json` repeats them (a test keeps the two identical)."""
+
+
+class SettingsError(ValueError):
+    """A context setting is missing its expected type or range; the message is one line."""
+
+
+@dataclass(frozen=True)
+class PipelineSettings:
+    """The validated settings every construct of the stack reads (never the raw context)."""
+
+    stack_name: str
+    hierarchy_levels: tuple[str, ...]
+    state_batch_size: int
+    state_parallelization_factor: int
+    state_write_concurrency: int
+    map_batch_size: int
+    reduce_batch_size: int
+    delta_ttl_days: int
+    marker_ttl_days: int
+    reduce_idempotency: ReduceIdempotency
+    iterator_age_alarm_ms: int
+    log_retention_days: int
+    powertools_layer_version: int
+    removal_policy_name: str
+    fault_injection: Mapping[str, float]
+
+    @property
+    def removal_policy(self) -> RemovalPolicy:
+        """What CloudFormation does with the stream, tables and log groups on stack deletion."""
+        return REMOVAL_POLICIES[self.removal_policy_name]
+
+    @property
+    def log_retention(self) -> logs.RetentionDays:
+        """`logRetentionDays` as the CloudWatch Logs enum."""
+        return _LOG_RETENTION_DAYS[self.log_retention_days]
+
+    def fault_injection_environment(self, stage: str) -> dict[str, str]:
+        """The two FAILURE_<STAGE>_* variables of one function (stage: STATE, MAP or REDUCE)."""
+        names = (f"FAILURE_{stage}_LAMBDA_PCT", f"FAILURE_{stage}_LAMBDA_AFTER_WRITE_PCT")
+        return {name: _format_percentage(self.fault_injection[name]) for name in names}
+
+    @classmethod
+    def from_context(cls, read: ContextReader) -> PipelineSettings:
+        """Read and validate every setting; unset ones take their `DEFAULT_CONTEXT` value."""
+
+        def raw(key: str) -> Any:
+            value = read(key)
+            return DEFAULT_CONTEXT[key] if value is None else value
+
+        return cls(
+            stack_name=_stack_name(raw("stackName")),
+            hierarchy_levels=_hierarchy_levels(raw("hierarchyLevels")),
+            state_batch_size=_integer(raw, "stateBatchSize", 1, 10000),
+            state_parallelization_factor=_integer(raw, "stateParallelizationFactor", 1, 10),
+            state_write_concurrency=_integer(raw, "stateWriteConcurrency", 1, 256),
+            map_batch_size=_integer(raw, "mapBatchSize", 1, 10000),
+            reduce_batch_size=_integer(raw, "reduceBatchSize", 1, 10000),
+            # Both TTLs must outlive the 24-hour stream retention: a map batch replayed after its
+            # delta item expired would be written (and counted) a second time, and a reduce unit
+            # replayed after its marker expired would be applied twice.
+            delta_ttl_days=_integer(raw, "deltaTtlDays", 2, 365),
+            marker_ttl_days=_integer(raw, "markerTtlDays", 2, 365),
+            reduce_idempotency=_reduce_idempotency(raw("reduceIdempotency")),
+            iterator_age_alarm_ms=_integer(raw, "iteratorAgeAlarmMs", 1000, 7 * 24 * 3600 * 1000),
+            log_retention_days=_log_retention_days(raw("logRetentionDays")),
+            powertools_layer_version=_integer(raw, "powertoolsLayerVersion", 1, 100000),
+            removal_policy_name=_removal_policy(raw("removalPolicy")),
+            fault_injection=_fault_injection(raw("faultInjection")),
+        )
+
+
+def _fail(key: str, expected: str, got: Any) -> SettingsError:
+    return SettingsError(f"cdk.json context '{key}' must be {expected}, got {got!r}")
+
+
+def _integer(raw: Callable[[str], Any], key: str, low: int, high: int) -> int:
+    value = raw(key)
+    expected = f"an integer from {low} to {high}"
+    if isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value):
+        number = int(value)
+    elif isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    else:
+        raise _fail(key, expected, value)
+    if not low <= number <= high:
+        raise _fail(key, expected, value)
+    return number
+
+
+def _stack_name(value: Any) -> str:
+    if not isinstance(value, str) or not _STACK_NAME.match(value):
+        raise _fail("stackName", "a CloudFormation stack name (letter, then letters, digits, '-')", value)
+    return value
+
+
+def _hierarchy_levels(value: Any) -> tuple[str, ...]:
+    expected = "a non-empty list of distinct level names (1-128 characters, no ':' or ',')"
+    if isinstance(value, str):
+        value = _json_or(value, lambda text: [part.strip() for part in text.split(",")])
+    if not isinstance(value, list) or not value:
+        raise _fail("hierarchyLevels", expected, value)
+    levels = tuple(value)
+    for level in levels:
+        if not isinstance(level, str) or not 1 <= len(level) <= 128 or ":" in level or "," in level:
+            raise _fail("hierarchyLevels", expected, value)
+    if len(set(levels)) != len(levels):
+        raise _fail("hierarchyLevels", expected, value)
+    return cast(tuple[str, ...], levels)
+
+
+def _reduce_idempotency(value: Any) -> ReduceIdempotency:
+    if value not in REDUCE_IDEMPOTENCY_MODES:
+        raise _fail("reduceIdempotency", " or ".join(repr(m) for m in REDUCE_IDEMPOTENCY_MODES), value)
+    return cast(ReduceIdempotency, value)
+
+
+def _log_retention_days(value: Any) -> int:
+    allowed = ", ".join(str(days) for days in _LOG_RETENTION_DAYS)
+    days = _integer(lambda _key: value, "logRetentionDays", 1, max(_LOG_RETENTION_DAYS))
+    if days not in _LOG_RETENTION_DAYS:
+        raise _fail("logRetentionDays", f"one of {allowed}", value)
+    return days
+
+
+def _removal_policy(value: Any) -> str:
+    name = value.lower() if isinstance(value, str) else value
+    if name not in REMOVAL_POLICIES:
+        raise _fail("removalPolicy", " or ".join(repr(p) for p in REMOVAL_POLICIES), value)
+    return cast(str, name)
+
+
+def _fault_injection(value: Any) -> Mapping[str, float]:
+    if isinstance(value, str):
+        value = _json_or(value, lambda _text: None)
+    if not isinstance(value, dict):
+        raise _fail("faultInjection", f"an object keyed by {', '.join(FAULT_INJECTION_VARIABLES)}", value)
+    unknown = sorted(set(value) - set(FAULT_INJECTION_VARIABLES))
+    if unknown:
+        raise _fail("faultInjection", f"keyed only by {', '.join(FAULT_INJECTION_VARIABLES)}", unknown)
+    percentages: dict[str, float] = {}
+    for name in FAULT_INJECTION_VARIABLES:
+        percentages[name] = _percentage(f"faultInjection.{name}", value.get(name, 0))
+    return percentages
+
+
+def _percentage(key: str, value: Any) -> float:
+    number: float | None = None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        number = float(value)
+    elif isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            number = None
+    if number is None or not 0 <= number <= 100:  # NaN fails the range check too
+        raise _fail(key, "a percentage from 0 to 100", value)
+    return number
+
+
+def _format_percentage(value: float) -> str:
+    return str(int(value)) if value.is_integer() else repr(value)
+
+
+def _json_or(text: str, fallback: Callable[[str], Any]) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return fallback(text)

@@ -1,0 +1,191 @@
+"""The three stages (state, map, reduce): each a function, its event source and its grants.
+
+The event source mappings share one rule: **retry a failed batch, unchanged, until it succeeds**.
+
+* `retry_attempts=-1` and a maximum record age of -1 (infinite): a record is never
+  discarded, so it cannot be lost; a poison record cannot exist either, because the state
+  function quarantines invalid input instead of failing on it.
+* `bisect_batch_on_error=False` and no `ReportBatchItemFailures`: a retried batch is the
+  identical batch. The map function's idempotency depends on it (the delta item's key is the
+  hash of the batch's event IDs); a split or shortened batch would hash differently and be
+  counted again.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import Duration
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as sources
+from constructs import Construct
+
+from stacks.functions import PipelineFunction, SharedFunctionAssets
+from stacks.ingest import IngestStream
+from stacks.settings import PipelineSettings
+from stacks.tables import PipelineTables
+
+RETRY_UNTIL_SUCCESS = -1
+"""`MaximumRetryAttempts` / `MaximumRecordAgeInSeconds` value meaning "infinite"."""
+
+
+def _retry_until_record_expires(function: lambda_.Function) -> None:
+    """Write `MaximumRecordAgeInSeconds: -1` on the function's mappings explicitly.
+
+    -1 (infinite) is CloudFormation's default, but CDK's `max_record_age` only accepts 60 s to
+    7 days; spelling -1 out keeps the contract visible in the template, which the local
+    runner reads.
+    """
+    for child in function.node.children:
+        if isinstance(child, lambda_.EventSourceMapping):
+            cfn_mapping = child.node.default_child
+            assert isinstance(cfn_mapping, lambda_.CfnEventSourceMapping)
+            cfn_mapping.maximum_record_age_in_seconds = RETRY_UNTIL_SUCCESS
+
+
+class StateStage(Construct):
+    """Kinesis -> state function -> versioned conditional update of StateTable."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: PipelineSettings,
+        assets: SharedFunctionAssets,
+        ingest: IngestStream,
+        tables: PipelineTables,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.handler = PipelineFunction(
+            self,
+            "StateFunction",
+            settings=settings,
+            assets=assets,
+            service="state",
+            handler="state_function.handler.lambda_handler",
+            description="Validates trade messages and keeps the highest version of each trade",
+            # Up to `stateWriteConcurrency` conditional updates in flight: more memory buys CPU
+            # for JSON parsing and exact decimal conversion of a 100-record batch.
+            memory_size=512,
+            timeout=Duration.seconds(60),
+            environment={
+                "STATE_TABLE": tables.state_table.table_name,
+                "QUARANTINE_TABLE": tables.quarantine_table.table_name,
+                "HIERARCHY_LEVELS": ",".join(settings.hierarchy_levels),
+                "STATE_WRITE_CONCURRENCY": str(settings.state_write_concurrency),
+                **settings.fault_injection_environment("STATE"),
+            },
+        )
+        function = self.handler.function
+        self.event_source = sources.KinesisEventSource(
+            ingest.stream,
+            starting_position=lambda_.StartingPosition.TRIM_HORIZON,
+            batch_size=settings.state_batch_size,
+            parallelization_factor=settings.state_parallelization_factor,
+            retry_attempts=RETRY_UNTIL_SUCCESS,
+            bisect_batch_on_error=False,
+            report_batch_item_failures=False,
+        )
+        # Grants read of this stream only (the aws/kinesis key needs no grant).
+        function.add_event_source(self.event_source)
+        _retry_until_record_expires(function)
+        # Only the conditional UpdateItem: no reads, no deletes, no transactions.
+        tables.state_table.grant(function, "dynamodb:UpdateItem")
+        # A quarantined record is written (possibly batched), never read back by the pipeline.
+        tables.quarantine_table.grant(function, "dynamodb:PutItem", "dynamodb:BatchWriteItem")
+
+
+class MapStage(Construct):
+    """StateTable stream -> map function -> one conditional put of a delta item per batch."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: PipelineSettings,
+        assets: SharedFunctionAssets,
+        tables: PipelineTables,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.handler = PipelineFunction(
+            self,
+            "MapFunction",
+            settings=settings,
+            assets=assets,
+            service="map",
+            handler="map_function.handler.lambda_handler",
+            description="Turns a batch of state changes into one idempotent delta item",
+            memory_size=256,
+            timeout=Duration.seconds(60),
+            environment={
+                "DELTA_TABLE": tables.delta_table.table_name,
+                "HIERARCHY_LEVELS": ",".join(settings.hierarchy_levels),
+                "DELTA_TTL_DAYS": str(settings.delta_ttl_days),
+                **settings.fault_injection_environment("MAP"),
+            },
+        )
+        function = self.handler.function
+        self.event_source = sources.DynamoEventSource(
+            tables.state_table,
+            starting_position=lambda_.StartingPosition.TRIM_HORIZON,
+            batch_size=settings.map_batch_size,
+            retry_attempts=RETRY_UNTIL_SUCCESS,
+            bisect_batch_on_error=False,
+            report_batch_item_failures=False,
+        )
+        # Grants read of StateTable's stream only (not of the table).
+        function.add_event_source(self.event_source)
+        _retry_until_record_expires(function)
+        tables.delta_table.grant(function, "dynamodb:PutItem")
+
+
+class ReduceStage(Construct):
+    """DeltaTable stream (INSERTs) -> reduce function -> transactions on AggregateTable."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: PipelineSettings,
+        assets: SharedFunctionAssets,
+        tables: PipelineTables,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.handler = PipelineFunction(
+            self,
+            "ReduceFunction",
+            settings=settings,
+            assets=assets,
+            service="reduce",
+            handler="reduce_function.handler.lambda_handler",
+            description="Applies delta items to the aggregates exactly once",
+            memory_size=256,
+            # A batch may need several transactions, each possibly retried after cancellation.
+            timeout=Duration.seconds(120),
+            environment={
+                "AGGREGATE_TABLE": tables.aggregate_table.table_name,
+                "REDUCE_IDEMPOTENCY": settings.reduce_idempotency,
+                "MARKER_TTL_DAYS": str(settings.marker_ttl_days),
+                **settings.fault_injection_environment("REDUCE"),
+            },
+            # Every transaction touches the same hot aggregate items (the hierarchy roots and
+            # `#stats`): concurrent invocations would only cancel each other's transactions.
+            reserved_concurrent_executions=1,
+        )
+        function = self.handler.function
+        self.event_source = sources.DynamoEventSource(
+            tables.delta_table,
+            starting_position=lambda_.StartingPosition.TRIM_HORIZON,
+            batch_size=settings.reduce_batch_size,
+            retry_attempts=RETRY_UNTIL_SUCCESS,
+            bisect_batch_on_error=False,
+            report_batch_item_failures=False,
+            # Only new delta items; TTL expiry produces REMOVE records that must not be applied.
+            filters=[lambda_.FilterCriteria.filter({"eventName": lambda_.FilterRule.is_equal("INSERT")})],
+        )
+        function.add_event_source(self.event_source)
+        _retry_until_record_expires(function)
+        # TransactWriteItems has no IAM action of its own: it is authorised per contained action
+        # (Update of aggregates and #stats, Put of markers, ConditionCheck if ever used).
+        tables.aggregate_table.grant(function, "dynamodb:UpdateItem", "dynamodb:PutItem", "dynamodb:ConditionCheckItem")

@@ -1,0 +1,75 @@
+"""The four DynamoDB tables of docs/architecture.md ("Tables").
+
+`aws_dynamodb.Table` (CloudFormation `AWS::DynamoDB::Table`) rather than `TableV2`: the
+local emulator's CloudFormation cannot create `AWS::DynamoDB::GlobalTable`, and the same
+template must deploy both locally and to AWS.
+
+Physical names are left to CloudFormation so that several stacks can live in one account;
+the stack outputs carry them to every client.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import aws_dynamodb as dynamodb
+from constructs import Construct
+
+from stacks.settings import PipelineSettings
+
+TTL_ATTRIBUTE = "ExpiresAt"
+
+
+class PipelineTables(Construct):
+    """StateTable, DeltaTable, AggregateTable and QuarantineTable, all with the same safety net.
+
+    Every table is on-demand (the load follows the producer, nothing to size), has
+    point-in-time recovery and server-side encryption with the AWS-managed DynamoDB key.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, settings: PipelineSettings) -> None:
+        super().__init__(scope, construct_id)
+        self._settings = settings
+
+        self.state_table = self._table(
+            "StateTable",
+            partition_key="TradeID",
+            # The map function needs the old image to take a moved or revalued trade out of its
+            # previous aggregates, and the new image to put it into the new ones.
+            stream=dynamodb.StreamViewType.NEW_AND_OLD_IMAGES,
+        )
+        self.delta_table = self._table(
+            "DeltaTable",
+            partition_key="BatchHash",
+            # The reduce function applies the delta item it receives; it never needs the old one
+            # (there is none: delta items are only ever inserted).
+            stream=dynamodb.StreamViewType.NEW_IMAGE,
+            time_to_live_attribute=TTL_ATTRIBUTE,
+        )
+        self.aggregate_table = self._table(
+            "AggregateTable",
+            partition_key="AggregateKey",
+            # Expires the `#applied#...` idempotency markers once no stream can replay them.
+            time_to_live_attribute=TTL_ATTRIBUTE,
+        )
+        self.quarantine_table = self._table("QuarantineTable", partition_key="RecordId")
+
+    def _table(
+        self,
+        construct_id: str,
+        *,
+        partition_key: str,
+        stream: dynamodb.StreamViewType | None = None,
+        time_to_live_attribute: str | None = None,
+    ) -> dynamodb.Table:
+        return dynamodb.Table(
+            self,
+            construct_id,
+            partition_key=dynamodb.Attribute(name=partition_key, type=dynamodb.AttributeType.STRING),
+            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            encryption=dynamodb.TableEncryption.AWS_MANAGED,
+            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=True
+            ),
+            stream=stream,
+            time_to_live_attribute=time_to_live_attribute,
+            removal_policy=self._settings.removal_policy,
+        )

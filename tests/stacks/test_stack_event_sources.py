@@ -1,0 +1,64 @@
+"""Event source mappings: retried unchanged until success, so no record is lost or re-hashed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from aws_cdk.assertions import Template
+
+from tests.stacks.stack_helpers import (
+    HANDLERS,
+    MAP_HANDLER,
+    REDUCE_HANDLER,
+    STATE_HANDLER,
+    event_source_mapping,
+    function_properties,
+    resources_of_type,
+    table_logical_id,
+)
+
+
+def test_exactly_three_mappings(template: Template) -> None:
+    template.resource_count_is("AWS::Lambda::EventSourceMapping", 3)
+
+
+@pytest.mark.parametrize("handler", HANDLERS.values())
+def test_every_mapping_retries_the_identical_batch_until_it_succeeds(template: Template, handler: str) -> None:
+    mapping = event_source_mapping(template, handler)
+    assert mapping["StartingPosition"] == "TRIM_HORIZON"
+    assert mapping["MaximumRetryAttempts"] == -1
+    assert mapping["MaximumRecordAgeInSeconds"] == -1
+    assert mapping["BisectBatchOnFunctionError"] is False
+    assert "FunctionResponseTypes" not in mapping  # no ReportBatchItemFailures
+    assert "DestinationConfig" not in mapping  # nothing is ever discarded to an on-failure target
+
+
+def test_state_reads_the_kinesis_stream(template: Template) -> None:
+    mapping = event_source_mapping(template, STATE_HANDLER)
+    (stream_id,) = resources_of_type(template, "AWS::Kinesis::Stream")
+    assert mapping["EventSourceArn"] == {"Fn::GetAtt": [stream_id, "Arn"]}
+    assert mapping["BatchSize"] == 100
+    assert mapping["ParallelizationFactor"] == 1
+    assert "FilterCriteria" not in mapping
+
+
+def test_map_reads_the_state_table_stream(template: Template) -> None:
+    mapping = event_source_mapping(template, MAP_HANDLER)
+    assert mapping["EventSourceArn"] == {"Fn::GetAtt": [table_logical_id(template, "TradeID"), "StreamArn"]}
+    assert mapping["BatchSize"] == 100
+    assert "FilterCriteria" not in mapping  # every change of a trade must reach the aggregates
+
+
+def test_reduce_reads_only_inserts_of_the_delta_table_stream(template: Template) -> None:
+    mapping = event_source_mapping(template, REDUCE_HANDLER)
+    assert mapping["EventSourceArn"] == {"Fn::GetAtt": [table_logical_id(template, "BatchHash"), "StreamArn"]}
+    assert mapping["BatchSize"] == 10
+    (pattern,) = [json.loads(f["Pattern"]) for f in mapping["FilterCriteria"]["Filters"]]
+    assert pattern == {"eventName": ["INSERT"]}
+
+
+def test_reduce_has_reserved_concurrency_one(template: Template) -> None:
+    assert function_properties(template, REDUCE_HANDLER)["ReservedConcurrentExecutions"] == 1
+    for handler in (STATE_HANDLER, MAP_HANDLER):
+        assert "ReservedConcurrentExecutions" not in function_properties(template, handler)

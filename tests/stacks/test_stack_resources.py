@@ -1,0 +1,207 @@
+"""Stream, tables, functions, logs, alarms and outputs of the default stack."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from aws_cdk.assertions import Match, Template
+
+from stacks.settings import FAULT_INJECTION_VARIABLES
+from tests.stacks.stack_helpers import (
+    HANDLERS,
+    MAP_HANDLER,
+    REDUCE_HANDLER,
+    STATE_HANDLER,
+    function_logical_id,
+    function_properties,
+    resources_of_type,
+    table_logical_id,
+)
+
+TABLE_KEYS = ("TradeID", "BatchHash", "AggregateKey", "RecordId")
+
+
+def table(template: Template, partition_key: str) -> dict[str, Any]:
+    resource: dict[str, Any] = resources_of_type(template, "AWS::DynamoDB::Table")[
+        table_logical_id(template, partition_key)
+    ]
+    return resource
+
+
+def test_stack_name_comes_from_context(default_stack: Any) -> None:
+    assert default_stack.stack_name == "ExactlyOnceAggregation"
+
+
+def test_kinesis_stream_is_on_demand_and_kms_encrypted(template: Template) -> None:
+    template.resource_count_is("AWS::Kinesis::Stream", 1)
+    template.has_resource_properties(
+        "AWS::Kinesis::Stream",
+        {
+            "StreamModeDetails": {"StreamMode": "ON_DEMAND"},
+            "StreamEncryption": {"EncryptionType": "KMS", "KeyId": "alias/aws/kinesis"},
+            "ShardCount": Match.absent(),
+        },
+    )
+
+
+def test_four_plain_tables_and_no_global_table(template: Template) -> None:
+    template.resource_count_is("AWS::DynamoDB::Table", 4)
+    template.resource_count_is("AWS::DynamoDB::GlobalTable", 0)
+    for key in TABLE_KEYS:
+        assert table(template, key)["Properties"]["AttributeDefinitions"] == [
+            {"AttributeName": key, "AttributeType": "S"}
+        ]
+
+
+@pytest.mark.parametrize("partition_key", TABLE_KEYS)
+def test_every_table_is_on_demand_recoverable_encrypted_and_retained(template: Template, partition_key: str) -> None:
+    resource = table(template, partition_key)
+    properties = resource["Properties"]
+    assert properties["BillingMode"] == "PAY_PER_REQUEST"
+    assert properties["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+    assert properties["SSESpecification"] == {"SSEEnabled": True}
+    assert resource["DeletionPolicy"] == "Retain"
+    assert resource["UpdateReplacePolicy"] == "Retain"
+
+
+def test_streams_and_ttl_per_table(template: Template) -> None:
+    state, delta, aggregate, quarantine = (table(template, key)["Properties"] for key in TABLE_KEYS)
+    assert state["StreamSpecification"] == {"StreamViewType": "NEW_AND_OLD_IMAGES"}
+    assert "TimeToLiveSpecification" not in state
+    assert delta["StreamSpecification"] == {"StreamViewType": "NEW_IMAGE"}
+    assert delta["TimeToLiveSpecification"] == {"AttributeName": "ExpiresAt", "Enabled": True}
+    assert "StreamSpecification" not in aggregate
+    assert aggregate["TimeToLiveSpecification"] == {"AttributeName": "ExpiresAt", "Enabled": True}
+    assert "StreamSpecification" not in quarantine
+    assert "TimeToLiveSpecification" not in quarantine
+
+
+def test_exactly_the_three_pipeline_functions(template: Template) -> None:
+    """No Lambda-backed custom resource (LogRetention, AwsCustomResource): they can't run locally."""
+    functions = resources_of_type(template, "AWS::Lambda::Function")
+    assert sorted(f["Properties"]["Handler"] for f in functions.values()) == sorted(HANDLERS.values())
+    custom = [
+        logical_id
+        for logical_id, resource in template.to_json()["Resources"].items()
+        if resource["Type"].startswith("Custom::") or resource["Type"] == "AWS::CloudFormation::CustomResource"
+    ]
+    assert custom == []
+
+
+@pytest.mark.parametrize("handler", HANDLERS.values())
+def test_functions_share_runtime_architecture_code_and_powertools_layer(template: Template, handler: str) -> None:
+    properties = function_properties(template, handler)
+    assert properties["Runtime"] == "python3.14"
+    assert properties["Architectures"] == ["arm64"]
+    (layer,) = properties["Layers"]
+    assert layer == {
+        "Fn::Join": [
+            "",
+            [
+                "arn:aws:lambda:",
+                {"Ref": "AWS::Region"},
+                ":017000801446:layer:AWSLambdaPowertoolsPythonV3-python314-arm64:38",
+            ],
+        ]
+    }
+    codes = {str(function_properties(template, h)["Code"]) for h in HANDLERS.values()}
+    assert len(codes) == 1, "all three functions must share the one lambdas/ asset"
+    assert properties["Timeout"] <= 120
+    assert properties["MemorySize"] >= 256
+
+
+@pytest.mark.parametrize("handler", HANDLERS.values())
+def test_each_function_logs_to_its_own_retained_log_group(template: Template, handler: str) -> None:
+    log_group_id = function_properties(template, handler)["LoggingConfig"]["LogGroup"]["Ref"]
+    log_group = resources_of_type(template, "AWS::Logs::LogGroup")[log_group_id]
+    assert log_group["Properties"]["RetentionInDays"] == 30
+    assert log_group["DeletionPolicy"] == "Retain"
+
+
+def test_environment_per_function(template: Template) -> None:
+    zeros = dict.fromkeys(FAULT_INJECTION_VARIABLES, "0")
+    state_id, delta_id, aggregate_id, quarantine_id = (
+        table_logical_id(template, key) for key in ("TradeID", "BatchHash", "AggregateKey", "RecordId")
+    )
+
+    def environment(handler: str) -> dict[str, Any]:
+        variables: dict[str, Any] = function_properties(template, handler)["Environment"]["Variables"]
+        return variables
+
+    assert environment(STATE_HANDLER) == {
+        "POWERTOOLS_SERVICE_NAME": "state",
+        "POWERTOOLS_METRICS_NAMESPACE": "ExactlyOnceAggregation",
+        "STATE_TABLE": {"Ref": state_id},
+        "QUARANTINE_TABLE": {"Ref": quarantine_id},
+        "HIERARCHY_LEVELS": "RiskType,TradeDesk,Region",
+        "STATE_WRITE_CONCURRENCY": "16",
+        "FAILURE_STATE_LAMBDA_PCT": zeros["FAILURE_STATE_LAMBDA_PCT"],
+        "FAILURE_STATE_LAMBDA_AFTER_WRITE_PCT": "0",
+    }
+    assert environment(MAP_HANDLER) == {
+        "POWERTOOLS_SERVICE_NAME": "map",
+        "POWERTOOLS_METRICS_NAMESPACE": "ExactlyOnceAggregation",
+        "DELTA_TABLE": {"Ref": delta_id},
+        "HIERARCHY_LEVELS": "RiskType,TradeDesk,Region",
+        "DELTA_TTL_DAYS": "7",
+        "FAILURE_MAP_LAMBDA_PCT": "0",
+        "FAILURE_MAP_LAMBDA_AFTER_WRITE_PCT": "0",
+    }
+    assert environment(REDUCE_HANDLER) == {
+        "POWERTOOLS_SERVICE_NAME": "reduce",
+        "POWERTOOLS_METRICS_NAMESPACE": "ExactlyOnceAggregation",
+        "AGGREGATE_TABLE": {"Ref": aggregate_id},
+        "REDUCE_IDEMPOTENCY": "crt+marker",
+        "MARKER_TTL_DAYS": "7",
+        "FAILURE_REDUCE_LAMBDA_PCT": "0",
+        "FAILURE_REDUCE_LAMBDA_AFTER_WRITE_PCT": "0",
+    }
+
+
+@pytest.mark.parametrize("handler", HANDLERS.values())
+def test_iterator_age_alarm_per_function(template: Template, handler: str) -> None:
+    template.has_resource_properties(
+        "AWS::CloudWatch::Alarm",
+        {
+            "Namespace": "AWS/Lambda",
+            "MetricName": "IteratorAge",
+            "Dimensions": [{"Name": "FunctionName", "Value": {"Ref": function_logical_id(template, handler)}}],
+            "Statistic": "Maximum",
+            "Threshold": 60000,
+            "ComparisonOperator": "GreaterThanThreshold",
+            "TreatMissingData": "notBreaching",
+        },
+    )
+
+
+@pytest.mark.parametrize("metric_name", ["QuarantinedRecords", "ConflictingDuplicates"])
+def test_alarm_on_any_quarantined_or_conflicting_record(template: Template, metric_name: str) -> None:
+    template.resource_count_is("AWS::CloudWatch::Alarm", 5)
+    template.has_resource_properties(
+        "AWS::CloudWatch::Alarm",
+        {
+            "Namespace": "ExactlyOnceAggregation",
+            "MetricName": metric_name,
+            "Dimensions": [{"Name": "service", "Value": "state"}],
+            "Statistic": "Sum",
+            "Threshold": 0,
+            "ComparisonOperator": "GreaterThanThreshold",
+            "EvaluationPeriods": 1,
+        },
+    )
+
+
+def test_outputs_have_the_contract_keys(template: Template) -> None:
+    outputs = template.to_json()["Outputs"]
+    (stream_id,) = resources_of_type(template, "AWS::Kinesis::Stream")
+    assert outputs["StreamName"]["Value"] == {"Ref": stream_id}
+    expected = {
+        "StateTableName": "TradeID",
+        "DeltaTableName": "BatchHash",
+        "AggregateTableName": "AggregateKey",
+        "QuarantineTableName": "RecordId",
+    }
+    for output_key, partition_key in expected.items():
+        assert outputs[output_key]["Value"] == {"Ref": table_logical_id(template, partition_key)}
+    assert set(outputs) == {"StreamName", *expected}

@@ -1,0 +1,144 @@
+"""PipelineSettings: defaults in step with cdk.json, CLI-style strings accepted, bad values refused."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from stacks import SettingsError, build_app
+from stacks.functions import powertools_layer_arn
+from stacks.settings import DEFAULT_CONTEXT, FAULT_INJECTION_VARIABLES, PipelineSettings
+from tests.stacks.stack_helpers import REPOSITORY_ROOT
+
+
+def settings_from(context: dict[str, Any]) -> PipelineSettings:
+    return PipelineSettings.from_context(context.get)
+
+
+def test_cdk_json_holds_every_setting_with_the_code_default(cdk_json_context: dict[str, Any]) -> None:
+    settings_in_cdk_json = {key: value for key, value in cdk_json_context.items() if not key.startswith("@")}
+    assert settings_in_cdk_json == dict(DEFAULT_CONTEXT)
+
+
+def test_cdk_json_runs_the_app_with_python() -> None:
+    assert json.loads((REPOSITORY_ROOT / "cdk.json").read_text())["app"] == "python3 app.py"
+
+
+def test_defaults() -> None:
+    settings = settings_from({})
+    assert settings.stack_name == "ExactlyOnceAggregation"
+    assert settings.hierarchy_levels == ("RiskType", "TradeDesk", "Region")
+    assert (settings.state_batch_size, settings.map_batch_size, settings.reduce_batch_size) == (100, 100, 10)
+    assert settings.state_parallelization_factor == 1
+    assert settings.state_write_concurrency == 16
+    assert (settings.delta_ttl_days, settings.marker_ttl_days) == (7, 7)
+    assert settings.reduce_idempotency == "crt+marker"
+    assert settings.iterator_age_alarm_ms == 60000
+    assert settings.removal_policy_name == "retain"
+    assert dict(settings.fault_injection) == dict.fromkeys(FAULT_INJECTION_VARIABLES, 0.0)
+
+
+def test_command_line_strings_are_accepted() -> None:
+    """`cdk deploy -c key=value` hands every value over as a string."""
+    settings = settings_from(
+        {
+            "stateBatchSize": "250",
+            "hierarchyLevels": "Desk, Book",
+            "removalPolicy": "DESTROY",
+            "faultInjection": '{"FAILURE_MAP_LAMBDA_AFTER_WRITE_PCT": "12.5"}',
+        }
+    )
+    assert settings.state_batch_size == 250
+    assert settings.hierarchy_levels == ("Desk", "Book")
+    assert settings.removal_policy_name == "destroy"
+    assert settings.fault_injection_environment("MAP") == {
+        "FAILURE_MAP_LAMBDA_PCT": "0",
+        "FAILURE_MAP_LAMBDA_AFTER_WRITE_PCT": "12.5",
+    }
+
+
+def test_fault_injection_environment_is_per_stage() -> None:
+    settings = settings_from({"faultInjection": {"FAILURE_STATE_LAMBDA_PCT": 30, "FAILURE_REDUCE_LAMBDA_PCT": 100}})
+    assert settings.fault_injection_environment("STATE") == {
+        "FAILURE_STATE_LAMBDA_PCT": "30",
+        "FAILURE_STATE_LAMBDA_AFTER_WRITE_PCT": "0",
+    }
+    assert settings.fault_injection_environment("REDUCE")["FAILURE_REDUCE_LAMBDA_PCT"] == "100"
+
+
+def test_powertools_layer_is_the_aws_managed_v3_layer_for_the_runtime() -> None:
+    arn = powertools_layer_arn(settings_from({"powertoolsLayerVersion": 41}))
+    assert arn.startswith("arn:aws:lambda:")
+    assert arn.endswith(":017000801446:layer:AWSLambdaPowertoolsPythonV3-python314-arm64:41")
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("stackName", "1-starts-with-digit", "'stackName' must be a CloudFormation stack name"),
+        ("hierarchyLevels", [], "'hierarchyLevels' must be a non-empty list"),
+        ("hierarchyLevels", ["RiskType", "Risk:Type"], "no ':'"),
+        ("hierarchyLevels", ["Region", "Region"], "distinct"),
+        ("stateBatchSize", 0, "'stateBatchSize' must be an integer from 1 to 10000, got 0"),
+        ("stateBatchSize", True, "'stateBatchSize' must be an integer"),
+        ("stateBatchSize", "ten", "'stateBatchSize' must be an integer"),
+        ("stateParallelizationFactor", 11, "from 1 to 10"),
+        ("mapBatchSize", 10001, "'mapBatchSize' must be an integer from 1 to 10000"),
+        ("reduceBatchSize", -1, "'reduceBatchSize'"),
+        ("deltaTtlDays", 1, "'deltaTtlDays' must be an integer from 2 to 365"),
+        ("markerTtlDays", 0, "'markerTtlDays'"),
+        ("reduceIdempotency", "exactly-once", "'reduceIdempotency' must be 'crt+marker' or 'crt'"),
+        ("logRetentionDays", 10, "'logRetentionDays' must be one of 1, 3, 5, 7, 14"),
+        ("powertoolsLayerVersion", 0, "'powertoolsLayerVersion'"),
+        ("removalPolicy", "snapshot", "'removalPolicy' must be 'retain' or 'destroy'"),
+        ("faultInjection", [], "'faultInjection' must be an object keyed by FAILURE_STATE_LAMBDA_PCT"),
+        ("faultInjection", {"FAILURE_STAT_LAMBDA_PCT": 5}, "keyed only by"),
+        (
+            "faultInjection",
+            {"FAILURE_MAP_LAMBDA_PCT": 101},
+            "'faultInjection.FAILURE_MAP_LAMBDA_PCT' must be a percentage",
+        ),
+        ("faultInjection", {"FAILURE_MAP_LAMBDA_PCT": -1}, "from 0 to 100"),
+        ("faultInjection", {"FAILURE_MAP_LAMBDA_PCT": "NaN"}, "from 0 to 100"),
+    ],
+)
+def test_invalid_values_are_refused_with_a_one_line_error(key: str, value: Any, message: str) -> None:
+    with pytest.raises(SettingsError) as raised:
+        settings_from({key: value})
+    text = str(raised.value)
+    assert message in text
+    assert "\n" not in text
+    assert text.startswith(f"cdk.json context '{key}")
+
+
+def test_build_app_refuses_a_bad_context_value() -> None:
+    with pytest.raises(SettingsError, match="'reduceIdempotency' must be 'crt\\+marker' or 'crt', got 'none'"):
+        build_app({"reduceIdempotency": "none"})
+
+
+def test_app_py_exits_with_a_one_line_error_on_a_bad_setting() -> None:
+    """What a user sees from `cdk synth -c stateBatchSize=0`: one line, no traceback."""
+    environment = {
+        **os.environ,
+        "CDK_CONTEXT_JSON": json.dumps({"stateBatchSize": 0}),
+        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "1",
+        "JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION": "1",
+    }
+    result = subprocess.run(
+        [sys.executable, "app.py"],
+        cwd=REPOSITORY_ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 1
+    error_lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert error_lines == ["error: cdk.json context 'stateBatchSize' must be an integer from 1 to 10000, got 0"]
+    assert "Traceback" not in result.stderr
