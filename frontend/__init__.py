@@ -1,0 +1,7 @@
+"""Live dashboard of the aggregates: a read-only web page and a terminal view.
+
+Both views share one snapshot pipeline (:mod:`frontend.snapshot`): read the
+AggregateTable, build the hierarchy tree, derive throughput and latency from
+successive ``#stats`` samples, and compare against the producer's ledger. The
+renderers (:mod:`frontend.web`, :mod:`frontend.terminal`) only present it.
+"""

@@ -1,0 +1,134 @@
+"""``python -m frontend``: the web dashboard (default) or ``--terminal``.
+
+Misuse and unreachable targets end with one line on stderr and a non-zero
+status, never a traceback: this is a tool people start by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from botocore.exceptions import BotoCoreError
+
+from frontend.ledger import DEFAULT_LEDGER_PATH, LedgerWatcher
+from frontend.snapshot import SnapshotBuilder, TableReadError
+from frontend.table_reader import AggregateTableReader
+from frontend.target import DEFAULT_OUTPUTS_PATH, TargetError, resolve_target
+from frontend.terminal import run_terminal
+from frontend.web import DashboardServer, SnapshotPublisher
+
+PROGRAM = "python -m frontend"
+
+#: Exit status for wrong arguments (argparse's convention).
+USAGE_ERROR = 2
+#: Exit status when the arguments are fine but the table cannot be reached or served.
+RUNTIME_ERROR = 1
+
+
+class OneLineArgumentParser(argparse.ArgumentParser):
+    """argparse, but an error is one line (usage is in ``--help``)."""
+
+    def error(self, message: str) -> NoReturn:
+        """Prints ``<prog>: error: <message>`` and exits with status 2."""
+        self.exit(USAGE_ERROR, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line."""
+    parser = OneLineArgumentParser(
+        prog=PROGRAM,
+        description="Live, read-only dashboard of the AggregateTable: a web page (default) or a terminal view.",
+    )
+    parser.add_argument("--terminal", action="store_true", help="show the terminal view instead of serving the page")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind the web server to (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8000, help="port of the web server (default 8000; 0 picks one)")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument(
+        "--stack-name", metavar="NAME", help="read the table name from this CloudFormation stack's outputs"
+    )
+    where.add_argument("--table-name", metavar="NAME", help="watch this table (set AWS_ENDPOINT_URL for an emulator)")
+    where.add_argument(
+        "--outputs",
+        type=Path,
+        metavar="PATH",
+        help=f"local runtime outputs file (default {DEFAULT_OUTPUTS_PATH}, written by `make up`)",
+    )
+    parser.add_argument("--region", help="AWS region (default: the AWS configuration's)")
+    ledger = parser.add_mutually_exclusive_group()
+    ledger.add_argument(
+        "--ledger",
+        type=Path,
+        metavar="PATH",
+        default=DEFAULT_LEDGER_PATH,
+        help=f"producer ledger to verify against (default {DEFAULT_LEDGER_PATH}; re-read when it changes)",
+    )
+    ledger.add_argument("--no-ledger", action="store_true", help="do not verify against a ledger")
+    parser.add_argument(
+        "--interval",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="seconds between reads of the table (default 1, at most 60)",
+    )
+    return parser
+
+
+def _fail(status: int, message: str) -> int:
+    print(f"{PROGRAM}: error: {message}", file=sys.stderr)
+    return status
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the dashboard; returns the process exit status."""
+    parser = build_parser()
+    arguments = parser.parse_args(argv)
+    if not 0 <= arguments.port <= 65535:
+        parser.error(f"--port must be between 0 and 65535, not {arguments.port}")
+    if not 0.05 <= arguments.interval <= 60:
+        parser.error(f"--interval must be between 0.05 and 60 seconds, not {arguments.interval:g}")
+
+    try:
+        target = resolve_target(
+            table_name=arguments.table_name,
+            stack_name=arguments.stack_name,
+            outputs_path=arguments.outputs,
+            region=arguments.region,
+        )
+        reader = AggregateTableReader(target.dynamodb(), target.table_name)
+        reader()  # fail now, with a clear message, rather than show an empty page
+    except TargetError as error:
+        return _fail(USAGE_ERROR, str(error))
+    except BotoCoreError as error:  # e.g. no region configured
+        return _fail(USAGE_ERROR, str(error))
+    except TableReadError as error:
+        return _fail(RUNTIME_ERROR, f"{error} ({target.description})")
+
+    ledger = None if arguments.no_ledger else LedgerWatcher(arguments.ledger)
+    builder = SnapshotBuilder(target.table_name, reader, ledger)
+    if arguments.terminal:
+        return run_terminal(builder, arguments.interval)
+    return _serve(builder, arguments.host, arguments.port, arguments.interval, target.description)
+
+
+def _serve(builder: SnapshotBuilder, host: str, port: int, interval: float, description: str) -> int:
+    publisher = SnapshotPublisher(builder, interval)
+    try:
+        server = DashboardServer((host, port), publisher)
+    except (OSError, ValueError) as error:
+        return _fail(RUNTIME_ERROR, f"cannot serve on {host}:{port}: {getattr(error, 'strerror', None) or error}")
+    publisher.start()
+    print(f"Dashboard of {description} at {server.url} (Ctrl-C to stop)", flush=True)
+    if server.allowed_hosts is None:
+        print("note: serving beyond this machine; the page is read-only and has no authentication", flush=True)
+    try:
+        server.serve_forever(poll_interval=0.25)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+        publisher.stop()
+    return 0

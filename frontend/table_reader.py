@@ -1,0 +1,149 @@
+"""Reading the AggregateTable: hierarchy nodes and ``#stats``, never the ``#applied#`` markers.
+
+The table also holds one ``#applied#…`` marker per applied delta unit (kept
+for days), so under a long load test markers vastly outnumber nodes. A scan
+reads (and bills) them all even when a filter drops them, so once a scan
+shows the table is large the reader fetches the nodes it already knows by key
+on most refreshes and rescans only every ``rescan_interval_seconds`` to find
+new ones.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from boto3.dynamodb.conditions import Attr
+from botocore.exceptions import BotoCoreError, ClientError
+
+from frontend.snapshot import BOOKKEEPING_PREFIX, STATS_KEY, NodeTotals, StatsRecord, TableReadError, TableReading
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.service_resource import DynamoDBServiceResource
+
+#: Prefix of the reduce stage's idempotency markers (architecture.md).
+MARKER_PREFIX = "#applied#"
+
+#: DynamoDB's BatchGetItem limit.
+_BATCH_GET_LIMIT = 100
+
+
+def parse_item(item: Mapping[str, Any]) -> tuple[str, NodeTotals | StatsRecord | None]:
+    """One table item as the dashboard sees it: a node, the stats, or nothing (other bookkeeping).
+
+    boto3's resource layer already turns DynamoDB numbers into exact
+    ``Decimal``; values stay that way. Only latency and timestamps become floats.
+    """
+    key = str(item["AggregateKey"])
+    if key == STATS_KEY:
+        return key, StatsRecord(
+            messages_applied=_whole(item.get("MessagesApplied")),
+            last_updated=_seconds(item.get("LastUpdated")),
+            latency_mean_seconds=_seconds(item.get("LastLatencyMeanSeconds")),
+            latency_max_seconds=_seconds(item.get("LastLatencyMaxSeconds")),
+        )
+    if key.startswith(BOOKKEEPING_PREFIX):
+        return key, None
+    value = item.get("Value", Decimal(0))
+    if not isinstance(value, Decimal):
+        raise TableReadError(f"item {key!r} has a non-numeric Value")
+    return key, NodeTotals(value=value, trade_count=_whole(item.get("TradeCount")))
+
+
+def _whole(raw: object) -> int:
+    return int(raw) if isinstance(raw, Decimal | int) else 0
+
+
+def _seconds(raw: object) -> float | None:
+    return float(raw) if isinstance(raw, Decimal | int) else None
+
+
+class AggregateTableReader:
+    """Callable returning a :class:`TableReading`; raises :class:`TableReadError` on any AWS failure."""
+
+    def __init__(
+        self,
+        dynamodb: DynamoDBServiceResource,
+        table_name: str,
+        *,
+        large_table_items: int = 2_000,
+        rescan_interval_seconds: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._dynamodb = dynamodb
+        self._table_name = table_name
+        self._table = dynamodb.Table(table_name)
+        self._large_table_items = large_table_items
+        self._rescan_interval_seconds = rescan_interval_seconds
+        self._clock = clock
+        self._known_keys: list[str] | None = None
+        self._scanned_at = 0.0
+        self._last_messages_applied = -1
+        self.full_scans = 0
+        """How many full scans ran (the tests check the large-table path)."""
+
+    def __call__(self) -> TableReading:
+        """Reads the current nodes and stats."""
+        try:
+            if self._known_keys is None or self._clock() - self._scanned_at >= self._rescan_interval_seconds:
+                reading = self._scan()
+            else:
+                reading = self._get_known()
+                if reading.stats and reading.stats.messages_applied < self._last_messages_applied:
+                    reading = self._scan()  # the tables were cleared: find out what is left
+        except (BotoCoreError, ClientError) as error:
+            raise TableReadError(f"cannot read table {self._table_name}: {error}") from None
+        if reading.stats:
+            self._last_messages_applied = reading.stats.messages_applied
+        return reading
+
+    def _scan(self) -> TableReading:
+        """Every item except markers (which are still read and billed, hence the large-table mode)."""
+        items: list[dict[str, Any]] = []
+        scanned = 0
+        arguments: dict[str, Any] = {"FilterExpression": ~Attr("AggregateKey").begins_with(MARKER_PREFIX)}
+        while True:
+            page = self._table.scan(**arguments)
+            items.extend(page.get("Items", []))
+            scanned += page.get("ScannedCount", 0)
+            if "LastEvaluatedKey" not in page:
+                break
+            arguments["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        self.full_scans += 1
+        reading = _reading_from(items)
+        if scanned >= self._large_table_items:
+            self._known_keys = sorted(reading.nodes)
+            self._scanned_at = self._clock()
+        else:
+            self._known_keys = None  # small table: a scan is the cheapest way to see everything
+        return reading
+
+    def _get_known(self) -> TableReading:
+        """The nodes found by the last scan, plus ``#stats``, by key."""
+        keys = [STATS_KEY, *(self._known_keys or [])]
+        items: list[dict[str, Any]] = []
+        for start in range(0, len(keys), _BATCH_GET_LIMIT):
+            request: dict[str, Any] = {
+                self._table_name: {"Keys": [{"AggregateKey": key} for key in keys[start : start + _BATCH_GET_LIMIT]]}
+            }
+            while request:
+                response = self._dynamodb.batch_get_item(RequestItems=request)
+                items.extend(response.get("Responses", {}).get(self._table_name, []))
+                request = dict(response.get("UnprocessedKeys") or {})
+                if request:
+                    time.sleep(0.05)  # throttled: back off briefly before asking for the rest
+        return _reading_from(items)
+
+
+def _reading_from(items: list[dict[str, Any]]) -> TableReading:
+    nodes: dict[str, NodeTotals] = {}
+    stats: StatsRecord | None = None
+    for item in items:
+        key, parsed = parse_item(item)
+        if isinstance(parsed, NodeTotals):
+            nodes[key] = parsed
+        elif isinstance(parsed, StatsRecord):
+            stats = parsed
+    return TableReading(nodes, stats)

@@ -1,0 +1,244 @@
+"""The web view: a read-only stdlib HTTP server, one static page, and ``/api/snapshot``.
+
+A background thread builds a snapshot every ``interval`` seconds, so every
+open tab sees the same samples (and throughput history accrues even with no
+tab open) while the table is read once per interval however many tabs poll.
+The page (``static/app.js``) polls the API and updates the DOM in place.
+
+Hierarchy names come from untrusted messages. The page only ever sets them
+with ``textContent``; the server adds a strict Content-Security-Policy (no
+inline script, nothing from elsewhere) as a second line of defence.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import logging
+import threading
+from dataclasses import dataclass
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib import resources
+from typing import Any
+
+from frontend.formatting import format_count, format_decimal, format_rate, format_seconds
+from frontend.snapshot import NodeTotals, Snapshot, SnapshotBuilder, TreeNode
+
+CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
+    "object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+
+#: Headers on every response: the CSP, and no sniffing, framing or referrers.
+SECURITY_HEADERS = {
+    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "Cross-Origin-Opener-Policy": "same-origin",
+    "Cross-Origin-Resource-Policy": "same-origin",
+}
+
+#: How many differing nodes the badge's detail lists (the rest are counted, not listed).
+MAX_LISTED_DIFFERENCES = 20
+
+
+@dataclass(frozen=True)
+class StaticFile:
+    """A file served from ``frontend/static/``."""
+
+    body: bytes
+    content_type: str
+
+
+def load_static_files() -> dict[str, StaticFile]:
+    """The page's files by URL path, read once (the server never touches the filesystem per request)."""
+    folder = resources.files("frontend") / "static"
+    files = {
+        "/": ("index.html", "text/html; charset=utf-8"),
+        "/app.js": ("app.js", "text/javascript; charset=utf-8"),
+        "/style.css": ("style.css", "text/css; charset=utf-8"),
+        "/favicon.svg": ("favicon.svg", "image/svg+xml"),
+    }
+    return {url: StaticFile((folder / name).read_bytes(), kind) for url, (name, kind) in files.items()}
+
+
+# --------------------------------------------------------------------------- the API document
+
+
+def _totals_document(totals: NodeTotals | None) -> dict[str, str | None]:
+    return {
+        "value": format_decimal(totals.value) if totals else None,
+        "trade_count": format_count(totals.trade_count) if totals else None,
+    }
+
+
+def _tree_document(node: TreeNode) -> dict[str, Any]:
+    return {
+        "key": node.key,
+        "name": node.name,
+        **_totals_document(node.totals),
+        "children": [_tree_document(child) for child in node.children],
+    }
+
+
+def _signed(formatted: str) -> str:
+    """A difference always shows its sign (``+1``, ``-0.5``, ``0``)."""
+    return formatted if formatted.startswith("-") or formatted == "0" else f"+{formatted}"
+
+
+def snapshot_document(snapshot: Snapshot) -> dict[str, Any]:
+    """The JSON the page renders. Every aggregate value is a preformatted exact string."""
+    stats = snapshot.stats
+    verification = snapshot.verification
+    return {
+        "table": snapshot.table_name,
+        "generated_at": snapshot.generated_at,
+        "last_read_at": snapshot.last_read_at,
+        "read_error": snapshot.read_error,
+        "totals": {**_totals_document(snapshot.grand_total), "nodes": format_count(snapshot.node_count)},
+        "top_level": [{"key": node.key, "name": node.name, **_totals_document(node.totals)} for node in snapshot.tree],
+        "stats": {
+            "messages_applied": format_count(stats.messages_applied) if stats else None,
+            "last_updated": stats.last_updated if stats else None,
+            "applied_per_second": format_rate(snapshot.applied_per_second),
+            "latency_window_seconds": snapshot.latency.window_seconds,
+            "latency_mean": format_seconds(snapshot.latency.mean_seconds),
+            "latency_max": format_seconds(snapshot.latency.max_seconds),
+            "latency_observations": snapshot.latency.observations,
+        },
+        "verification": {
+            "status": verification.status,
+            "label": verification.label,
+            "ledger": verification.ledger_path,
+            "differences": [
+                {
+                    "key": difference.key,
+                    "expected": _totals_document(difference.expected),
+                    "actual": _totals_document(difference.actual),
+                    "value_difference": _signed(format_decimal(difference.value_difference)),
+                    "trade_count_difference": _signed(
+                        format_count(difference.actual.trade_count - difference.expected.trade_count)
+                    ),
+                }
+                for difference in verification.differences[:MAX_LISTED_DIFFERENCES]
+            ],
+            "differing_nodes": format_count(len(verification.differences)),
+            "unlisted_differences": format_count(max(len(verification.differences) - MAX_LISTED_DIFFERENCES, 0)),
+        },
+        "tree": [_tree_document(node) for node in snapshot.tree],
+        "chart": [
+            {
+                "t": point.observed_at,
+                "rate": point.applied_per_second,
+                "mean": point.latency_mean_seconds,
+                "max": point.latency_max_seconds,
+            }
+            for point in snapshot.chart
+        ],
+    }
+
+
+# --------------------------------------------------------------------------- the server
+
+
+class SnapshotPublisher:
+    """Builds a snapshot every ``interval`` seconds on its own thread and holds the latest as JSON."""
+
+    def __init__(self, builder: SnapshotBuilder, interval: float) -> None:
+        self._builder = builder
+        self._interval = interval
+        self._lock = threading.Lock()
+        self._latest = b"{}"
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="snapshot-publisher", daemon=True)
+
+    def start(self) -> None:
+        """Publishes the first snapshot before returning, so the first page load has data."""
+        self._publish()
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stops the thread (after the current refresh)."""
+        self._stopping.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def latest(self) -> bytes:
+        """The latest snapshot document, UTF-8 JSON."""
+        with self._lock:
+            return self._latest
+
+    def _publish(self) -> None:
+        body = json.dumps(snapshot_document(self._builder.build()), separators=(",", ":")).encode()
+        with self._lock:
+            self._latest = body
+
+    def _run(self) -> None:
+        while not self._stopping.wait(self._interval):
+            try:
+                self._publish()
+            except Exception:  # a bug must not silently freeze the page: say so and keep going
+                logging.getLogger(__name__).exception("cannot build a snapshot")
+
+
+class DashboardServer(ThreadingHTTPServer):
+    """The HTTP server; one thread per request, the data from the publisher."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], publisher: SnapshotPublisher) -> None:
+        super().__init__(address, DashboardRequestHandler)
+        self.publisher = publisher
+        self.static_files = load_static_files()
+        bound_host, port = self.server_address[:2]
+        host = bound_host.decode() if isinstance(bound_host, bytes) else str(bound_host)
+        self.url = f"http://{host}:{port}/"
+        # Bound to loopback, only loopback names may address us: another site's page that
+        # rebinds its DNS name to 127.0.0.1 sends its own Host header and is turned away.
+        self.allowed_hosts: frozenset[str] | None = (
+            frozenset(f"{name}:{port}" for name in ("127.0.0.1", "localhost", "[::1]", host))
+            if ipaddress.ip_address(host).is_loopback
+            else None
+        )
+
+
+class DashboardRequestHandler(BaseHTTPRequestHandler):
+    """GET only: the static page and ``/api/snapshot``. Anything else is refused."""
+
+    server: DashboardServer
+    server_version = "aggregation-dashboard"
+
+    def version_string(self) -> str:
+        """The Server header: no Python version to fingerprint."""
+        return self.server_version
+
+    def do_GET(self) -> None:
+        """Serves the page, its assets, or the latest snapshot."""
+        allowed = self.server.allowed_hosts
+        if allowed is not None and self.headers.get("Host", "") not in allowed:
+            self._send(HTTPStatus.MISDIRECTED_REQUEST, b"unexpected Host header\n", "text/plain; charset=utf-8")
+            return
+        path = self.path.split("?", 1)[0]
+        if path == "/api/snapshot":
+            self._send(HTTPStatus.OK, self.server.publisher.latest(), "application/json", cache="no-store")
+            return
+        static = self.server.static_files.get(path)
+        if static is None:
+            self._send(HTTPStatus.NOT_FOUND, b"not found\n", "text/plain; charset=utf-8")
+            return
+        self._send(HTTPStatus.OK, static.body, static.content_type, cache="no-cache")
+
+    def _send(self, status: HTTPStatus, body: bytes, content_type: str, cache: str = "no-store") -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", cache)
+        for name, value in SECURITY_HEADERS.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Silent: a page polling every second would flood the terminal."""

@@ -1,0 +1,140 @@
+"""The web server: security headers on every response, read-only, loopback-only names, the API document."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import re
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from frontend.snapshot import LedgerState, SnapshotBuilder, StatsRecord, TableReading
+from frontend.web import CONTENT_SECURITY_POLICY, DashboardServer, SnapshotPublisher
+from tests.frontend.dashboard_helpers import HOSTILE_NAME, totals
+
+STATIC = Path(__file__).resolve().parents[2] / "frontend" / "static"
+
+
+@pytest.fixture
+def server() -> Iterator[DashboardServer]:
+    """A dashboard over a fixed reading (no AWS needed to test the HTTP layer)."""
+    reading = TableReading(
+        {
+            "Delta": totals("1234567.891234", 2),
+            "Delta:FXSpot": totals("1234567.891234", 2),
+            HOSTILE_NAME: totals("-0.5", 1),
+        },
+        StatsRecord(12345, 1_700_000_000.0, 0.25, 0.75),
+    )
+    ledger = LedgerState("ledger.json", {"Delta": totals("1234567.891234", 2), "Delta:FXSpot": totals("1", 2)})
+    publisher = SnapshotPublisher(SnapshotBuilder("AggTable", lambda: reading, lambda: ledger), interval=60)
+    dashboard = DashboardServer(("127.0.0.1", 0), publisher)
+    publisher.start()
+    thread = threading.Thread(target=dashboard.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    yield dashboard
+    dashboard.shutdown()
+    dashboard.server_close()
+    publisher.stop()
+
+
+def request(
+    server: DashboardServer, path: str, method: str = "GET", host: str | None = None
+) -> tuple[int, dict[str, str], bytes]:
+    address, port = server.server_address[:2]
+    connection = http.client.HTTPConnection(str(address), port, timeout=5)
+    headers = {"Host": host} if host else {}
+    connection.request(method, path, headers=headers)
+    response = connection.getresponse()
+    body = response.read()
+    connection.close()
+    return response.status, {k.lower(): v for k, v in response.getheaders()}, body
+
+
+@pytest.mark.parametrize(
+    ("path", "status", "content_type"),
+    [
+        ("/", 200, "text/html; charset=utf-8"),
+        ("/app.js", 200, "text/javascript; charset=utf-8"),
+        ("/style.css", 200, "text/css; charset=utf-8"),
+        ("/favicon.svg", 200, "image/svg+xml"),
+        ("/api/snapshot", 200, "application/json"),
+        ("/api/snapshot?t=1", 200, "application/json"),
+        ("/../pyproject.toml", 404, "text/plain; charset=utf-8"),
+        ("/static/../cli.py", 404, "text/plain; charset=utf-8"),
+    ],
+)
+def test_every_response_carries_the_strict_content_security_policy(
+    server: DashboardServer, path: str, status: int, content_type: str
+) -> None:
+    got_status, headers, _ = request(server, path)
+    assert (got_status, headers["content-type"]) == (status, content_type)
+    assert headers["content-security-policy"] == CONTENT_SECURITY_POLICY
+    policy = dict(part.strip().split(" ", 1) for part in CONTENT_SECURITY_POLICY.split(";"))
+    assert policy["default-src"] == "'self'"
+    assert policy["script-src"] == "'self'"  # no 'unsafe-inline', no 'unsafe-eval', no other origin
+    assert policy["object-src"] == "'none'"
+    assert headers["x-content-type-options"] == "nosniff"
+    assert headers["x-frame-options"] == "DENY"
+    assert headers["server"] == "aggregation-dashboard"
+
+
+def test_the_dashboard_is_read_only(server: DashboardServer) -> None:
+    for method in ("POST", "PUT", "DELETE", "PATCH"):
+        status, _, _ = request(server, "/api/snapshot", method=method)
+        assert status == 501
+
+
+def test_only_loopback_names_may_address_a_loopback_dashboard(server: DashboardServer) -> None:
+    port = server.server_address[1]
+    assert request(server, "/api/snapshot", host=f"localhost:{port}")[0] == 200
+    status, headers, _ = request(server, "/api/snapshot", host=f"attacker.example:{port}")  # DNS rebinding
+    assert status == 421
+    assert headers["content-security-policy"] == CONTENT_SECURITY_POLICY
+
+
+def test_api_document_carries_exact_preformatted_values(server: DashboardServer) -> None:
+    _, headers, body = request(server, "/api/snapshot")
+    assert headers["cache-control"] == "no-store"
+    document = json.loads(body)
+    assert document["table"] == "AggTable"
+    assert document["totals"] == {"value": "1,234,567.391234", "trade_count": "3", "nodes": "3"}
+    assert [(top["name"], top["value"]) for top in document["top_level"]] == [
+        (HOSTILE_NAME, "-0.5"),
+        ("Delta", "1,234,567.891234"),
+    ]
+    delta = document["tree"][1]
+    assert delta["children"][0] == {
+        "key": "Delta:FXSpot",
+        "name": "FXSpot",
+        "value": "1,234,567.891234",
+        "trade_count": "2",
+        "children": [],
+    }
+    assert document["stats"]["messages_applied"] == "12,345"
+    verification = document["verification"]
+    assert verification["status"] == "differs"
+    assert verification["label"] == "2 nodes differ · Σ|Δ| = 1,234,567.391234"  # |-0.5| + 1,234,566.891234
+    hostile, fx_spot = verification["differences"]
+    assert (hostile["key"], hostile["value_difference"], hostile["trade_count_difference"]) == (
+        HOSTILE_NAME,
+        "-0.5",
+        "+1",
+    )
+    assert (fx_spot["value_difference"], fx_spot["trade_count_difference"]) == ("+1,234,566.891234", "0")
+    assert fx_spot["expected"] == {"value": "1", "trade_count": "2"}
+
+
+def test_page_has_no_inline_script_or_style_and_builds_dom_without_html_parsing() -> None:
+    page = (STATIC / "index.html").read_text(encoding="utf-8")
+    assert re.findall(r"<script(?![^>]*\bsrc=)", page) == []
+    assert re.findall(r"\son[a-z]+=", page) == []
+    assert " style=" not in page
+    assert "http://" not in page.replace('xmlns="http://www.w3.org', "")  # nothing from a CDN
+    assert "https://" not in page
+    script = (STATIC / "app.js").read_text(encoding="utf-8")
+    for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function"):
+        assert sink not in script, sink
