@@ -1,0 +1,218 @@
+"""``python -m producer send | verify | clear``: a thin shell over the Python API.
+
+Exit codes: 0 success (``verify``: exact), 1 ``verify`` found a mismatch,
+2 misuse or an operational error (AWS, ledger, target), 130 interrupted.
+Every error is one line on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from botocore.exceptions import BotoCoreError, ClientError
+from rich.console import Console
+
+from producer.cleanup import clear_pipeline
+from producer.display import render_clear_summary, render_send_summary, render_verification_report
+from producer.ledger import DEFAULT_LEDGER_PATH, LedgerError
+from producer.model import DEFAULT_HIERARCHY_LEVELS, parse_hierarchy_levels
+from producer.sender import SendError, SendOptions, send_messages
+from producer.targets import DEFAULT_OUTPUTS_PATH, PipelineTarget, TargetError, resolve_target
+from producer.verifier import verify_pipeline
+
+PROGRAM = "producer"
+EXIT_MISMATCH = 1
+EXIT_ERROR = 2
+EXIT_INTERRUPTED = 130
+
+
+class OneLineArgumentParser(argparse.ArgumentParser):
+    """argparse, but misuse is reported in one line (no usage dump)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_ERROR, f"{PROGRAM}: error: {message} (see --help)\n")
+
+
+def _number(kind: Callable[[str], float], low: float | None, high: float | None, name: str) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} expected, got {text!r}") from None
+        if (low is not None and value < low) or (high is not None and value > high):
+            bounds = f"at least {low}" if high is None else f"between {low} and {high}"
+            raise argparse.ArgumentTypeError(f"must be {bounds}, got {text}")
+        return value
+
+    return parse
+
+
+def _positive_int(text: str) -> int:
+    return int(_number(int, 1, None, "an integer")(text))
+
+
+def _seed(text: str) -> int:
+    return int(_number(int, 0, None, "an integer")(text))
+
+
+_percentage = _number(float, 0, 100, "a percentage")
+_non_negative = _number(float, 0, None, "a number")
+_positive = _number(float, 1e-9, None, "a number")
+
+
+def _levels(text: str) -> tuple[str, ...]:
+    try:
+        return parse_hierarchy_levels(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = OneLineArgumentParser(add_help=False)
+    where = common.add_argument_group("pipeline")
+    where.add_argument("--stack-name", help="deployed stack whose CloudFormation outputs name the resources")
+    where.add_argument("--region", help="AWS region of --stack-name (default: the usual AWS lookup)")
+    where.add_argument(
+        "--outputs",
+        type=Path,
+        default=DEFAULT_OUTPUTS_PATH,
+        help=f"local runtime outputs file (default {DEFAULT_OUTPUTS_PATH})",
+    )
+    where.add_argument(
+        "--ledger", type=Path, default=DEFAULT_LEDGER_PATH, help=f"ground-truth ledger (default {DEFAULT_LEDGER_PATH})"
+    )
+    where.add_argument("--no-progress", action="store_true", help="no live display even on a terminal")
+
+    parser = OneLineArgumentParser(
+        prog=f"python -m {PROGRAM}", description="Load generator and exactly-once verifier for the pipeline."
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{send,verify,clear}")
+
+    send = commands.add_parser(
+        "send", parents=[common], help="send messages and merge the ground truth into the ledger"
+    )
+    amount = send.add_mutually_exclusive_group()
+    amount.add_argument("--count", type=_positive_int, help="messages to send (default 3000)")
+    amount.add_argument("--duration", type=_positive, help="send for this many seconds instead")
+    send.add_argument("--rate", type=_non_negative, default=0.0, help="messages per second, held steady (0: flat out)")
+    send.add_argument("--concurrency", type=_positive_int, default=16, help="parallel put_records calls (default 16)")
+    send.add_argument("--trades", type=_positive_int, help="distinct TradeIDs (default: derived from the count)")
+    send.add_argument("--duplicates-pct", type=_percentage, default=10.0, help="identical resends (default 10)")
+    send.add_argument(
+        "--out-of-order-pct", type=_percentage, default=5.0, help="earlier versions sent after later ones (default 5)"
+    )
+    send.add_argument(
+        "--modifications-pct", type=_percentage, default=20.0, help="new versions of existing trades (default 20)"
+    )
+    send.add_argument("--malformed-pct", type=_percentage, default=1.0, help="invalid records (default 1)")
+    send.add_argument("--seed", type=_seed, help="random seed; the same seed sends the same messages")
+    send.add_argument(
+        "--hierarchy-levels",
+        type=_levels,
+        default=DEFAULT_HIERARCHY_LEVELS,
+        help=f"comma-separated levels, as the pipeline is configured (default {','.join(DEFAULT_HIERARCHY_LEVELS)})",
+    )
+    send.add_argument(
+        "--timestamp-epoch-ms",
+        type=_seed,
+        help="stamp messages from this epoch (ms) + 1 ms each instead of the clock: fully reproducible bytes",
+    )
+
+    verify = commands.add_parser("verify", parents=[common], help="wait for the drain and compare with the ledger")
+    verify.add_argument("--timeout", type=_positive, default=300.0, help="seconds to wait for the drain (default 300)")
+    verify.add_argument(
+        "--settle", type=_positive, default=20.0, help="seconds without change that count as drained (default 20)"
+    )
+    verify.add_argument("--poll", type=_positive, default=1.0, help="seconds between polls (default 1)")
+
+    commands.add_parser("clear", parents=[common], help="empty every table and delete the ledger")
+    return parser
+
+
+def _target(arguments: argparse.Namespace) -> PipelineTarget:
+    return resolve_target(arguments.stack_name, arguments.region, arguments.outputs)
+
+
+def _show_progress(arguments: argparse.Namespace) -> bool | None:
+    return False if arguments.no_progress else None
+
+
+def run_send(arguments: argparse.Namespace, console: Console, status: Console) -> int:
+    options = SendOptions(
+        count=arguments.count,
+        duration=arguments.duration,
+        rate=arguments.rate,
+        concurrency=arguments.concurrency,
+        trades=arguments.trades,
+        duplicates_pct=arguments.duplicates_pct,
+        out_of_order_pct=arguments.out_of_order_pct,
+        modifications_pct=arguments.modifications_pct,
+        malformed_pct=arguments.malformed_pct,
+        seed=arguments.seed,
+        ledger_path=arguments.ledger,
+        hierarchy_levels=arguments.hierarchy_levels,
+        timestamp_epoch_ms=arguments.timestamp_epoch_ms,
+    )
+    options.generator_config(0)  # validate the percentages and counts before touching AWS
+    target = _target(arguments)
+    summary = send_messages(target, options, console=status, show_progress=_show_progress(arguments))
+    render_send_summary(summary, console)
+    return 0
+
+
+def run_verify(arguments: argparse.Namespace, console: Console, status: Console) -> int:
+    target = _target(arguments)
+    report = verify_pipeline(
+        target,
+        arguments.ledger,
+        arguments.timeout,
+        settle_seconds=arguments.settle,
+        poll_interval=arguments.poll,
+        console=status,
+        show_progress=_show_progress(arguments),
+    )
+    render_verification_report(report, console)
+    return 0 if report.exact else EXIT_MISMATCH
+
+
+def run_clear(arguments: argparse.Namespace, console: Console, status: Console) -> int:
+    del status
+    summary = clear_pipeline(_target(arguments), arguments.ledger)
+    render_clear_summary(summary, console)
+    return 0
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    arguments = parser.parse_args(argv)
+    # Off a terminal (CI logs) rich would assume 80 columns and truncate trade IDs.
+    console = Console() if sys.stdout.isatty() else Console(width=200)
+    status = Console(stderr=True)
+    errors = Console(stderr=True, highlight=False, soft_wrap=True)
+    commands = {"send": run_send, "verify": run_verify, "clear": run_clear}
+    try:
+        return commands[arguments.command](arguments, console, status)
+    except (ClientError, BotoCoreError) as error:
+        errors.print(f"{PROGRAM}: AWS error: {_one_line(str(error))}", markup=False)
+    except SendError as error:
+        errors.print(f"{PROGRAM}: send failed: {_one_line(str(error))}", markup=False)
+    except (TargetError, LedgerError) as error:
+        errors.print(f"{PROGRAM}: {_one_line(str(error))}", markup=False)
+    except ValueError as error:
+        errors.print(f"{PROGRAM}: error: {_one_line(str(error))}", markup=False)
+    except KeyboardInterrupt:
+        errors.print(f"{PROGRAM}: interrupted (accepted messages are in the ledger)", markup=False)
+        return EXIT_INTERRUPTED
+    return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

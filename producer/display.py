@@ -1,0 +1,262 @@
+"""Everything the producer shows people: live progress, summaries, the verdict.
+
+Kept apart so the sending, ledger and verifying logic stay free of rendering
+and usable in-process (the demo, a dashboard). Live displays only run on a
+terminal; in CI logs the same information appears as occasional plain lines.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+if TYPE_CHECKING:
+    from producer.cleanup import ClearSummary
+    from producer.sender import SendStatistics, SendSummary
+    from producer.verifier import DrainStatus, VerificationReport
+
+MAX_ROWS = 40
+PLAIN_REPORT_INTERVAL = 10.0
+
+
+class SendProgressDisplay:
+    """A live bar (sent, sent/s, retried, throttled) polling the send statistics."""
+
+    def __init__(
+        self,
+        console: Console,
+        statistics: SendStatistics,
+        total_messages: int | None,
+        duration: float | None,
+        enabled: bool | None = None,
+    ) -> None:
+        self._console = console
+        self._statistics = statistics
+        self._total_messages = total_messages
+        self._duration = duration
+        self._enabled = console.is_terminal if enabled is None else enabled
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._progress: Progress | None = None
+        self._task: TaskID | None = None
+        self._last_sample = (time.monotonic(), 0)
+        self._rate = 0.0
+
+    def __enter__(self) -> SendProgressDisplay:
+        if not self._enabled:
+            return self
+        self._progress = Progress(
+            SpinnerColumn(),
+            TextColumn("[bold]sending"),
+            BarColumn(),
+            TextColumn("{task.fields[sent]:>10,} sent"),
+            TextColumn("{task.fields[rate]:>9,.0f} msg/s"),
+            TextColumn("retried {task.fields[retried]:,}"),
+            TextColumn("throttled {task.fields[throttled]:,}"),
+            TimeElapsedColumn(),
+            console=self._console,
+            transient=False,
+        )
+        total = float(self._total_messages) if self._total_messages else self._duration
+        self._task = self._progress.add_task("send", total=total, sent=0, rate=0.0, retried=0, throttled=0)
+        self._progress.start()
+        self._thread = threading.Thread(target=self._poll, name="send-progress", daemon=True)
+        self._thread.start()
+        return self
+
+    def _refresh(self) -> None:
+        if self._progress is None or self._task is None:
+            return
+        snapshot = self._statistics.snapshot()
+        now = time.monotonic()
+        then, sent_then = self._last_sample
+        if now - then >= 0.5:
+            instant = (snapshot.sent - sent_then) / (now - then)
+            self._rate = instant if self._rate == 0 else 0.5 * self._rate + 0.5 * instant
+            self._last_sample = (now, snapshot.sent)
+        completed = float(snapshot.sent) if self._total_messages else snapshot.elapsed_seconds
+        self._progress.update(
+            self._task,
+            completed=completed,
+            sent=snapshot.sent,
+            rate=self._rate,
+            retried=snapshot.retried,
+            throttled=snapshot.throttled,
+        )
+
+    def _poll(self) -> None:
+        while not self._stop.wait(0.25):
+            self._refresh()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self._progress is not None:
+            self._refresh()
+            self._progress.stop()
+
+
+class DrainProgressDisplay:
+    """A spinner while the verifier waits for the pipeline; plain lines when not a terminal."""
+
+    def __init__(self, console: Console, enabled: bool | None = None) -> None:
+        """``enabled`` None: live on a terminal, plain lines otherwise; False: silent."""
+        self._console = console
+        self._silent = enabled is False
+        self._live = console.is_terminal if enabled is None else enabled
+        self._status = console.status("waiting for the pipeline to drain") if self._live else None
+        self._last_plain = 0.0
+
+    def __enter__(self) -> DrainProgressDisplay:
+        if self._status is not None:
+            self._status.start()
+        return self
+
+    def update(self, status: DrainStatus) -> None:
+        applied = f" · {status.messages_applied:,} messages applied" if status.messages_applied is not None else ""
+        text = (
+            f"waiting for the pipeline: {status.matching_nodes}/{status.expected_nodes} nodes match{applied}"
+            f" · unchanged {status.unchanged_seconds:.0f} s"
+            f" · {status.elapsed_seconds:.0f}/{status.timeout_seconds:.0f} s"
+        )
+        self.message(text)
+
+    def message(self, text: str) -> None:
+        if self._status is not None:
+            self._status.update(text)
+            return
+        now = time.monotonic()
+        if not self._silent and now - self._last_plain >= PLAIN_REPORT_INTERVAL:
+            self._console.print(text, highlight=False)
+            self._last_plain = now
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        if self._status is not None:
+            self._status.stop()
+
+
+def render_send_summary(summary: SendSummary, console: Console) -> None:
+    """The end-of-run table."""
+    counts = summary.counts
+    table = Table(title="producer send", show_header=False, title_justify="left")
+    table.add_column("what")
+    table.add_column("value", justify="right")
+    rows = [
+        ("seed", str(summary.seed)),
+        ("messages sent", f"{summary.messages_sent:,}"),
+        ("  new trades", f"{counts.new_trades:,}"),
+        ("  modifications", f"{counts.modifications:,} ({counts.moves:,} moves)"),
+        ("  duplicates", f"{counts.duplicates:,}"),
+        ("  out of order", f"{counts.out_of_order:,}"),
+        ("  malformed", f"{counts.malformed:,}"),
+        ("put_records calls", f"{summary.put_records_calls:,}"),
+        ("records retried", f"{summary.retried_records:,}"),
+        ("records throttled", f"{summary.throttled_records:,}"),
+        ("call errors retried", f"{summary.call_errors:,}"),
+        ("elapsed", f"{summary.elapsed_seconds:.1f} s"),
+        ("throughput", f"{summary.messages_per_second:,.0f} msg/s ({summary.bytes_sent / 1e6:,.1f} MB)"),
+    ]
+    if summary.uncertain:
+        rows.append(("[yellow]uncertain (aborted in flight)", f"[yellow]{summary.uncertain:,}"))
+    if summary.ledger_path is not None:
+        rows.append(
+            ("ledger", f"{summary.ledger_path} ({summary.ledger_trades:,} trades, {summary.ledger_nodes:,} nodes)")
+        )
+    for name, value in rows:
+        table.add_row(name, value)
+    console.print(table)
+
+
+def render_verification_report(report: VerificationReport, console: Console) -> None:
+    """The verdict; on a mismatch, which nodes and trades differ and by how much."""
+    comparison = report.aggregates
+    counts = report.ledger_counts
+    context = (
+        f"{counts.messages_sent:,} messages: {counts.duplicates:,} duplicates, {counts.out_of_order:,} out of order, "
+        f"{counts.modifications:,} modifications ({counts.moves:,} moves), {counts.malformed:,} malformed"
+    )
+    if report.uncertain_messages:
+        console.print(
+            f"[yellow]warning: {report.uncertain_messages:,} messages of an aborted run may or may not have "
+            "reached the stream; a mismatch may be theirs[/yellow]"
+        )
+    if report.exact:
+        console.print(
+            f"[bold green]EXACT[/bold green]: all {comparison.expected_nodes:,} nodes and "
+            f"{report.trades_checked:,} trades match the ledger ({context}; waited {report.waited_seconds:.0f} s)",
+            highlight=False,
+        )
+        return
+    waited = "" if report.settled else f"; timed out after {report.waited_seconds:.0f} s, still changing"
+    console.print(
+        f"[bold red]MISMATCH[/bold red]: {len(comparison.mismatches):,} of "
+        f"{len(comparison.mismatches) + comparison.matching_nodes:,} nodes differ, "
+        f"{len(report.trade_mismatches):,} of {report.trades_checked:,} trades wrong or missing ({context}{waited})",
+        highlight=False,
+    )
+    if comparison.mismatches:
+        nodes = Table(title="aggregate nodes that differ", title_justify="left")
+        for column in ("node", "expected value", "actual value", "difference", "expected count", "actual count"):
+            nodes.add_column(column, justify="left" if column == "node" else "right")
+        for mismatch in comparison.mismatches[:MAX_ROWS]:
+            nodes.add_row(
+                mismatch.key,
+                _text(mismatch.expected.value) if mismatch.expected else "(absent)",
+                _text(mismatch.actual.value) if mismatch.actual else "(absent)",
+                _signed(mismatch.value_difference),
+                str(mismatch.expected.trade_count) if mismatch.expected else "(absent)",
+                str(mismatch.actual.trade_count) if mismatch.actual else "(absent)",
+            )
+        _more(nodes, len(comparison.mismatches), 6)
+        console.print(nodes)
+    if report.trade_mismatches:
+        trades = Table(title="trades missing or at the wrong version", title_justify="left")
+        for column in ("trade", "problem", "expected version", "actual version", "expected value", "actual value"):
+            trades.add_column(column, justify="left" if column in ("trade", "problem") else "right")
+        for wrong in report.trade_mismatches[:MAX_ROWS]:
+            actual = wrong.actual
+            trades.add_row(
+                wrong.trade_id,
+                wrong.problem,
+                str(wrong.expected.version),
+                str(actual.version) if actual else "-",
+                _text(wrong.expected.value),
+                _text(actual.value) if actual else "-",
+            )
+        _more(trades, len(report.trade_mismatches), 6)
+        console.print(trades)
+
+
+def render_clear_summary(summary: ClearSummary, console: Console) -> None:
+    """What ``clear`` deleted."""
+    for name, deleted in summary.deleted_items.items():
+        console.print(f"cleared {name}: {deleted:,} items deleted", highlight=False)
+    for note in summary.notes:
+        console.print(note, highlight=False)
+    if summary.ledger_deleted is not None:
+        console.print(f"deleted ledger {summary.ledger_deleted}", highlight=False)
+
+
+def _text(value: object) -> str:
+    return format(value, "f") if not isinstance(value, str) else value
+
+
+def _signed(value: object) -> str:
+    text = _text(value)
+    return text if text.startswith("-") else f"+{text}"
+
+
+def _more(table: Table, total: int, columns: int) -> None:
+    if total > MAX_ROWS:
+        table.add_row(f"… and {total - MAX_ROWS:,} more", *([""] * (columns - 1)))

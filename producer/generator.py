@@ -1,0 +1,566 @@
+"""Seeded, pure generation of the messages a load test sends.
+
+Why pure: a load test that finds a bug must be repeatable. Everything random is
+drawn from one ``random.Random(seed)``, nothing here performs I/O or reads the
+clock unless a clock is passed in, so the same seed and configuration always
+produce the same byte sequence.
+
+Why the JSON is written by hand: the message ``Value`` is money. It is a
+``Decimal`` from the moment it is drawn and its JSON literal is written from
+that ``Decimal``, so no binary float ever touches the value path (``json.dumps``
+is only used to quote strings).
+
+The stream mixes, in configurable proportions:
+
+* new trades;
+* modifications (a higher version of an existing trade, some of which move to
+  another hierarchy node);
+* duplicates (the identical bytes of an earlier valid message, resent);
+* out-of-order pairs (a later version sent first, then an earlier version that
+  the pipeline must ignore);
+* malformed records of every invalid kind DESIGN.md names.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from enum import StrEnum
+from random import Random
+
+from producer.model import DEFAULT_HIERARCHY_LEVELS, TradeState
+
+MAX_TRADE_ID_LENGTH = 256
+MAX_LEVEL_VALUE_LENGTH = 128
+MAX_SIGNIFICANT_DIGITS = 38
+DEFAULT_COUNT = 3000
+DEFAULT_DURATION_TRADE_BUDGET = 100_000
+"""Cap on distinct trades in duration mode, so memory stays bounded on long runs."""
+DUPLICATE_WINDOW = 4096
+"""How many recent valid messages a duplicate may repeat (resends are recent in practice)."""
+DEFAULT_TIMESTAMP_EPOCH_MS = 1_700_000_000_000
+
+LEVEL_CATALOG: dict[str, tuple[str, ...]] = {
+    "RiskType": ("Delta", "Gamma", "Vega", "Theta", "Rho"),
+    "TradeDesk": ("FXSpot", "FXOptions", "Rates", "Credit", "Equities"),
+    "Region": ("AMER", "EMEA", "APAC"),
+}
+"""Values of the well-known levels; any other configured level gets ``<Level>-1..4``."""
+
+
+class MessageKind(StrEnum):
+    """Why a message is in the stream; the ledger counts messages by kind."""
+
+    NEW_TRADE = "new_trade"
+    MODIFICATION = "modification"
+    DUPLICATE = "duplicate"
+    OUT_OF_ORDER = "out_of_order"
+    MALFORMED = "malformed"
+
+
+MALFORMED_KINDS: tuple[str, ...] = (
+    "not_utf8",
+    "not_json",
+    "not_object",
+    "trade_id_missing",
+    "trade_id_empty",
+    "trade_id_too_long",
+    "trade_id_not_string",
+    "version_missing",
+    "version_float",
+    "version_string",
+    "version_bool",
+    "version_negative",
+    "value_missing",
+    "value_nan",
+    "value_infinity",
+    "value_string",
+    "value_bool",
+    "value_too_many_digits",
+    "timestamp_missing",
+    "timestamp_nan",
+    "timestamp_infinity",
+    "timestamp_string",
+    "hierarchy_missing",
+    "hierarchy_not_object",
+    "hierarchy_missing_level",
+    "hierarchy_empty_level",
+    "hierarchy_level_with_colon",
+    "hierarchy_level_too_long",
+    "hierarchy_level_not_string",
+)
+"""Every invalid-record kind the generator produces; each breaks exactly one DESIGN.md rule."""
+
+
+@dataclass(frozen=True, slots=True)
+class GeneratedMessage:
+    """One Kinesis record plus what the generator meant by it.
+
+    ``state`` is the trade state the record carries when it is valid (also for
+    duplicates and stale out-of-order versions, which the pipeline must ignore);
+    ``None`` for malformed records.
+    """
+
+    sequence: int
+    data: bytes
+    partition_key: str
+    kind: MessageKind
+    trade_id: str | None
+    state: TradeState | None
+    moves: bool = False
+    malformed_kind: str | None = None
+
+
+@dataclass(frozen=True)
+class GeneratorConfig:
+    """What to generate. Percentages are of messages, 0 to 100.
+
+    ``count=None`` makes the stream endless (duration mode); ``trades`` caps the
+    number of distinct new trades (``None``: derived from ``count``).
+    """
+
+    seed: int
+    count: int | None = DEFAULT_COUNT
+    trades: int | None = None
+    duplicates_pct: float = 10.0
+    out_of_order_pct: float = 5.0
+    modifications_pct: float = 20.0
+    malformed_pct: float = 1.0
+    hierarchy_levels: tuple[str, ...] = DEFAULT_HIERARCHY_LEVELS
+    move_share: float = 0.3
+    timestamp_epoch_ms: int = DEFAULT_TIMESTAMP_EPOCH_MS
+
+    def __post_init__(self) -> None:
+        if self.count is not None and self.count < 1:
+            raise ValueError("count must be at least 1")
+        if self.trades is not None and self.trades < 1:
+            raise ValueError("trades must be at least 1")
+        if self.trades is not None and self.count is not None and self.trades > self.count:
+            raise ValueError(f"trades ({self.trades}) cannot exceed count ({self.count})")
+        percentages = {
+            "duplicates": self.duplicates_pct,
+            "out-of-order": self.out_of_order_pct,
+            "modifications": self.modifications_pct,
+            "malformed": self.malformed_pct,
+        }
+        for name, pct in percentages.items():
+            if not 0 <= pct <= 100:
+                raise ValueError(f"{name} percentage must be between 0 and 100, got {pct}")
+        if sum(percentages.values()) > 100:
+            raise ValueError("duplicates + out-of-order + modifications + malformed percentages exceed 100")
+        if not self.hierarchy_levels:
+            raise ValueError("at least one hierarchy level is required")
+        if not 0 <= self.move_share <= 1:
+            raise ValueError("move_share must be between 0 and 1")
+
+    @property
+    def new_trade_share(self) -> float:
+        """Fraction of messages that introduce a new trade."""
+        other = self.duplicates_pct + self.out_of_order_pct + self.modifications_pct + self.malformed_pct
+        return max(0.0, 100.0 - other) / 100.0
+
+    def trade_budget(self) -> int:
+        """How many distinct new trades this stream introduces at most."""
+        if self.trades is not None:
+            return self.trades
+        if self.count is None:
+            return DEFAULT_DURATION_TRADE_BUDGET
+        return max(1, round(self.count * self.new_trade_share))
+
+
+def decimal_json_literal(value: Decimal) -> str:
+    """The exact JSON number literal of a finite Decimal, in plain notation."""
+    if not value.is_finite():
+        raise ValueError(f"{value} has no JSON literal")
+    if value.is_zero():
+        value = abs(value)  # never write "-0"
+    return format(value, "f")
+
+
+def _quote(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _assemble(fields: Mapping[str, str]) -> str:
+    """A JSON object from already-encoded field literals, in the given order."""
+    return "{" + ", ".join(f"{_quote(name)}: {literal}" for name, literal in fields.items()) + "}"
+
+
+class MessageGenerator(Iterator[GeneratedMessage]):
+    """An iterator of messages, deterministic for a given config and seed.
+
+    ``existing_trades`` (typically the ledger of earlier runs) lets a run send
+    new versions of trades it did not create, continuing from their versions.
+    ``clock`` supplies the ``Timestamp`` field (seconds since the epoch, used by
+    the pipeline only for latency); without it timestamps are
+    ``timestamp_epoch_ms`` plus one millisecond per message, keeping the whole
+    byte sequence reproducible.
+    """
+
+    def __init__(
+        self,
+        config: GeneratorConfig,
+        existing_trades: Mapping[str, TradeState] | None = None,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        self.config = config
+        self._rng = Random(config.seed)
+        self._clock = clock
+        self._levels = config.hierarchy_levels
+        self._level_values = tuple(
+            LEVEL_CATALOG.get(level, tuple(f"{level}-{index}" for index in range(1, 5))) for level in self._levels
+        )
+        self._trades: dict[str, TradeState] = dict(existing_trades or {})
+        self._trade_ids: list[str] = list(self._trades)
+        self._budget = config.trade_budget()
+        self._created = 0
+        self._produced = 0
+        self._pending: deque[GeneratedMessage] = deque()
+        self._recent_valid: deque[GeneratedMessage] = deque(maxlen=DUPLICATE_WINDOW)
+
+    # -- iteration -----------------------------------------------------------------
+
+    def __iter__(self) -> MessageGenerator:
+        return self
+
+    def __next__(self) -> GeneratedMessage:
+        if self._pending:
+            return self._pending.popleft()
+        count = self.config.count
+        if count is not None and self._produced >= count:
+            raise StopIteration
+        remaining = None if count is None else count - self._produced
+        kind = self._choose_kind(remaining)
+        if kind is MessageKind.MALFORMED:
+            return self._malformed()
+        if kind is MessageKind.DUPLICATE:
+            return self._duplicate()
+        if kind is MessageKind.OUT_OF_ORDER:
+            later, earlier = self._out_of_order_pair()
+            self._pending.append(earlier)
+            return later
+        if kind is MessageKind.MODIFICATION:
+            return self._modification()
+        return self._new_trade()
+
+    @property
+    def trades(self) -> Mapping[str, TradeState]:
+        """The latest state the generator has emitted for every trade it knows."""
+        return self._trades
+
+    # -- choosing what comes next ---------------------------------------------------
+
+    def _choose_kind(self, remaining: int | None) -> MessageKind:
+        config = self.config
+        draw = self._rng.random() * 100.0
+        thresholds = (
+            (config.malformed_pct, MessageKind.MALFORMED),
+            (config.duplicates_pct, MessageKind.DUPLICATE),
+            (config.out_of_order_pct, MessageKind.OUT_OF_ORDER),
+            (config.modifications_pct, MessageKind.MODIFICATION),
+        )
+        kind = MessageKind.NEW_TRADE
+        upper = 0.0
+        for pct, candidate in thresholds:
+            upper += pct
+            if draw < upper:
+                kind = candidate
+                break
+        budget_left = self._budget - self._created
+        # In count mode, every budgeted trade must appear before the stream ends.
+        if remaining is not None and budget_left >= remaining:
+            return MessageKind.NEW_TRADE
+        if kind is MessageKind.OUT_OF_ORDER and remaining is not None and budget_left > remaining - 2:
+            # Two slots would leave too few for the budgeted new trades (or the stream).
+            kind = MessageKind.NEW_TRADE if budget_left > 0 else MessageKind.MODIFICATION
+        if kind is MessageKind.DUPLICATE and not self._recent_valid:
+            kind = MessageKind.MODIFICATION
+        if kind is MessageKind.OUT_OF_ORDER and not self._trade_ids and budget_left <= 0:
+            kind = MessageKind.MODIFICATION
+        if kind is MessageKind.MODIFICATION and not self._trade_ids:
+            kind = MessageKind.NEW_TRADE
+        if kind is MessageKind.NEW_TRADE and budget_left <= 0:
+            kind = MessageKind.MODIFICATION if self._trade_ids else MessageKind.MALFORMED
+        return kind
+
+    # -- random building blocks ----------------------------------------------------------
+
+    def _timestamp_literal(self) -> str:
+        if self._clock is not None:
+            return f"{self._clock():.6f}"
+        millis = self.config.timestamp_epoch_ms + self._produced
+        return f"{millis // 1000}.{millis % 1000:03d}"
+
+    def _new_trade_id(self) -> str:
+        while True:
+            trade_id = str(uuid.UUID(int=self._rng.getrandbits(128), version=4))
+            if self._rng.random() < 0.002:
+                # Boundary case: exactly the longest TradeID DESIGN.md allows.
+                trade_id = (trade_id + "-").ljust(MAX_TRADE_ID_LENGTH, "b")
+            if trade_id not in self._trades:
+                return trade_id
+
+    def _random_value(self) -> Decimal:
+        """A money amount, exactly; mostly 2 decimal places, sometimes precision traps."""
+        rng = self._rng
+        roll = rng.random()
+        if roll < 0.94:
+            return Decimal(rng.randint(-5_000_000, 10_000_000)).scaleb(-2)
+        if roll < 0.965:
+            # The classic binary-float traps: 0.1 + 0.2 != 0.3 in float.
+            return Decimal(rng.choice(("0.1", "0.2", "0.3", "0.7", "1.1", "2.675", "1.005")))
+        if roll < 0.99:
+            # 20 significant digits with 10 decimal places: float keeps only ~16.
+            sign = rng.choice((1, -1))
+            return Decimal(sign * rng.randrange(10**19, 10**20)).scaleb(-10)
+        return Decimal(rng.choice(("1E+3", "2.5E+2", "1.25E-2", "-7.5E+1")))
+
+    def _value_literal(self, value: Decimal) -> str:
+        """JSON literal for a value; values drawn in exponent form keep that form."""
+        text = str(value)
+        if "E" in text:
+            return text
+        return decimal_json_literal(value)
+
+    def _random_hierarchy(self) -> tuple[str, ...]:
+        if self._rng.random() < 0.002:
+            # Boundary case: one level value of exactly the maximum length.
+            position = self._rng.randrange(len(self._levels))
+            values = [self._rng.choice(options) for options in self._level_values]
+            values[position] = values[position].ljust(MAX_LEVEL_VALUE_LENGTH, "x")
+            return tuple(values)
+        return tuple(self._rng.choice(options) for options in self._level_values)
+
+    def _moved_hierarchy(self, current: tuple[str, ...]) -> tuple[str, ...]:
+        """A different node: at least one level changes."""
+        while True:
+            changed = tuple(
+                self._rng.choice(options) if self._rng.random() < 0.6 else value
+                for value, options in zip(current, self._level_values, strict=True)
+            )
+            if changed != current:
+                return changed
+
+    def _valid_fields(self, trade_id: str, state: TradeState, *, decorate: bool = True) -> dict[str, str]:
+        """The JSON literals of a valid message, sometimes with ignorable extras."""
+        rng = self._rng
+        hierarchy_pairs = list(zip(self._levels, state.hierarchy, strict=True))
+        if decorate and rng.random() < 0.3:
+            rng.shuffle(hierarchy_pairs)  # key order carries no meaning
+        if decorate and rng.random() < 0.05:
+            hierarchy_pairs.append(("Book", f"B{rng.randint(1, 9)}"))  # unconfigured level: ignored
+        hierarchy = _assemble({level: _quote(value) for level, value in hierarchy_pairs})
+        fields = {
+            "TradeID": _quote(trade_id),
+            "Value": self._value_literal(state.value),
+            "Version": str(state.version),
+            "Timestamp": self._timestamp_literal(),
+            "Hierarchy": hierarchy,
+        }
+        if decorate and rng.random() < 0.05:
+            fields["Source"] = _quote("producer")  # extra fields are allowed and ignored
+        return fields
+
+    def _emit(
+        self,
+        kind: MessageKind,
+        data: bytes,
+        partition_key: str,
+        trade_id: str | None,
+        state: TradeState | None,
+        *,
+        moves: bool = False,
+        malformed_kind: str | None = None,
+    ) -> GeneratedMessage:
+        message = GeneratedMessage(
+            sequence=self._produced,
+            data=data,
+            partition_key=partition_key,
+            kind=kind,
+            trade_id=trade_id,
+            state=state,
+            moves=moves,
+            malformed_kind=malformed_kind,
+        )
+        self._produced += 1
+        if state is not None:
+            self._recent_valid.append(message)
+        return message
+
+    def _valid_message(
+        self, kind: MessageKind, trade_id: str, state: TradeState, *, moves: bool = False
+    ) -> GeneratedMessage:
+        data = _assemble(self._valid_fields(trade_id, state)).encode("utf-8")
+        return self._emit(kind, data, trade_id, trade_id, state, moves=moves)
+
+    def _remember(self, trade_id: str, state: TradeState) -> None:
+        if trade_id not in self._trades:
+            self._trade_ids.append(trade_id)
+            self._created += 1
+        self._trades[trade_id] = state
+
+    # -- message kinds ------------------------------------------------------------------
+
+    def _new_trade(self) -> GeneratedMessage:
+        trade_id = self._new_trade_id()
+        state = TradeState(version=1, value=self._random_value(), hierarchy=self._random_hierarchy())
+        self._remember(trade_id, state)
+        return self._valid_message(MessageKind.NEW_TRADE, trade_id, state)
+
+    def _next_state(self, current: TradeState) -> tuple[TradeState, bool]:
+        version = current.version + self._rng.choice((1, 1, 1, 2, 3))
+        moves = self._rng.random() < self.config.move_share
+        hierarchy = self._moved_hierarchy(current.hierarchy) if moves else current.hierarchy
+        return TradeState(version=version, value=self._random_value(), hierarchy=hierarchy), moves
+
+    def _modification(self) -> GeneratedMessage:
+        trade_id = self._rng.choice(self._trade_ids)
+        state, moves = self._next_state(self._trades[trade_id])
+        self._remember(trade_id, state)
+        return self._valid_message(MessageKind.MODIFICATION, trade_id, state, moves=moves)
+
+    def _duplicate(self) -> GeneratedMessage:
+        original = self._rng.choice(self._recent_valid)
+        return self._emit(
+            MessageKind.DUPLICATE, original.data, original.partition_key, original.trade_id, original.state
+        )
+
+    def _out_of_order_pair(self) -> tuple[GeneratedMessage, GeneratedMessage]:
+        """A later version, then an earlier one that must not win."""
+        use_existing = bool(self._trade_ids) and (self._budget - self._created <= 0 or self._rng.random() < 0.8)
+        if use_existing:
+            trade_id = self._rng.choice(self._trade_ids)
+            current = self._trades[trade_id]
+            earlier_version = current.version + 1
+            later, _ = self._next_state(TradeState(earlier_version, current.value, current.hierarchy))
+            later_kind = MessageKind.MODIFICATION
+            moves = later.hierarchy != current.hierarchy
+        else:
+            trade_id = self._new_trade_id()
+            earlier_version = self._rng.choice((0, 1))
+            later = TradeState(version=2, value=self._random_value(), hierarchy=self._random_hierarchy())
+            later_kind = MessageKind.NEW_TRADE
+            moves = False
+        self._remember(trade_id, later)
+        later_message = self._valid_message(later_kind, trade_id, later, moves=moves)
+        # The stale version carries its own value, and sometimes another node, so
+        # that a pipeline applying it would visibly change the totals.
+        stale_hierarchy = self._moved_hierarchy(later.hierarchy) if self._rng.random() < 0.3 else later.hierarchy
+        stale = TradeState(version=earlier_version, value=self._random_value(), hierarchy=stale_hierarchy)
+        stale_message = self._valid_message(MessageKind.OUT_OF_ORDER, trade_id, stale)
+        return later_message, stale_message
+
+    def _malformed(self) -> GeneratedMessage:
+        rng = self._rng
+        kind = rng.choice(MALFORMED_KINDS)
+        fresh_id = str(uuid.UUID(int=rng.getrandbits(128), version=4))
+        if self._trade_ids and rng.random() < 0.5:
+            # A trap: an invalid record naming a real trade with a higher version.
+            # Accepting it by mistake would make the trade's later versions stale.
+            trade_id = rng.choice(self._trade_ids)
+            current = self._trades[trade_id]
+            template = TradeState(current.version + 1, self._random_value(), current.hierarchy)
+        else:
+            trade_id = fresh_id
+            template = TradeState(1, self._random_value(), self._random_hierarchy())
+        data = self._malformed_bytes(kind, trade_id, template)
+        return self._emit(MessageKind.MALFORMED, data, trade_id, None, None, malformed_kind=kind)
+
+    def _malformed_bytes(self, kind: str, trade_id: str, template: TradeState) -> bytes:
+        """A record breaking exactly one DESIGN.md rule (``kind``)."""
+        rng = self._rng
+        fields = self._valid_fields(trade_id, template, decorate=False)
+        levels = dict(zip(self._levels, template.hierarchy, strict=True))
+        level = rng.choice(self._levels)
+
+        def with_hierarchy(values: Mapping[str, str]) -> None:
+            fields["Hierarchy"] = _assemble(values)
+
+        if kind == "not_utf8":
+            fields["TradeID"] = _quote("@@NOT_UTF8@@")
+            return _assemble(fields).encode("utf-8").replace(b"@@NOT_UTF8@@", b"\xff\xfe\xc3\x28")
+        if kind == "not_json":
+            text = _assemble(fields)
+            return text[: rng.randint(1, len(text) - 1)].encode("utf-8")
+        if kind == "not_object":
+            text = rng.choice(("[" + _assemble(fields) + "]", _quote(trade_id), "42", "null", "true"))
+            return text.encode("utf-8")
+        if kind == "trade_id_missing":
+            del fields["TradeID"]
+        elif kind == "trade_id_empty":
+            fields["TradeID"] = '""'
+        elif kind == "trade_id_too_long":
+            fields["TradeID"] = _quote(trade_id.ljust(MAX_TRADE_ID_LENGTH + 1, "z"))
+        elif kind == "trade_id_not_string":
+            fields["TradeID"] = str(rng.randint(1, 10**9))
+        elif kind == "version_missing":
+            del fields["Version"]
+        elif kind == "version_float":
+            fields["Version"] = rng.choice((f"{template.version}.0", f"{template.version}.5", "1e2"))
+        elif kind == "version_string":
+            fields["Version"] = _quote(str(template.version))
+        elif kind == "version_bool":
+            fields["Version"] = rng.choice(("true", "false"))
+        elif kind == "version_negative":
+            fields["Version"] = str(-rng.randint(1, 5))
+        elif kind == "value_missing":
+            del fields["Value"]
+        elif kind == "value_nan":
+            fields["Value"] = "NaN"
+        elif kind == "value_infinity":
+            fields["Value"] = rng.choice(("Infinity", "-Infinity"))
+        elif kind == "value_string":
+            fields["Value"] = _quote(decimal_json_literal(template.value))
+        elif kind == "value_bool":
+            fields["Value"] = rng.choice(("true", "false"))
+        elif kind == "value_too_many_digits":
+            digits = rng.randint(MAX_SIGNIFICANT_DIGITS + 1, MAX_SIGNIFICANT_DIGITS + 8)
+            body = str(rng.randint(1, 9)) + "".join(str(rng.randint(0, 9)) for _ in range(digits - 2))
+            body += str(rng.randint(1, 9))
+            point = rng.randint(1, digits - 1)
+            fields["Value"] = body[:point] + "." + body[point:]
+        elif kind == "timestamp_missing":
+            del fields["Timestamp"]
+        elif kind == "timestamp_nan":
+            fields["Timestamp"] = "NaN"
+        elif kind == "timestamp_infinity":
+            fields["Timestamp"] = rng.choice(("Infinity", "-Infinity"))
+        elif kind == "timestamp_string":
+            fields["Timestamp"] = _quote(fields["Timestamp"])
+        elif kind == "hierarchy_missing":
+            del fields["Hierarchy"]
+        elif kind == "hierarchy_not_object":
+            fields["Hierarchy"] = rng.choice(
+                (
+                    "[" + ", ".join(_quote(value) for value in template.hierarchy) + "]",
+                    _quote(":".join(template.hierarchy)),
+                    "null",
+                )
+            )
+        elif kind == "hierarchy_missing_level":
+            with_hierarchy({name: _quote(value) for name, value in levels.items() if name != level})
+        elif kind == "hierarchy_empty_level":
+            with_hierarchy({name: _quote("" if name == level else value) for name, value in levels.items()})
+        elif kind == "hierarchy_level_with_colon":
+            with_hierarchy({name: _quote(f"{value}:X" if name == level else value) for name, value in levels.items()})
+        elif kind == "hierarchy_level_too_long":
+            long_value = levels[level].ljust(MAX_LEVEL_VALUE_LENGTH + 1, "y")
+            with_hierarchy({name: _quote(long_value if name == level else value) for name, value in levels.items()})
+        elif kind == "hierarchy_level_not_string":
+            with_hierarchy({name: ("7" if name == level else _quote(value)) for name, value in levels.items()})
+        else:  # pragma: no cover - MALFORMED_KINDS and this chain are kept in step by tests
+            raise AssertionError(f"unknown malformed kind {kind}")
+        return _assemble(fields).encode("utf-8")
+
+
+def generate_messages(
+    config: GeneratorConfig, existing_trades: Mapping[str, TradeState] | None = None
+) -> list[GeneratedMessage]:
+    """All messages of a finite config, with reproducible timestamps (for tests and tools)."""
+    if config.count is None:
+        raise ValueError("generate_messages needs a finite count")
+    return list(MessageGenerator(config, existing_trades))

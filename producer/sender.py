@@ -1,0 +1,605 @@
+"""Sending the generated stream to Kinesis at a steady rate, at least once per message.
+
+Why it retries forever (almost): the verifier's ground truth assumes every
+message reached Kinesis. ``put_records`` can reject single records
+(``FailedRecordCount`` with ``ProvisionedThroughputExceededException`` or
+``InternalFailure``) or the whole call (throttling, 5xx, a dropped connection);
+both are retried with exponential backoff and full jitter until Kinesis accepts
+every record. A chunk that makes no progress at all for
+``RetryPolicy.max_stall_seconds`` ends the run with an error instead of hanging.
+
+The ledger records a message only once Kinesis has accepted it, so an aborted
+run still leaves a ledger that matches what the pipeline received; messages in
+flight at the abort are counted as ``uncertain``.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from random import Random
+from typing import TYPE_CHECKING
+
+from botocore.exceptions import ClientError, HTTPClientError
+from botocore.exceptions import ConnectionError as BotocoreConnectionError
+from rich.console import Console
+
+from producer.display import SendProgressDisplay
+from producer.generator import (
+    DEFAULT_COUNT,
+    DEFAULT_TIMESTAMP_EPOCH_MS,
+    GeneratedMessage,
+    GeneratorConfig,
+    MessageGenerator,
+)
+from producer.ledger import DEFAULT_LEDGER_PATH, Ledger, LedgerCounts, tally
+from producer.model import DEFAULT_HIERARCHY_LEVELS
+from producer.targets import PipelineTarget
+
+if TYPE_CHECKING:
+    from mypy_boto3_kinesis import KinesisClient
+    from mypy_boto3_kinesis.type_defs import PutRecordsRequestEntryTypeDef
+
+MAX_RECORDS_PER_CALL = 500
+MAX_BYTES_PER_CALL = 5 * 1024 * 1024
+MAX_BYTES_PER_RECORD = 1024 * 1024
+"""Kinesis PutRecords limits; a record's size is its data plus its partition key."""
+
+THROTTLING_ERROR_CODES = frozenset(
+    {
+        "ProvisionedThroughputExceededException",
+        "ThrottlingException",
+        "Throttling",
+        "LimitExceededException",
+        "KMSThrottlingException",
+        "RequestLimitExceeded",
+        "TooManyRequestsException",
+        "SlowDown",
+    }
+)
+TRANSIENT_ERROR_CODES = frozenset(
+    {
+        "InternalFailure",
+        "InternalFailureException",
+        "InternalServerError",
+        "ServiceUnavailable",
+        "ServiceUnavailableException",
+        "RequestTimeout",
+        "RequestTimeoutException",
+    }
+)
+
+
+class SendError(Exception):
+    """The run could not deliver every message (a non-retryable error, or no progress at all)."""
+
+
+class DeliveryError(SendError):
+    """A chunk gave up. ``undelivered`` records were never confirmed; ``uncertain`` says
+    whether they may have landed anyway (the last attempt's outcome was unknown)."""
+
+    def __init__(self, message: str, undelivered: int, uncertain: bool) -> None:
+        super().__init__(message)
+        self.undelivered = undelivered
+        self.uncertain = uncertain
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff with full jitter: sleep ``uniform(0, min(cap, base * 2**attempt))``."""
+
+    base_delay: float = 0.05
+    max_delay: float = 5.0
+    max_stall_seconds: float = 300.0
+
+    def delay(self, attempt: int, rng: Random) -> float:
+        return rng.uniform(0.0, min(self.max_delay, self.base_delay * (2**attempt)))
+
+
+@dataclass(frozen=True)
+class SendOptions:
+    """What ``send_messages`` does; the CLI's ``send`` options, one for one.
+
+    Neither ``count`` nor ``duration``: ``DEFAULT_COUNT`` messages. ``rate`` 0 is
+    as fast as the stream and ``concurrency`` allow. ``timestamp_epoch_ms`` set
+    makes the ``Timestamp`` field deterministic too (otherwise the wall clock,
+    which is what end-to-end latency needs). ``ledger_path`` None: no ledger.
+    """
+
+    count: int | None = None
+    duration: float | None = None
+    rate: float = 0.0
+    concurrency: int = 16
+    trades: int | None = None
+    duplicates_pct: float = 10.0
+    out_of_order_pct: float = 5.0
+    modifications_pct: float = 20.0
+    malformed_pct: float = 1.0
+    seed: int | None = None
+    ledger_path: Path | None = DEFAULT_LEDGER_PATH
+    hierarchy_levels: tuple[str, ...] = DEFAULT_HIERARCHY_LEVELS
+    timestamp_epoch_ms: int | None = None
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    linger_seconds: float = 0.1
+    """How long a partly filled chunk may wait for more messages at a low rate."""
+    serialize_puts: bool | None = None
+    """One put_records call at a time. None: only against an emulator, because moto
+    (5.2.x) numbers a shard's records without a lock, so concurrent calls can
+    overwrite each other's records while reporting success."""
+
+    def __post_init__(self) -> None:
+        if self.count is not None and self.duration is not None:
+            raise ValueError("give either a count or a duration, not both")
+        if self.duration is not None and self.duration <= 0:
+            raise ValueError("duration must be positive")
+        if self.rate < 0:
+            raise ValueError("rate must be zero (unlimited) or positive")
+        if self.concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+
+    def generator_config(self, seed: int) -> GeneratorConfig:
+        """The generator settings; raises ValueError on inconsistent percentages or counts."""
+        count = None if self.duration is not None else (self.count or DEFAULT_COUNT)
+        return GeneratorConfig(
+            seed=seed,
+            count=count,
+            trades=self.trades,
+            duplicates_pct=self.duplicates_pct,
+            out_of_order_pct=self.out_of_order_pct,
+            modifications_pct=self.modifications_pct,
+            malformed_pct=self.malformed_pct,
+            hierarchy_levels=self.hierarchy_levels,
+            timestamp_epoch_ms=self.timestamp_epoch_ms or DEFAULT_TIMESTAMP_EPOCH_MS,
+        )
+
+
+@dataclass(frozen=True)
+class SendProgressSnapshot:
+    """Counters at one instant, for a live display."""
+
+    sent: int
+    retried: int
+    throttled: int
+    call_errors: int
+    elapsed_seconds: float
+
+
+class SendStatistics:
+    """Thread-safe counters shared by the pacing loop and the delivery workers."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.started = time.monotonic()
+        self.sent = 0
+        self.bytes_sent = 0
+        self.retried = 0
+        self.throttled = 0
+        self.call_errors = 0
+        self.calls = 0
+
+    def add(
+        self,
+        *,
+        sent: int = 0,
+        bytes_sent: int = 0,
+        retried: int = 0,
+        throttled: int = 0,
+        call_errors: int = 0,
+        calls: int = 0,
+    ) -> None:
+        with self._lock:
+            self.sent += sent
+            self.bytes_sent += bytes_sent
+            self.retried += retried
+            self.throttled += throttled
+            self.call_errors += call_errors
+            self.calls += calls
+
+    def snapshot(self) -> SendProgressSnapshot:
+        with self._lock:
+            return SendProgressSnapshot(
+                self.sent, self.retried, self.throttled, self.call_errors, time.monotonic() - self.started
+            )
+
+
+@dataclass(frozen=True)
+class SendSummary:
+    """What a run did. ``counts`` are this run's; the ledger holds the merged totals."""
+
+    seed: int
+    counts: LedgerCounts
+    messages_sent: int
+    bytes_sent: int
+    put_records_calls: int
+    retried_records: int
+    throttled_records: int
+    call_errors: int
+    elapsed_seconds: float
+    uncertain: int
+    ledger_path: Path | None
+    ledger_trades: int
+    ledger_nodes: int
+
+    @property
+    def messages_per_second(self) -> float:
+        return self.messages_sent / self.elapsed_seconds if self.elapsed_seconds > 0 else 0.0
+
+
+class RatePacer:
+    """A token bucket holding the send rate steady without bursts after a stall.
+
+    The bucket holds at most ``burst`` tokens (50 ms worth by default), so a
+    loop that fell behind does not catch up with a spike.
+    """
+
+    def __init__(self, rate: float, burst: float | None = None, clock: Callable[[], float] = time.monotonic):
+        if rate <= 0:
+            raise ValueError("rate must be positive")
+        self.rate = rate
+        self.capacity = burst if burst is not None else max(1.0, rate / 20.0)
+        self._clock = clock
+        self._tokens = 1.0
+        self._updated = clock()
+
+    def delay(self) -> float:
+        """Seconds until a token is available (0 when one is)."""
+        now = self._clock()
+        self._tokens = min(self.capacity, self._tokens + (now - self._updated) * self.rate)
+        self._updated = now
+        # The epsilon absorbs float rounding, so a caller sleeping exactly the delay never spins.
+        return 0.0 if self._tokens >= 1.0 - 1e-9 else (1.0 - self._tokens) / self.rate
+
+    def take(self) -> None:
+        self._tokens -= 1.0
+
+
+def record_size(message: GeneratedMessage) -> int:
+    """A record's size as Kinesis counts it: data plus partition key bytes."""
+    return len(message.data) + len(message.partition_key.encode("utf-8"))
+
+
+class Chunk:
+    """Messages for one ``put_records`` call, within every Kinesis limit."""
+
+    def __init__(self) -> None:
+        self.messages: list[GeneratedMessage] = []
+        self.size = 0
+        self.started = 0.0
+
+    def fits(self, message: GeneratedMessage) -> bool:
+        return len(self.messages) < MAX_RECORDS_PER_CALL and self.size + record_size(message) <= MAX_BYTES_PER_CALL
+
+    def add(self, message: GeneratedMessage) -> None:
+        size = record_size(message)
+        if size > MAX_BYTES_PER_RECORD:
+            raise SendError(f"message {message.sequence} is {size} bytes, over the Kinesis record limit")
+        if not self.messages:
+            self.started = time.monotonic()
+        self.messages.append(message)
+        self.size += size
+
+    @property
+    def full(self) -> bool:
+        return len(self.messages) >= MAX_RECORDS_PER_CALL
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+
+def chunk_messages(messages: Sequence[GeneratedMessage]) -> list[list[GeneratedMessage]]:
+    """Split messages into put_records-sized chunks, preserving order."""
+    chunks: list[list[GeneratedMessage]] = []
+    chunk = Chunk()
+    for message in messages:
+        if chunk.messages and not chunk.fits(message):
+            chunks.append(chunk.messages)
+            chunk = Chunk()
+        chunk.add(message)
+    if chunk.messages:
+        chunks.append(chunk.messages)
+    return chunks
+
+
+class KinesisDelivery:
+    """Delivers chunks to one stream, retrying failed records until accepted."""
+
+    def __init__(
+        self,
+        client: KinesisClient,
+        stream_name: str,
+        *,
+        statistics: SendStatistics,
+        on_accepted: Callable[[Sequence[GeneratedMessage]], None],
+        policy: RetryPolicy,
+        abandon: threading.Event | None = None,
+        serialize: bool = False,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._client = client
+        self._stream_name = stream_name
+        self._statistics = statistics
+        self._on_accepted = on_accepted
+        self._policy = policy
+        self._abandon = abandon or threading.Event()
+        self._sleep = sleep
+        self._jitter = Random()  # not the seeded one: sleeps never change the messages
+        self._call_lock: threading.Lock | None = threading.Lock() if serialize else None
+
+    def deliver(self, messages: Sequence[GeneratedMessage]) -> None:
+        """Return once Kinesis has accepted every message (at least once).
+
+        Raises DeliveryError when a call fails for a reason retrying cannot fix,
+        when the run is abandoned, or after ``max_stall_seconds`` without progress.
+        """
+        pending = list(messages)
+        attempt = 0
+        last_progress = time.monotonic()
+        ambiguous = False
+        while pending:
+            if self._abandon.is_set():
+                raise DeliveryError(f"abandoned {len(pending)} records in flight", len(pending), ambiguous)
+            try:
+                pending, progressed, ambiguous = self._attempt(pending)
+            except ClientError as error:
+                raise DeliveryError(_describe(error), len(pending), False) from error
+            if not pending:
+                return
+            now = time.monotonic()
+            if progressed:
+                last_progress = now
+            elif now - last_progress > self._policy.max_stall_seconds:
+                raise DeliveryError(
+                    f"Kinesis accepted none of {len(pending)} records for {self._policy.max_stall_seconds:.0f} s",
+                    len(pending),
+                    ambiguous,
+                )
+            self._statistics.add(retried=len(pending))
+            self._sleep(self._policy.delay(attempt, self._jitter))
+            attempt += 1
+
+    def _attempt(self, pending: list[GeneratedMessage]) -> tuple[list[GeneratedMessage], bool, bool]:
+        """One put_records call.
+
+        Returns the records still to send, whether any went through, and whether
+        the outcome of the call was unknown (a 5xx or a broken connection).
+        """
+        entries: list[PutRecordsRequestEntryTypeDef] = [
+            {"Data": message.data, "PartitionKey": message.partition_key} for message in pending
+        ]
+        self._statistics.add(calls=1)
+        try:
+            if self._call_lock is None:
+                response = self._client.put_records(StreamName=self._stream_name, Records=entries)
+            else:
+                with self._call_lock:
+                    response = self._client.put_records(StreamName=self._stream_name, Records=entries)
+        except ClientError as error:
+            code = error.response.get("Error", {}).get("Code", "")
+            status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+            if code in THROTTLING_ERROR_CODES:
+                self._statistics.add(throttled=len(pending), call_errors=1)
+                return pending, False, False
+            if code in TRANSIENT_ERROR_CODES or status >= 500:
+                self._statistics.add(call_errors=1)
+                return pending, False, True
+            raise
+        except (BotocoreConnectionError, HTTPClientError):
+            # The call may or may not have landed; resending is at-least-once, as promised.
+            self._statistics.add(call_errors=1)
+            return pending, False, True
+        results = response["Records"]
+        if len(results) != len(pending):
+            raise SendError(f"put_records answered {len(results)} results for {len(pending)} records")
+        accepted: list[GeneratedMessage] = []
+        failed: list[GeneratedMessage] = []
+        throttled = 0
+        for message, result in zip(pending, results, strict=True):
+            error_code = result.get("ErrorCode")
+            if error_code:
+                failed.append(message)
+                throttled += error_code in THROTTLING_ERROR_CODES
+            else:
+                accepted.append(message)
+        if accepted:
+            self._statistics.add(sent=len(accepted), bytes_sent=sum(record_size(m) for m in accepted))
+            self._on_accepted(accepted)
+        if throttled:
+            self._statistics.add(throttled=throttled)
+        return failed, bool(accepted), False
+
+
+def send_messages(
+    target: PipelineTarget,
+    options: SendOptions,
+    *,
+    console: Console | None = None,
+    show_progress: bool | None = None,
+    kinesis_client: KinesisClient | None = None,
+) -> SendSummary:
+    """Generate and send one run, then merge its ground truth into the ledger.
+
+    ``show_progress`` None: a live display when ``console`` is a terminal.
+    ``kinesis_client`` lets callers (and tests) supply a configured client.
+    Raises SendError (after saving the ledger of what was accepted) when
+    delivery fails, and re-raises KeyboardInterrupt after draining in-flight
+    chunks and saving the ledger.
+    """
+    console = console or Console(stderr=True)
+    levels = options.hierarchy_levels
+    ledger = Ledger.load(options.ledger_path, levels) if options.ledger_path else Ledger(levels)
+    seed = options.seed if options.seed is not None else secrets.randbelow(2**31)
+    config = options.generator_config(seed)
+    clock = None if options.timestamp_epoch_ms is not None else time.time
+    generator = MessageGenerator(config, ledger.trades, clock=clock)
+    client = kinesis_client or target.kinesis(max_pool_connections=options.concurrency + 2)
+
+    statistics = SendStatistics()
+    run_counts = LedgerCounts()
+    ledger_lock = threading.Lock()
+
+    def on_accepted(messages: Sequence[GeneratedMessage]) -> None:
+        with ledger_lock:
+            for message in messages:
+                ledger.record(message)
+                tally(run_counts, message)
+
+    abandon = threading.Event()
+    stop = threading.Event()
+    failures: list[BaseException] = []
+    uncertain = 0
+    uncertain_lock = threading.Lock()
+    delivery = KinesisDelivery(
+        client,
+        target.stream_name,
+        statistics=statistics,
+        on_accepted=on_accepted,
+        policy=options.retry,
+        abandon=abandon,
+        serialize=target.is_local if options.serialize_puts is None else options.serialize_puts,
+    )
+    slots = threading.BoundedSemaphore(options.concurrency * 2)
+
+    def deliver(messages: list[GeneratedMessage]) -> None:
+        nonlocal uncertain
+        try:
+            delivery.deliver(messages)
+        except DeliveryError as error:
+            if error.uncertain:
+                with uncertain_lock:
+                    uncertain += error.undelivered
+            failures.append(error)
+            stop.set()
+        except BaseException as error:
+            failures.append(error)
+            stop.set()
+        finally:
+            slots.release()
+
+    started_at = time.time()
+    interrupted = False
+    total = config.count if options.duration is None else None
+    with (
+        ThreadPoolExecutor(max_workers=options.concurrency, thread_name_prefix="put-records") as executor,
+        SendProgressDisplay(console, statistics, total, options.duration, show_progress),
+    ):
+
+        def flush(chunk: Chunk) -> Chunk:
+            if not chunk.messages:
+                return chunk
+            while not slots.acquire(timeout=0.2):
+                if stop.is_set():
+                    return Chunk()
+            executor.submit(deliver, chunk.messages)
+            return Chunk()
+
+        try:
+            _pace_and_submit(generator, options, stop, flush)
+        except KeyboardInterrupt:
+            interrupted = True
+            stop.set()
+        try:
+            executor.shutdown(wait=True)
+        except KeyboardInterrupt:
+            interrupted = True
+            abandon.set()
+            executor.shutdown(wait=True)
+
+    elapsed = time.monotonic() - statistics.started
+    snapshot = statistics.snapshot()
+    if options.ledger_path is not None:
+        ledger.counts.uncertain += uncertain
+        ledger.runs.append(
+            {
+                "seed": seed,
+                "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started_at)),
+                "stream": target.stream_name,
+                "messages_sent": run_counts.messages_sent,
+                "uncertain": uncertain,
+                # Floats as text: the ledger holds no binary floats, not even in metadata.
+                "options": {
+                    "count": config.count,
+                    "duration": None if options.duration is None else repr(options.duration),
+                    "rate": repr(options.rate),
+                    "trades": config.trade_budget(),
+                    "duplicates_pct": repr(options.duplicates_pct),
+                    "out_of_order_pct": repr(options.out_of_order_pct),
+                    "modifications_pct": repr(options.modifications_pct),
+                    "malformed_pct": repr(options.malformed_pct),
+                    "hierarchy_levels": ",".join(levels),
+                },
+            }
+        )
+        ledger.save(options.ledger_path)
+    run_counts.uncertain = uncertain
+    summary = SendSummary(
+        seed=seed,
+        counts=run_counts,
+        messages_sent=snapshot.sent,
+        bytes_sent=statistics.bytes_sent,
+        put_records_calls=statistics.calls,
+        retried_records=snapshot.retried,
+        throttled_records=snapshot.throttled,
+        call_errors=snapshot.call_errors,
+        elapsed_seconds=elapsed,
+        uncertain=uncertain,
+        ledger_path=options.ledger_path,
+        ledger_trades=len(ledger.trades),
+        ledger_nodes=len(ledger.aggregates()) if options.ledger_path is not None else 0,
+    )
+    if interrupted:
+        raise KeyboardInterrupt
+    if failures:
+        error = failures[0]
+        raise SendError(
+            f"{_describe(error)} ({summary.messages_sent} messages were accepted and are in the ledger)"
+        ) from error
+    return summary
+
+
+def _describe(error: BaseException) -> str:
+    if isinstance(error, ClientError):
+        code = error.response.get("Error", {}).get("Code", "Error")
+        message = error.response.get("Error", {}).get("Message", "")
+        return f"{code}: {message}".rstrip(": ")
+    return str(error) or type(error).__name__
+
+
+def _pace_and_submit(
+    generator: MessageGenerator,
+    options: SendOptions,
+    stop: threading.Event,
+    flush: Callable[[Chunk], Chunk],
+) -> None:
+    """The pacing loop: take a token, make a message, add it to the chunk, flush when due."""
+    pacer = RatePacer(options.rate) if options.rate > 0 else None
+    deadline = time.monotonic() + options.duration if options.duration is not None else None
+    linger = options.linger_seconds
+    chunk = Chunk()
+    while not stop.is_set():
+        now = time.monotonic()
+        if deadline is not None and now >= deadline:
+            break
+        if pacer is not None:
+            delay = pacer.delay()
+            if delay > 0:
+                if chunk.messages and now + delay - chunk.started >= linger:
+                    chunk = flush(chunk)
+                if deadline is not None:
+                    delay = min(delay, max(0.0, deadline - now))
+                time.sleep(delay)
+                continue
+            pacer.take()
+        message = next(generator, None)
+        if message is None:
+            break
+        if chunk.messages and not chunk.fits(message):
+            chunk = flush(chunk)
+        chunk.add(message)
+        if chunk.full or time.monotonic() - chunk.started >= linger:
+            chunk = flush(chunk)
+    flush(chunk)
