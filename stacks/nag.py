@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from aws_cdk import Aspects, IAspect
+from aws_cdk import Aspects, CfnResource, IAspect, Stack
 from cdk_nag import AwsSolutionsChecks, NagPackSuppression, NagSuppressions
 from constructs import IConstruct
 
@@ -24,7 +24,7 @@ def add_aws_solutions_checks(scope: IConstruct) -> None:
 
 def suppress_reviewed_findings(stack: ExactlyOnceAggregationStack) -> None:
     """Suppress the findings that were reviewed and accepted, each with its specific reason."""
-    for stage in (stack.map_stage, stack.reduce_stage):
+    for stage in (stack.map_stage, stack.reduce_stage, stack.archive_stage):
         NagSuppressions.add_resource_suppressions(
             stage.handler.role,
             [
@@ -42,3 +42,22 @@ def suppress_reviewed_findings(stack: ExactlyOnceAggregationStack) -> None:
             ],
             apply_to_children=True,
         )
+
+    archive_bucket = stack.archive_stage.buckets.bucket.node.default_child
+    assert isinstance(archive_bucket, CfnResource)
+    NagSuppressions.add_resource_suppressions(
+        stack.archive_stage.handler.role,
+        [
+            NagPackSuppression(
+                id="AwsSolutions-IAM5",
+                applies_to=[f"Resource::<{Stack.of(stack).get_logical_id(archive_bucket)}.Arn>/deltas/*"],
+                reason=(
+                    "The archive function creates one object per delta item under deltas/<hh>/<batch "
+                    "hash>.json; the keys are content-addressed and not known in advance, so the grant "
+                    "is the deltas/ prefix. The bucket policy denies any PutObject there without "
+                    "If-None-Match, so the grant can only ever create, never overwrite."
+                ),
+            )
+        ],
+        apply_to_children=True,
+    )

@@ -7,6 +7,7 @@ logical IDs are pinned instead of being derived from the construct path.
 from __future__ import annotations
 
 from aws_cdk import CfnOutput
+from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from stacks.ingest import IngestStream
@@ -14,9 +15,17 @@ from stacks.tables import PipelineTables
 
 
 class PipelineOutputs(Construct):
-    """StreamName, StateTableName, DeltaTableName, AggregateTableName, QuarantineTableName."""
+    """StreamName, StateTableName, DeltaTableName, AggregateTableName, QuarantineTableName, ArchiveBucketName."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, ingest: IngestStream, tables: PipelineTables) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        ingest: IngestStream,
+        tables: PipelineTables,
+        archive_bucket: s3.IBucket,
+    ) -> None:
         super().__init__(scope, construct_id)
         values = {
             "StreamName": (ingest.stream.stream_name, "Kinesis stream the producer writes trades to"),
@@ -24,6 +33,7 @@ class PipelineOutputs(Construct):
             "DeltaTableName": (tables.delta_table.table_name, "One delta item per map batch"),
             "AggregateTableName": (tables.aggregate_table.table_name, "The aggregates"),
             "QuarantineTableName": (tables.quarantine_table.table_name, "Invalid input records"),
+            "ArchiveBucketName": (archive_bucket.bucket_name, "Audit archive: every delta item, written once"),
         }
         for key, (value, description) in values.items():
             output = CfnOutput(self, key, value=value, description=description)

@@ -7,6 +7,7 @@ from typing import Any
 from aws_cdk import Stack
 from constructs import Construct
 
+from stacks.archive import ArchiveStage
 from stacks.functions import SharedFunctionAssets
 from stacks.ingest import IngestStream
 from stacks.monitoring import PipelineAlarms
@@ -18,7 +19,7 @@ from stacks.tables import PipelineTables
 
 
 class ExactlyOnceAggregationStack(Stack):
-    """Kinesis -> state -> StateTable -> map -> DeltaTable -> reduce -> AggregateTable.
+    """Kinesis -> state -> StateTable -> map -> DeltaTable -> reduce -> AggregateTable (+ archive -> S3).
 
     Construct IDs are part of the resources' logical IDs: renaming one replaces the resource
     (and, for a table, its data), so they are deliberately short and stable.
@@ -40,6 +41,7 @@ class ExactlyOnceAggregationStack(Stack):
         )
         self.map_stage = MapStage(self, "Map", settings=settings, assets=assets, tables=self.tables)
         self.reduce_stage = ReduceStage(self, "Reduce", settings=settings, assets=assets, tables=self.tables)
+        self.archive_stage = ArchiveStage(self, "Archive", settings=settings, assets=assets, tables=self.tables)
         self.alarms = PipelineAlarms(
             self,
             "Alarms",
@@ -48,7 +50,10 @@ class ExactlyOnceAggregationStack(Stack):
                 "state": self.state_stage.handler.function,
                 "map": self.map_stage.handler.function,
                 "reduce": self.reduce_stage.handler.function,
+                "archive": self.archive_stage.handler.function,
             },
         )
-        PipelineOutputs(self, "Outputs", ingest=self.ingest, tables=self.tables)
+        PipelineOutputs(
+            self, "Outputs", ingest=self.ingest, tables=self.tables, archive_bucket=self.archive_stage.buckets.bucket
+        )
         suppress_reviewed_findings(self)

@@ -32,8 +32,10 @@ FAULT_INJECTION_VARIABLES: Final[tuple[str, ...]] = (
     "FAILURE_MAP_LAMBDA_AFTER_WRITE_PCT",
     "FAILURE_REDUCE_LAMBDA_PCT",
     "FAILURE_REDUCE_LAMBDA_AFTER_WRITE_PCT",
+    "FAILURE_ARCHIVE_LAMBDA_PCT",
+    "FAILURE_ARCHIVE_LAMBDA_AFTER_WRITE_PCT",
 )
-"""The DESIGN.md fault-injection variables of the three functions this stack deploys."""
+"""The DESIGN.md fault-injection variables of the four functions this stack deploys."""
 
 REDUCE_IDEMPOTENCY_MODES: Final[tuple[str, ...]] = ("crt+marker", "crt")
 REMOVAL_POLICIES: Final[Mapping[str, RemovalPolicy]] = {
@@ -77,6 +79,8 @@ DEFAULT_CONTEXT: Final[Mapping[str, Any]] = {
     "stateWriteConcurrency": 16,
     "mapBatchSize": 100,
     "reduceBatchSize": 10,
+    "archiveBatchSize": 100,
+    "archiveAccessLogRetentionDays": 365,
     "deltaTtlDays": 7,
     "markerTtlDays": 7,
     "reduceIdempotency": "crt+marker",
@@ -104,6 +108,8 @@ class PipelineSettings:
     state_write_concurrency: int
     map_batch_size: int
     reduce_batch_size: int
+    archive_batch_size: int
+    archive_access_log_retention_days: int
     delta_ttl_days: int
     marker_ttl_days: int
     reduce_idempotency: ReduceIdempotency
@@ -124,7 +130,7 @@ class PipelineSettings:
         return _LOG_RETENTION_DAYS[self.log_retention_days]
 
     def fault_injection_environment(self, stage: str) -> dict[str, str]:
-        """The two FAILURE_<STAGE>_* variables of one function (stage: STATE, MAP or REDUCE)."""
+        """The two FAILURE_<STAGE>_* variables of one function (STATE, MAP, REDUCE or ARCHIVE)."""
         names = (f"FAILURE_{stage}_LAMBDA_PCT", f"FAILURE_{stage}_LAMBDA_AFTER_WRITE_PCT")
         return {name: _format_percentage(self.fault_injection[name]) for name in names}
 
@@ -144,6 +150,9 @@ class PipelineSettings:
             state_write_concurrency=_integer(raw, "stateWriteConcurrency", 1, 256),
             map_batch_size=_integer(raw, "mapBatchSize", 1, 10000),
             reduce_batch_size=_integer(raw, "reduceBatchSize", 1, 10000),
+            # Lambda's limit for DynamoDB stream batches.
+            archive_batch_size=_integer(raw, "archiveBatchSize", 1, 10000),
+            archive_access_log_retention_days=_integer(raw, "archiveAccessLogRetentionDays", 1, 3653),
             # Both TTLs must outlive the 24-hour stream retention: a map batch replayed after its
             # delta item expired would be written (and counted) a second time, and a reduce unit
             # replayed after its marker expired would be applied twice.

@@ -16,6 +16,7 @@ from botocore.exceptions import ClientError
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
+    from mypy_boto3_s3.client import S3Client
 
 SDK_CONFIG = Config(retries={"mode": "standard", "max_attempts": 8}, connect_timeout=5, read_timeout=10)
 
@@ -30,3 +31,10 @@ def dynamodb_client() -> "DynamoDBClient":
 
 def error_code(error: ClientError) -> str:
     return str(error.response.get("Error", {}).get("Code", ""))
+
+
+@cache
+def s3_client() -> "S3Client":
+    """S3 for the archive. Conditional writes are never retried blindly by our own code: the
+    SDK's retries of a lost response come back as 412 and are settled by a redrive."""
+    return boto3.client("s3", config=SDK_CONFIG)

@@ -124,4 +124,5 @@ def referenced_logical_ids(value: Any) -> set[str]:
 STATE_HANDLER = "state_function.handler.lambda_handler"
 MAP_HANDLER = "map_function.handler.lambda_handler"
 REDUCE_HANDLER = "reduce_function.handler.lambda_handler"
-HANDLERS = {"state": STATE_HANDLER, "map": MAP_HANDLER, "reduce": REDUCE_HANDLER}
+ARCHIVE_HANDLER = "archive_function.handler.lambda_handler"
+HANDLERS = {"state": STATE_HANDLER, "map": MAP_HANDLER, "reduce": REDUCE_HANDLER, "archive": ARCHIVE_HANDLER}

@@ -19,8 +19,8 @@ from tests.stacks.stack_helpers import (
 )
 
 
-def test_exactly_three_mappings(template: Template) -> None:
-    template.resource_count_is("AWS::Lambda::EventSourceMapping", 3)
+def test_exactly_four_mappings(template: Template) -> None:
+    template.resource_count_is("AWS::Lambda::EventSourceMapping", 4)
 
 
 @pytest.mark.parametrize("handler", HANDLERS.values())

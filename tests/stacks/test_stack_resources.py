@@ -77,7 +77,7 @@ def test_streams_and_ttl_per_table(template: Template) -> None:
     assert "TimeToLiveSpecification" not in quarantine
 
 
-def test_exactly_the_three_pipeline_functions(template: Template) -> None:
+def test_exactly_the_four_pipeline_functions(template: Template) -> None:
     """No Lambda-backed custom resource (LogRetention, AwsCustomResource): they can't run locally."""
     functions = resources_of_type(template, "AWS::Lambda::Function")
     assert sorted(f["Properties"]["Handler"] for f in functions.values()) == sorted(HANDLERS.values())
@@ -106,7 +106,7 @@ def test_functions_share_runtime_architecture_code_and_powertools_layer(template
         ]
     }
     codes = {str(function_properties(template, h)["Code"]) for h in HANDLERS.values()}
-    assert len(codes) == 1, "all three functions must share the one lambdas/ asset"
+    assert len(codes) == 1, "all four functions must share the one lambdas/ asset"
     assert properties["Timeout"] <= 120
     assert properties["MemorySize"] >= 256
 
@@ -177,7 +177,7 @@ def test_iterator_age_alarm_per_function(template: Template, handler: str) -> No
 
 @pytest.mark.parametrize("metric_name", ["QuarantinedRecords", "ConflictingDuplicates"])
 def test_alarm_on_any_quarantined_or_conflicting_record(template: Template, metric_name: str) -> None:
-    template.resource_count_is("AWS::CloudWatch::Alarm", 5)
+    template.resource_count_is("AWS::CloudWatch::Alarm", 6)
     template.has_resource_properties(
         "AWS::CloudWatch::Alarm",
         {
@@ -204,4 +204,4 @@ def test_outputs_have_the_contract_keys(template: Template) -> None:
     }
     for output_key, partition_key in expected.items():
         assert outputs[output_key]["Value"] == {"Ref": table_logical_id(template, partition_key)}
-    assert set(outputs) == {"StreamName", *expected}
+    assert set(outputs) == {"StreamName", "ArchiveBucketName", *expected}

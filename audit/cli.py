@@ -1,0 +1,143 @@
+"""Command line: `python -m audit reconcile | rebuild` (exit 0 ok, 1 mismatch, 2 usage or access error)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from botocore.exceptions import BotoCoreError, ClientError
+from rich.console import Console
+from rich.table import Table
+
+from audit.rebuild import DEFAULT_MARKER_TTL_DAYS, DEFAULT_MARKER_WINDOW_HOURS, RebuildPlan, rebuild
+from audit.reconcile import ReconcileReport, reconcile
+from audit.targets import DEFAULT_OUTPUTS_PATH, AuditError, AuditTarget, target_from_outputs_file, target_from_stack
+
+EXIT_OK = 0
+EXIT_MISMATCH = 1
+EXIT_ERROR = 2
+MAX_DIFFERENCE_ROWS = 50
+
+
+class OneLineArgumentParser(argparse.ArgumentParser):
+    """Misuse is reported in one line (`error: ...`), without the usage block or a traceback."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_ERROR, f"error: {message} (see `python -m audit {self.prog.split()[-1]} --help`)\n")
+
+
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
+    return int(text)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineArgumentParser(prog="audit", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=OneLineArgumentParser)
+
+    def add_target_options(command: argparse.ArgumentParser) -> None:
+        where = command.add_mutually_exclusive_group()
+        where.add_argument(
+            "--outputs", type=Path, default=None, help=f"local outputs file (default {DEFAULT_OUTPUTS_PATH})"
+        )
+        where.add_argument("--stack-name", help="read the table and bucket names from this stack's outputs")
+        command.add_argument("--region", help="AWS region (default: the SDK's)")
+
+    reconciling = commands.add_parser("reconcile", help="compare the aggregate table (and a ledger) with the archive")
+    add_target_options(reconciling)
+    reconciling.add_argument("--ledger", type=Path, help="also compare with the producer's ledger (JSON)")
+
+    rebuilding = commands.add_parser("rebuild", help="restore the aggregate table from the archive")
+    add_target_options(rebuilding)
+    rebuilding.add_argument("--dry-run", action="store_true", help="show what would be written, write nothing")
+    rebuilding.add_argument(
+        "--marker-window-hours",
+        type=_positive_int,
+        default=DEFAULT_MARKER_WINDOW_HOURS,
+        help="restore reduce markers of deltas created this recently (default %(default)s)",
+    )
+    rebuilding.add_argument(
+        "--marker-ttl-days", type=_positive_int, default=DEFAULT_MARKER_TTL_DAYS, help="marker expiry (default 7)"
+    )
+    return parser
+
+
+def resolve_target(arguments: argparse.Namespace) -> AuditTarget:
+    if arguments.stack_name:
+        return target_from_stack(arguments.stack_name, arguments.region)
+    target = target_from_outputs_file(arguments.outputs or DEFAULT_OUTPUTS_PATH)
+    if arguments.region:
+        return AuditTarget(target.aggregate_table, target.archive_bucket, arguments.region, target.endpoint_url)
+    return target
+
+
+def print_reconcile_report(report: ReconcileReport, console: Console) -> None:
+    checks = Table(title=f"reconcile: {report.objects} archived deltas, {report.nodes} nodes")
+    checks.add_column("check")
+    checks.add_column("result")
+    checks.add_column("detail")
+    for check in report.checks:
+        checks.add_row(check.name, "[green]ok[/green]" if check.ok else "[red]MISMATCH[/red]", check.detail)
+    console.print(checks)
+    if report.differences:
+        differences = Table(title="nodes that differ (archive is the expected side)")
+        for column in ("node", "compared with", "archive value", "other value", "archive trades", "other trades"):
+            differences.add_column(column)
+        for difference in report.differences[:MAX_DIFFERENCE_ROWS]:
+            differences.add_row(
+                difference.key,
+                difference.source,
+                str(difference.archive.value),
+                str(difference.other.value),
+                str(difference.archive.trade_count),
+                str(difference.other.trade_count),
+            )
+        console.print(differences)
+        if len(report.differences) > MAX_DIFFERENCE_ROWS:
+            console.print(f"... and {len(report.differences) - MAX_DIFFERENCE_ROWS} more")
+    for key, reason in report.unreadable[:MAX_DIFFERENCE_ROWS]:
+        console.print(f"[red]unreadable[/red] {key}: {reason}")
+    verdict = "[bold green]MATCH[/bold green]" if report.ok else "[bold red]MISMATCH[/bold red]"
+    console.print(f"verdict: {verdict}")
+
+
+def print_rebuild_plan(plan: RebuildPlan, dry_run: bool, console: Console) -> None:
+    action = "would write" if dry_run else "wrote"
+    console.print(
+        f"rebuild {action}: {len(plan.nodes)} nodes, {len(plan.marker_ids)} reduce markers, "
+        f"#stats MessagesApplied={plan.messages_applied}; {len(plan.stale_nodes)} nodes absent from the archive "
+        f"{'would be' if dry_run else 'were'} deleted"
+    )
+    for key in plan.stale_nodes[:MAX_DIFFERENCE_ROWS]:
+        console.print(f"  stale node: {key}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    arguments = build_parser().parse_args(argv)
+    console = Console()
+    try:
+        target = resolve_target(arguments)
+        if arguments.command == "reconcile":
+            report = reconcile(target, arguments.ledger)
+            print_reconcile_report(report, console)
+            return EXIT_OK if report.ok else EXIT_MISMATCH
+        plan = rebuild(
+            target,
+            dry_run=arguments.dry_run,
+            marker_window_hours=arguments.marker_window_hours,
+            marker_ttl_days=arguments.marker_ttl_days,
+        )
+        print_rebuild_plan(plan, arguments.dry_run, console)
+        return EXIT_OK
+    except AuditError as error:
+        print(f"error: {error}", file=sys.stderr)
+    except ClientError as error:
+        details = error.response.get("Error", {})
+        print(f"error: {details.get('Code', 'AWS error')}: {details.get('Message', error)}", file=sys.stderr)
+    except BotoCoreError as error:
+        print(f"error: {error}", file=sys.stderr)
+    return EXIT_ERROR

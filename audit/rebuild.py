@@ -1,0 +1,146 @@
+"""`rebuild`: restore the aggregate table from the archive (disaster recovery), idempotently.
+
+What it writes, all as absolute values (PutItem / SET, never ADD), so running it twice leaves
+the same table as running it once:
+
+* every node the archive knows, with its exact total (`Value`, `TradeCount`);
+* `#stats` `MessagesApplied` = the archived state changes (other `#stats` attributes kept);
+* the reduce stage's idempotency markers (`#applied#<batch hash>/<part>`) of every delta
+  created within `marker_window_hours` (default 48: beyond the 24-hour stream retention), so
+  that a stream record still replayable after the rebuild is recognised as applied.
+
+Nodes in the table that no archived delta ever touched are deleted: after a rebuild the
+table's nodes are exactly the archive's. Stop the reduce stage first (disable its event
+source mapping) so that no transaction lands between the read and the writes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+from boto3.dynamodb.types import TypeSerializer
+
+from aggregation.archive import archived_totals
+from aggregation.deltas import NodeDelta
+from aggregation.exact import dynamodb_number
+from aggregation.transactions import DeltaBatch, split_into_units
+from audit.aggregate_table import STATS_KEY, AggregateTableContents, read_aggregate_table
+from audit.archive_reader import ArchiveContents, read_archive
+from audit.targets import AuditError, AuditTarget
+from reduce_function.handler import MARKER_PREFIX
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.client import DynamoDBClient
+
+SECONDS_PER_HOUR: Final = 3600
+SECONDS_PER_DAY: Final = 86_400
+DEFAULT_MARKER_WINDOW_HOURS: Final = 48
+DEFAULT_MARKER_TTL_DAYS: Final = 7
+BATCH_WRITE_LIMIT: Final = 25
+MAX_UNPROCESSED_ROUNDS: Final = 20
+
+_serializer = TypeSerializer()
+
+
+@dataclass
+class RebuildPlan:
+    """What the table will hold after the rebuild."""
+
+    nodes: dict[str, NodeDelta]
+    stale_nodes: list[str]
+    messages_applied: int
+    marker_ids: list[str] = field(default_factory=list)
+
+
+def plan_rebuild(
+    archive: ArchiveContents, table: AggregateTableContents, now: float, marker_window_hours: int
+) -> RebuildPlan:
+    """The target state, from the archive alone; refuses an archive with unreadable objects."""
+    if archive.unreadable:
+        key, reason = archive.unreadable[0]
+        raise AuditError(
+            f"{len(archive.unreadable)} archived object(s) are not valid deltas (first: {key}: {reason}); "
+            "refusing to rebuild from a damaged archive"
+        )
+    nodes = archived_totals(archive.deltas)
+    window_start = now - marker_window_hours * SECONDS_PER_HOUR
+    marker_ids = [
+        unit.marker_id
+        for delta in archive.deltas
+        if delta.created_at >= window_start
+        for unit in split_into_units(
+            DeltaBatch(delta.batch_hash, delta.deltas, delta.record_count, delta.producer_timestamps)
+        )
+    ]
+    return RebuildPlan(
+        nodes=nodes,
+        stale_nodes=sorted(set(table.nodes) - set(nodes)),
+        messages_applied=archive.state_changes,
+        marker_ids=sorted(marker_ids),
+    )
+
+
+def _batch_write(dynamodb: DynamoDBClient, table: str, requests: Sequence[dict[str, Any]]) -> None:
+    """BatchWriteItem in chunks of 25, resubmitting unprocessed items with a short backoff."""
+    for start in range(0, len(requests), BATCH_WRITE_LIMIT):
+        pending: list[dict[str, Any]] = list(requests[start : start + BATCH_WRITE_LIMIT])
+        for round_number in range(MAX_UNPROCESSED_ROUNDS):
+            response = dynamodb.batch_write_item(RequestItems={table: pending})  # type: ignore[dict-item]
+            pending = [dict(request) for request in response.get("UnprocessedItems", {}).get(table, [])]
+            if not pending:
+                break
+            time.sleep(min(2.0, 0.05 * 2**round_number))
+        else:
+            raise AuditError(f"DynamoDB left {len(pending)} writes unprocessed after {MAX_UNPROCESSED_ROUNDS} rounds")
+
+
+def apply_rebuild(dynamodb: DynamoDBClient, table: str, plan: RebuildPlan, now: float, marker_ttl_days: int) -> None:
+    """Write the plan: absolute node totals, stale node deletions, markers, `#stats`."""
+    requests: list[dict[str, Any]] = [
+        {
+            "PutRequest": {
+                "Item": {
+                    "AggregateKey": {"S": key},
+                    "Value": _serializer.serialize(dynamodb_number(node.value)),
+                    "TradeCount": _serializer.serialize(node.trade_count),
+                }
+            }
+        }
+        for key, node in sorted(plan.nodes.items())
+    ]
+    requests += [{"DeleteRequest": {"Key": {"AggregateKey": {"S": key}}}} for key in plan.stale_nodes]
+    expires_at = str(int(now) + marker_ttl_days * SECONDS_PER_DAY)
+    requests += [
+        {"PutRequest": {"Item": {"AggregateKey": {"S": MARKER_PREFIX + marker_id}, "ExpiresAt": {"N": expires_at}}}}
+        for marker_id in plan.marker_ids
+    ]
+    _batch_write(dynamodb, table, requests)
+    dynamodb.update_item(
+        TableName=table,
+        Key={"AggregateKey": {"S": STATS_KEY}},
+        UpdateExpression="SET #applied = :applied",
+        ExpressionAttributeNames={"#applied": "MessagesApplied"},
+        ExpressionAttributeValues={":applied": {"N": str(plan.messages_applied)}},
+    )
+
+
+def rebuild(
+    target: AuditTarget,
+    *,
+    dry_run: bool = False,
+    marker_window_hours: int = DEFAULT_MARKER_WINDOW_HOURS,
+    marker_ttl_days: int = DEFAULT_MARKER_TTL_DAYS,
+    now: float | None = None,
+) -> RebuildPlan:
+    """Plan from the archive and (unless `dry_run`) write the plan into the aggregate table."""
+    moment = time.time() if now is None else now
+    dynamodb = target.dynamodb()
+    archive = read_archive(target.s3(), target.archive_bucket)
+    table = read_aggregate_table(dynamodb, target.aggregate_table)
+    plan = plan_rebuild(archive, table, moment, marker_window_hours)
+    if not dry_run:
+        apply_rebuild(dynamodb, target.aggregate_table, plan, moment, marker_ttl_days)
+    return plan

@@ -1,0 +1,170 @@
+"""The archive's S3 writes: write-once delta objects and the compare-and-swap registry.
+
+Every PutObject carries a condition (the bucket policy denies any that does not):
+* a delta object: ``If-None-Match: *``; 412 PreconditionFailed means it already exists;
+* the registry: ``If-Match: <ETag read>`` to update it, ``If-None-Match: *`` to create it.
+
+Registry updates follow the two strategies S3 documents for conditional writes:
+* **redrive** on 412 (the registry changed since it was read; or, for a create, someone
+  created it first) and on 404 (it was deleted since it was read): read it again and re-apply
+  the change to what is there now, so no other writer's change is ever overwritten;
+* **retry** on 409 ConditionalRequestConflict (a concurrent conditional write to the same key
+  was in progress): send the same request again after an exponential backoff with full
+  jitter, a bounded number of times, then give up so that the stream batch is retried.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Final
+
+from botocore.exceptions import ClientError
+
+from aggregation.archive import REGISTRY_KEY, ArchivedDelta, Registry, encode_delta_document, encode_registry
+from aggregation.archive import parse_registry as parse_registry_document
+from function_support.aws import error_code
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3.client import S3Client
+
+JSON_CONTENT_TYPE: Final = "application/json"
+
+MAX_CONFLICT_RETRIES: Final = 6
+"""409 retries per registry write before the invocation fails (the batch is then retried)."""
+MAX_REDRIVES: Final = 64
+"""412/404 redrives per registry update; each one means another writer made progress."""
+BACKOFF_BASE_SECONDS: Final = 0.05
+BACKOFF_CAP_SECONDS: Final = 2.0
+
+PRECONDITION_FAILED: Final = "PreconditionFailed"
+CONDITIONAL_REQUEST_CONFLICT: Final = "ConditionalRequestConflict"
+NO_SUCH_KEY: Final = "NoSuchKey"
+
+
+class RegistryUpdateFailed(RuntimeError):
+    """The registry could not be updated within the bounds; the invocation must fail."""
+
+
+def http_status(error: ClientError) -> int:
+    return int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
+
+
+def is_precondition_failed(error: ClientError) -> bool:
+    return error_code(error) == PRECONDITION_FAILED or http_status(error) == 412
+
+
+def is_conditional_conflict(error: ClientError) -> bool:
+    return error_code(error) == CONDITIONAL_REQUEST_CONFLICT or http_status(error) == 409
+
+
+def backoff_seconds(retry: int, rng: random.Random | None = None) -> float:
+    """Full jitter: uniform in [0, min(cap, base * 2**retry)] (retry counts from 1)."""
+    ceiling = min(BACKOFF_CAP_SECONDS, BACKOFF_BASE_SECONDS * (2**retry))
+    return (rng or random).uniform(0, ceiling)
+
+
+def put_delta_object(s3: S3Client, bucket: str, delta: ArchivedDelta) -> bool:
+    """Write the delta's object once; True when this call created it, False when it existed."""
+    try:
+        s3.put_object(
+            Bucket=bucket,
+            Key=delta.key,
+            Body=encode_delta_document(delta),
+            ContentType=JSON_CONTENT_TYPE,
+            IfNoneMatch="*",
+        )
+    except ClientError as error:
+        if is_precondition_failed(error):
+            return False
+        raise
+    return True
+
+
+def read_registry(s3: S3Client, bucket: str) -> tuple[Registry, str | None]:
+    """The registry and its ETag; an empty registry and None when it does not exist yet."""
+    try:
+        response = s3.get_object(Bucket=bucket, Key=REGISTRY_KEY)
+    except ClientError as error:
+        if error_code(error) in (NO_SUCH_KEY, "404"):
+            return Registry(), None
+        raise
+    return parse_registry_document(response["Body"].read()), response["ETag"]
+
+
+@dataclass
+class RegistryUpdateStats:
+    """What one registry update went through (logged and turned into metrics)."""
+
+    writes: int = 0
+    redrives: int = 0
+    conflict_retries: int = 0
+    waited_seconds: float = 0.0
+    backoffs: list[float] = field(default_factory=list)
+
+
+@dataclass
+class RegistryStore:
+    """Compare-and-swap updates of ``metastore/registry.json``."""
+
+    s3: S3Client
+    bucket: str
+    sleep: Callable[[float], None] = time.sleep
+    rng: random.Random = field(default_factory=random.Random)
+    max_conflict_retries: int = MAX_CONFLICT_RETRIES
+    max_redrives: int = MAX_REDRIVES
+
+    def update(
+        self, change: Callable[[Registry], Registry | None], stats: RegistryUpdateStats | None = None
+    ) -> Registry:
+        """Apply `change` to the current registry until a conditional write of it succeeds.
+
+        `change` is applied to a fresh read after every 412/404 and must be a pure function
+        of the registry it is given; None means "nothing to write" (the registry is returned
+        as read). Raises `RegistryUpdateFailed` past the bounds.
+        """
+        stats = stats if stats is not None else RegistryUpdateStats()
+        while True:
+            current, etag = read_registry(self.s3, self.bucket)
+            updated = change(current)
+            if updated is None:
+                return current
+            if self._write(encode_registry(updated), etag, stats):
+                stats.writes += 1
+                return updated
+            stats.redrives += 1
+            if stats.redrives > self.max_redrives:
+                raise RegistryUpdateFailed(f"registry changed under {self.max_redrives} consecutive updates")
+
+    def _write(self, body: bytes, etag: str | None, stats: RegistryUpdateStats) -> bool:
+        """One conditional write, retried on 409; False when the condition failed (redrive)."""
+        conflicts = 0
+        while True:
+            try:
+                if etag is None:  # creation: only if nobody created it meanwhile
+                    self.s3.put_object(
+                        Bucket=self.bucket, Key=REGISTRY_KEY, Body=body, ContentType=JSON_CONTENT_TYPE, IfNoneMatch="*"
+                    )
+                else:  # update: only if it is still the version that was read
+                    self.s3.put_object(
+                        Bucket=self.bucket, Key=REGISTRY_KEY, Body=body, ContentType=JSON_CONTENT_TYPE, IfMatch=etag
+                    )
+            except ClientError as error:
+                if is_precondition_failed(error) or error_code(error) == NO_SUCH_KEY:
+                    return False
+                if not is_conditional_conflict(error):
+                    raise
+                conflicts += 1
+                stats.conflict_retries += 1
+                if conflicts > self.max_conflict_retries:
+                    raise RegistryUpdateFailed(
+                        f"registry write still conflicting (409) after {self.max_conflict_retries} retries"
+                    ) from error
+                delay = backoff_seconds(conflicts, self.rng)
+                stats.backoffs.append(delay)
+                stats.waited_seconds += delay
+                self.sleep(delay)
+                continue
+            return True

@@ -1,0 +1,191 @@
+"""The audit archive: an S3 bucket that keeps every delta item for ever, and the function filling it.
+
+The archive function is a second consumer of the DeltaTable stream, set up exactly like reduce
+(INSERT records only, identical-batch retries until success). It writes one immutable object
+per delta item with ``If-None-Match: *`` and keeps ``metastore/registry.json`` by
+compare-and-swap (``If-Match``). The bucket policy makes those conditions mandatory for every
+writer, the archive role included: an unconditional ``PutObject`` on either prefix is denied.
+
+Why the bucket is always retained (whatever `removalPolicy` says): it is the audit trail and
+the disaster-recovery source of the aggregates; deleting it with the stack would defeat both.
+
+Why versioning is on: the function cannot delete or overwrite an object (no DeleteObject
+grant, and the policy forces write-once), but a person or another tool with broader rights
+could; versioning keeps what they removed recoverable (`python -m audit reconcile` names any
+delta object that went missing). The registry is rewritten on every batch, so its superseded
+versions expire after 30 days instead of accumulating.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as sources
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from stacks.functions import PipelineFunction, SharedFunctionAssets
+from stacks.settings import PipelineSettings
+from stacks.stages import RETRY_UNTIL_SUCCESS, _retry_until_record_expires
+from stacks.tables import PipelineTables
+
+DELTA_PREFIX: Final = "deltas/"
+REGISTRY_KEY: Final = "metastore/registry.json"
+METASTORE_PREFIX: Final = "metastore/"
+"""The same layout as `aggregation.archive` (the Lambda asset is not importable from here;
+a test keeps the two identical)."""
+
+ACCESS_LOG_PREFIX: Final = "archive-bucket/"
+SUPERSEDED_REGISTRY_VERSION_DAYS: Final = 30
+
+
+def deny_unconditional_puts(bucket: s3.IBucket) -> list[iam.PolicyStatement]:
+    """The two Deny statements that make conditional writes mandatory (seed 003, AWS S3 guide).
+
+    * ``deltas/*``: denied unless the request carries ``If-None-Match`` (write-once objects);
+    * ``metastore/*``: denied unless it carries ``If-Match`` (a compare-and-swap update) or
+      ``If-None-Match`` (the registry's creation).
+
+    Principal ``*`` binds every caller, the archive role included: conditional writes only
+    protect anything if *no* writer can bypass them. ``s3:ObjectCreationOperation`` limits the
+    deny to requests that create an object (PutObject, CompleteMultipartUpload); the parts of
+    a multipart upload cannot carry the headers, and their completion still must.
+    """
+    creating = {"Bool": {"s3:ObjectCreationOperation": "true"}}
+    return [
+        iam.PolicyStatement(
+            sid="DenyDeltaObjectWritesWithoutIfNoneMatch",
+            effect=iam.Effect.DENY,
+            principals=[iam.AnyPrincipal()],
+            actions=["s3:PutObject"],
+            resources=[bucket.arn_for_objects(f"{DELTA_PREFIX}*")],
+            conditions={"Null": {"s3:if-none-match": "true"}, **creating},
+        ),
+        iam.PolicyStatement(
+            sid="DenyMetastoreWritesWithoutIfMatchOrIfNoneMatch",
+            effect=iam.Effect.DENY,
+            principals=[iam.AnyPrincipal()],
+            actions=["s3:PutObject"],
+            resources=[bucket.arn_for_objects(f"{METASTORE_PREFIX}*")],
+            # Keys inside one operator are ANDed: denied only when BOTH headers are absent.
+            conditions={"Null": {"s3:if-match": "true", "s3:if-none-match": "true"}, **creating},
+        ),
+    ]
+
+
+class ArchiveBuckets(Construct):
+    """The archive bucket and the bucket receiving its server access logs."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, settings: PipelineSettings) -> None:
+        super().__init__(scope, construct_id)
+        self.access_logs_bucket = s3.Bucket(
+            self,
+            "AccessLogs",
+            encryption=s3.BucketEncryption.S3_MANAGED,  # the only encryption S3 log delivery supports
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            enforce_ssl=True,
+            minimum_tls_version=1.2,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            lifecycle_rules=[
+                s3.LifecycleRule(
+                    id="ExpireAccessLogs", expiration=Duration.days(settings.archive_access_log_retention_days)
+                )
+            ],
+            removal_policy=RemovalPolicy.RETAIN,
+        )
+        self.bucket = s3.Bucket(
+            self,
+            "Bucket",
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            enforce_ssl=True,
+            minimum_tls_version=1.2,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            versioned=True,
+            server_access_logs_bucket=self.access_logs_bucket,
+            server_access_logs_prefix=ACCESS_LOG_PREFIX,
+            lifecycle_rules=[
+                s3.LifecycleRule(
+                    id="ExpireSupersededRegistryVersions",
+                    prefix=METASTORE_PREFIX,
+                    noncurrent_version_expiration=Duration.days(SUPERSEDED_REGISTRY_VERSION_DAYS),
+                ),
+                s3.LifecycleRule(
+                    id="AbortIncompleteMultipartUploads", abort_incomplete_multipart_upload_after=Duration.days(1)
+                ),
+            ],
+            removal_policy=RemovalPolicy.RETAIN,
+        )
+        for statement in deny_unconditional_puts(self.bucket):
+            self.bucket.add_to_resource_policy(statement)
+
+
+class ArchiveStage(Construct):
+    """DeltaTable stream (INSERTs) -> archive function -> write-once objects + registry in S3."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: PipelineSettings,
+        assets: SharedFunctionAssets,
+        tables: PipelineTables,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.buckets = ArchiveBuckets(self, "Storage", settings=settings)
+        bucket = self.buckets.bucket
+        self.handler = PipelineFunction(
+            self,
+            "Function",
+            settings=settings,
+            assets=assets,
+            service="archive",
+            handler="archive_function.handler.lambda_handler",
+            description="Archives every delta item once to S3 and counts it once in the registry",
+            memory_size=256,
+            # Up to `archiveBatchSize` object writes plus two registry updates, each of which may
+            # back off on conflicts.
+            timeout=Duration.seconds(120),
+            environment={
+                "ARCHIVE_BUCKET": bucket.bucket_name,
+                **settings.fault_injection_environment("ARCHIVE"),
+            },
+        )
+        function = self.handler.function
+        self.event_source = sources.DynamoEventSource(
+            tables.delta_table,
+            starting_position=lambda_.StartingPosition.TRIM_HORIZON,
+            batch_size=settings.archive_batch_size,
+            retry_attempts=RETRY_UNTIL_SUCCESS,
+            # A retried batch must be the identical batch: its identity owns its registry claims.
+            bisect_batch_on_error=False,
+            report_batch_item_failures=False,
+            # Only new delta items; TTL expiry produces REMOVE records, which are not new deltas.
+            filters=[lambda_.FilterCriteria.filter({"eventName": lambda_.FilterRule.is_equal("INSERT")})],
+        )
+        function.add_event_source(self.event_source)
+        _retry_until_record_expires(function)
+        self.handler.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="WriteDeltaObjectsAndRegistry",
+                actions=["s3:PutObject"],
+                resources=[bucket.arn_for_objects(f"{DELTA_PREFIX}*"), bucket.arn_for_objects(REGISTRY_KEY)],
+            )
+        )
+        self.handler.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="ReadRegistry", actions=["s3:GetObject"], resources=[bucket.arn_for_objects(REGISTRY_KEY)]
+            )
+        )
+        # Without ListBucket, S3 answers a GET of a missing key with 403 instead of 404, and the
+        # function could not tell "no registry yet" (create it) from a real denial. It lists key
+        # names only; no object content.
+        self.handler.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="TellMissingRegistryFromDenied", actions=["s3:ListBucket"], resources=[bucket.bucket_arn]
+            )
+        )

@@ -1,0 +1,249 @@
+"""reconcile and rebuild against a pipeline run with injected faults (real handlers, emulator).
+
+state -> map -> reduce and the archive run through the `pipeline` fixture of tests/lambdas,
+every stage failing now and then before and after its writes and retried with the identical
+batch, as Lambda does. The totals the archive must agree with are computed independently
+(`expected_totals`), not by the pipeline's code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from decimal import Decimal
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from archive_function import handler as archive_handler
+from audit.aggregate_table import read_aggregate_table
+from audit.archive_reader import read_archive
+from audit.cli import main as audit_main
+from audit.rebuild import rebuild
+from audit.reconcile import reconcile, reconcile_contents
+from audit.targets import AuditTarget
+from function_support.faults import InjectedFailure
+from local.emulator import advance_clock
+from state_function import handler as state_handler
+from tests.conftest import repository_root
+from tests.lambdas.archive_function.archive_helpers import WireRecorder, archive_bucket_environment
+from tests.lambdas.conftest import LambdaContextStub, Pipeline, expected_totals, pipeline  # noqa: F401 (fixture)
+from tests.lambdas.test_pipeline_chain import random_workload
+
+FAULTS = {
+    "FAILURE_STATE_LAMBDA_PCT": "10",
+    "FAILURE_STATE_LAMBDA_AFTER_WRITE_PCT": "30",
+    "FAILURE_MAP_LAMBDA_PCT": "10",
+    "FAILURE_MAP_LAMBDA_AFTER_WRITE_PCT": "30",
+    "FAILURE_REDUCE_LAMBDA_PCT": "10",
+    "FAILURE_REDUCE_LAMBDA_AFTER_WRITE_PCT": "30",
+    "FAILURE_ARCHIVE_LAMBDA_PCT": "10",
+    "FAILURE_ARCHIVE_LAMBDA_AFTER_WRITE_PCT": "40",
+}
+
+
+def until_success(invoke: Callable[[], Any], attempts: list[int]) -> None:
+    """Lambda's stream semantics: retry the identical batch until the function succeeds."""
+    for attempt in range(1, 200):
+        try:
+            invoke()
+        except InjectedFailure:
+            continue
+        attempts.append(attempt)
+        return
+    raise AssertionError("the batch never succeeded")
+
+
+class FaultedRun:
+    """One seeded workload through every stage, with faults; what the ground truth says."""
+
+    def __init__(self, stages: Pipeline, recorder: WireRecorder, endpoint_url: str) -> None:
+        self.pipeline = stages
+        self.recorder = recorder
+        self.target = AuditTarget(stages.names["aggregate"], recorder.bucket, "us-east-1", endpoint_url)
+        self.delta_records: list[dict[str, Any]] = []
+        self.attempts: list[int] = []
+
+    def run(self, seed: int) -> dict[str, tuple[Decimal, int]]:
+        payloads, final_states, _ids = random_workload(seed)
+        for start in range(0, len(payloads), 17):
+            batch = payloads[start : start + 17]
+            kinesis_event = self.pipeline.kinesis_event(batch)  # one event, retried unchanged
+            until_success(partial(state_handler.lambda_handler, kinesis_event, LambdaContextStub()), self.attempts)
+            state_changes = self.pipeline.new_stream_records("state")
+            if state_changes:
+                until_success(partial(self.pipeline.run_map, state_changes), self.attempts)
+            deltas = [r for r in self.pipeline.new_stream_records("delta") if r["eventName"] == "INSERT"]
+            if deltas:
+                self.delta_records.extend(deltas)
+                until_success(partial(self.pipeline.run_reduce, deltas), self.attempts)
+                until_success(partial(archive, deltas), self.attempts)
+        return expected_totals(final_states)
+
+
+def archive(records: list[dict[str, Any]]) -> None:
+    archive_handler.lambda_handler({"Records": records}, LambdaContextStub())
+
+
+@pytest.fixture
+def faulted_run(
+    pipeline: Pipeline,  # noqa: F811 (the fixture imported above)
+    aws_environment: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[tuple[FaultedRun, dict[str, tuple[Decimal, int]]]]:
+    with archive_bucket_environment(monkeypatch) as recorder:
+        for name, value in FAULTS.items():
+            monkeypatch.setenv(name, value)
+        random.seed(20240101)
+        run = FaultedRun(pipeline, recorder, aws_environment)
+        expected = run.run(seed=3)
+        for name in FAULTS:
+            monkeypatch.setenv(name, "0")
+        assert any(attempt > 1 for attempt in run.attempts), "no fault fired: the run proved nothing"
+        yield run, expected
+
+
+def aggregate_nodes(run: FaultedRun) -> dict[str, tuple[Decimal, int]]:
+    return {
+        key: (node.value, node.trade_count)
+        for key, node in read_aggregate_table(run.target.dynamodb(), run.target.aggregate_table).nodes.items()
+    }
+
+
+def nonzero(nodes: dict[str, tuple[Decimal, int]]) -> dict[str, tuple[Decimal, int]]:
+    return {key: value for key, value in nodes.items() if value != (Decimal(0), 0)}
+
+
+def write_outputs(tmp_path: Path, run: FaultedRun) -> Path:
+    outputs = tmp_path / "outputs.json"
+    outputs.write_text(
+        json.dumps(
+            {
+                "endpoint_url": run.target.endpoint_url,
+                "region": "us-east-1",
+                "aggregate_table": run.target.aggregate_table,
+                "archive_bucket": run.target.archive_bucket,
+            }
+        )
+    )
+    return outputs
+
+
+def write_ledger(tmp_path: Path, expected: dict[str, tuple[Decimal, int]]) -> Path:
+    """A ledger in the producer's format (only the part reconcile reads)."""
+    ledger = tmp_path / "ledger.json"
+    aggregates = {key: {"Value": str(value), "TradeCount": count} for key, (value, count) in expected.items()}
+    ledger.write_text(json.dumps({"format": "exactly-once-ledger/1", "aggregates": aggregates}))
+    return ledger
+
+
+def test_reconcile_matches_after_a_faulted_run(
+    faulted_run: tuple[FaultedRun, dict[str, tuple[Decimal, int]]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run, expected = faulted_run
+    assert nonzero(aggregate_nodes(run)) == expected  # the pipeline itself stayed exact
+
+    report = reconcile(run.target, write_ledger(tmp_path, expected))
+    assert report.ok, report.checks
+    assert report.objects == len({r["dynamodb"]["Keys"]["BatchHash"]["S"] for r in run.delta_records})
+
+    status = audit_main(["reconcile", "--outputs", str(write_outputs(tmp_path, run))])
+    assert status == 0
+    assert "MATCH" in capsys.readouterr().out
+
+
+def test_reconcile_fails_on_a_deleted_object(
+    faulted_run: tuple[FaultedRun, dict[str, tuple[Decimal, int]]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run, _expected = faulted_run
+    s3 = boto3.client("s3")
+    key = s3.list_objects_v2(Bucket=run.recorder.bucket, Prefix="deltas/")["Contents"][0]["Key"]
+    s3.delete_object(Bucket=run.recorder.bucket, Key=key)
+
+    report = reconcile_contents(
+        read_archive(s3, run.recorder.bucket), read_aggregate_table(run.target.dynamodb(), run.target.aggregate_table)
+    )
+    assert not report.ok
+    failed = {check.name for check in report.checks if not check.ok}
+    assert "aggregate table = archive, node by node" in failed
+    assert "registry counts every object exactly once" in failed
+    assert report.differences
+
+    status = audit_main(["reconcile", "--outputs", str(write_outputs(tmp_path, run))])
+    output = capsys.readouterr().out
+    assert status == 1 and "MISMATCH" in output and "nodes that differ" in output
+
+
+def test_rebuild_restores_a_wiped_table_exactly_and_idempotently(
+    faulted_run: tuple[FaultedRun, dict[str, tuple[Decimal, int]]], aws_environment: str
+) -> None:
+    run, expected = faulted_run
+    before = run.pipeline.stats()["MessagesApplied"]
+    dynamodb = boto3.client("dynamodb")
+    for item in run.pipeline.scan("aggregate"):
+        dynamodb.delete_item(TableName=run.target.aggregate_table, Key={"AggregateKey": {"S": item["AggregateKey"]}})
+    dynamodb.put_item(  # a node no archived delta ever touched: rebuild removes it
+        TableName=run.target.aggregate_table,
+        Item={"AggregateKey": {"S": "Bogus"}, "Value": {"N": "1"}, "TradeCount": {"N": "1"}},
+    )
+
+    plan = rebuild(run.target)
+    assert plan.stale_nodes == ["Bogus"]
+    assert nonzero(aggregate_nodes(run)) == expected
+    assert run.pipeline.stats()["MessagesApplied"] == before
+    first = sorted(run.pipeline.scan("aggregate"), key=lambda item: item["AggregateKey"])
+
+    rebuild(run.target)  # again: the same table
+    again = sorted(run.pipeline.scan("aggregate"), key=lambda item: item["AggregateKey"])
+    assert [(i["AggregateKey"], i.get("Value"), i.get("TradeCount")) for i in again] == [
+        (i["AggregateKey"], i.get("Value"), i.get("TradeCount")) for i in first
+    ]
+
+    # The stream may still replay deltas after a rebuild: the restored markers make it a no-op,
+    # even past the 10-minute ClientRequestToken window.
+    advance_clock(aws_environment, 11 * 60)
+    run.pipeline.run_reduce(run.delta_records)
+    assert nonzero(aggregate_nodes(run)) == expected
+    assert reconcile(run.target).ok
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        [],
+        ["reconcile", "--outputs", "missing.json"],
+        ["rebuild", "--marker-ttl-days", "0"],
+        ["reconcile", "--outputs", "x", "--stack-name", "y"],
+        ["reconcile", "--ledger"],
+    ],
+)
+def test_cli_misuse_is_one_line(arguments: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with contextlib.chdir(tmp_path):
+        try:
+            status = audit_main(arguments)
+        except SystemExit as exit_:
+            status = int(exit_.code or 0)
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert status == 2
+    assert len(lines) == 1 and lines[0].startswith("error: "), lines
+
+
+def test_python_m_audit_reports_a_missing_target_without_traceback(tmp_path: Path) -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "audit", "reconcile", "--outputs", str(tmp_path / "missing.json")],
+        cwd=repository_root(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert completed.returncode == 2
+    assert completed.stderr.startswith("error: ") and len(completed.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in completed.stderr
