@@ -37,8 +37,9 @@ Control endpoints (served by `CompatMiddleware`, never forwarded to moto):
   ClientRequestTokens without waiting ten minutes.
 - moto's own ``POST /moto-api/reset`` also forgets every recorded ClientRequestToken.
 
-Fault injection (lost responses, throttling) belongs in `CompatMiddleware.__call__`, at the
-point marked there, so every request passes through one decision.
+- ``GET|PUT|DELETE /_compat/faults``: injected AWS-side faults (lost responses after a
+  write, throttling), configured at runtime or at start from ``EMULATOR_FAULTS``; see
+  `local.injected_faults`. `CompatMiddleware.__call__` makes the one decision per request.
 """
 
 from __future__ import annotations
@@ -60,6 +61,8 @@ from moto.dynamodb.models.table import StreamShard, Table
 from moto.dynamodb.responses import DynamoHandler
 from moto.kinesis.models import kinesis_backends
 from moto.sqs.models import sqs_backends
+
+from local import injected_faults
 
 # --------------------------------------------------------------------------- clock
 
@@ -323,17 +326,41 @@ class CompatMiddleware:
     services pass through untouched (an SQS long poll must not hold a lock).
     """
 
-    def __init__(self, app: WsgiApp) -> None:
+    def __init__(self, app: WsgiApp, faults: injected_faults.FaultConfig | None = None) -> None:
+        """`faults` None reads ``EMULATOR_FAULTS`` (ValueError when it is invalid)."""
         self.app = app
         self.service_locks = {service: threading.RLock() for service in SERIALISED_TARGET_PREFIXES.values()}
+        self.faults = injected_faults.FaultInjector(
+            injected_faults.config_from_environment() if faults is None else faults
+        )
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         path: str = environ.get("PATH_INFO", "")
         if path.startswith("/_compat/"):
             return self._control(environ, start_response, path)
-        if path == "/moto-api/reset":
-            client_request_tokens.clear()
-        # Fault injection (lost responses, throttling) will decide here, per request.
+        if path.startswith("/moto-api/"):
+            if path == "/moto-api/reset":
+                client_request_tokens.clear()
+            return self.app(environ, start_response)
+        # Fault injection (`local.injected_faults`): one decision per request, here.
+        fault = None
+        if self.faults.active and (request := injected_faults.identify(environ)) is not None:
+            fault = self.faults.decide(request)
+        if fault is None:
+            return self._forward(environ, start_response)
+        if fault.rule.kind == injected_faults.THROTTLE:
+            return injected_faults.throttle_reply(fault, environ, start_response)
+        captured = _CapturedStart()
+        body = self._consumed(self._forward(environ, captured))
+        applied = captured.status.startswith("2")
+        self.faults.lost_response_settled(fault, applied)
+        if not applied:  # the real error goes through
+            start_response(captured.status, captured.headers)
+            return body
+        return injected_faults.lose_response(fault, environ, start_response)  # outside the service lock
+
+    def _forward(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        """moto's response; DynamoDB and Kinesis requests one at a time per service."""
         service = _serialised_service(environ.get("HTTP_X_AMZ_TARGET", ""))
         if service is not None:
             with self.service_locks[service]:
@@ -360,9 +387,37 @@ class CompatMiddleware:
             if path == "/_compat/clock/advance" and method == "POST":
                 seconds = float(_json_body(environ).get("seconds", 0))
                 return _json_reply(start_response, "200 OK", {"now": clock.advance(seconds)})
+            if path == injected_faults.CONTROL_PATH:
+                return self._faults_control(environ, start_response, method)
         except (ValueError, TypeError, AttributeError) as error:
             return _json_reply(start_response, "400 Bad Request", {"error": str(error)})
         return _json_reply(start_response, "404 Not Found", {"error": f"no control endpoint {method} {path}"})
+
+    def _faults_control(self, environ: dict[str, Any], start_response: Callable[..., Any], method: str) -> list[bytes]:
+        """``GET`` report, ``PUT`` replace (counters reset), ``DELETE`` clear (returns the last report)."""
+        if method == "GET":
+            return _json_reply(start_response, "200 OK", self.faults.report())
+        if method == "PUT":
+            self.faults.configure(injected_faults.parse_config(_json_body(environ)))
+            return _json_reply(start_response, "200 OK", self.faults.report())
+        if method == "DELETE":
+            report = self.faults.report()
+            self.faults.configure(injected_faults.FaultConfig())
+            return _json_reply(start_response, "200 OK", report)
+        not_allowed = {"error": f"{method} {injected_faults.CONTROL_PATH}: use GET, PUT or DELETE"}
+        return _json_reply(start_response, "405 Method Not Allowed", not_allowed)
+
+
+class _CapturedStart:
+    """A WSGI ``start_response`` that records moto's status instead of sending it."""
+
+    def __init__(self) -> None:
+        self.status = ""
+        self.headers: list[tuple[str, str]] = []
+
+    def __call__(self, status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable[[bytes], None]:
+        self.status, self.headers = status, headers
+        return lambda _data: None
 
 
 def _serialised_service(target: str) -> str | None:

@@ -4,11 +4,13 @@ Every INSERT, MODIFY and REMOVE record of the StateTable stream is a trade's
 state going from its old image to its new one; the batch's net node deltas are
 written as ONE item keyed by the batch identity with `attribute_not_exists`, so
 a retried batch (Lambda retries with the identical records) writes nothing new.
+The item records the invocation that wrote it, so a put whose response was lost
+and that the SDK retried is still reported as this invocation's write.
 """
 
 import time
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
@@ -68,18 +70,22 @@ def delta_item(event: DynamoDBStreamEvent, levels: tuple[str, ...], now: float, 
     }
 
 
-def write_delta_item(table_name: str, item: dict[str, Any]) -> bool:
-    """Conditional put; False when this batch's item already exists (a retry)."""
+def write_delta_item(table_name: str, item: dict[str, Any], request_id: str) -> bool:
+    """Conditional put; False when an earlier invocation already wrote this batch's item."""
     try:
         dynamodb_client().put_item(
             TableName=table_name,
-            Item={key: serializer.serialize(value) for key, value in item.items()},
+            Item={
+                key: serializer.serialize(value) for key, value in (item | {"WrittenByRequestId": request_id}).items()
+            },
             ConditionExpression="attribute_not_exists(BatchHash)",
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
     except ClientError as error:
-        if error_code(error) == "ConditionalCheckFailedException":
-            return False
-        raise
+        if error_code(error) != "ConditionalCheckFailedException":
+            raise
+        stored: dict[str, Any] = cast(dict[str, Any], error.response).get("Item", {})  # ALL_OLD
+        return bool(stored.get("WrittenByRequestId", {}).get("S") == request_id)
     return True
 
 
@@ -93,7 +99,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     item = delta_item(
         stream_event, hierarchy_levels(), time.time(), ttl_seconds("DELTA_TTL_DAYS", DEFAULT_DELTA_TTL_DAYS)
     )
-    written = write_delta_item(required_setting("DELTA_TABLE"), item)
+    written = write_delta_item(required_setting("DELTA_TABLE"), item, context.aws_request_id)
     summary = {
         "records": item["RecordCount"],
         "nodes": len(item["Deltas"]),

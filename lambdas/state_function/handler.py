@@ -7,6 +7,10 @@ failed condition means the table already holds this or a newer version: the
 message is a duplicate or stale and changes nothing. Writes for distinct TradeIDs
 are independent, so they run concurrently in a bounded pool.
 
+Each item records the Kinesis event ID that wrote it, so a condition failure
+caused by this very record (the SDK retrying an update whose response was lost,
+or Lambda retrying the batch) is reported as written, not as a duplicate.
+
 A message with the version already applied but different content (value or
 hierarchy) is a *conflicting duplicate*: the first applied version stands, and
 the conflict is counted and reported in the quarantine with its reason.
@@ -73,8 +77,9 @@ def write_pool() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="state-write")
 
 
-def apply_state_change(table_name: str, message: TradeMessage, levels: tuple[str, ...]) -> StateWrite:
-    """Write `message` unless the table holds this or a newer version."""
+def apply_state_change(table_name: str, received: ReceivedMessage, levels: tuple[str, ...]) -> StateWrite:
+    """Write the message unless the table holds this or a newer version."""
+    message = received.message
     names = {
         "#trade_id": "TradeID",
         "#version": "Version",
@@ -82,14 +87,16 @@ def apply_state_change(table_name: str, message: TradeMessage, levels: tuple[str
         "#hierarchy": "Hierarchy",
         "#timestamp": "Timestamp",
         "#digest": "ContentDigest",
+        "#writer": "WrittenByEventId",
     }
     values = {
         ":version": serializer.serialize(message.version),
         ":value": serializer.serialize(dynamodb_number(message.value)),
         ":hierarchy": serializer.serialize(dict(zip(levels, message.hierarchy, strict=True))),
         ":digest": {"S": message.content_digest},
+        ":writer": {"S": received.origin.event_id},
     }
-    assignments = "#value = :value, #version = :version, #hierarchy = :hierarchy, #digest = :digest"
+    assignments = "#value = :value, #version = :version, #hierarchy = :hierarchy, #digest = :digest, #writer = :writer"
     if message.timestamp is None:
         update = f"SET {assignments} REMOVE #timestamp"
     else:
@@ -109,6 +116,8 @@ def apply_state_change(table_name: str, message: TradeMessage, levels: tuple[str
         if error_code(error) != "ConditionalCheckFailedException":
             raise
         stored: dict[str, Any] = cast(dict[str, Any], error.response).get("Item", {})  # ALL_OLD: what won
+        if stored.get("WrittenByEventId", {}).get("S") == received.origin.event_id:
+            return StateWrite(written=True, applied_digest=message.content_digest)
         same_version = stored.get("Version", {}).get("N") == str(message.version)
         return StateWrite(
             written=False, applied_digest=stored.get("ContentDigest", {}).get("S") if same_version else None
@@ -140,9 +149,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, i
             rejected.append(QuarantinedRecord(origin, error.reason))
 
     selection = select_latest_versions(received, lambda item: item.message)
-    writes = list(
-        write_pool().map(lambda item: apply_state_change(state_table, item.message, levels), selection.latest)
-    )
+    writes = list(write_pool().map(lambda item: apply_state_change(state_table, item, levels), selection.latest))
     applied_digests = {
         item.message.trade_id: w.applied_digest for item, w in zip(selection.latest, writes, strict=True)
     }

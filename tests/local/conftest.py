@@ -4,7 +4,10 @@
 a free port for the module and yields its endpoint URL; `aws_client` builds boto3 clients
 for it with dummy credentials. A module of its own keeps state such as the compat clock,
 which tests advance, away from the rest of the suite (the session-wide `emulator` fixture
-of tests/conftest.py).
+of tests/conftest.py). `emulator_faults` configures and reads the module emulator's
+injected AWS-side faults (lost responses, throttling) and clears them after each test.
+`pipeline` (tests/lambdas/conftest.py) runs the real handlers against the emulator that
+the requesting module's `aws_environment` names.
 """
 
 from collections.abc import Callable, Iterator
@@ -15,6 +18,8 @@ import pytest
 from botocore.config import Config
 
 from local.emulator import EmulatorProcess, start_emulator
+from local.injected_faults import clear_faults, configure_faults, fault_report, injected
+from tests.lambdas.conftest import pipeline  # noqa: F401  (the handlers' real tables, for tests here)
 
 REGION = "us-east-1"
 
@@ -43,9 +48,40 @@ def aws_client(emulator_endpoint: str) -> AwsClientFactory:
     No retries, so a test sees each response the emulator gives, not a retried one.
     """
     session = boto3.session.Session(aws_access_key_id="testing", aws_secret_access_key="testing", region_name=REGION)
-    config = Config(retries={"max_attempts": 1, "mode": "standard"}, max_pool_connections=32)
+    config = Config(retries={"total_max_attempts": 1, "mode": "standard"}, max_pool_connections=32)
 
     def make(service_name: str) -> Any:
         return session.client(service_name, endpoint_url=emulator_endpoint, config=config)  # type: ignore[call-overload]
 
     return make
+
+
+class FaultControl:
+    """The module emulator's injected faults (``/_compat/faults``, `local.injected_faults`)."""
+
+    def __init__(self, endpoint_url: str) -> None:
+        self.endpoint_url = endpoint_url
+
+    def configure(self, *rules: dict[str, Any], seed: int = 0) -> dict[str, Any]:
+        """Replace the faults by `rules` (counters reset); returns the report."""
+        return configure_faults(self.endpoint_url, {"seed": seed, "rules": list(rules)})
+
+    def report(self) -> dict[str, Any]:
+        return fault_report(self.endpoint_url)
+
+    def injected(self, kind: str, service: str, operation: str) -> int:
+        """Faults of `kind` injected so far on ``service:operation``."""
+        return injected(self.report(), kind, service, operation)
+
+    def clear(self) -> dict[str, Any]:
+        """No faults any more; returns the report as it was."""
+        return clear_faults(self.endpoint_url)
+
+
+@pytest.fixture
+def emulator_faults(emulator_endpoint: str) -> Iterator[FaultControl]:
+    """Faults of the module's emulator, none at the start and cleared again after the test."""
+    control = FaultControl(emulator_endpoint)
+    control.clear()
+    yield control
+    control.clear()

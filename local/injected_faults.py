@@ -1,0 +1,498 @@
+"""AWS-side faults the emulator injects on request: lost responses and throttling.
+
+Real DynamoDB and Kinesis fail in two ways an exactly-once pipeline must survive, and moto
+never does either. `CompatMiddleware` (`local.moto_compat`) asks the `FaultInjector` about
+every request before forwarding it to moto, so these faults reach every client (the
+functions, the runner, the producer, the tests) exactly as AWS's would, on the wire:
+
+- ``lost_response`` (`LOST_RESPONSE`): the request IS applied by moto, then the caller
+  gets no success: an HTTP 500 ``InternalServerError`` (variant ``error``), a connection
+  closed without a response (``close``) or held past the client's read timeout and then
+  closed (``timeout``).
+- ``throttle`` (`THROTTLE`): the request is NOT applied; the caller gets the throttling
+  error AWS returns (HTTP 400): ``ProvisionedThroughputExceededException``,
+  ``ThrottlingException``, or for TransactWriteItems a ``TransactionCanceledException``
+  whose CancellationReasons hold a ``ThrottlingError``.
+
+Configuration (JSON; ``PUT /_compat/faults``, or at server start the ``EMULATOR_FAULTS``
+environment variable, which ``make up`` passes through)::
+
+    {"seed": 7,
+     "rules": [
+       {"kind": "lost_response", "service": "dynamodb", "percent": 40,
+        "operations": ["UpdateItem", "PutItem"], "table": "StateTable", "variant": "error"},
+       {"kind": "throttle", "service": "dynamodbstreams", "percent": 20}
+     ]}
+
+A rule: ``kind``; ``service`` (``dynamodb``, ``dynamodbstreams``, ``kinesis``, or any other
+SigV4 signing name); ``percent`` (0-100, the probability per matching request);
+optionally ``operations`` (API names, ``"*"`` for all; default `DEFAULT_OPERATIONS` of the
+kind, the data-plane calls of DynamoDB, DynamoDB Streams and Kinesis: other services are
+never faulted unless a rule names their operations), ``table`` (a substring of a table or
+stream name or ARN the request names), ``variant`` and ``hold_seconds`` (lost responses),
+``error`` (throttles) and ``max_injections``. The first matching rule whose draw succeeds
+decides. Control endpoints (``/_compat/``, ``/moto-api/``) are never faulted.
+
+Draws come from one ``random.Random(seed)`` per configuration: a run whose requests arrive
+in the same order makes the same decisions. ``GET /_compat/faults`` returns the
+configuration with counters (`FaultInjector.report`); ``PUT`` replaces the configuration and
+resets the counters; ``DELETE`` removes every rule and returns the final report.
+
+`configure_faults`, `fault_report` and `clear_faults` are the client side (plain urllib),
+for tests and the chaos command.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import io
+import json
+import os
+import random
+import re
+import socket
+import threading
+import time
+import urllib.parse
+import urllib.request
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+ENVIRONMENT_VARIABLE = "EMULATOR_FAULTS"
+"""JSON configuration applied when the emulator's middleware starts (same format as ``PUT``)."""
+
+CONTROL_PATH = "/_compat/faults"
+
+LOST_RESPONSE = "lost_response"
+"""The write is applied, the response is lost.
+
+Reproduces the ambiguous failure: DynamoDB's error-handling guide says an HTTP 500
+(InternalServerError) may come back for a request that was nonetheless processed, and is
+to be retried; a connection dropped or timed out after the request was sent is the same
+ambiguity (the reason TransactWriteItems has a ClientRequestToken). The SDK's standard
+retry mode retries all three (5xx, ConnectionClosedError, ReadTimeoutError), so the write
+reaches DynamoDB twice: only a conditional or tokenised write stays exactly-once. A lost
+Kinesis PutRecords response makes the producer's SDK send the records again: the stream
+holds duplicates. Variants: ``error`` answers 500 with DynamoDB's (Kinesis':
+``InternalFailure``) JSON error body; ``close`` closes the connection with no response;
+``timeout`` holds it ``hold_seconds`` (past the caller's read timeout), then closes it.
+Injected only when moto answered 2xx (the write was applied); a failed write's error goes
+through untouched and is not counted.
+"""
+
+THROTTLE = "throttle"
+"""The request is rejected before anything is applied.
+
+Reproduces: DynamoDB's ProvisionedThroughputExceededException (a partition over its
+throughput, also on on-demand tables) and ThrottlingException, both HTTP 400 and retried
+with backoff by the SDK's standard mode; for TransactWriteItems, DynamoDB cancels the
+transaction with TransactionCanceledException and a ``ThrottlingError`` cancellation
+reason (not retried by the SDK: the caller must retry); Kinesis GetRecords/PutRecords
+ProvisionedThroughputExceededException; DynamoDB Streams throttling (ThrottlingException).
+"""
+
+KINDS = (LOST_RESPONSE, THROTTLE)
+LOST_RESPONSE_VARIANTS = ("error", "close", "timeout")
+THROTTLE_ERRORS = ("ProvisionedThroughputExceededException", "ThrottlingException", "TransactionCanceledException")
+DEFAULT_HOLD_SECONDS = 11.0
+"""``timeout`` holds the connection just past the functions' 10-second SDK read timeout."""
+
+_DYNAMODB_WRITES = ("PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem")
+_DYNAMODB_READS = ("GetItem", "Query", "Scan", "BatchGetItem", "TransactGetItems")
+DEFAULT_OPERATIONS: dict[str, dict[str, tuple[str, ...]]] = {
+    LOST_RESPONSE: {"dynamodb": _DYNAMODB_WRITES, "kinesis": ("PutRecords", "PutRecord")},
+    THROTTLE: {
+        "dynamodb": _DYNAMODB_READS + _DYNAMODB_WRITES,
+        "dynamodbstreams": ("GetRecords", "GetShardIterator"),
+        "kinesis": ("GetRecords", "GetShardIterator", "PutRecords", "PutRecord"),
+    },
+}
+"""Operations a rule targets when it names none: the data plane, never the deployer's calls."""
+
+TARGET_PREFIXES = {"DynamoDB_": "dynamodb", "DynamoDBStreams_": "dynamodbstreams", "Kinesis_": "kinesis"}
+_SIGNING_SERVICE = re.compile(r"Credential=[^/,]+/\d{8}/[^/]+/([^/]+)/aws4_request")
+_DYNAMODB_ERROR_PREFIX = "com.amazonaws.dynamodb.v20120810#"
+
+
+# --------------------------------------------------------------------- configuration
+
+
+@dataclass(frozen=True)
+class FaultRule:
+    """One fault: what to inject, where, and how often."""
+
+    kind: str
+    service: str
+    percent: float
+    operations: tuple[str, ...] = ()
+    table: str | None = None
+    variant: str = "error"
+    hold_seconds: float = DEFAULT_HOLD_SECONDS
+    error: str | None = None
+    max_injections: int | None = None
+
+    def targets(self, request: RequestInfo) -> bool:
+        """Whether `request` is one this rule may fault (before the draw)."""
+        if request.service != self.service:
+            return False
+        operations = self.operations or DEFAULT_OPERATIONS[self.kind].get(self.service, ())
+        if "*" not in operations and request.operation not in operations:
+            return False
+        return self.table is None or any(self.table in name for name in request.resources)
+
+    def throttle_error(self, request: RequestInfo) -> str:
+        """The error code a throttle of `request` answers with."""
+        if self.error == "TransactionCanceledException" and request.operation != "TransactWriteItems":
+            return "ProvisionedThroughputExceededException"
+        if self.error is not None:
+            return self.error
+        return "ThrottlingException" if self.service == "dynamodbstreams" else "ProvisionedThroughputExceededException"
+
+
+@dataclass(frozen=True)
+class FaultConfig:
+    """A whole configuration: the seed and the rules, in priority order."""
+
+    seed: int | None = None
+    rules: tuple[FaultRule, ...] = ()
+
+    def as_json(self) -> dict[str, Any]:
+        rules = [asdict(rule) | {"operations": list(rule.operations)} for rule in self.rules]
+        return {"seed": self.seed, "rules": rules}
+
+
+def parse_config(raw: Mapping[str, Any]) -> FaultConfig:
+    """Validate a configuration (the ``PUT`` body); ValueError names the first problem."""
+    unknown = set(raw) - {"seed", "rules"}
+    if unknown:
+        raise ValueError(f"unknown configuration keys {sorted(unknown)}")
+    seed = raw.get("seed")
+    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+        raise ValueError("seed must be an integer")
+    rules = raw.get("rules", [])
+    if not isinstance(rules, list):
+        raise ValueError("rules must be a list")
+    return FaultConfig(seed=seed, rules=tuple(_parse_rule(rule, index) for index, rule in enumerate(rules)))
+
+
+def _parse_rule(raw: Any, index: int) -> FaultRule:
+    where = f"rules[{index}]"
+    if not isinstance(raw, dict):
+        raise ValueError(f"{where} must be an object")
+    unknown = set(raw) - set(FaultRule.__dataclass_fields__)
+    if unknown:
+        raise ValueError(f"{where}: unknown keys {sorted(unknown)}")
+    kind, service, percent = raw.get("kind"), raw.get("service"), raw.get("percent")
+    if kind not in KINDS:
+        raise ValueError(f"{where}: kind must be one of {list(KINDS)}")
+    if not isinstance(service, str) or not service:
+        raise ValueError(f"{where}: service must be a service name such as 'dynamodb'")
+    if not isinstance(percent, int | float) or isinstance(percent, bool) or not 0 <= percent <= 100:
+        raise ValueError(f"{where}: percent must be a number from 0 to 100")
+    operations = raw.get("operations", [])
+    if isinstance(operations, str):
+        operations = [operations]
+    if not isinstance(operations, list) or not all(isinstance(op, str) and op for op in operations):
+        raise ValueError(f"{where}: operations must be a list of API operation names")
+    if not operations and service not in DEFAULT_OPERATIONS[kind]:
+        raise ValueError(f"{where}: name the operations to fault on {service!r} (or '*')")
+    table = raw.get("table")
+    if table is not None and (not isinstance(table, str) or not table):
+        raise ValueError(f"{where}: table must be a non-empty string")
+    variant = raw.get("variant", "error")
+    if variant not in LOST_RESPONSE_VARIANTS:
+        raise ValueError(f"{where}: variant must be one of {list(LOST_RESPONSE_VARIANTS)}")
+    hold = raw.get("hold_seconds", DEFAULT_HOLD_SECONDS)
+    if not isinstance(hold, int | float) or isinstance(hold, bool) or not 0 <= hold <= 300:
+        raise ValueError(f"{where}: hold_seconds must be a number from 0 to 300")
+    error = raw.get("error")
+    if error is not None and error not in THROTTLE_ERRORS:
+        raise ValueError(f"{where}: error must be one of {list(THROTTLE_ERRORS)}")
+    limit = raw.get("max_injections")
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
+        raise ValueError(f"{where}: max_injections must be a non-negative integer")
+    return FaultRule(kind, service, float(percent), tuple(operations), table, variant, float(hold), error, limit)
+
+
+def config_from_environment(environ: Mapping[str, str] | None = None) -> FaultConfig:
+    """The configuration in ``EMULATOR_FAULTS`` (none when unset or blank); ValueError if invalid."""
+    raw = (os.environ if environ is None else environ).get(ENVIRONMENT_VARIABLE, "").strip()
+    if not raw:
+        return FaultConfig()
+    try:
+        parsed = json.loads(raw)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{ENVIRONMENT_VARIABLE} is not JSON: {error}") from None
+    if not isinstance(parsed, dict):
+        raise ValueError(f"{ENVIRONMENT_VARIABLE} must hold a JSON object")
+    return parse_config(parsed)
+
+
+# ------------------------------------------------------------------------ requests
+
+
+@dataclass(frozen=True)
+class RequestInfo:
+    """What a rule matches on: the service, the API operation, the tables or streams named."""
+
+    service: str
+    operation: str
+    resources: tuple[str, ...] = ()
+    transact_items: int = 0
+
+
+def identify(environ: dict[str, Any]) -> RequestInfo | None:
+    """The service and operation of a WSGI request; None when it is not an AWS API call.
+
+    JSON-protocol services are named by ``X-Amz-Target``; others by the SigV4 signing name
+    in ``Authorization`` and the query protocol's ``Action``. The JSON body is read (and put
+    back for moto) to find the table and stream names.
+    """
+    target: str = environ.get("HTTP_X_AMZ_TARGET", "")
+    prefix, _, operation = target.partition(".")
+    service = next((name for key, name in TARGET_PREFIXES.items() if prefix.startswith(key)), None)
+    if service is None:
+        signed = _SIGNING_SERVICE.search(environ.get("HTTP_AUTHORIZATION", ""))
+        if signed is None:
+            return None
+        service = signed.group(1)
+    if not target:
+        return RequestInfo(service, _query_action(environ))
+    body = _json_object(_read_body(environ))
+    resources: list[str] = []
+    for key in ("TableName", "TableArn", "StreamName", "StreamARN", "StreamArn", "ResourceArn"):
+        if isinstance(body.get(key), str):
+            resources.append(body[key])
+    if isinstance(body.get("RequestItems"), dict):
+        resources.extend(body["RequestItems"])
+    transact_items: list[Any] = body["TransactItems"] if isinstance(body.get("TransactItems"), list) else []
+    for item in transact_items:
+        for action in item.values() if isinstance(item, dict) else ():
+            if isinstance(action, dict) and isinstance(action.get("TableName"), str):
+                resources.append(action["TableName"])
+    iterator = body.get("ShardIterator")
+    if isinstance(iterator, str):
+        resources.append(iterator)  # DynamoDB Streams: holds the table's stream ARN
+        with contextlib.suppress(binascii.Error, ValueError):  # Kinesis (moto): base64 "stream:shard:seq"
+            resources.append(base64.b64decode(iterator).decode("utf-8", "replace"))
+    return RequestInfo(service, operation, tuple(resources), len(transact_items))
+
+
+def _read_body(environ: dict[str, Any]) -> bytes:
+    length = int(environ.get("CONTENT_LENGTH") or 0)
+    raw: bytes = environ["wsgi.input"].read(length) if length else b""
+    environ["wsgi.input"] = io.BytesIO(raw)
+    return raw
+
+
+def _json_object(raw: bytes) -> dict[str, Any]:
+    try:
+        parsed = json.loads(raw or b"{}")
+    except ValueError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
+
+
+def _query_action(environ: dict[str, Any]) -> str:
+    actions = urllib.parse.parse_qs(environ.get("QUERY_STRING", "")).get("Action")
+    if not actions and "x-www-form-urlencoded" in environ.get("CONTENT_TYPE", ""):
+        actions = urllib.parse.parse_qs(_read_body(environ).decode("utf-8", "replace")).get("Action")
+    return actions[0] if actions else ""
+
+
+# ------------------------------------------------------------------------ injector
+
+
+@dataclass
+class _Counters:
+    considered: dict[str, dict[str, int]] = field(default_factory=dict)
+    injected: dict[str, dict[str, int]] = field(default_factory=dict)
+    by_rule: list[int] = field(default_factory=list)
+
+    @staticmethod
+    def bump(table: dict[str, dict[str, int]], kind: str, request: RequestInfo) -> None:
+        per_kind = table.setdefault(kind, {})
+        key = f"{request.service}:{request.operation}"
+        per_kind[key] = per_kind.get(key, 0) + 1
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A decision to fault one request (`rule` of `FaultInjector`'s rules at `index`)."""
+
+    rule: FaultRule
+    index: int
+    request: RequestInfo
+
+
+class FaultInjector:
+    """The configuration, the seeded draws and the counters; safe across server threads."""
+
+    def __init__(self, config: FaultConfig | None = None) -> None:
+        self._lock = threading.Lock()
+        self.configure(config or FaultConfig())
+
+    def configure(self, config: FaultConfig) -> None:
+        """Replace the configuration, re-seed the draws, reset the counters."""
+        with self._lock:
+            self._config = config
+            self._random = random.Random(config.seed)
+            self._counters = _Counters(by_rule=[0] * len(config.rules))
+
+    @property
+    def active(self) -> bool:
+        return bool(self._config.rules)
+
+    def decide(self, request: RequestInfo) -> Fault | None:
+        """The fault to inject into `request`, if a targeting rule's draw says so."""
+        with self._lock:
+            for index, rule in enumerate(self._config.rules):
+                if not rule.targets(request):
+                    continue
+                _Counters.bump(self._counters.considered, rule.kind, request)
+                exhausted = rule.max_injections is not None and self._counters.by_rule[index] >= rule.max_injections
+                if not exhausted and self._random.uniform(0, 100) < rule.percent:
+                    self._counters.by_rule[index] += 1  # reserved now, so max_injections holds under concurrency
+                    if rule.kind == THROTTLE:  # a lost response counts once its write is applied
+                        _Counters.bump(self._counters.injected, rule.kind, request)
+                    return Fault(rule, index, request)
+        return None
+
+    def lost_response_settled(self, fault: Fault, applied: bool) -> None:
+        """Count a lost response whose write was applied; release the reservation of one that was not."""
+        with self._lock:
+            rules = self._config.rules
+            if fault.index >= len(rules) or rules[fault.index] is not fault.rule:
+                return  # reconfigured meanwhile: the counters were reset
+            if applied:
+                _Counters.bump(self._counters.injected, fault.rule.kind, fault.request)
+            else:
+                self._counters.by_rule[fault.index] -= 1
+
+    def report(self) -> dict[str, Any]:
+        """Configuration and counters: what ``GET /_compat/faults`` returns.
+
+        ``injected`` and ``considered`` (requests a rule targeted, whatever the draw) are
+        ``{kind: {"service:Operation": count}}``; each rule also reports its ``injected``.
+        """
+        with self._lock:
+            config = self._config.as_json()
+            for rule, count in zip(config["rules"], self._counters.by_rule, strict=True):
+                rule["injected"] = count
+            injected = {kind: dict(counts) for kind, counts in self._counters.injected.items()}
+            return config | {
+                "injected": injected,
+                "considered": {kind: dict(counts) for kind, counts in self._counters.considered.items()},
+                "total_injected": sum(sum(counts.values()) for counts in injected.values()),
+            }
+
+
+# ------------------------------------------------------------------------- the wire
+
+StartResponse = Callable[..., Any]
+
+
+def throttle_reply(fault: Fault, environ: dict[str, Any], start_response: StartResponse) -> list[bytes]:
+    """HTTP 400 with the throttling error botocore maps to its exception (nothing applied)."""
+    request = fault.request
+    code = fault.rule.throttle_error(request)
+    payload: dict[str, Any] = {"message": _THROTTLE_MESSAGES.get(code, "Rate exceeded")}
+    if code == "TransactionCanceledException":
+        reasons = [{"Code": "None"} for _ in range(request.transact_items)] or [{"Code": "None"}]
+        reasons[0] = {"Code": "ThrottlingError", "Message": "Throughput exceeds the current capacity of your table."}
+        codes = ", ".join(reason["Code"] for reason in reasons)
+        payload["message"] = f"Transaction cancelled, please refer cancellation reasons for specific reasons [{codes}]"
+        payload["CancellationReasons"] = reasons
+    return _error_reply(environ, start_response, "400 Bad Request", code, payload)
+
+
+_THROTTLE_MESSAGES = {
+    "ProvisionedThroughputExceededException": (
+        "The level of configured provisioned throughput for the table was exceeded. "
+        "Consider increasing your provisioning level with the UpdateTable API."
+    ),
+    "ThrottlingException": "Rate of requests exceeds the allowed throughput.",
+}
+
+
+def lose_response(fault: Fault, environ: dict[str, Any], start_response: StartResponse) -> list[bytes]:
+    """Instead of moto's successful response: a 500, or no response at all (`fault`'s variant)."""
+    rule = fault.rule
+    if rule.variant == "error":
+        code = "InternalServerError" if fault.request.service.startswith("dynamodb") else "InternalFailure"
+        payload = {"message": "Internal server error"}
+        return _error_reply(environ, start_response, "500 Internal Server Error", code, payload)
+    if rule.variant == "timeout":
+        time.sleep(rule.hold_seconds)
+    connection = environ.get("werkzeug.socket")
+    if connection is not None:
+        with contextlib.suppress(OSError):
+            connection.shutdown(socket.SHUT_RDWR)
+    # werkzeug treats a ConnectionError from the app as a dropped connection: nothing is sent.
+    raise ConnectionAbortedError(f"injected fault: response to {fault.request.operation} dropped")
+
+
+def _error_reply(
+    environ: dict[str, Any], start_response: StartResponse, status: str, code: str, payload: dict[str, Any]
+) -> list[bytes]:
+    request_id = str(uuid.uuid4())
+    target: str = environ.get("HTTP_X_AMZ_TARGET", "")
+    if target:  # JSON protocol: botocore reads __type (the part after '#')
+        error_type = _DYNAMODB_ERROR_PREFIX + code if target.startswith("DynamoDB") else code
+        body = json.dumps({"__type": error_type, **payload}).encode("utf-8")
+        content_type = "application/x-amz-json-1.0" if target.startswith("DynamoDB") else "application/x-amz-json-1.1"
+    else:  # query / XML protocols
+        message = payload.get("message", "")
+        body = (
+            f"<ErrorResponse><Error><Type>Sender</Type><Code>{code}</Code><Message>{message}</Message></Error>"
+            f"<RequestId>{request_id}</RequestId></ErrorResponse>"
+        ).encode()
+        content_type = "text/xml"
+    start_response(
+        status,
+        [
+            ("Content-Type", content_type),
+            ("Content-Length", str(len(body))),
+            ("x-amzn-RequestId", request_id),
+            ("x-amzn-ErrorType", code),
+        ],
+    )
+    return [body]
+
+
+# ---------------------------------------------------------------------- the client
+
+
+def _call(endpoint_url: str, method: str, body: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    data = None if body is None else json.dumps(body).encode("utf-8")
+    request = urllib.request.Request(
+        endpoint_url + CONTROL_PATH, data=data, method=method, headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        reply: dict[str, Any] = json.loads(response.read())
+    return reply
+
+
+def configure_faults(endpoint_url: str, config: Mapping[str, Any]) -> dict[str, Any]:
+    """``PUT /_compat/faults``: replace the emulator's faults (counters reset); returns the report."""
+    return _call(endpoint_url, "PUT", config)
+
+
+def fault_report(endpoint_url: str) -> dict[str, Any]:
+    """``GET /_compat/faults``: the configuration and the counters of injected faults."""
+    return _call(endpoint_url, "GET")
+
+
+def clear_faults(endpoint_url: str) -> dict[str, Any]:
+    """``DELETE /_compat/faults``: no faults any more; returns the report as it was."""
+    return _call(endpoint_url, "DELETE")
+
+
+def injected(report: Mapping[str, Any], kind: str, service: str, operation: str) -> int:
+    """How many faults of `kind` a report counts on ``service:operation``."""
+    count: int = report.get("injected", {}).get(kind, {}).get(f"{service}:{operation}", 0)
+    return count
