@@ -49,10 +49,17 @@ metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE)
 
 
 class IdempotencyMode(Enum):
-    """`crt`: the original design, safe for 10 minutes; `crt+marker`: safe for ever."""
+    """`crt`: the original design, safe for 10 minutes; `crt+marker`: safe for ever.
+
+    `unsafe-add` is the chaos suite's negative control and nothing else: plain atomic
+    ADDs with neither token nor marker, so every retry is applied again. The stack's
+    settings refuse it; only the local runtime can set it, to prove the verifier
+    catches the over-count.
+    """
 
     TOKEN_ONLY = "crt"
     TOKEN_AND_MARKERS = "crt+marker"
+    UNSAFE_ADD = "unsafe-add"
 
 
 def idempotency_mode() -> IdempotencyMode:
@@ -60,7 +67,8 @@ def idempotency_mode() -> IdempotencyMode:
     try:
         return IdempotencyMode(raw)
     except ValueError:
-        raise RuntimeError(f"REDUCE_IDEMPOTENCY={raw!r} is not one of crt, crt+marker") from None
+        modes = ", ".join(mode.value for mode in IdempotencyMode)
+        raise RuntimeError(f"REDUCE_IDEMPOTENCY={raw!r} is not one of {modes}") from None
 
 
 def delta_batch(image: dict[str, Any]) -> DeltaBatch:
@@ -164,6 +172,30 @@ def already_applied_markers(error: ClientError, items: Sequence[dict[str, Any]])
     return applied or None
 
 
+def apply_unsafely(units: Sequence[DeltaUnit], table: str) -> dict[str, int]:
+    """The negative control: one plain ADD per node and per `#stats`, no token, no marker."""
+    for unit in units:
+        for key, delta in unit.deltas:
+            dynamodb_client().update_item(
+                TableName=table,
+                Key={"AggregateKey": {"S": key}},
+                UpdateExpression="ADD #value :value, #count :count",
+                ExpressionAttributeNames={"#value": "Value", "#count": "TradeCount"},
+                ExpressionAttributeValues={
+                    ":value": serializer.serialize(dynamodb_number(delta.value)),
+                    ":count": serializer.serialize(delta.trade_count),
+                },
+            )
+        dynamodb_client().update_item(
+            TableName=table,
+            Key={"AggregateKey": {"S": STATS_KEY}},
+            UpdateExpression="ADD #applied :applied",
+            ExpressionAttributeNames={"#applied": "MessagesApplied"},
+            ExpressionAttributeValues={":applied": serializer.serialize(unit.record_count)},
+        )
+    return {"transactions": 0, "units_applied": len(units)}
+
+
 def apply_delta_units(units: Sequence[DeltaUnit], table: str, mode: IdempotencyMode) -> dict[str, int]:
     """Apply every unit exactly once; returns counts for the log and metrics."""
     marker_ttl = ttl_seconds("MARKER_TTL_DAYS", DEFAULT_MARKER_TTL_DAYS)
@@ -204,7 +236,12 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, i
         if record.dynamodb is None:
             raise ValueError(f"stream record {record.event_id} has no dynamodb payload")
         units.extend(split_into_units(delta_batch(record.dynamodb.new_image)))
-    counts = apply_delta_units(units, table, mode) if units else {"transactions": 0}
+    if not units:
+        counts = {"transactions": 0}
+    elif mode is IdempotencyMode.UNSAFE_ADD:
+        counts = apply_unsafely(units, table)
+    else:
+        counts = apply_delta_units(units, table, mode)
     metrics.add_metric(name="TransactionsCommitted", unit=MetricUnit.Count, value=counts["transactions"])
     metrics.add_metric(
         name="DeltaUnitsAlreadyApplied", unit=MetricUnit.Count, value=counts.get("units_already_applied", 0)

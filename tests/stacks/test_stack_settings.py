@@ -93,6 +93,7 @@ def test_powertools_layer_is_the_aws_managed_v3_layer_for_the_runtime() -> None:
         ("deltaTtlDays", 1, "'deltaTtlDays' must be an integer from 2 to 365"),
         ("markerTtlDays", 0, "'markerTtlDays'"),
         ("reduceIdempotency", "exactly-once", "'reduceIdempotency' must be 'crt+marker' or 'crt'"),
+        ("reduceIdempotency", "unsafe-add", "'reduceIdempotency' must be 'crt+marker' or 'crt'"),
         ("logRetentionDays", 10, "'logRetentionDays' must be one of 1, 3, 5, 7, 14"),
         ("powertoolsLayerVersion", 0, "'powertoolsLayerVersion'"),
         ("removalPolicy", "snapshot", "'removalPolicy' must be 'retain' or 'destroy'"),

@@ -114,3 +114,23 @@ def test_more_nodes_than_one_transaction_holds_split_into_idempotent_parts(
     markers = [i["AggregateKey"] for i in pipeline.scan("aggregate") if i["AggregateKey"].startswith("#applied#")]
     assert len(markers) == 2
     assert pipeline.stats()["MessagesApplied"] == 60
+
+
+def test_unsafe_add_negative_control_double_counts_a_replay(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The chaos suite's control: without token or marker, the exactness check must fail."""
+    monkeypatch.setenv("REDUCE_IDEMPOTENCY", "unsafe-add")
+    records = delta_records_for(pipeline, [trade_message("a", 1, "10")])
+    pipeline.run_reduce(records)
+    assert pipeline.aggregates() == expected_totals({"a": (Decimal(10), ("Delta", "FXSpot", "AMER"))})
+    pipeline.run_reduce(records)
+    assert pipeline.aggregates()["Delta:FXSpot:AMER"] == (Decimal(20), 2)
+    assert pipeline.stats()["MessagesApplied"] == 2
+
+
+def test_unknown_idempotency_mode_is_refused(pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REDUCE_IDEMPOTENCY", "hope")
+    records = delta_records_for(pipeline, [trade_message("a", 1, "10")])
+    with pytest.raises(RuntimeError, match="REDUCE_IDEMPOTENCY='hope' is not one of"):
+        pipeline.run_reduce(records)
