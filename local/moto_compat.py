@@ -12,6 +12,9 @@ Fixes (see each function):
   ClientRequestToken (10-minute idempotency window, IdempotentParameterMismatchException).
 - `fix_update_item_single_stream_record`: an UpdateItem that creates an item emits one
   INSERT stream record holding the full new image (moto emits a key-only INSERT first).
+- `fix_number_arithmetic`: ADD and `SET a = a + :b` work on any number DynamoDB accepts
+  (`1E+3`, 38 significant digits) exactly; moto calls int() on exponent notation and
+  rounds to Python's 28-digit default.
 - `fix_event_source_mappings_do_not_push`: writes to a stream, table or queue never invoke
   Lambda synchronously, and never drop stream records. The local runner polls, as
   Lambda's event source mappings do.
@@ -45,6 +48,7 @@ Control endpoints (served by `CompatMiddleware`, never forwarded to moto):
 from __future__ import annotations
 
 import copy
+import decimal
 import functools
 import hashlib
 import json
@@ -55,8 +59,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from moto.awslambda.models import LambdaBackend
-from moto.dynamodb.exceptions import ERROR_TYPE_PREFIX, DynamodbException
+from moto.dynamodb.exceptions import ERROR_TYPE_PREFIX, DynamodbException, MockValidationException
 from moto.dynamodb.models import DynamoDBBackend, dynamodb_backends
+from moto.dynamodb.models.dynamo_type import DDBType, DynamoType
 from moto.dynamodb.models.table import StreamShard, Table
 from moto.dynamodb.responses import DynamoHandler
 from moto.kinesis.models import kinesis_backends
@@ -444,9 +449,59 @@ def _json_reply(start_response: Callable[..., Any], status: str, payload: dict[s
 
 # ------------------------------------------------------------------------ apply
 
+# DynamoDB numbers carry up to 38 significant digits; arithmetic beyond that is refused.
+_DYNAMODB_NUMBER_DIGITS = 38
+_WIDE_EXACT = decimal.Context(prec=400, Emax=999_999, Emin=-999_999, traps=[decimal.Inexact, decimal.Rounded])
+
+
+def _dynamodb_number_text(value: decimal.Decimal) -> str:
+    """`value` as DynamoDB returns numbers: plain notation, no trailing fractional zeros."""
+    if value.is_zero():
+        return "0"
+    normal = _WIDE_EXACT.normalize(value)
+    if len(normal.as_tuple().digits) > _DYNAMODB_NUMBER_DIGITS:
+        raise MockValidationException(
+            "Number overflow. Attempting to store a number with magnitude larger than supported range"
+        )
+    text = format(normal, "f")
+    return text
+
+
+def fix_number_arithmetic() -> None:
+    """ADD and `SET a = a + :b` / `a - :b` are exact on every number DynamoDB accepts.
+
+    AWS (DynamoDB Developer Guide, "Data types", Number): numbers have up to 38 digits of
+    precision and may be written in exponent notation (``1E+3``); ADD and arithmetic in
+    update expressions are exact within that precision. moto converts operands with
+    ``int()`` unless they contain a ``.`` (so ``1E+3`` raises ValueError: an HTTP 500, or
+    a cancelled transaction) and adds Decimals in Python's default 28-digit context (so
+    29..38-digit sums are silently rounded). Both would break exact totals locally.
+    """
+    if getattr(DynamoType.__add__, "_compat_fix", False):
+        return
+    original_add, original_sub = DynamoType.__add__, DynamoType.__sub__
+
+    def exact(
+        operation: Callable[[decimal.Decimal, decimal.Decimal], decimal.Decimal],
+        original: Callable[[DynamoType, DynamoType], DynamoType],
+    ) -> Callable[[DynamoType, DynamoType], DynamoType]:
+        def arithmetic(self: DynamoType, other: DynamoType) -> DynamoType:
+            if not (self.is_number() and other.is_number()):
+                return original(self, other)  # moto's own type errors
+            result = operation(decimal.Decimal(self.value), decimal.Decimal(other.value))
+            return DynamoType({DDBType.NUMBER: _dynamodb_number_text(result)})
+
+        arithmetic._compat_fix = True  # type: ignore[attr-defined]
+        return arithmetic
+
+    DynamoType.__add__ = exact(_WIDE_EXACT.add, original_add)  # type: ignore[method-assign]
+    DynamoType.__sub__ = exact(_WIDE_EXACT.subtract, original_sub)  # type: ignore[method-assign]
+
+
 FIXES: tuple[Callable[[], None], ...] = (
     fix_transact_write_items_client_request_token,
     fix_update_item_single_stream_record,
+    fix_number_arithmetic,
     fix_event_source_mappings_do_not_push,
 )
 _applied: list[str] = []

@@ -134,6 +134,58 @@ def new_token() -> str:
     return uuid.uuid4().hex
 
 
+# ------------------------------------------------- number arithmetic
+
+
+def number_of(dynamodb: DynamoDBClient, table: str, key: str) -> str:
+    return dynamodb.get_item(TableName=table, Key={"pk": {"S": key}}, ConsistentRead=True)["Item"]["amount"]["N"]
+
+
+@pytest.mark.parametrize("expression", ["ADD amount :amount", "SET amount = amount + :amount"])
+def test_arithmetic_accepts_exponent_notation_like_aws(dynamodb: DynamoDBClient, expression: str) -> None:
+    """AWS accepts `1E+3` as a number operand; moto used to answer HTTP 500 (int("1E+3"))."""
+    table = create_table(dynamodb)
+    dynamodb.put_item(TableName=table, Item={"pk": {"S": "a"}, "amount": {"N": "5"}})
+    dynamodb.update_item(
+        TableName=table,
+        Key={"pk": {"S": "a"}},
+        UpdateExpression=expression,
+        ExpressionAttributeValues={":amount": {"N": "1E+3"}},
+    )
+    assert number_of(dynamodb, table, "a") == "1005"
+
+
+def test_transactional_add_of_exponent_notation_commits(dynamodb: DynamoDBClient) -> None:
+    table = create_table(dynamodb)
+    add = add_to_counter(table, "a")
+    add["Update"]["ExpressionAttributeValues"] = {":amount": {"N": "-2.5E+2"}}
+    dynamodb.transact_write_items(TransactItems=[add])
+    assert number_of(dynamodb, table, "a") == "-250"
+
+
+def test_arithmetic_is_exact_to_38_significant_digits_and_refuses_more(dynamodb: DynamoDBClient) -> None:
+    """AWS keeps 38 digits exactly; moto used to round sums to Python's default 28 digits."""
+    table = create_table(dynamodb)
+    big = "1234567890123456789012345678901234567"  # 37 digits
+    dynamodb.put_item(TableName=table, Item={"pk": {"S": "a"}, "amount": {"N": big}})
+    dynamodb.update_item(
+        TableName=table,
+        Key={"pk": {"S": "a"}},
+        UpdateExpression="ADD amount :amount",
+        ExpressionAttributeValues={":amount": {"N": "0.1"}},
+    )
+    assert number_of(dynamodb, table, "a") == big + ".1"
+    with pytest.raises(ClientError) as refused:
+        dynamodb.update_item(
+            TableName=table,
+            Key={"pk": {"S": "a"}},
+            UpdateExpression="ADD amount :amount",
+            ExpressionAttributeValues={":amount": {"N": "0.01"}},
+        )
+    assert refused.value.response["Error"]["Code"] == "ValidationException"
+    assert number_of(dynamodb, table, "a") == big + ".1"
+
+
 # ------------------------------------------------- TransactWriteItems ClientRequestToken
 
 

@@ -1,0 +1,157 @@
+"""`make demo`: the whole pipeline, locally, under injected faults, proven exact.
+
+1. `up` with the fault rates of the original blog post's demo (each overridable from the
+   caller's environment): some invocations fail before writing, some after.
+2. `python -m producer send`: a few thousand messages with duplicates, out-of-order
+   versions, modifications and some malformed records (a subprocess: the producer is
+   an independent client of the pipeline, as in AWS).
+3. Wait for the drain, showing progress from the runner's statistics.
+4. `python -m producer verify`: compares the aggregates with the ledger, exactly.
+5. `down`, unless `--keep-running`. Exit 0 only when verify says exact.
+
+Size: the emulator sustains roughly 100-250 conditional writes per second, and each
+message costs several (state update, quarantine or delta, aggregate transaction), so
+3000 messages drain in about one to two minutes on a 2-core machine.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from local import lifecycle
+from local.paths import REPO_ROOT, LocalPaths
+from local.runner.stats import read_stats
+
+DEFAULT_MESSAGE_COUNT = 3000
+DEFAULT_DRAIN_TIMEOUT_SECONDS = 240.0
+IDLE_SECONDS_THAT_MEAN_DRAINED = 3.0
+
+DEMO_FAULT_RATES: Mapping[str, str] = {
+    "FAILURE_STATE_LAMBDA_PCT": "1",
+    "FAILURE_MAP_LAMBDA_PCT": "2",
+    "FAILURE_REDUCE_LAMBDA_PCT": "2",
+    "FAILURE_ARCHIVE_LAMBDA_PCT": "2",
+    "FAILURE_STATE_LAMBDA_AFTER_WRITE_PCT": "1",
+    "FAILURE_MAP_LAMBDA_AFTER_WRITE_PCT": "2",
+    "FAILURE_REDUCE_LAMBDA_AFTER_WRITE_PCT": "2",
+    "FAILURE_ARCHIVE_LAMBDA_AFTER_WRITE_PCT": "2",
+}
+"""Percentages of invocations that fail (DESIGN.md "Fault injection"); the caller's env wins."""
+
+PRODUCER_MIX = (
+    "--duplicates-pct",
+    "10",
+    "--out-of-order-pct",
+    "10",
+    "--modifications-pct",
+    "20",
+    "--malformed-pct",
+    "2",
+)
+
+
+class DemoError(RuntimeError):
+    """The demo could not run (not: the aggregates were wrong, which is exit code 1)."""
+
+
+def demo_environment(caller: Mapping[str, str]) -> dict[str, str]:
+    return {**DEMO_FAULT_RATES, **caller}
+
+
+def _producer(arguments: list[str], environment: Mapping[str, str]) -> int:
+    return subprocess.run(
+        [sys.executable, "-m", "producer", *arguments],
+        cwd=REPO_ROOT,
+        env=dict(environment),
+        check=False,
+    ).returncode
+
+
+def kinesis_records_done(stats: Mapping[str, Any]) -> int:
+    """Records the state function has finished (read from Kinesis and checkpointed)."""
+    return sum(
+        shard["records_read"] - shard["records_pending"]
+        for shard in stats.get("shards", [])
+        if shard["source"] == "kinesis"
+    )
+
+
+def is_idle(stats: Mapping[str, Any], idle_seconds: float = IDLE_SECONDS_THAT_MEAN_DRAINED) -> bool:
+    busy = any(f["in_flight"] for f in stats.get("functions", {}).values()) or any(
+        s["records_pending"] for s in stats.get("shards", [])
+    )
+    return not busy and time.time() - float(stats.get("last_invocation_at", 0)) >= idle_seconds
+
+
+def wait_for_drain(paths: LocalPaths, console: Console, sent: int, timeout_seconds: float) -> bool:
+    """Show progress until every sent record went through and the runner has been idle a moment."""
+    deadline = time.monotonic() + timeout_seconds
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[detail]}"),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=console, transient=False) as progress:
+        task = progress.add_task("draining", total=sent, detail="")
+        while time.monotonic() < deadline:
+            stats = read_stats(paths.runner_stats) or {}
+            done = kinesis_records_done(stats)
+            functions = stats.get("functions", {}).values()
+            errors = sum(f["errors"] for f in functions)
+            retries = sum(f["retries"] for f in functions)
+            progress.update(task, completed=min(done, sent), detail=f"errors {errors}, retries {retries}")
+            if done >= sent and is_idle(stats):
+                return True
+            time.sleep(0.5)
+    return False
+
+
+def run_demo(
+    paths: LocalPaths,
+    console: Console,
+    *,
+    count: int = DEFAULT_MESSAGE_COUNT,
+    seed: int = 7,
+    keep_running: bool = False,
+    drain_timeout_seconds: float = DEFAULT_DRAIN_TIMEOUT_SECONDS,
+) -> int:
+    started = time.monotonic()
+    environment = demo_environment(os.environ)
+    console.rule("[bold]1. up[/] (emulator, deploy, runner)")
+    lifecycle.up(paths, environment=environment, report=console.print)
+    try:
+        before = kinesis_records_done(read_stats(paths.runner_stats) or {})
+        console.rule(f"[bold]2. send[/] {count} messages")
+        console.print(
+            "watch it from another shell: [bold].venv/bin/python -m local status[/] (counters, lag) or "
+            "[bold].venv/bin/python -m frontend[/] (the aggregates live, http://127.0.0.1:8000)"
+        )
+        where = ["--outputs", str(paths.outputs), "--ledger", str(paths.ledger)]
+        send = ["send", "--count", str(count), "--seed", str(seed), *PRODUCER_MIX, *where]
+        if _producer(send, environment) != 0:
+            raise DemoError("the producer failed to send (see above)")
+        console.rule("[bold]3. drain[/]")
+        if not wait_for_drain(paths, console, before + count, drain_timeout_seconds):
+            console.print(f"[yellow]not drained after {drain_timeout_seconds:.0f} s; verifying anyway[/]")
+        console.rule("[bold]4. verify[/]")
+        verdict = _producer(["verify", "--timeout", "120", "--settle", "3", "--no-progress", *where], environment)
+    finally:
+        if not keep_running:
+            console.rule("[bold]5. down[/]")
+            lifecycle.down(paths, report=console.print)
+    elapsed = time.monotonic() - started
+    if verdict == 0:
+        console.print(f"[bold green]EXACT[/]: the aggregates match the ground truth ({elapsed:.0f} s)")
+        return 0
+    console.print(f"[bold red]NOT EXACT[/] (verify exit code {verdict}, {elapsed:.0f} s)")
+    return 1

@@ -1,0 +1,513 @@
+"""Deploy the synthesized CDK app into the emulator, the way `cdk deploy` deploys it into AWS.
+
+The local run must *be* the deployed stack, not a hand-written copy of it, so this module
+only ever works from what `cdk synth` wrote to `cdk.out/`:
+
+1. `synthesize` runs the pinned CDK CLI (or reuses a `cdk.out/` newer than every source).
+2. `read_cloud_assembly` finds the stack's template and its asset manifest.
+3. `publish_assets` zips and uploads every file asset to the bootstrap bucket
+   (`cdk-hnb659fds-assets-<account>-<region>`) at the object key the template names, and
+   `ensure_bootstrap_version` creates the `/cdk-bootstrap/hnb659fds/version` parameter
+   the template's bootstrap-version rule checks: what `cdk bootstrap` provides in AWS.
+4. `deploy_stack` creates (or updates) the CloudFormation stack from the template, and
+   `deploy_what_cloudformation_skipped` is the one place that fills any gap in moto's
+   CloudFormation from the template's own properties.
+5. `describe_deployment` reads the physical names back from the stack outputs and
+   resources: the runner and every client use those, never names of their own.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import io
+import json
+import logging
+import os
+import subprocess
+import time
+import zipfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from local.paths import REPO_ROOT
+
+log = logging.getLogger(__name__)
+
+EMULATOR_ACCOUNT = "123456789012"
+"""moto's fixed account id: what `${AWS::AccountId}` resolves to in the emulator."""
+DEFAULT_REGION = "us-east-1"
+DEFAULT_STACK_NAME = "ExactlyOnceAggregation"
+BOOTSTRAP_QUALIFIER = "hnb659fds"
+BOOTSTRAP_VERSION_PARAMETER = f"/cdk-bootstrap/{BOOTSTRAP_QUALIFIER}/version"
+MINIMUM_BOOTSTRAP_VERSION = 6
+
+OUTPUT_KEYS_TO_LOCAL_NAMES: Mapping[str, str] = {
+    "StreamName": "stream_name",
+    "StateTableName": "state_table",
+    "DeltaTableName": "delta_table",
+    "AggregateTableName": "aggregate_table",
+    "QuarantineTableName": "quarantine",
+    "ArchiveBucketName": "archive_bucket",
+}
+"""Stack output key (docs/architecture.md) -> key in `.local/outputs.json` (DESIGN.md)."""
+
+REQUIRED_OUTPUT_KEYS = ("StreamName", "StateTableName", "DeltaTableName", "AggregateTableName")
+
+SOURCES_THAT_SHAPE_THE_TEMPLATE = ("app.py", "cdk.json", "stacks", "lambdas")
+"""What `cdk synth` reads: `cdk.out/` older than any of these is stale."""
+
+RESOURCE_TYPES_THAT_MAY_BE_MISSING = frozenset(
+    {
+        "AWS::CloudWatch::Alarm",  # moto skips alarms with a warning; nothing local watches them
+        "AWS::CloudWatch::Dashboard",
+        "AWS::CDK::Metadata",
+        "AWS::Lambda::LayerVersion",  # Powertools comes from the runner's Python locally
+        "AWS::S3::BucketPolicy",  # the emulator enforces no resource policies
+        "AWS::IAM::Policy",  # nor IAM
+    }
+)
+"""Template resources whose absence from the emulated stack changes nothing the pipeline does."""
+
+
+class DeploymentError(RuntimeError):
+    """The app could not be synthesized or deployed; the message says why in one line."""
+
+
+@dataclass(frozen=True)
+class FileAsset:
+    """One file asset of the cloud assembly and where the template expects it in S3."""
+
+    source_path: Path
+    packaging: str  # "zip" (a directory, zipped on upload) or "file" (uploaded as is)
+    bucket_name: str
+    object_key: str
+
+
+@dataclass(frozen=True)
+class CloudAssembly:
+    """The parts of `cdk.out/` one stack deployment needs."""
+
+    stack_name: str
+    template: dict[str, Any]
+    template_body: str
+    assets: tuple[FileAsset, ...]
+    required_bootstrap_version: int
+
+    @property
+    def template_sha256(self) -> str:
+        return hashlib.sha256(self.template_body.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class StackResource:
+    logical_id: str
+    resource_type: str
+    physical_id: str
+
+
+@dataclass
+class Deployment:
+    """What is deployed: the template it came from, its outputs and its physical resources."""
+
+    stack_name: str
+    region: str
+    endpoint_url: str
+    template: dict[str, Any]
+    template_sha256: str
+    outputs: dict[str, str]
+    resources: dict[str, StackResource] = field(default_factory=dict)
+
+    def physical_id(self, logical_id: str) -> str:
+        return self.resources[logical_id].physical_id
+
+    def local_outputs(self) -> dict[str, str]:
+        """The `.local/outputs.json` content (DESIGN.md "Local runtime contract")."""
+        names = {
+            local_key: self.outputs[output_key]
+            for output_key, local_key in OUTPUT_KEYS_TO_LOCAL_NAMES.items()
+            if output_key in self.outputs
+        }
+        return {"endpoint_url": self.endpoint_url, "region": self.region, **names}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "stack_name": self.stack_name,
+            "region": self.region,
+            "endpoint_url": self.endpoint_url,
+            "template_sha256": self.template_sha256,
+            "outputs": self.outputs,
+            "resources": {
+                logical_id: {"type": r.resource_type, "physical_id": r.physical_id}
+                for logical_id, r in self.resources.items()
+            },
+            "template": self.template,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Deployment:
+        return cls(
+            stack_name=data["stack_name"],
+            region=data["region"],
+            endpoint_url=data["endpoint_url"],
+            template=data["template"],
+            template_sha256=data["template_sha256"],
+            outputs=dict(data["outputs"]),
+            resources={
+                logical_id: StackResource(logical_id, r["type"], r["physical_id"])
+                for logical_id, r in data["resources"].items()
+            },
+        )
+
+
+# ------------------------------------------------------------------------ clients
+
+
+CLIENT_CONFIG = Config(retries={"mode": "standard", "max_attempts": 10}, connect_timeout=5, read_timeout=30)
+"""Retries ride out the throttling and lost responses the emulator can inject (`local.injected_faults`)."""
+
+
+def aws_client(service: str, endpoint_url: str, region: str = DEFAULT_REGION) -> Any:
+    """A boto3 client for the emulator (dummy credentials: moto accepts any)."""
+    return boto3.client(
+        service,  # type: ignore[call-overload]
+        endpoint_url=endpoint_url,
+        region_name=region,
+        aws_access_key_id="local",
+        aws_secret_access_key="local",
+        config=CLIENT_CONFIG,
+    )
+
+
+# --------------------------------------------------------------------- synthesis
+
+
+def _newest_mtime(paths: Iterable[Path]) -> float:
+    newest = 0.0
+    for path in paths:
+        if path.is_file():
+            newest = max(newest, path.stat().st_mtime)
+        elif path.is_dir():
+            for child in path.rglob("*"):
+                if child.is_file() and "__pycache__" not in child.parts:
+                    newest = max(newest, child.stat().st_mtime)
+    return newest
+
+
+def cloud_assembly_is_fresh(cdk_out: Path, repo_root: Path = REPO_ROOT) -> bool:
+    """Whether `cdk_out` was written after every file `cdk synth` reads."""
+    manifest = cdk_out / "manifest.json"
+    if not manifest.is_file():
+        return False
+    sources = [repo_root / name for name in SOURCES_THAT_SHAPE_THE_TEMPLATE]
+    return manifest.stat().st_mtime >= _newest_mtime(sources)
+
+
+def synthesize(repo_root: Path = REPO_ROOT, *, force: bool = False) -> Path:
+    """`cdk synth` into `<repo>/cdk.out` unless it is already fresh; returns the directory.
+
+    Uses the pinned CLI from `node_modules/.bin` with the venv's Python first on PATH
+    (the CDK app is Python), as `make synth` does.
+    """
+    cdk_out = repo_root / "cdk.out"
+    lock_path = repo_root / ".local" / "synth.lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with lock_path.open("w") as lock:  # one synth at a time (parallel tests share cdk.out)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not force and cloud_assembly_is_fresh(cdk_out, repo_root):
+            log.info("reusing %s (newer than every source)", cdk_out)
+            return cdk_out
+        _run_cdk_synth(repo_root)
+    return cdk_out
+
+
+def _run_cdk_synth(repo_root: Path) -> None:
+    cdk = repo_root / "node_modules" / ".bin" / "cdk"
+    if not cdk.exists():
+        raise DeploymentError(f"the CDK CLI is not installed at {cdk}: run `make install`")
+    venv_bin = repo_root / ".venv" / "bin"
+    environment = {
+        **os.environ,
+        "PATH": os.pathsep.join([str(venv_bin), str(cdk.parent), os.environ.get("PATH", "")]),
+        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "1",
+        "JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION": "1",
+        "CDK_DISABLE_VERSION_CHECK": "1",
+        "CDK_DISABLE_CLI_TELEMETRY": "true",
+    }
+    started = time.monotonic()
+    completed = subprocess.run(
+        [str(cdk), "synth", "--quiet"],
+        cwd=repo_root,
+        env=environment,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if completed.returncode != 0:
+        tail = (completed.stderr or completed.stdout).strip().splitlines()[-15:]
+        raise DeploymentError("cdk synth failed:\n" + "\n".join(tail))
+    log.info("cdk synth took %.1f s", time.monotonic() - started)
+
+
+def read_cloud_assembly(
+    cdk_out: Path,
+    stack_name: str | None = None,
+    *,
+    account: str = EMULATOR_ACCOUNT,
+    region: str = DEFAULT_REGION,
+) -> CloudAssembly:
+    """The template, assets and bootstrap requirement of one stack in `cdk_out`.
+
+    `stack_name` None takes the only stack of the assembly.
+    """
+    try:
+        manifest = json.loads((cdk_out / "manifest.json").read_text())
+    except (OSError, ValueError) as error:
+        raise DeploymentError(f"no readable cloud assembly in {cdk_out}: {error}") from error
+    artifacts: dict[str, Any] = manifest.get("artifacts", {})
+    stacks = {
+        name: artifact for name, artifact in artifacts.items() if artifact.get("type") == "aws:cloudformation:stack"
+    }
+    if stack_name is None:
+        if len(stacks) != 1:
+            raise DeploymentError(f"{cdk_out} holds stacks {sorted(stacks)}: name the one to deploy")
+        stack_name = next(iter(stacks))
+    stack_artifact = stacks.get(stack_name)
+    if stack_artifact is None:
+        raise DeploymentError(f"{cdk_out} holds no stack {stack_name!r} (it has {sorted(stacks)})")
+    properties = stack_artifact.get("properties", {})
+    template_body = (cdk_out / properties["templateFile"]).read_text()
+    assets: list[FileAsset] = []
+    for dependency in stack_artifact.get("dependencies", []):
+        artifact = artifacts.get(dependency, {})
+        if artifact.get("type") == "cdk:asset-manifest":
+            asset_manifest = cdk_out / artifact["properties"]["file"]
+            assets.extend(read_file_assets(asset_manifest, account=account, region=region))
+    return CloudAssembly(
+        stack_name=properties.get("stackName", stack_name),
+        template=json.loads(template_body),
+        template_body=template_body,
+        assets=tuple(assets),
+        required_bootstrap_version=int(properties.get("requiresBootstrapStackVersion", 0)),
+    )
+
+
+def _substitute_environment(text: str, account: str, region: str) -> str:
+    return (
+        text.replace("${AWS::AccountId}", account).replace("${AWS::Region}", region).replace("${AWS::Partition}", "aws")
+    )
+
+
+def read_file_assets(asset_manifest: Path, *, account: str, region: str) -> list[FileAsset]:
+    """Every file asset of a `*.assets.json` with its destination resolved for the emulator."""
+    manifest = json.loads(asset_manifest.read_text())
+    if manifest.get("dockerImages"):
+        raise DeploymentError("the app has Docker image assets; the local runtime deploys only file assets")
+    assets = []
+    for entry in manifest.get("files", {}).values():
+        source = entry["source"]
+        if "path" not in source:
+            raise DeploymentError(f"asset {entry.get('displayName')} is built by a command; not supported")
+        for destination in entry["destinations"].values():
+            assets.append(
+                FileAsset(
+                    source_path=asset_manifest.parent / source["path"],
+                    packaging=source.get("packaging", "file"),
+                    bucket_name=_substitute_environment(destination["bucketName"], account, region),
+                    object_key=_substitute_environment(destination["objectKey"], account, region),
+                )
+            )
+    return assets
+
+
+# ------------------------------------------------------------------- publishing
+
+
+def zip_directory(directory: Path) -> bytes:
+    """A deterministic zip of `directory` (sorted entries, fixed timestamps), as the CDK packs it."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted(directory.rglob("*")):
+            if path.is_dir() or "__pycache__" in path.parts:
+                continue
+            info = zipfile.ZipInfo(path.relative_to(directory).as_posix(), date_time=(1980, 1, 1, 0, 0, 0))
+            info.external_attr = (path.stat().st_mode & 0o777) << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(info, path.read_bytes())
+    return buffer.getvalue()
+
+
+def asset_bytes(asset: FileAsset) -> bytes:
+    if asset.packaging == "zip" and asset.source_path.is_dir():
+        return zip_directory(asset.source_path)
+    return asset.source_path.read_bytes()
+
+
+def publish_assets(s3: Any, assets: Iterable[FileAsset]) -> int:
+    """Upload every asset to its bucket and key (creating the bucket); returns how many."""
+    created_buckets: set[str] = set()
+    count = 0
+    for asset in assets:
+        if asset.bucket_name not in created_buckets:
+            try:
+                s3.head_bucket(Bucket=asset.bucket_name)
+            except ClientError:
+                s3.create_bucket(Bucket=asset.bucket_name)
+            created_buckets.add(asset.bucket_name)
+        s3.put_object(Bucket=asset.bucket_name, Key=asset.object_key, Body=asset_bytes(asset))
+        count += 1
+    return count
+
+
+def ensure_bootstrap_version(ssm: Any, required_version: int) -> None:
+    """Create or raise `/cdk-bootstrap/hnb659fds/version`, which the template's rule reads."""
+    version = max(required_version, MINIMUM_BOOTSTRAP_VERSION)
+    try:
+        current = int(ssm.get_parameter(Name=BOOTSTRAP_VERSION_PARAMETER)["Parameter"]["Value"])
+    except ClientError:
+        current = -1
+    if current < version:
+        ssm.put_parameter(Name=BOOTSTRAP_VERSION_PARAMETER, Value=str(version), Type="String", Overwrite=True)
+
+
+# ------------------------------------------------------------------- the stack
+
+
+def _wait_for_stack(cloudformation: Any, stack_name: str, timeout_seconds: float = 120.0) -> str:
+    deadline = time.monotonic() + timeout_seconds
+    while True:
+        status = str(cloudformation.describe_stacks(StackName=stack_name)["Stacks"][0]["StackStatus"])
+        if not status.endswith("_IN_PROGRESS"):
+            return status
+        if time.monotonic() > deadline:
+            raise DeploymentError(f"stack {stack_name} still {status} after {timeout_seconds:.0f} s")
+        time.sleep(0.2)
+
+
+def _deployed_template_body(cloudformation: Any, stack_name: str) -> str | None:
+    try:
+        body = cloudformation.get_template(StackName=stack_name)["TemplateBody"]
+    except ClientError:
+        return None
+    return body if isinstance(body, str) else json.dumps(body)
+
+
+def deploy_stack(cloudformation: Any, assembly: CloudAssembly) -> str:
+    """Create the stack, or update it when its template changed; returns what was done."""
+    deployed = _deployed_template_body(cloudformation, assembly.stack_name)
+    if deployed is None:
+        cloudformation.create_stack(
+            StackName=assembly.stack_name,
+            TemplateBody=assembly.template_body,
+            Capabilities=["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM", "CAPABILITY_AUTO_EXPAND"],
+        )
+        action = "created"
+    elif deployed.strip() == assembly.template_body.strip():
+        return "unchanged"
+    else:
+        cloudformation.update_stack(
+            StackName=assembly.stack_name,
+            TemplateBody=assembly.template_body,
+            Capabilities=["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM", "CAPABILITY_AUTO_EXPAND"],
+        )
+        action = "updated"
+    status = _wait_for_stack(cloudformation, assembly.stack_name)
+    if status not in ("CREATE_COMPLETE", "UPDATE_COMPLETE"):
+        raise DeploymentError(f"stack {assembly.stack_name} ended {status}")
+    return action
+
+
+def deploy_what_cloudformation_skipped(template: Mapping[str, Any], deployed: Mapping[str, StackResource]) -> list[str]:
+    """THE fallback: every template resource moto's CloudFormation did not create.
+
+    Resources whose absence changes nothing locally (alarms, dashboards, layers) are
+    listed and logged. Any other missing resource type would need deploying here from the
+    template's own properties; none does with the current stack (it uses
+    `AWS::DynamoDB::Table`, not `GlobalTable`), so such a gap stops the deployment with a
+    message naming it rather than a pipeline that silently lacks a part.
+    Returns the logical ids that are missing but harmless.
+    """
+    harmless: list[str] = []
+    unsupported: list[str] = []
+    for logical_id, resource in template.get("Resources", {}).items():
+        if logical_id in deployed or "Condition" in resource:
+            continue
+        resource_type = resource.get("Type", "?")
+        if resource_type in RESOURCE_TYPES_THAT_MAY_BE_MISSING:
+            harmless.append(logical_id)
+        else:
+            unsupported.append(f"{logical_id} ({resource_type})")
+    if harmless:
+        log.info("emulator skipped %d resource(s) that do not matter locally: %s", len(harmless), harmless)
+    if unsupported:
+        raise DeploymentError(
+            "the emulator's CloudFormation did not create "
+            + ", ".join(unsupported)
+            + ": add a fallback for that type in local.deployer.deploy_what_cloudformation_skipped"
+        )
+    return harmless
+
+
+def list_stack_resources(cloudformation: Any, stack_name: str) -> dict[str, StackResource]:
+    resources: dict[str, StackResource] = {}
+    for page in cloudformation.get_paginator("list_stack_resources").paginate(StackName=stack_name):
+        for summary in page["StackResourceSummaries"]:
+            resources[summary["LogicalResourceId"]] = StackResource(
+                summary["LogicalResourceId"], summary["ResourceType"], summary.get("PhysicalResourceId", "")
+            )
+    return resources
+
+
+def describe_deployment(cloudformation: Any, assembly: CloudAssembly, *, endpoint_url: str, region: str) -> Deployment:
+    """Physical names from the stack's outputs and resources (never from our own constants)."""
+    stack = cloudformation.describe_stacks(StackName=assembly.stack_name)["Stacks"][0]
+    outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
+    return Deployment(
+        stack_name=assembly.stack_name,
+        region=region,
+        endpoint_url=endpoint_url,
+        template=assembly.template,
+        template_sha256=assembly.template_sha256,
+        outputs=outputs,
+        resources=list_stack_resources(cloudformation, assembly.stack_name),
+    )
+
+
+def deploy(
+    cdk_out: Path,
+    endpoint_url: str,
+    *,
+    stack_name: str | None = None,
+    region: str = DEFAULT_REGION,
+    require_outputs: Iterable[str] = (),
+) -> Deployment:
+    """Publish the assets and deploy one stack of `cdk_out` into the emulator at `endpoint_url`."""
+    assembly = read_cloud_assembly(cdk_out, stack_name, region=region)
+    started = time.monotonic()
+    uploaded = publish_assets(aws_client("s3", endpoint_url, region), assembly.assets)
+    ensure_bootstrap_version(aws_client("ssm", endpoint_url, region), assembly.required_bootstrap_version)
+    cloudformation = aws_client("cloudformation", endpoint_url, region)
+    try:
+        action = deploy_stack(cloudformation, assembly)
+    except ClientError as error:
+        raise DeploymentError(f"CloudFormation refused the template: {error}") from error
+    deployment = describe_deployment(cloudformation, assembly, endpoint_url=endpoint_url, region=region)
+    deploy_what_cloudformation_skipped(assembly.template, deployment.resources)
+    missing = [key for key in require_outputs if key not in deployment.outputs]
+    if missing:
+        raise DeploymentError(f"stack {assembly.stack_name} has no output(s) {missing}")
+    log.info(
+        "stack %s %s (%d assets, %d resources) in %.1f s",
+        assembly.stack_name,
+        action,
+        uploaded,
+        len(deployment.resources),
+        time.monotonic() - started,
+    )
+    return deployment

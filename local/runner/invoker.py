@@ -1,0 +1,156 @@
+"""Invoking one deployed function: its pool of execution environments and its concurrency limit.
+
+Like Lambda, a function has as many execution environments as it has concurrent
+invocations, reused while warm; with reserved concurrency N at most N invocations run at
+once (the state, map and reduce functions reserve 1, so their invocations are serialised
+across shards). An environment that timed out or crashed is dropped; the next invocation
+starts a fresh one (a cold start).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Mapping
+from typing import IO, Any
+
+from local.execution_environment import ExecutionEnvironment, InvocationResult
+from local.runner.discovery import FunctionConfig
+from local.runner.stats import RunnerStats
+
+log = logging.getLogger(__name__)
+
+FAULT_INJECTION_PREFIX = "FAILURE_"
+FAULT_INJECTION_SUFFIX = "_PCT"
+
+
+def fault_injection_overrides(environ: Mapping[str, str]) -> dict[str, str]:
+    """The caller's `FAILURE_*_PCT` variables: locally they win over the deployed environment.
+
+    In AWS they are set through `cdk.json` context at deploy time; `make up` / `make demo`
+    take them from the caller's shell instead (DESIGN.md "Fault injection").
+    """
+    return {
+        name: value
+        for name, value in environ.items()
+        if name.startswith(FAULT_INJECTION_PREFIX) and name.endswith(FAULT_INJECTION_SUFFIX)
+    }
+
+
+def function_environment(
+    function: FunctionConfig,
+    *,
+    endpoint_url: str,
+    region: str,
+    overrides: Mapping[str, str],
+) -> dict[str, str]:
+    """The worker's whole `os.environ`: what Lambda sets, the configured variables, the emulator."""
+    environment = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": os.environ.get("HOME", "/tmp"),
+        "LANG": "C.UTF-8",
+        "TZ": "UTC",
+        "AWS_EXECUTION_ENV": "AWS_Lambda_python3.11",
+        "AWS_LAMBDA_FUNCTION_NAME": function.name,
+        "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
+        "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(function.memory_mb),
+        "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{function.name}",
+        "AWS_LAMBDA_LOG_STREAM_NAME": "local",
+        "LAMBDA_TASK_ROOT": str(function.code_dir),
+        "LOCAL_FUNCTION_ARN": function.arn,
+        **function.environment,
+        "AWS_ENDPOINT_URL": endpoint_url,
+        "AWS_REGION": region,
+        "AWS_DEFAULT_REGION": region,
+        "AWS_ACCESS_KEY_ID": "local",
+        "AWS_SECRET_ACCESS_KEY": "local",
+        **overrides,
+    }
+    return environment
+
+
+class FunctionInvoker:
+    """Runs invocations of one function, each in a free warm environment or a new one."""
+
+    def __init__(
+        self,
+        function: FunctionConfig,
+        *,
+        environment: Mapping[str, str],
+        stats: RunnerStats,
+        log_file: IO[bytes] | None = None,
+    ) -> None:
+        self.function = function
+        self.environment = dict(environment)
+        self.stats = stats
+        self.log_file = log_file
+        limit = function.reserved_concurrency
+        self._concurrency = threading.BoundedSemaphore(limit) if limit else None
+        self._idle: list[ExecutionEnvironment] = []
+        self._all: list[ExecutionEnvironment] = []
+        self._lock = threading.Lock()
+
+    def _new_environment(self) -> ExecutionEnvironment:
+        environment = ExecutionEnvironment(
+            function_name=self.function.name,
+            code_dir=self.function.code_dir,
+            handler=self.function.handler,
+            environment=self.environment,
+            timeout_seconds=self.function.timeout_seconds,
+            log_file=self.log_file,
+        )
+        with self._lock:
+            self._all.append(environment)
+        return environment
+
+    def warm_up(self) -> None:
+        """Start one environment ahead of the first record, so `make up` returns warm."""
+        environment = self._new_environment()
+        environment.start()
+        with self._lock:
+            self._idle.append(environment)
+
+    def invoke(self, event: Mapping[str, Any]) -> InvocationResult:
+        if self._concurrency is not None:
+            self._concurrency.acquire()
+        try:
+            with self._lock:
+                environment = self._idle.pop() if self._idle else None
+            if environment is None:
+                environment = self._new_environment()
+            counters = self.stats.function(self.function.name)
+            with self.stats.lock:
+                counters.in_flight += 1
+            try:
+                result = environment.invoke(event)
+            finally:
+                with self.stats.lock:
+                    counters.in_flight -= 1
+                    counters.invocations += 1
+                    self.stats.last_invocation_at = time.time()
+            with self.stats.lock:
+                if result.cold_start:
+                    counters.cold_starts += 1
+                if result.failed:
+                    counters.errors += 1
+                    counters.last_error = (
+                        f"{result.error.get('errorType')}: {result.error.get('errorMessage')}"[:300]
+                        if result.error
+                        else ""
+                    )
+                if result.timed_out:
+                    counters.timeouts += 1
+            with self._lock:
+                self._idle.append(environment)  # a killed one restarts on its next use
+            return result
+        finally:
+            if self._concurrency is not None:
+                self._concurrency.release()
+
+    def shutdown(self) -> None:
+        with self._lock:
+            environments, self._all, self._idle = self._all, [], []
+        for environment in environments:
+            environment.kill()

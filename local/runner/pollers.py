@@ -1,0 +1,386 @@
+"""One poller per (event source mapping, shard): Lambda's stream event source semantics.
+
+What the exactly-once design relies on, and this module implements:
+
+- records of a shard are delivered in sequence order, one batch at a time (a batch of the
+  same shard never overtakes another; ParallelizationFactor > 1 is run as 1, which keeps
+  the order guarantee and only lowers throughput);
+- a batch is up to BatchSize records *that pass FilterCriteria* (filtered-out records are
+  checkpointed and never delivered; a batch that is entirely filtered is not invoked),
+  sent as soon as records are there or, with MaximumBatchingWindowInSeconds, when the
+  window since the first buffered record has passed;
+- on a function error the *identical* batch is retried with capped exponential backoff
+  until it succeeds or MaximumRetryAttempts retries have failed (-1: forever); then the
+  batch is skipped with a loud log line, as Lambda discards it;
+- BisectBatchOnFunctionError splits a failing batch in two and delivers each half in turn;
+- ReportBatchItemFailures: a response naming failed items checkpoints up to the first of
+  them and retries from it;
+- the checkpoint (last finished sequence number) is committed after every finished batch,
+  so a runner killed mid-batch re-delivers that batch on restart.
+
+The two stream services differ only in how shards are listed and read: see
+`KinesisShardReader` and `DynamoDBShardReader`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from local.execution_environment import InvocationResult
+from local.runner import events, filters
+from local.runner.checkpoints import CheckpointStore
+from local.runner.discovery import MappingConfig
+from local.runner.stats import RunnerStats, ShardStats
+
+log = logging.getLogger(__name__)
+
+DEFAULT_POLL_INTERVAL_SECONDS = 0.2
+"""Pause after an empty read. Lambda polls a Kinesis shard about once a second and a
+DynamoDB stream shard four times a second; 0.2 s keeps local demos snappy
+(`--poll-interval` / `LOCAL_RUNNER_POLL_INTERVAL` changes it)."""
+RETRY_BACKOFF_START_SECONDS = 0.2
+RETRY_BACKOFF_CAP_SECONDS = 3.0
+"""Lambda backs off up to minutes between retries; capped at a few seconds locally."""
+
+
+@dataclass(frozen=True)
+class ReadResult:
+    records: list[dict[str, Any]]  # Lambda-formatted
+    next_iterator: str | None  # None: the shard is closed and fully read
+    ms_behind: int
+
+
+class ShardReader:
+    """How to list and read the shards of one stream (Kinesis or DynamoDB Streams)."""
+
+    def list_shards(self) -> list[tuple[str, str | None]]:
+        """(shard id, parent shard id) of every shard."""
+        raise NotImplementedError
+
+    def iterator(self, shard_id: str, position: str, sequence_number: str | None = None) -> str:
+        raise NotImplementedError
+
+    def read(self, shard_id: str, iterator: str, limit: int) -> ReadResult:
+        raise NotImplementedError
+
+
+class KinesisShardReader(ShardReader):
+    def __init__(self, client: Any, stream_arn: str, region: str) -> None:
+        self.client = client
+        self.stream_arn = stream_arn
+        self.stream_name = stream_arn.split("/", 1)[1]
+        self.region = region
+
+    def list_shards(self) -> list[tuple[str, str | None]]:
+        shards = self.client.list_shards(StreamName=self.stream_name)["Shards"]
+        return [(shard["ShardId"], shard.get("ParentShardId")) for shard in shards]
+
+    def iterator(self, shard_id: str, position: str, sequence_number: str | None = None) -> str:
+        arguments: dict[str, Any] = {
+            "StreamName": self.stream_name,
+            "ShardId": shard_id,
+            "ShardIteratorType": position,
+        }
+        if sequence_number is not None:
+            arguments["StartingSequenceNumber"] = sequence_number
+        return str(self.client.get_shard_iterator(**arguments)["ShardIterator"])
+
+    def read(self, shard_id: str, iterator: str, limit: int) -> ReadResult:
+        response = self.client.get_records(ShardIterator=iterator, Limit=limit)
+        records = [
+            events.kinesis_record(r, shard_id=shard_id, stream_arn=self.stream_arn, region=self.region)
+            for r in response["Records"]
+        ]
+        return ReadResult(records, response.get("NextShardIterator"), int(response.get("MillisBehindLatest", 0)))
+
+
+class DynamoDBShardReader(ShardReader):
+    def __init__(self, client: Any, stream_arn: str, region: str) -> None:
+        self.client = client
+        self.stream_arn = stream_arn
+        self.region = region
+
+    def list_shards(self) -> list[tuple[str, str | None]]:
+        shards: list[tuple[str, str | None]] = []
+        arguments: dict[str, Any] = {"StreamArn": self.stream_arn}
+        while True:
+            description = self.client.describe_stream(**arguments)["StreamDescription"]
+            shards.extend((s["ShardId"], s.get("ParentShardId")) for s in description["Shards"])
+            last = description.get("LastEvaluatedShardId")
+            if not last:
+                return shards
+            arguments["ExclusiveStartShardId"] = last
+
+    def iterator(self, shard_id: str, position: str, sequence_number: str | None = None) -> str:
+        arguments: dict[str, Any] = {
+            "StreamArn": self.stream_arn,
+            "ShardId": shard_id,
+            "ShardIteratorType": position,
+        }
+        if sequence_number is not None:
+            arguments["SequenceNumber"] = sequence_number
+        return str(self.client.get_shard_iterator(**arguments)["ShardIterator"])
+
+    def read(self, shard_id: str, iterator: str, limit: int) -> ReadResult:
+        response = self.client.get_records(ShardIterator=iterator, Limit=limit)
+        records = [
+            events.dynamodb_record(r, stream_arn=self.stream_arn, region=self.region) for r in response["Records"]
+        ]
+        ms_behind = 0
+        if records and "ApproximateCreationDateTime" in records[0]["dynamodb"]:
+            ms_behind = max(0, int((time.time() - records[0]["dynamodb"]["ApproximateCreationDateTime"]) * 1000))
+        return ReadResult(records, response.get("NextShardIterator"), ms_behind)
+
+
+Invoke = Callable[[Mapping[str, Any]], InvocationResult]
+
+
+@dataclass
+class Batch:
+    records: list[dict[str, Any]]  # those that passed the filter, in order
+    last_sequence_number: str  # of the last record consumed, filtered ones included
+    consumed: int  # records taken from the buffer
+    filtered: int
+
+
+class ShardPoller(threading.Thread):
+    """Reads one shard for one mapping and delivers its batches to the function, forever."""
+
+    def __init__(
+        self,
+        *,
+        mapping: MappingConfig,
+        shard_id: str,
+        reader: ShardReader,
+        invoke: Invoke,
+        checkpoints: CheckpointStore,
+        stats: RunnerStats,
+        stop: threading.Event,
+        poll_interval_seconds: float = DEFAULT_POLL_INTERVAL_SECONDS,
+    ) -> None:
+        super().__init__(name=f"poller-{mapping.function_name}-{shard_id}", daemon=True)
+        self.mapping = mapping
+        self.shard_id = shard_id
+        self.reader = reader
+        self.invoke = invoke
+        self.checkpoints = checkpoints
+        self.stats = stats
+        self.stop_event = stop
+        self.poll_interval_seconds = poll_interval_seconds
+        self.finished = False
+        self.shard_stats: ShardStats = stats.shard(
+            f"{mapping.uuid}/{shard_id}",
+            function=mapping.function_name,
+            source=mapping.source_kind,
+            source_name=mapping.event_source_arn.split("/")[1],
+            shard_id=shard_id,
+            checkpoint=checkpoints.get(mapping.uuid, shard_id),
+        )
+        self._buffer: list[dict[str, Any]] = []
+        self._last_read: str | None = None
+        self._iterator: str | None = None
+        self._first_buffered_at: float | None = None
+
+    # ------------------------------------------------------------- reading
+
+    def _fresh_iterator(self) -> str:
+        """From the last record read, else the checkpoint, else the mapping's StartingPosition."""
+        position = self._last_read or self.checkpoints.get(self.mapping.uuid, self.shard_id)
+        if position is not None:
+            return self.reader.iterator(self.shard_id, "AFTER_SEQUENCE_NUMBER", position)
+        return self.reader.iterator(self.shard_id, self.mapping.starting_position)
+
+    def _read_more(self) -> bool:
+        """One GetRecords; False when the shard is closed and everything in it has been read."""
+        try:
+            if self._iterator is None:
+                self._iterator = self._fresh_iterator()
+            result = self.reader.read(self.shard_id, self._iterator, self.mapping.batch_size)
+        except (ClientError, BotoCoreError) as error:
+            # Expired iterator (5 minutes in AWS), trimmed data, throttling, a lost response:
+            # start again from the last record read, as Lambda's poller does.
+            code = error.response["Error"]["Code"] if isinstance(error, ClientError) else type(error).__name__
+            log.warning("%s: %s; getting a new iterator", self.name, code)
+            self._iterator = None
+            self.stop_event.wait(self.poll_interval_seconds)
+            return True
+        if result.records:
+            if not self._buffer:
+                self._first_buffered_at = time.monotonic()
+            self._buffer.extend(result.records)
+            self._last_read = events.sequence_number_of(result.records[-1])
+        with self.stats.lock:
+            self.shard_stats.records_read += len(result.records)
+            self.shard_stats.records_pending = len(self._buffer)
+            self.shard_stats.ms_behind = result.ms_behind if (result.records or self._buffer) else 0
+        self._iterator = result.next_iterator
+        return result.next_iterator is not None
+
+    def _take_batch(self, force: bool) -> Batch | None:
+        """The next batch from the buffer, or None if it should wait for more records."""
+        matched: list[dict[str, Any]] = []
+        consumed = 0
+        for record in self._buffer:
+            if len(matched) == self.mapping.batch_size:
+                break
+            consumed += 1
+            if filters.record_matches(record, self.mapping.filter_patterns):
+                matched.append(record)
+        if consumed == 0:
+            return None
+        full = len(matched) == self.mapping.batch_size
+        window = self.mapping.maximum_batching_window_seconds
+        waited = time.monotonic() - (self._first_buffered_at or time.monotonic())
+        if not (full or force or window <= 0 or waited >= window or not matched):
+            return None
+        return Batch(
+            records=matched,
+            last_sequence_number=events.sequence_number_of(self._buffer[consumed - 1]),
+            consumed=consumed,
+            filtered=consumed - len(matched),
+        )
+
+    # ------------------------------------------------------------ delivery
+
+    def _commit(self, sequence_number: str) -> None:
+        self.checkpoints.commit(self.mapping.uuid, self.shard_id, sequence_number)
+        with self.stats.lock:
+            self.shard_stats.checkpoint = sequence_number
+            self.shard_stats.last_activity = time.time()
+
+    def _failed_item_index(self, records: Sequence[Mapping[str, Any]], result: InvocationResult) -> int | None:
+        """Index of the first failed item of a successful invocation (ReportBatchItemFailures).
+
+        None: all succeeded. 0 as well when the response is malformed, which Lambda treats
+        as the whole batch failing.
+        """
+        if not self.mapping.report_batch_item_failures or not isinstance(result.payload, Mapping):
+            return None
+        failures = result.payload.get("batchItemFailures")
+        if not failures:
+            return None
+        positions = {events.item_identifier_of(r): i for i, r in enumerate(records)}
+        indexes = []
+        for failure in failures:
+            identifier = failure.get("itemIdentifier") if isinstance(failure, Mapping) else None
+            if not identifier or identifier not in positions:
+                return 0
+            indexes.append(positions[identifier])
+        return min(indexes)
+
+    def _deliver(self, records: list[dict[str, Any]]) -> bool:
+        """Deliver `records` until done; False only when stopping (nothing more is committed)."""
+        counters = self.stats.function(self.mapping.function_name)
+        pending = records
+        failures = 0
+        backoff = RETRY_BACKOFF_START_SECONDS
+        while pending:
+            if self.stop_event.is_set():
+                return False
+            result = self.invoke({"Records": pending})
+            if not result.failed:
+                first_failed = self._failed_item_index(pending, result)
+                if first_failed is None:
+                    with self.stats.lock:
+                        counters.records_processed += len(pending)
+                    self._commit(events.sequence_number_of(pending[-1]))
+                    return True
+                if first_failed > 0:
+                    with self.stats.lock:
+                        counters.records_processed += first_failed
+                    self._commit(events.sequence_number_of(pending[first_failed - 1]))
+                    pending = pending[first_failed:]
+            elif self.mapping.bisect_batch_on_function_error and len(pending) > 1:
+                middle = len(pending) // 2
+                log.info("%s: bisecting a failed batch of %d records", self.name, len(pending))
+                return self._deliver(pending[:middle]) and self._deliver(pending[middle:])
+            failures += 1
+            limit = self.mapping.maximum_retry_attempts
+            if 0 <= limit < failures:
+                log.error(
+                    "%s: SKIPPING %d record(s) %s..%s after %d failed attempt(s) (MaximumRetryAttempts=%d): %s",
+                    self.name,
+                    len(pending),
+                    events.sequence_number_of(pending[0]),
+                    events.sequence_number_of(pending[-1]),
+                    failures,
+                    limit,
+                    result.error,
+                )
+                with self.stats.lock:
+                    counters.batches_skipped += 1
+                self._commit(events.sequence_number_of(pending[-1]))
+                return True
+            with self.stats.lock:
+                counters.retries += 1
+            log.info(
+                "%s: retrying %d record(s) from %s (attempt %d) after %s",
+                self.name,
+                len(pending),
+                events.sequence_number_of(pending[0]),
+                failures + 1,
+                (result.error or {}).get("errorType", "partial batch failure"),
+            )
+            if self.stop_event.wait(backoff):
+                return False
+            backoff = min(backoff * 2, RETRY_BACKOFF_CAP_SECONDS)
+        return True
+
+    def _process(self, batch: Batch) -> bool:
+        if batch.records and not self._deliver(batch.records):
+            return False
+        if batch.filtered:
+            with self.stats.lock:
+                self.stats.function(self.mapping.function_name).records_filtered += batch.filtered
+        if not batch.records or batch.filtered:
+            self._commit(batch.last_sequence_number)
+        del self._buffer[: batch.consumed]
+        self._first_buffered_at = time.monotonic() if self._buffer else None
+        with self.stats.lock:
+            self.shard_stats.records_pending = len(self._buffer)
+            if not self._buffer:
+                self.shard_stats.ms_behind = 0
+        return True
+
+    # ----------------------------------------------------------------- loop
+
+    def prepare(self) -> None:
+        """Get the first iterator (so LATEST is fixed before `make up` returns)."""
+        self._iterator = self._fresh_iterator()
+        with self.stats.lock:
+            self.shard_stats.ready = True
+
+    def run(self) -> None:
+        """Poll until stopped; an unexpected error restarts polling from the checkpoint."""
+        while not self.stop_event.is_set() and not self.finished:
+            try:
+                self._run()
+            except Exception:
+                log.exception("%s failed; resuming from the last checkpoint", self.name)
+                self._buffer, self._last_read, self._iterator = [], None, None
+                self.stop_event.wait(RETRY_BACKOFF_CAP_SECONDS)
+
+    def _run(self) -> None:
+        if self._iterator is None:
+            self.prepare()
+        open_shard = True
+        while not self.stop_event.is_set():
+            if open_shard and len(self._buffer) < self.mapping.batch_size:
+                open_shard = self._read_more()
+            batch = self._take_batch(force=not open_shard)
+            if batch is not None:
+                if not self._process(batch):
+                    return
+                continue
+            if not open_shard and not self._buffer:
+                log.info("%s: shard closed and fully processed", self.name)
+                self.finished = True
+                return
+            self.stop_event.wait(self.poll_interval_seconds)

@@ -1,0 +1,194 @@
+"""Wire discovery, invokers and pollers together for one deployment; run until stopped.
+
+`make up` starts this as a detached process (`python -m local.runner --state-dir .local`);
+tests use `Runner` in-process. Either way it reads the deployment the deployer recorded
+(`.local/deployment.json`), asks the emulated Lambda service what to run, and keeps
+`.local/checkpoints.json` and `.local/runner-stats.json` up to date.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+from collections.abc import Mapping
+from typing import IO
+
+from local.deployer import Deployment, aws_client
+from local.paths import LocalPaths
+from local.runner.checkpoints import CheckpointStore
+from local.runner.discovery import MappingConfig, discover_mappings, fetch_function
+from local.runner.invoker import FunctionInvoker, fault_injection_overrides, function_environment
+from local.runner.pollers import (
+    DEFAULT_POLL_INTERVAL_SECONDS,
+    DynamoDBShardReader,
+    KinesisShardReader,
+    ShardPoller,
+    ShardReader,
+)
+from local.runner.stats import RunnerStats
+
+log = logging.getLogger(__name__)
+
+SHARD_DISCOVERY_INTERVAL_SECONDS = 5.0
+STATS_INTERVAL_SECONDS = 1.0
+
+
+class Runner:
+    def __init__(
+        self,
+        deployment: Deployment,
+        paths: LocalPaths,
+        *,
+        poll_interval_seconds: float = DEFAULT_POLL_INTERVAL_SECONDS,
+        caller_environment: Mapping[str, str] | None = None,
+        worker_log: IO[bytes] | None = None,
+    ) -> None:
+        self.deployment = deployment
+        self.paths = paths
+        self.poll_interval_seconds = poll_interval_seconds
+        self.overrides = fault_injection_overrides(os.environ if caller_environment is None else caller_environment)
+        self.worker_log = worker_log
+        self.stop_event = threading.Event()
+        self.stats = RunnerStats(paths.runner_stats)
+        self.stats.fault_injection = dict(self.overrides)
+        self.checkpoints = CheckpointStore(paths.checkpoints)
+        self.invokers: dict[str, FunctionInvoker] = {}
+        self.mappings: list[MappingConfig] = []
+        self.pollers: dict[str, ShardPoller] = {}
+        self._readers: dict[str, ShardReader] = {}
+        self._background: list[threading.Thread] = []
+
+    # ----------------------------------------------------------- start-up
+
+    def start(self) -> None:
+        """Discover, warm every function, fix every shard's starting iterator, start polling."""
+        self.paths.ensure()
+        self.mappings = [m for m in discover_mappings(self.deployment) if m.enabled]
+        if self.overrides:
+            log.info("fault injection from the caller's environment: %s", self.overrides)
+        for mapping in self.mappings:
+            log.info(
+                "mapping %s -> %s: batch %d, window %.1fs, start %s, retries %d, bisect %s, "
+                "item failures %s, filters %s, parallelization %d; field sources %s",
+                mapping.event_source_arn,
+                mapping.function_name,
+                mapping.batch_size,
+                mapping.maximum_batching_window_seconds,
+                mapping.starting_position,
+                mapping.maximum_retry_attempts,
+                mapping.bisect_batch_on_function_error,
+                mapping.report_batch_item_failures,
+                list(mapping.filter_patterns),
+                mapping.parallelization_factor,
+                dict(mapping.field_sources),
+            )
+            if mapping.parallelization_factor > 1:
+                log.warning(
+                    "%s: ParallelizationFactor %d runs as 1 locally (same order guarantees, less throughput)",
+                    mapping.function_name,
+                    mapping.parallelization_factor,
+                )
+            if mapping.function_name not in self.invokers:
+                self.invokers[mapping.function_name] = self._invoker_for(mapping.function_name)
+        for mapping in self.mappings:
+            self._readers[mapping.uuid] = self._reader_for(mapping)
+            self._start_new_shards(mapping)
+        self._spawn(self._discover_shards_forever, "shard-discovery")
+        self._spawn(self._write_stats_forever, "stats-writer")
+        with self.stats.lock:
+            self.stats.ready = True
+        self.stats.write()
+        log.info(
+            "runner ready: %d function(s), %d mapping(s), %d shard poller(s)",
+            len(self.invokers),
+            len(self.mappings),
+            len(self.pollers),
+        )
+
+    def _invoker_for(self, function_name: str) -> FunctionInvoker:
+        function = fetch_function(self.deployment, function_name, self.paths.functions_dir)
+        environment = function_environment(
+            function,
+            endpoint_url=self.deployment.endpoint_url,
+            region=self.deployment.region,
+            overrides=self.overrides,
+        )
+        invoker = FunctionInvoker(function, environment=environment, stats=self.stats, log_file=self.worker_log)
+        self.stats.function(function_name)
+        invoker.warm_up()
+        log.info(
+            "function %s: handler %s, timeout %ds, reserved concurrency %s, code %s",
+            function.name,
+            function.handler,
+            function.timeout_seconds,
+            function.reserved_concurrency,
+            function.code_dir,
+        )
+        return invoker
+
+    def _reader_for(self, mapping: MappingConfig) -> ShardReader:
+        endpoint, region = self.deployment.endpoint_url, self.deployment.region
+        if mapping.source_kind == "kinesis":
+            return KinesisShardReader(aws_client("kinesis", endpoint, region), mapping.event_source_arn, region)
+        return DynamoDBShardReader(aws_client("dynamodbstreams", endpoint, region), mapping.event_source_arn, region)
+
+    def _start_new_shards(self, mapping: MappingConfig) -> None:
+        """Start a poller for every shard not yet polled whose parent (if polled) is done."""
+        for shard_id, parent_id in self._readers[mapping.uuid].list_shards():
+            key = f"{mapping.uuid}/{shard_id}"
+            if key in self.pollers:
+                continue
+            parent = self.pollers.get(f"{mapping.uuid}/{parent_id}") if parent_id else None
+            if parent is not None and not parent.finished:
+                continue  # a child shard starts after its parent, preserving order per key
+            poller = ShardPoller(
+                mapping=mapping,
+                shard_id=shard_id,
+                reader=self._readers[mapping.uuid],
+                invoke=self.invokers[mapping.function_name].invoke,
+                checkpoints=self.checkpoints,
+                stats=self.stats,
+                stop=self.stop_event,
+                poll_interval_seconds=self.poll_interval_seconds,
+            )
+            poller.prepare()
+            self.pollers[key] = poller
+            poller.start()
+
+    # --------------------------------------------------------- background
+
+    def _spawn(self, target: object, name: str) -> None:
+        thread = threading.Thread(target=target, name=name, daemon=True)  # type: ignore[arg-type]
+        self._background.append(thread)
+        thread.start()
+
+    def _discover_shards_forever(self) -> None:
+        while not self.stop_event.wait(SHARD_DISCOVERY_INTERVAL_SECONDS):
+            for mapping in self.mappings:
+                try:
+                    self._start_new_shards(mapping)
+                except Exception:
+                    log.exception("shard discovery failed for %s", mapping.event_source_arn)
+
+    def _write_stats_forever(self) -> None:
+        while not self.stop_event.wait(STATS_INTERVAL_SECONDS):
+            try:
+                self.stats.write()
+            except OSError:
+                log.exception("could not write %s", self.paths.runner_stats)
+
+    # ----------------------------------------------------------- shutdown
+
+    def stop(self, timeout_seconds: float = 10.0) -> None:
+        """Stop polling (an in-flight batch is not committed: it is re-delivered next start)."""
+        self.stop_event.set()
+        for invoker in self.invokers.values():
+            invoker.shutdown()  # ends a running invocation now, as a killed runner would
+        for thread in [*self.pollers.values(), *self._background]:
+            thread.join(timeout_seconds)
+        for invoker in self.invokers.values():
+            invoker.shutdown()
+        with contextlib.suppress(OSError):
+            self.stats.write()

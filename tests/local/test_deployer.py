@@ -1,0 +1,137 @@
+"""The deployer: a cloud assembly in, the stack deployed in the emulator, physical names out."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import json
+import os
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from local.deployer import (
+    BOOTSTRAP_VERSION_PARAMETER,
+    DeploymentError,
+    StackResource,
+    aws_client,
+    cloud_assembly_is_fresh,
+    deploy,
+    deploy_what_cloudformation_skipped,
+    read_cloud_assembly,
+    zip_directory,
+)
+from local.emulator import EmulatorProcess
+from local.paths import REPO_ROOT
+from tests.local.runner_harness import ASSET_HASH, stream_stack_template, write_cloud_assembly
+
+
+def test_zip_directory_is_deterministic_and_skips_bytecode(tmp_path: Path) -> None:
+    (tmp_path / "package").mkdir()
+    (tmp_path / "package" / "module.py").write_text("X = 1\n")
+    (tmp_path / "package" / "__pycache__").mkdir()
+    (tmp_path / "package" / "__pycache__" / "module.cpython-311.pyc").write_bytes(b"\0")
+    first = zip_directory(tmp_path)
+    os.utime(tmp_path / "package" / "module.py", (1, 1))
+    assert zip_directory(tmp_path) == first
+    assert zipfile.ZipFile(io.BytesIO(first)).namelist() == ["package/module.py"]
+
+
+def test_read_cloud_assembly_resolves_asset_destinations_for_the_emulator(tmp_path: Path) -> None:
+    assembly_dir = write_cloud_assembly(tmp_path, "Demo", stream_stack_template(record_log=tmp_path / "log"))
+    assembly = read_cloud_assembly(assembly_dir)
+    assert assembly.stack_name == "Demo"
+    assert assembly.required_bootstrap_version == 6
+    (asset,) = assembly.assets
+    assert asset.bucket_name == "cdk-hnb659fds-assets-123456789012-us-east-1"
+    assert asset.object_key == f"{ASSET_HASH}.zip"
+    assert asset.packaging == "zip" and asset.source_path.is_dir()
+    with pytest.raises(DeploymentError, match="no stack 'Other'"):
+        read_cloud_assembly(assembly_dir, "Other")
+    with pytest.raises(DeploymentError, match="no readable cloud assembly"):
+        read_cloud_assembly(tmp_path / "missing")
+
+
+def test_freshness_compares_the_manifest_with_every_source(tmp_path: Path) -> None:
+    (tmp_path / "stacks").mkdir()
+    (tmp_path / "stacks" / "stack.py").write_text("")
+    (tmp_path / "cdk.out").mkdir()
+    assert not cloud_assembly_is_fresh(tmp_path / "cdk.out", tmp_path)
+    (tmp_path / "cdk.out" / "manifest.json").write_text("{}")
+    os.utime(tmp_path / "stacks" / "stack.py", (1, 1))
+    assert cloud_assembly_is_fresh(tmp_path / "cdk.out", tmp_path)
+    os.utime(tmp_path / "stacks" / "stack.py")
+    os.utime(tmp_path / "cdk.out" / "manifest.json", (1, 1))
+    assert not cloud_assembly_is_fresh(tmp_path / "cdk.out", tmp_path)
+
+
+def test_the_fallback_tolerates_harmless_gaps_and_names_the_others() -> None:
+    template = {
+        "Resources": {
+            "Table": {"Type": "AWS::DynamoDB::Table"},
+            "Alarm": {"Type": "AWS::CloudWatch::Alarm"},
+            "Global": {"Type": "AWS::DynamoDB::GlobalTable"},
+        }
+    }
+    deployed = {"Table": StackResource("Table", "AWS::DynamoDB::Table", "t")}
+    with pytest.raises(DeploymentError, match=r"Global \(AWS::DynamoDB::GlobalTable\)"):
+        deploy_what_cloudformation_skipped(template, deployed)
+    del template["Resources"]["Global"]
+    assert deploy_what_cloudformation_skipped(template, deployed) == ["Alarm"]
+
+
+@pytest.mark.emulator
+def test_deploy_publishes_assets_bootstraps_and_reads_physical_names_back(
+    module_emulator: EmulatorProcess, tmp_path: Path
+) -> None:
+    endpoint = module_emulator.endpoint_url
+    template = stream_stack_template(record_log=tmp_path / "log", table_mapping={})
+    assembly_dir = write_cloud_assembly(tmp_path / "cdk.out", "DeployerTest", template)
+
+    deployment = deploy(assembly_dir, endpoint, require_outputs=["StreamName"])
+
+    s3 = aws_client("s3", endpoint)
+    package = s3.get_object(Bucket="cdk-hnb659fds-assets-123456789012-us-east-1", Key=f"{ASSET_HASH}.zip")
+    body = package["Body"].read()
+    assert "recorder.py" in zipfile.ZipFile(io.BytesIO(body)).namelist()
+    assert int(aws_client("ssm", endpoint).get_parameter(Name=BOOTSTRAP_VERSION_PARAMETER)["Parameter"]["Value"]) >= 6
+
+    kinesis = aws_client("kinesis", endpoint)
+    assert kinesis.describe_stream_summary(StreamName=deployment.outputs["StreamName"])
+    function_name = deployment.physical_id("Recorder")
+    configuration = aws_client("lambda", endpoint).get_function_configuration(FunctionName=function_name)
+    assert configuration["CodeSha256"] == base64.b64encode(hashlib.sha256(body).digest()).decode()
+    assert deployment.resources["Table"].resource_type == "AWS::DynamoDB::Table"
+    assert deployment.local_outputs() == {
+        "endpoint_url": endpoint,
+        "region": "us-east-1",
+        "stream_name": deployment.outputs["StreamName"],
+        "state_table": deployment.outputs["StateTableName"],
+    }
+
+    again = deploy(assembly_dir, endpoint)
+    assert again.outputs == deployment.outputs, "redeploying an unchanged template changes nothing"
+
+    with pytest.raises(DeploymentError, match="no output"):
+        deploy(assembly_dir, endpoint, require_outputs=["AggregateTableName"])
+
+
+@pytest.mark.emulator
+@pytest.mark.slow
+def test_the_synthesized_stack_deploys_with_every_output_the_contract_names(
+    module_emulator: EmulatorProcess,
+) -> None:
+    if not (REPO_ROOT / "app.py").exists():
+        pytest.skip("the CDK app has not landed yet")
+    from local.deployer import OUTPUT_KEYS_TO_LOCAL_NAMES, REQUIRED_OUTPUT_KEYS, synthesize  # noqa: PLC0415
+
+    deployment = deploy(synthesize(), module_emulator.endpoint_url, require_outputs=REQUIRED_OUTPUT_KEYS)
+    outputs = deployment.local_outputs()
+    for key in ("stream_name", "state_table", "delta_table", "aggregate_table", "quarantine"):
+        assert outputs[key], key
+    assert set(deployment.outputs) <= set(OUTPUT_KEYS_TO_LOCAL_NAMES) | {"AlarmTopicArn"}
+    functions = [r for r in deployment.resources.values() if r.resource_type == "AWS::Lambda::Function"]
+    assert len(functions) >= 3
+    json.dumps(deployment.to_json())

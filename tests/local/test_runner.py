@@ -1,0 +1,379 @@
+"""The event-source runner against small purpose-built stacks deployed into the emulator.
+
+Each test deploys its own stack (the `recorder` function, a Kinesis stream, sometimes a
+table stream) through the real deployer, runs the runner in-process (or, for the SIGKILL
+test, as the background process `make up` starts) and checks one Lambda semantic the
+exactly-once design depends on.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from local.deployer import Deployment, aws_client, deploy
+from local.emulator import EmulatorProcess
+from local.paths import REPO_ROOT, LocalPaths
+from local.runner.runner import Runner
+from tests.local.runner_harness import (
+    read_invocations,
+    stream_stack_template,
+    wait_for,
+    write_cloud_assembly,
+)
+
+pytestmark = pytest.mark.emulator
+
+Deployer = Callable[..., tuple[Deployment, Path, LocalPaths]]
+
+
+@pytest.fixture
+def deploy_recorder(module_emulator: EmulatorProcess, tmp_path: Path, request: pytest.FixtureRequest) -> Deployer:
+    """Deploy a recorder stack with the given template options; returns (deployment, log, paths)."""
+
+    def _deploy(**options: Any) -> tuple[Deployment, Path, LocalPaths]:
+        record_log = tmp_path / "invocations.jsonl"
+        stack_name = "Runner" + "".join(part.title() for part in request.node.name.split("_"))[:100]
+        template = stream_stack_template(record_log=record_log, **options)
+        assembly = write_cloud_assembly(tmp_path / "cdk.out", stack_name, template)
+        deployment = deploy(assembly, module_emulator.endpoint_url, stack_name=stack_name)
+        return deployment, record_log, LocalPaths(tmp_path / "state")
+
+    return _deploy
+
+
+@pytest.fixture
+def run() -> Iterator[Callable[[Deployment, LocalPaths], Runner]]:
+    """Start a runner in-process; every runner started is stopped after the test."""
+    started: list[Runner] = []
+
+    def _run(deployment: Deployment, paths: LocalPaths, **options: Any) -> Runner:
+        runner = Runner(deployment, paths, poll_interval_seconds=0.05, caller_environment={}, **options)
+        runner.start()
+        started.append(runner)
+        return runner
+
+    yield _run
+    for runner in started:
+        runner.stop()
+
+
+def put(deployment: Deployment, payloads: list[Any], partition_key: str | None = None) -> list[str]:
+    """Put JSON payloads (one put_records call); returns their sequence numbers."""
+    kinesis = aws_client("kinesis", deployment.endpoint_url)
+    response = kinesis.put_records(
+        StreamName=deployment.outputs["StreamName"],
+        Records=[
+            {
+                "Data": p if isinstance(p, bytes) else json.dumps(p).encode(),
+                "PartitionKey": partition_key or str(i),
+            }
+            for i, p in enumerate(payloads)
+        ],
+    )
+    return [r["SequenceNumber"] for r in response["Records"]]
+
+
+def delivered_ids(record_log: Path) -> list[str]:
+    return [event_id for invocation in read_invocations(record_log) for event_id in invocation["ids"]]
+
+
+def test_delivers_every_record_in_shard_order_in_the_lambda_kinesis_format(
+    deploy_recorder: Deployer, run: Callable[..., Runner]
+) -> None:
+    deployment, record_log, paths = deploy_recorder(shard_count=2)
+    run(deployment, paths)
+    sequence_numbers = []
+    for start in range(0, 60, 20):
+        sequence_numbers += put(deployment, [{"n": n} for n in range(start, start + 20)])
+    wait_for(lambda: len(delivered_ids(record_log)) >= 60, what="60 records")
+
+    invocations = read_invocations(record_log)
+    assert len(delivered_ids(record_log)) == 60, "each record exactly once when nothing fails"
+    assert sorted(i.split(":")[1] for i in delivered_ids(record_log)) == sorted(sequence_numbers)
+    assert all(len(i["ids"]) <= 10 for i in invocations), "BatchSize 10"
+    per_shard: dict[str, list[int]] = {}
+    for event_id in delivered_ids(record_log):
+        shard_id, sequence_number = event_id.split(":")
+        per_shard.setdefault(shard_id, []).append(int(sequence_number))
+    assert len(per_shard) == 2
+    for sequence in per_shard.values():
+        assert sequence == sorted(sequence), "records of a shard arrive in sequence order"
+
+    record = invocations[0]["event"]["Records"][0]
+    assert set(record) == {
+        "kinesis",
+        "eventSource",
+        "eventVersion",
+        "eventID",
+        "eventName",
+        "invokeIdentityArn",
+        "awsRegion",
+        "eventSourceARN",
+    }
+    assert record["eventSource"] == "aws:kinesis"
+    assert record["eventSourceARN"].endswith("/" + deployment.outputs["StreamName"])
+    assert record["eventID"] == f"{record['eventID'].split(':')[0]}:{record['kinesis']['sequenceNumber']}"
+    assert set(record["kinesis"]) == {
+        "kinesisSchemaVersion",
+        "partitionKey",
+        "sequenceNumber",
+        "data",
+        "approximateArrivalTimestamp",
+    }
+    assert "n" in json.loads(base64.b64decode(record["kinesis"]["data"]))
+    assert isinstance(record["kinesis"]["approximateArrivalTimestamp"], float)
+    assert invocations[0]["env"]["AWS_ENDPOINT_URL"] == deployment.endpoint_url
+    assert invocations[0]["function"] == deployment.physical_id("Recorder")
+    assert 0 < invocations[0]["remaining_ms"] <= 10_000
+
+
+def test_a_failed_batch_is_retried_identically_until_it_succeeds(
+    deploy_recorder: Deployer, run: Callable[..., Runner]
+) -> None:
+    deployment, record_log, paths = deploy_recorder(function_environment={"FAIL_FIRST_N": "2"})
+    runner = run(deployment, paths)
+    put(deployment, [{"n": n} for n in range(5)], partition_key="same")
+    wait_for(lambda: len(read_invocations(record_log)) >= 3, what="two failures and a success")
+    time.sleep(0.3)
+
+    invocations = read_invocations(record_log)
+    assert len(invocations) == 3
+    assert invocations[0]["event"] == invocations[1]["event"] == invocations[2]["event"], "the identical batch"
+    counters = runner.stats.function(deployment.physical_id("Recorder"))
+    assert (counters.invocations, counters.errors, counters.retries, counters.records_processed) == (3, 2, 2, 5)
+    assert "injected failure" in counters.last_error
+
+
+def test_an_invocation_over_its_timeout_is_killed_counted_and_retried_in_a_fresh_environment(
+    deploy_recorder: Deployer, run: Callable[..., Runner]
+) -> None:
+    deployment, record_log, paths = deploy_recorder(
+        timeout_seconds=1,
+        function_environment={"SLEEP_FIRST_N": "1", "SLEEP_FIRST_N_SECONDS": "30"},
+    )
+    runner = run(deployment, paths)
+    started = time.monotonic()
+    put(deployment, [{"n": n} for n in range(3)], partition_key="same")
+    wait_for(lambda: len(read_invocations(record_log)) >= 2, what="the retry after the timeout")
+
+    assert time.monotonic() - started < 10, "killed at its 1 s timeout, not after its 30 s sleep"
+    first, second = read_invocations(record_log)[:2]
+    assert first["ids"] == second["ids"]
+    assert first["pid"] != second["pid"], "the timed-out environment was replaced (cold start)"
+    wait_for(lambda: runner.stats.function(deployment.physical_id("Recorder")).records_processed == 3)
+    counters = runner.stats.function(deployment.physical_id("Recorder"))
+    assert (counters.timeouts, counters.errors, counters.retries) == (1, 1, 1)
+    assert counters.cold_starts == 1, "warm_up started the first environment, the retry a fresh one"
+    with pytest.raises(ProcessLookupError):
+        os.kill(first["pid"], 0)
+
+
+def test_filter_criteria_drop_records_and_an_all_filtered_batch_is_not_invoked(
+    deploy_recorder: Deployer, run: Callable[..., Runner]
+) -> None:
+    pattern = {"data": {"kind": ["keep"], "size": [{"numeric": [">", 2]}]}}
+    deployment, record_log, paths = deploy_recorder(
+        mapping={"FilterCriteria": {"Filters": [{"Pattern": json.dumps(pattern)}]}}
+    )
+    runner = run(deployment, paths)
+    put(
+        deployment,
+        [
+            {"kind": "keep", "size": 3, "n": 1},
+            {"kind": "drop", "size": 3},
+            {"kind": "keep", "size": 1},
+            b"not json",
+            {"kind": "keep", "size": 9, "n": 2},
+        ],
+        partition_key="same",
+    )
+    wait_for(lambda: len(delivered_ids(record_log)) >= 2, what="the matching records")
+    kept = [
+        json.loads(base64.b64decode(r["kinesis"]["data"]))["n"]
+        for invocation in read_invocations(record_log)
+        for r in invocation["event"]["Records"]
+    ]
+    assert kept == [1, 2]
+
+    last = put(deployment, [{"kind": "drop"}, {"kind": "drop"}], partition_key="same")[-1]
+    function = deployment.physical_id("Recorder")
+    wait_for(lambda: runner.stats.function(function).records_filtered == 5, what="the filtered records")
+    wait_for(lambda: any(s.checkpoint == last for s in runner.stats.shards.values()), what="checkpoint")
+    assert len(read_invocations(record_log)) == 1, "a batch with no matching record is not invoked"
+
+
+def test_report_batch_item_failures_checkpoints_before_the_first_failed_item_and_retries_from_it(
+    deploy_recorder: Deployer, run: Callable[..., Runner]
+) -> None:
+    deployment, record_log, paths = deploy_recorder(
+        mapping={"FunctionResponseTypes": ["ReportBatchItemFailures"]},
+        function_environment={"FAIL_ITEMS_CONTAINING": "bad"},
+    )
+    run(deployment, paths)
+    put(deployment, [{"n": "a"}, {"n": "b"}, {"n": "bad"}, {"n": "c"}], partition_key="same")
+    wait_for(lambda: len(read_invocations(record_log)) >= 2, what="the retry of the failed tail")
+    first, second = read_invocations(record_log)[:2]
+    assert len(first["ids"]) == 4
+    assert second["ids"] == first["ids"][2:]
+
+
+def test_bisect_on_function_error_splits_the_failing_batch(
+    deploy_recorder: Deployer, run: Callable[..., Runner]
+) -> None:
+    deployment, record_log, paths = deploy_recorder(
+        mapping={"BisectBatchOnFunctionError": True}, function_environment={"FAIL_FIRST_N": "1"}
+    )
+    run(deployment, paths)
+    put(deployment, [{"n": n} for n in range(4)], partition_key="same")
+    wait_for(lambda: len(read_invocations(record_log)) >= 3, what="the two halves")
+    first, left, right = read_invocations(record_log)[:3]
+    assert left["ids"] == first["ids"][:2]
+    assert right["ids"] == first["ids"][2:]
+
+
+def test_a_batch_is_skipped_loudly_once_maximum_retry_attempts_are_spent(
+    deploy_recorder: Deployer, run: Callable[..., Runner]
+) -> None:
+    deployment, record_log, paths = deploy_recorder(
+        mapping={"MaximumRetryAttempts": 1}, function_environment={"FAIL_FIRST_N": "2"}
+    )
+    runner = run(deployment, paths)
+    put(deployment, [{"n": 1}], partition_key="same")
+    function = deployment.physical_id("Recorder")
+    wait_for(lambda: runner.stats.function(function).batches_skipped == 1, what="the skip")
+    put(deployment, [{"n": 2}], partition_key="same")
+    wait_for(lambda: runner.stats.function(function).records_processed == 1, what="the next batch")
+    invocations = read_invocations(record_log)
+    assert len(invocations) == 3, "one attempt and one retry, then the next batch"
+    assert invocations[0]["ids"] == invocations[1]["ids"] != invocations[2]["ids"]
+
+
+def test_reserved_concurrency_one_serialises_invocations_across_shards(
+    deploy_recorder: Deployer, run: Callable[..., Runner]
+) -> None:
+    deployment, record_log, paths = deploy_recorder(
+        shard_count=2, reserved_concurrency=1, function_environment={"SLEEP_SECONDS": "0.2"}
+    )
+    run(deployment, paths)
+    put(deployment, [{"n": n} for n in range(40)])
+    wait_for(lambda: len(delivered_ids(record_log)) >= 40, what="40 records")
+    invocations = read_invocations(record_log)
+    assert len({i["ids"][0].split(":")[0] for i in invocations}) == 2, "both shards delivered"
+    assert len({i["pid"] for i in invocations}) == 1, "one execution environment: never two at once"
+
+
+def test_dynamodb_stream_records_arrive_in_the_lambda_format_and_filters_apply(
+    deploy_recorder: Deployer, run: Callable[..., Runner]
+) -> None:
+    filters = {"Filters": [{"Pattern": json.dumps({"eventName": ["INSERT"]})}]}
+    deployment, record_log, paths = deploy_recorder(table_mapping={"FilterCriteria": filters})
+    run(deployment, paths)
+    dynamodb = aws_client("dynamodb", deployment.endpoint_url)
+    table = deployment.outputs["StateTableName"]
+    dynamodb.put_item(TableName=table, Item={"pk": {"S": "a"}, "v": {"N": "1"}, "b": {"B": b"\x00\x01"}})
+    dynamodb.put_item(TableName=table, Item={"pk": {"S": "a"}, "v": {"N": "2"}})
+    dynamodb.put_item(TableName=table, Item={"pk": {"S": "b"}, "v": {"N": "3"}})
+    wait_for(lambda: len(delivered_ids(record_log)) >= 2, what="the two INSERTs")
+    time.sleep(0.5)
+    records = [r for i in read_invocations(record_log) for r in i["event"]["Records"]]
+    assert [r["eventName"] for r in records] == ["INSERT", "INSERT"], "the MODIFY was filtered out"
+    record = records[0]
+    assert set(record) == {
+        "eventID",
+        "eventName",
+        "eventVersion",
+        "eventSource",
+        "awsRegion",
+        "dynamodb",
+        "eventSourceARN",
+    }
+    assert record["eventSource"] == "aws:dynamodb"
+    assert "/stream/" in record["eventSourceARN"]
+    change = record["dynamodb"]
+    assert change["Keys"] == {"pk": {"S": "a"}}
+    assert change["NewImage"]["b"] == {"B": base64.b64encode(b"\x00\x01").decode()}
+    assert change["StreamViewType"] == "NEW_AND_OLD_IMAGES"
+    assert isinstance(change["ApproximateCreationDateTime"], float)
+    assert isinstance(change["SequenceNumber"], str) and isinstance(change["SizeBytes"], int)
+
+
+def test_fault_injection_variables_from_the_caller_override_the_function_environment(
+    deploy_recorder: Deployer, run: Callable[..., Runner]
+) -> None:
+    deployment, record_log, paths = deploy_recorder(function_environment={"FAILURE_STATE_LAMBDA_PCT": "0"})
+    runner = Runner(
+        deployment,
+        paths,
+        poll_interval_seconds=0.05,
+        caller_environment={"FAILURE_STATE_LAMBDA_PCT": "7", "UNRELATED": "x"},
+    )
+    runner.start()
+    try:
+        put(deployment, [{"n": 1}])
+        wait_for(lambda: len(read_invocations(record_log)) >= 1)
+    finally:
+        runner.stop()
+    assert read_invocations(record_log)[0]["env"]["FAILURE_STATE_LAMBDA_PCT"] == "7"
+
+
+def test_a_runner_killed_mid_batch_resumes_from_its_checkpoint_and_redelivers_the_batch(
+    deploy_recorder: Deployer,
+) -> None:
+    deployment, record_log, paths = deploy_recorder(
+        mapping={"BatchSize": 2}, function_environment={"SLEEP_SECONDS": "0.5"}
+    )
+    paths.ensure()
+    paths.deployment.write_text(json.dumps(deployment.to_json()))
+
+    def start_runner() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "local.runner", "--state-dir", str(paths.state_dir), "--poll-interval", "0.05"],
+            cwd=REPO_ROOT,
+            start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=(paths.state_dir / "runner.log").open("ab"),
+        )
+
+    runner = start_runner()
+    try:
+        sequence_numbers = put(deployment, [{"n": n} for n in range(10)], partition_key="same")
+        wait_for(lambda: len(read_invocations(record_log)) >= 2, what="a second batch in flight")
+        os.killpg(runner.pid, signal.SIGKILL)  # the runner and its execution environments
+        runner.wait()
+        in_flight = read_invocations(record_log)[-1]["ids"]
+        committed = json.loads(paths.checkpoints.read_text())
+        assert list(committed.values()) == [read_invocations(record_log)[-2]["ids"][-1].split(":")[1]]
+
+        runner = start_runner()
+        wait_for(
+            lambda: set(delivered_ids(record_log)) >= {f"{in_flight[0].split(':')[0]}:{s}" for s in sequence_numbers},
+            timeout_seconds=60,
+            what="every record after the restart",
+        )
+        wait_for(
+            lambda: sequence_numbers[-1] in json.loads(paths.checkpoints.read_text()).values(),
+            what="the last batch committed",
+        )
+    finally:
+        if runner.poll() is None:
+            runner.send_signal(signal.SIGTERM)
+            runner.wait(20)
+
+    invocations = read_invocations(record_log)
+    batches = [i["ids"] for i in invocations]
+    assert batches.count(in_flight) == 2, "the in-flight batch is delivered again after the restart"
+    flat = [event_id.split(":")[1] for event_id in delivered_ids(record_log)]
+    deduplicated = list(dict.fromkeys(flat))
+    assert deduplicated == sequence_numbers, "nothing skipped, order kept"
+    assert list(json.loads(paths.checkpoints.read_text())) == list(committed), "one shard, one checkpoint"

@@ -1,0 +1,159 @@
+"""ShardPoller against a scripted in-memory shard: batching window, iterator expiry, closed shards.
+
+These behaviours are awkward to provoke in the emulator (its iterators never expire, its
+shards never close), so a fake `ShardReader` drives the real poller here.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from local.execution_environment import InvocationResult
+from local.runner.checkpoints import CheckpointStore
+from local.runner.discovery import MappingConfig
+from local.runner.pollers import ReadResult, ShardPoller, ShardReader
+from local.runner.stats import RunnerStats
+from tests.local.runner_harness import wait_for
+
+
+def record(sequence_number: int) -> dict[str, Any]:
+    return {
+        "eventID": f"shard-0:{sequence_number}",
+        "eventName": "INSERT",
+        "dynamodb": {"SequenceNumber": str(sequence_number)},
+    }
+
+
+class ScriptedShard(ShardReader):
+    """A shard whose records appear when the test appends them; iterators can be made to expire."""
+
+    def __init__(self) -> None:
+        self.records: list[dict[str, Any]] = []
+        self.closed = False
+        self.expire_next_read = False
+        self.iterators_requested: list[tuple[str, str | None]] = []
+
+    def list_shards(self) -> list[tuple[str, str | None]]:
+        return [("shard-0", None)]
+
+    def iterator(self, shard_id: str, position: str, sequence_number: str | None = None) -> str:
+        self.iterators_requested.append((position, sequence_number))
+        if position == "TRIM_HORIZON":
+            return "0"
+        if position == "LATEST":
+            return str(len(self.records))
+        return str(int(sequence_number or 0) + 1)  # AFTER_SEQUENCE_NUMBER; sequence n is at index n
+
+    def read(self, shard_id: str, iterator: str, limit: int) -> ReadResult:
+        if self.expire_next_read:
+            self.expire_next_read = False
+            raise ClientError({"Error": {"Code": "ExpiredIteratorException", "Message": "expired"}}, "GetRecords")
+        start = int(iterator)
+        batch = self.records[start : start + limit]
+        end = start + len(batch)
+        next_iterator = None if self.closed and end == len(self.records) else str(end)
+        return ReadResult(batch, next_iterator, 0)
+
+
+def mapping(**overrides: Any) -> MappingConfig:
+    settings: dict[str, Any] = {
+        "uuid": "m",
+        "function_name": "f",
+        "event_source_arn": "arn:aws:dynamodb:us-east-1:1:table/t/stream/x",
+        "batch_size": 10,
+        "maximum_batching_window_seconds": 0.0,
+        "starting_position": "TRIM_HORIZON",
+        "maximum_retry_attempts": -1,
+        "bisect_batch_on_function_error": False,
+        "report_batch_item_failures": False,
+        "filter_patterns": (),
+        "parallelization_factor": 1,
+        "enabled": True,
+    }
+    return MappingConfig(**{**settings, **overrides})
+
+
+class Harness:
+    def __init__(self, tmp_path: Path, config: MappingConfig) -> None:
+        self.shard = ScriptedShard()
+        self.batches: list[list[str]] = []
+        self.stop = threading.Event()
+        self.checkpoints = CheckpointStore(tmp_path / "checkpoints.json")
+        self.poller = ShardPoller(
+            mapping=config,
+            shard_id="shard-0",
+            reader=self.shard,
+            invoke=self.invoke,
+            checkpoints=self.checkpoints,
+            stats=RunnerStats(None),
+            stop=self.stop,
+            poll_interval_seconds=0.01,
+        )
+
+    def invoke(self, event: Mapping[str, Any]) -> InvocationResult:
+        self.batches.append([r["eventID"].split(":")[1] for r in event["Records"]])
+        return InvocationResult(payload=None)
+
+    def add(self, *sequence_numbers: int) -> None:
+        self.shard.records.extend(record(n) for n in sequence_numbers)
+
+
+def test_the_batching_window_gathers_records_until_it_passes_or_the_batch_is_full(tmp_path: Path) -> None:
+    harness = Harness(tmp_path, mapping(maximum_batching_window_seconds=0.5, batch_size=3))
+    harness.poller.start()
+    try:
+        harness.add(0)
+        time.sleep(0.2)
+        harness.add(1)
+        assert harness.batches == [], "still inside the window"
+        wait_for(lambda: harness.batches == [["0", "1"]], timeout_seconds=2, what="the window to pass")
+        harness.add(2, 3, 4)
+        wait_for(lambda: len(harness.batches) == 2, timeout_seconds=0.3, what="a full batch, sent at once")
+        assert harness.batches[1] == ["2", "3", "4"]
+    finally:
+        harness.stop.set()
+
+
+def test_an_expired_iterator_is_replaced_from_the_last_record_read(tmp_path: Path) -> None:
+    harness = Harness(tmp_path, mapping())
+    harness.poller.start()
+    try:
+        harness.add(0, 1)
+        wait_for(lambda: len(harness.batches) == 1)
+        harness.shard.expire_next_read = True
+        harness.add(2)
+        wait_for(lambda: len(harness.batches) == 2)
+    finally:
+        harness.stop.set()
+    assert harness.batches == [["0", "1"], ["2"]], "nothing skipped, nothing repeated"
+    assert ("AFTER_SEQUENCE_NUMBER", "1") in harness.shard.iterators_requested
+
+
+def test_a_closed_shard_is_drained_then_its_poller_finishes(tmp_path: Path) -> None:
+    harness = Harness(tmp_path, mapping(batch_size=2))
+    harness.add(0, 1, 2)
+    harness.shard.closed = True
+    harness.poller.start()
+    harness.poller.join(5)
+    assert harness.poller.finished
+    assert harness.batches == [["0", "1"], ["2"]]
+    assert harness.checkpoints.get("m", "shard-0") == "2"
+
+
+def test_a_restarted_poller_starts_after_its_checkpoint(tmp_path: Path) -> None:
+    harness = Harness(tmp_path, mapping(starting_position="LATEST"))
+    harness.add(0, 1, 2)
+    harness.checkpoints.commit("m", "shard-0", "1")
+    harness.poller.start()
+    try:
+        wait_for(lambda: len(harness.batches) == 1)
+    finally:
+        harness.stop.set()
+    assert harness.batches == [["2"]]
+    assert harness.shard.iterators_requested[0] == ("AFTER_SEQUENCE_NUMBER", "1")

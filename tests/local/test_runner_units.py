@@ -1,0 +1,90 @@
+"""The runner's pure parts: event filter patterns, event shapes, checkpoints, field resolution."""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from local.runner import events
+from local.runner.checkpoints import CheckpointStore
+from local.runner.discovery import _resolve_field
+from local.runner.filters import record_matches
+from local.runner.invoker import fault_injection_overrides
+
+
+def kinesis(data: Any) -> dict[str, Any]:
+    raw = data if isinstance(data, bytes) else json.dumps(data).encode()
+    return {"kinesis": {"data": base64.b64encode(raw).decode(), "partitionKey": "k"}, "eventSource": "aws:kinesis"}
+
+
+@pytest.mark.parametrize(
+    ("pattern", "data", "matches"),
+    [
+        ({"data": {"kind": ["keep"]}}, {"kind": "keep"}, True),
+        ({"data": {"kind": ["keep"]}}, {"kind": "drop"}, False),
+        ({"data": {"kind": ["keep"]}}, b"not json", False),
+        ({"data": {"kind": [{"prefix": "ke"}]}}, {"kind": "keep"}, True),
+        ({"data": {"kind": [{"anything-but": ["drop"]}]}}, {"kind": "keep"}, True),
+        ({"data": {"kind": [{"anything-but": "drop"}]}}, {"kind": "drop"}, False),
+        ({"data": {"n": [{"numeric": [">", 0, "<=", 5]}]}}, {"n": 5}, True),
+        ({"data": {"n": [{"numeric": [">", 0, "<=", 5]}]}}, {"n": 6}, False),
+        ({"data": {"n": [{"numeric": [">", 0]}]}}, {"n": "1"}, False),
+        ({"data": {"n": [{"exists": True}]}}, {"n": None}, True),
+        ({"data": {"n": [{"exists": False}]}}, {"m": 1}, True),
+        ({"data": {"n": [{"exists": False}]}}, {"n": 1}, False),
+        ({"data": {"a": {"b": [1]}}}, {"a": {"b": 1}}, True),
+        ({"data": {"flag": [True]}}, {"flag": 1}, False),
+        ({"data": {"tags": ["x"]}}, {"tags": ["y", "x"]}, True),
+    ],
+)
+def test_kinesis_filter_patterns(pattern: dict[str, Any], data: Any, matches: bool) -> None:
+    assert record_matches(kinesis(data), [pattern]) is matches
+
+
+def test_filters_are_ored_and_no_filter_passes_everything() -> None:
+    record = {"eventName": "MODIFY", "dynamodb": {"Keys": {}}}
+    assert record_matches(record, [])
+    assert not record_matches(record, [{"eventName": ["INSERT"]}])
+    assert record_matches(record, [{"eventName": ["INSERT"]}, {"eventName": ["MODIFY"]}])
+
+
+def test_kinesis_record_has_the_lambda_shape() -> None:
+    arrived = datetime.datetime(2024, 1, 1, tzinfo=datetime.UTC)
+    record = events.kinesis_record(
+        {"SequenceNumber": "42", "ApproximateArrivalTimestamp": arrived, "Data": b"hi", "PartitionKey": "p"},
+        shard_id="shardId-000000000000",
+        stream_arn="arn:aws:kinesis:us-east-1:1:stream/s",
+        region="us-east-1",
+    )
+    assert record["eventID"] == "shardId-000000000000:42"
+    assert record["kinesis"]["data"] == base64.b64encode(b"hi").decode()
+    assert record["kinesis"]["approximateArrivalTimestamp"] == arrived.timestamp()
+    assert events.sequence_number_of(record) == "42"
+
+
+def test_checkpoints_survive_a_new_store_and_leave_no_temporary_file(tmp_path: Path) -> None:
+    path = tmp_path / "checkpoints.json"
+    store = CheckpointStore(path)
+    store.commit("mapping", "shard-1", "10")
+    store.commit("mapping", "shard-1", "20")
+    assert CheckpointStore(path).get("mapping", "shard-1") == "20"
+    assert CheckpointStore(path).get("mapping", "shard-2") is None
+    assert [p.name for p in tmp_path.iterdir()] == ["checkpoints.json"]
+
+
+def test_mapping_fields_come_from_the_emulator_then_the_template_then_lambda_defaults() -> None:
+    api = {"BatchSize": 10}
+    template = {"BatchSize": 99, "MaximumBatchingWindowInSeconds": 2}
+    assert _resolve_field("BatchSize", api, template) == (10, "emulator")
+    assert _resolve_field("MaximumBatchingWindowInSeconds", api, template) == (2, "template")
+    assert _resolve_field("MaximumRetryAttempts", api, template) == (-1, "default")
+
+
+def test_only_fault_injection_variables_override_the_function_environment() -> None:
+    environ = {"FAILURE_MAP_LAMBDA_PCT": "2", "FAILURE_X": "1", "PATH": "/bin", "MY_PCT": "3"}
+    assert fault_injection_overrides(environ) == {"FAILURE_MAP_LAMBDA_PCT": "2"}
