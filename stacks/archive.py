@@ -29,7 +29,7 @@ from constructs import Construct
 
 from stacks.functions import PipelineFunction, SharedFunctionAssets
 from stacks.settings import PipelineSettings
-from stacks.stages import RETRY_UNTIL_SUCCESS, _retry_until_record_expires
+from stacks.stages import RETRY_UNTIL_SUCCESS, retry_until_record_expires
 from stacks.tables import PipelineTables
 
 DELTA_PREFIX: Final = "deltas/"
@@ -168,7 +168,7 @@ class ArchiveStage(Construct):
             filters=[lambda_.FilterCriteria.filter({"eventName": lambda_.FilterRule.is_equal("INSERT")})],
         )
         function.add_event_source(self.event_source)
-        _retry_until_record_expires(function)
+        retry_until_record_expires(function)
         self.handler.role.add_to_principal_policy(
             iam.PolicyStatement(
                 sid="WriteDeltaObjectsAndRegistry",

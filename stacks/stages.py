@@ -27,7 +27,7 @@ RETRY_UNTIL_SUCCESS = -1
 """`MaximumRetryAttempts` / `MaximumRecordAgeInSeconds` value meaning "infinite"."""
 
 
-def _retry_until_record_expires(function: lambda_.Function) -> None:
+def retry_until_record_expires(function: lambda_.Function) -> None:
     """Write `MaximumRecordAgeInSeconds: -1` on the function's mappings explicitly.
 
     -1 (infinite) is CloudFormation's default, but CDK's `max_record_age` only accepts 60 s to
@@ -87,7 +87,7 @@ class StateStage(Construct):
         )
         # Grants read of this stream only (the aws/kinesis key needs no grant).
         function.add_event_source(self.event_source)
-        _retry_until_record_expires(function)
+        retry_until_record_expires(function)
         # Only the conditional UpdateItem: no reads, no deletes, no transactions.
         tables.state_table.grant(function, "dynamodb:UpdateItem")
         # A quarantined record is written (possibly batched), never read back by the pipeline.
@@ -135,7 +135,7 @@ class MapStage(Construct):
         )
         # Grants read of StateTable's stream only (not of the table).
         function.add_event_source(self.event_source)
-        _retry_until_record_expires(function)
+        retry_until_record_expires(function)
         tables.delta_table.grant(function, "dynamodb:PutItem")
 
 
@@ -185,7 +185,7 @@ class ReduceStage(Construct):
             filters=[lambda_.FilterCriteria.filter({"eventName": lambda_.FilterRule.is_equal("INSERT")})],
         )
         function.add_event_source(self.event_source)
-        _retry_until_record_expires(function)
+        retry_until_record_expires(function)
         # TransactWriteItems has no IAM action of its own: it is authorised per contained action
         # (Update of aggregates and #stats, Put of markers, ConditionCheck if ever used).
         tables.aggregate_table.grant(function, "dynamodb:UpdateItem", "dynamodb:PutItem", "dynamodb:ConditionCheckItem")
