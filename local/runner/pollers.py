@@ -16,7 +16,8 @@ What the exactly-once design relies on, and this module implements:
 - ReportBatchItemFailures: a response naming failed items checkpoints up to the first of
   them and retries from it;
 - the checkpoint (last finished sequence number) is committed after every finished batch,
-  so a runner killed mid-batch re-delivers that batch on restart.
+  and a batch's end is recorded before its first delivery, so a runner killed mid-batch
+  re-delivers exactly that batch on restart (the same records, even if more have arrived).
 
 The two stream services differ only in how shards are listed and read: see
 `KinesisShardReader` and `DynamoDBShardReader`.
@@ -184,6 +185,9 @@ class ShardPoller(threading.Thread):
             checkpoint=checkpoints.get(mapping.uuid, shard_id),
         )
         self._buffer: list[dict[str, Any]] = []
+        # The end of a batch that was in flight when an earlier runner stopped: the first
+        # batch formed is exactly that one again (read in `prepare`).
+        self._redeliver_through: str | None = None
         self._last_read: str | None = None
         self._iterator: str | None = None
         self._first_buffered_at: float | None = None
@@ -223,8 +227,26 @@ class ShardPoller(threading.Thread):
         self._iterator = result.next_iterator
         return result.next_iterator is not None
 
+    def _redelivery_size(self, force: bool) -> int | None:
+        """How many buffered records form the interrupted batch; None until all of it is read."""
+        assert self._redeliver_through is not None
+        end = int(self._redeliver_through)
+        if not force and (self._last_read is None or int(self._last_read) < end):
+            return None
+        return sum(1 for record in self._buffer if int(events.sequence_number_of(record)) <= end)
+
     def _take_batch(self, force: bool) -> Batch | None:
         """The next batch from the buffer, or None if it should wait for more records."""
+        if self._redeliver_through is not None:
+            size = self._redelivery_size(force)
+            if size is None:
+                return None
+            self._redeliver_through = None
+            if size == 0:  # its records are gone (trimmed): nothing left to re-deliver
+                return self._take_batch(force)
+            interrupted = self._buffer[:size]
+            passing = [r for r in interrupted if filters.record_matches(r, self.mapping.filter_patterns)]
+            return Batch(passing, events.sequence_number_of(interrupted[-1]), size, size - len(passing))
         matched: list[dict[str, Any]] = []
         consumed = 0
         for record in self._buffer:
@@ -334,8 +356,10 @@ class ShardPoller(threading.Thread):
         return True
 
     def _process(self, batch: Batch) -> bool:
-        if batch.records and not self._deliver(batch.records):
-            return False
+        if batch.records:
+            self.checkpoints.begin(self.mapping.uuid, self.shard_id, batch.last_sequence_number)
+            if not self._deliver(batch.records):
+                return False
         if batch.filtered:
             with self.stats.lock:
                 self.stats.function(self.mapping.function_name).records_filtered += batch.filtered
@@ -353,6 +377,7 @@ class ShardPoller(threading.Thread):
 
     def prepare(self) -> None:
         """Get the first iterator (so LATEST is fixed before `make up` returns)."""
+        self._redeliver_through = self.checkpoints.in_flight_end(self.mapping.uuid, self.shard_id)
         self._iterator = self._fresh_iterator()
         with self.stats.lock:
             self.shard_stats.ready = True
@@ -372,7 +397,7 @@ class ShardPoller(threading.Thread):
             self.prepare()
         open_shard = True
         while not self.stop_event.is_set():
-            if open_shard and len(self._buffer) < self.mapping.batch_size:
+            if open_shard and (len(self._buffer) < self.mapping.batch_size or self._redeliver_through is not None):
                 open_shard = self._read_more()
             batch = self._take_batch(force=not open_shard)
             if batch is not None:

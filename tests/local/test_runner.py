@@ -352,8 +352,10 @@ def test_a_runner_killed_mid_batch_resumes_from_its_checkpoint_and_redelivers_th
         os.killpg(runner.pid, signal.SIGKILL)  # the runner and its execution environments
         runner.wait()
         in_flight = read_invocations(record_log)[-1]["ids"]
-        committed = json.loads(paths.checkpoints.read_text())
+        saved = json.loads(paths.checkpoints.read_text())
+        committed = saved["committed"]
         assert list(committed.values()) == [read_invocations(record_log)[-2]["ids"][-1].split(":")[1]]
+        assert list(saved["in_flight"].values()) == [in_flight[-1].split(":")[1]], "the batch's end was recorded"
 
         runner = start_runner()
         wait_for(
@@ -362,7 +364,7 @@ def test_a_runner_killed_mid_batch_resumes_from_its_checkpoint_and_redelivers_th
             what="every record after the restart",
         )
         wait_for(
-            lambda: sequence_numbers[-1] in json.loads(paths.checkpoints.read_text()).values(),
+            lambda: sequence_numbers[-1] in json.loads(paths.checkpoints.read_text())["committed"].values(),
             what="the last batch committed",
         )
     finally:
@@ -376,4 +378,4 @@ def test_a_runner_killed_mid_batch_resumes_from_its_checkpoint_and_redelivers_th
     flat = [event_id.split(":")[1] for event_id in delivered_ids(record_log)]
     deduplicated = list(dict.fromkeys(flat))
     assert deduplicated == sequence_numbers, "nothing skipped, order kept"
-    assert list(json.loads(paths.checkpoints.read_text())) == list(committed), "one shard, one checkpoint"
+    assert list(json.loads(paths.checkpoints.read_text())["committed"]) == list(committed), "one shard, one checkpoint"

@@ -157,3 +157,39 @@ def test_a_restarted_poller_starts_after_its_checkpoint(tmp_path: Path) -> None:
         harness.stop.set()
     assert harness.batches == [["2"]]
     assert harness.shard.iterators_requested[0] == ("AFTER_SEQUENCE_NUMBER", "1")
+
+
+def test_a_batch_in_flight_when_the_runner_died_is_redelivered_identically(tmp_path: Path) -> None:
+    """Records that arrived after the kill must not join the interrupted batch: the map
+    stage keys its delta item by the batch's hash, as Lambda retries identical batches."""
+    harness = Harness(tmp_path, mapping(batch_size=10))
+    harness.add(0, 1, 2, 3)
+    harness.checkpoints.commit("m", "shard-0", "0")
+    harness.checkpoints.begin("m", "shard-0", "2")  # the batch [1, 2] was in flight at the kill
+    harness.poller.start()
+    try:
+        wait_for(lambda: len(harness.batches) == 2)
+    finally:
+        harness.stop.set()
+    assert harness.batches == [["1", "2"], ["3"]]
+    assert harness.checkpoints.get("m", "shard-0") == "3"
+    assert harness.checkpoints.in_flight_end("m", "shard-0") is None
+
+
+def test_a_batch_is_recorded_in_flight_before_its_first_delivery(tmp_path: Path) -> None:
+    seen_in_flight: list[str | None] = []
+    harness = Harness(tmp_path, mapping())
+
+    def invoke(event: Mapping[str, Any]) -> InvocationResult:
+        seen_in_flight.append(CheckpointStore(tmp_path / "checkpoints.json").in_flight_end("m", "shard-0"))
+        return InvocationResult(payload=None)
+
+    harness.poller.invoke = invoke
+    harness.add(0, 1, 2)
+    harness.poller.start()
+    try:
+        wait_for(lambda: harness.checkpoints.get("m", "shard-0") == "2")
+    finally:
+        harness.stop.set()
+    assert seen_in_flight == ["2"], "persisted (on disk) before the function ran"
+    assert CheckpointStore(tmp_path / "checkpoints.json").in_flight_end("m", "shard-0") is None
