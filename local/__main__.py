@@ -1,4 +1,4 @@
-"""`python -m local up | down | status | demo`: the local runtime's command line (Makefile targets).
+"""`python -m local up | down | status | demo | chaos`: the local runtime's command line (Makefile targets).
 
 Misuse and failures end with one line on stderr and a non-zero exit, never a traceback.
 """
@@ -8,12 +8,13 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from typing import NoReturn
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 from botocore.exceptions import BotoCoreError, ClientError
 from rich.console import Console
 
-from local import demo, lifecycle, status
+from local import chaos, demo, lifecycle, status
 from local.deployer import DeploymentError
 from local.emulator import EmulatorError
 from local.paths import LocalPaths
@@ -40,7 +41,113 @@ def build_parser() -> argparse.ArgumentParser:
     demo_parser.add_argument("--seed", type=int, default=7)
     demo_parser.add_argument("--keep-running", action="store_true", help="leave the runtime up afterwards")
     demo_parser.add_argument("--drain-timeout", type=float, default=demo.DEFAULT_DRAIN_TIMEOUT_SECONDS, help="seconds")
+    add_chaos_parser(commands)
     return parser
+
+
+def _number(kind: Callable[[str], float], low: float, high: float | None) -> Callable[[str], float]:
+    """An argparse type: a number of `kind` within [low, high]; misuse is one line."""
+
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"must be {'at least ' + str(low) if high is None else f'{low}..{high}'}")
+        return value
+
+    return parse
+
+
+def add_chaos_parser(commands: Any) -> None:
+    defaults = chaos.ChaosSettings()
+    parser = commands.add_parser(
+        "chaos", help="every failure at once, figures, and an unsafe negative control that must be caught"
+    )
+    count, percent, number = _number(int, 1, None), _number(float, 0, 50), _number(float, 0, None)
+    parser.add_argument("--count", type=count, default=defaults.count, help=f"messages (default {defaults.count})")
+    parser.add_argument("--seed", type=_number(int, 0, None), default=defaults.seed)
+    parser.add_argument(
+        "--fault-multiplier",
+        type=number,
+        default=defaults.fault_multiplier,
+        help="function faults before and after the write = the original rates (state 1, map/reduce/archive 2 %%) "
+        f"times this (default {defaults.fault_multiplier:g})",
+    )
+    parser.add_argument(
+        "--lost-response-pct",
+        type=percent,
+        default=defaults.lost_response_pct,
+        help=f"lost responses per write at each write site (default {defaults.lost_response_pct:g})",
+    )
+    parser.add_argument(
+        "--throttle-pct",
+        type=percent,
+        default=defaults.throttle_pct,
+        help=f"throttled DynamoDB, Streams and Kinesis reads and writes (default {defaults.throttle_pct:g})",
+    )
+    parser.add_argument(
+        "--runner-kills",
+        type=_number(int, 0, None),
+        default=defaults.runner_kills,
+        help="SIGKILLs of the runner (and its workers) mid-batch, each followed by a restart from the checkpoints "
+        f"(default {defaults.runner_kills})",
+    )
+    parser.add_argument(
+        "--worker-kills",
+        type=_number(int, 0, None),
+        default=defaults.worker_kills,
+        help="SIGKILLs of one function's worker inside an invocation, stages in turn "
+        f"(default {defaults.worker_kills})",
+    )
+    for name, default in (
+        ("duplicates", defaults.duplicates_pct),
+        ("out-of-order", defaults.out_of_order_pct),
+        ("modifications", defaults.modifications_pct),
+        ("malformed", defaults.malformed_pct),
+        ("conflicting", defaults.conflicting_pct),
+    ):
+        parser.add_argument(
+            f"--{name}-pct", type=_number(float, 0, 100), default=default, help=f"(default {default:g})"
+        )
+    parser.add_argument(
+        "--oversized-records",
+        type=_number(int, 0, None),
+        default=defaults.oversized_records,
+        help=f"~1 MB invalid records (default {defaults.oversized_records})",
+    )
+    parser.add_argument("--no-control", action="store_true", help="skip the unsafe-add negative control")
+    parser.add_argument(
+        "--control-count", type=count, help="messages of the control run (default: --count, at most 5,000)"
+    )
+    parser.add_argument(
+        "--drain-timeout",
+        type=_number(float, 1, None),
+        default=defaults.drain_timeout_seconds,
+        help=f"seconds per run (default {defaults.drain_timeout_seconds:g})",
+    )
+
+
+def chaos_settings(arguments: argparse.Namespace) -> chaos.ChaosSettings:
+    return chaos.ChaosSettings(
+        count=int(arguments.count),
+        seed=int(arguments.seed),
+        fault_multiplier=arguments.fault_multiplier,
+        lost_response_pct=arguments.lost_response_pct,
+        throttle_pct=arguments.throttle_pct,
+        runner_kills=int(arguments.runner_kills),
+        worker_kills=int(arguments.worker_kills),
+        duplicates_pct=arguments.duplicates_pct,
+        out_of_order_pct=arguments.out_of_order_pct,
+        modifications_pct=arguments.modifications_pct,
+        malformed_pct=arguments.malformed_pct,
+        conflicting_pct=arguments.conflicting_pct,
+        oversized_records=int(arguments.oversized_records),
+        control=not arguments.no_control,
+        control_count=None if arguments.control_count is None else int(arguments.control_count),
+        drain_timeout_seconds=arguments.drain_timeout,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,6 +175,8 @@ def main(argv: list[str] | None = None) -> int:
                 keep_running=arguments.keep_running,
                 drain_timeout_seconds=arguments.drain_timeout,
             )
+        if arguments.command == "chaos":
+            return chaos.run_chaos(paths, console, chaos_settings(arguments))
     except KeyboardInterrupt:
         print(f"{PROGRAM}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -76,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
         EmulatorError,
         lifecycle.LifecycleError,
         demo.DemoError,
+        chaos.ChaosError,
         ClientError,
         BotoCoreError,
         OSError,

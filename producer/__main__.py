@@ -109,6 +109,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--modifications-pct", type=_percentage, default=20.0, help="new versions of existing trades (default 20)"
     )
     send.add_argument("--malformed-pct", type=_percentage, default=1.0, help="invalid records (default 1)")
+    send.add_argument(
+        "--conflicting-pct",
+        type=_percentage,
+        default=0.0,
+        help="same TradeID and Version as a trade's current version, other content (default 0)",
+    )
+    send.add_argument(
+        "--oversized-records", type=_seed, default=0, help="~1 MB invalid records spread over the run (default 0)"
+    )
     send.add_argument("--seed", type=_seed, help="random seed; the same seed sends the same messages")
     send.add_argument(
         "--hierarchy-levels",
@@ -152,6 +161,8 @@ def run_send(arguments: argparse.Namespace, console: Console, status: Console) -
         out_of_order_pct=arguments.out_of_order_pct,
         modifications_pct=arguments.modifications_pct,
         malformed_pct=arguments.malformed_pct,
+        conflicting_pct=arguments.conflicting_pct,
+        oversized_records=arguments.oversized_records,
         seed=arguments.seed,
         ledger_path=arguments.ledger,
         hierarchy_levels=arguments.hierarchy_levels,

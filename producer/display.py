@@ -159,6 +159,7 @@ def render_send_summary(summary: SendSummary, console: Console) -> None:
         ("  modifications", f"{counts.modifications:,} ({counts.moves:,} moves)"),
         ("  duplicates", f"{counts.duplicates:,}"),
         ("  out of order", f"{counts.out_of_order:,}"),
+        ("  conflicting duplicates", f"{counts.conflicting_duplicates:,}"),
         ("  malformed", f"{counts.malformed:,}"),
         ("put_records calls", f"{summary.put_records_calls:,}"),
         ("records retried", f"{summary.retried_records:,}"),

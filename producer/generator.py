@@ -18,7 +18,10 @@ The stream mixes, in configurable proportions:
 * duplicates (the identical bytes of an earlier valid message, resent);
 * out-of-order pairs (a later version sent first, then an earlier version that
   the pipeline must ignore);
-* malformed records of every invalid kind DESIGN.md names.
+* conflicting duplicates (the current TradeID and Version of a trade with other
+  content: the pipeline reports them and keeps the first version applied);
+* malformed records of every invalid kind DESIGN.md names, and optionally a few
+  oversized (~1 MB) invalid records.
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ class MessageKind(StrEnum):
     MODIFICATION = "modification"
     DUPLICATE = "duplicate"
     OUT_OF_ORDER = "out_of_order"
+    CONFLICTING_DUPLICATE = "conflicting_duplicate"
     MALFORMED = "malformed"
 
 
@@ -95,6 +99,14 @@ MALFORMED_KINDS: tuple[str, ...] = (
 )
 """Every invalid-record kind the generator produces; each breaks exactly one DESIGN.md rule."""
 
+OVERSIZED_RECORD_KIND = "oversized_record"
+"""A ~1 MB invalid record (its TradeID is far too long): the quarantine stores it truncated.
+
+Not in `MALFORMED_KINDS` because it is sent only on request (`GeneratorConfig.oversized_records`):
+a megabyte per record would dominate the bytes of every ordinary load test."""
+OVERSIZED_RECORD_BYTES = 1_000_000
+"""Under Kinesis' 1 MiB record limit (data plus partition key), far over DynamoDB's 400 KB item."""
+
 
 @dataclass(frozen=True, slots=True)
 class GeneratedMessage:
@@ -121,6 +133,8 @@ class GeneratorConfig:
 
     ``count=None`` makes the stream endless (duration mode); ``trades`` caps the
     number of distinct new trades (``None``: derived from ``count``).
+    ``conflicting_pct`` of messages are conflicting duplicates; ``oversized_records``
+    ~1 MB invalid records are spread evenly over a finite stream.
     """
 
     seed: int
@@ -130,6 +144,8 @@ class GeneratorConfig:
     out_of_order_pct: float = 5.0
     modifications_pct: float = 20.0
     malformed_pct: float = 1.0
+    conflicting_pct: float = 0.0
+    oversized_records: int = 0
     hierarchy_levels: tuple[str, ...] = DEFAULT_HIERARCHY_LEVELS
     move_share: float = 0.3
     timestamp_epoch_ms: int = DEFAULT_TIMESTAMP_EPOCH_MS
@@ -146,12 +162,21 @@ class GeneratorConfig:
             "out-of-order": self.out_of_order_pct,
             "modifications": self.modifications_pct,
             "malformed": self.malformed_pct,
+            "conflicting duplicates": self.conflicting_pct,
         }
         for name, pct in percentages.items():
             if not 0 <= pct <= 100:
                 raise ValueError(f"{name} percentage must be between 0 and 100, got {pct}")
         if sum(percentages.values()) > 100:
-            raise ValueError("duplicates + out-of-order + modifications + malformed percentages exceed 100")
+            raise ValueError(
+                "duplicates + out-of-order + modifications + malformed + conflicting percentages exceed 100"
+            )
+        if self.oversized_records < 0:
+            raise ValueError("oversized_records cannot be negative")
+        if self.oversized_records and self.count is None:
+            raise ValueError("oversized records need a finite count (they are spread over the stream)")
+        if self.count is not None and self.oversized_records > self.count // 2:
+            raise ValueError(f"oversized_records ({self.oversized_records}) exceeds half of count ({self.count})")
         if not self.hierarchy_levels:
             raise ValueError("at least one hierarchy level is required")
         if not 0 <= self.move_share <= 1:
@@ -160,7 +185,13 @@ class GeneratorConfig:
     @property
     def new_trade_share(self) -> float:
         """Fraction of messages that introduce a new trade."""
-        other = self.duplicates_pct + self.out_of_order_pct + self.modifications_pct + self.malformed_pct
+        other = (
+            self.duplicates_pct
+            + self.out_of_order_pct
+            + self.modifications_pct
+            + self.malformed_pct
+            + self.conflicting_pct
+        )
         return max(0.0, 100.0 - other) / 100.0
 
     def trade_budget(self) -> int:
@@ -169,7 +200,14 @@ class GeneratorConfig:
             return self.trades
         if self.count is None:
             return DEFAULT_DURATION_TRADE_BUDGET
-        return max(1, round(self.count * self.new_trade_share))
+        return max(1, round((self.count - self.oversized_records) * self.new_trade_share))
+
+    def oversized_positions(self) -> frozenset[int]:
+        """The sequence numbers of the oversized records: evenly spread, never first or last."""
+        if self.count is None or not self.oversized_records:
+            return frozenset()
+        spacing = self.count / (self.oversized_records + 1)
+        return frozenset(round(spacing * (index + 1)) for index in range(self.oversized_records))
 
 
 def decimal_json_literal(value: Decimal) -> str:
@@ -221,6 +259,7 @@ class MessageGenerator(Iterator[GeneratedMessage]):
         self._produced = 0
         self._pending: deque[GeneratedMessage] = deque()
         self._recent_valid: deque[GeneratedMessage] = deque(maxlen=DUPLICATE_WINDOW)
+        self._oversized_due = deque(sorted(config.oversized_positions()))
 
     # -- iteration -----------------------------------------------------------------
 
@@ -234,7 +273,13 @@ class MessageGenerator(Iterator[GeneratedMessage]):
         if count is not None and self._produced >= count:
             raise StopIteration
         remaining = None if count is None else count - self._produced
+        if self._oversized_due and self._produced >= self._oversized_due[0]:
+            # (an out-of-order pair may have taken the exact position: the record comes next)
+            self._oversized_due.popleft()
+            return self._oversized()
         kind = self._choose_kind(remaining)
+        if kind is MessageKind.CONFLICTING_DUPLICATE:
+            return self._conflicting_duplicate()
         if kind is MessageKind.MALFORMED:
             return self._malformed()
         if kind is MessageKind.DUPLICATE:
@@ -260,6 +305,7 @@ class MessageGenerator(Iterator[GeneratedMessage]):
         thresholds = (
             (config.malformed_pct, MessageKind.MALFORMED),
             (config.duplicates_pct, MessageKind.DUPLICATE),
+            (config.conflicting_pct, MessageKind.CONFLICTING_DUPLICATE),
             (config.out_of_order_pct, MessageKind.OUT_OF_ORDER),
             (config.modifications_pct, MessageKind.MODIFICATION),
         )
@@ -279,6 +325,8 @@ class MessageGenerator(Iterator[GeneratedMessage]):
             kind = MessageKind.NEW_TRADE if budget_left > 0 else MessageKind.MODIFICATION
         if kind is MessageKind.DUPLICATE and not self._recent_valid:
             kind = MessageKind.MODIFICATION
+        if kind is MessageKind.CONFLICTING_DUPLICATE and not self._trade_ids:
+            kind = MessageKind.NEW_TRADE if budget_left > 0 else MessageKind.MALFORMED
         if kind is MessageKind.OUT_OF_ORDER and not self._trade_ids and budget_left <= 0:
             kind = MessageKind.MODIFICATION
         if kind is MessageKind.MODIFICATION and not self._trade_ids:
@@ -375,6 +423,7 @@ class MessageGenerator(Iterator[GeneratedMessage]):
         *,
         moves: bool = False,
         malformed_kind: str | None = None,
+        may_be_duplicated: bool = True,
     ) -> GeneratedMessage:
         message = GeneratedMessage(
             sequence=self._produced,
@@ -387,7 +436,7 @@ class MessageGenerator(Iterator[GeneratedMessage]):
             malformed_kind=malformed_kind,
         )
         self._produced += 1
-        if state is not None:
+        if state is not None and may_be_duplicated:
             self._recent_valid.append(message)
         return message
 
@@ -453,6 +502,42 @@ class MessageGenerator(Iterator[GeneratedMessage]):
         stale = TradeState(version=earlier_version, value=self._random_value(), hierarchy=stale_hierarchy)
         stale_message = self._valid_message(MessageKind.OUT_OF_ORDER, trade_id, stale)
         return later_message, stale_message
+
+    def _conflicting_duplicate(self) -> GeneratedMessage:
+        """The current TradeID and Version of a trade with another Value (sometimes another node).
+
+        Why the trade's *current* version, and why the trade is retired afterwards (no later
+        version, out-of-order pair or trap names it again): the pipeline can only tell a
+        conflict when the version it holds is the conflicting one. Kinesis keeps one
+        partition key's records in order, so the original reaches the state table first and
+        stands; a later version of the trade in the same batch would make the conflict
+        merely stale. The conflict is never resent as a `DUPLICATE` either, so the ledger's
+        count of conflicts is exactly what the pipeline must report.
+        """
+        position = self._rng.randrange(len(self._trade_ids))
+        trade_id = self._trade_ids[position]
+        self._trade_ids[position] = self._trade_ids[-1]
+        self._trade_ids.pop()
+        current = self._trades[trade_id]
+        value = self._random_value()
+        while value.normalize() == current.value.normalize():
+            value = self._random_value()
+        hierarchy = self._moved_hierarchy(current.hierarchy) if self._rng.random() < 0.3 else current.hierarchy
+        conflict = TradeState(version=current.version, value=value, hierarchy=hierarchy)
+        data = _assemble(self._valid_fields(trade_id, conflict)).encode("utf-8")
+        return self._emit(
+            MessageKind.CONFLICTING_DUPLICATE, data, trade_id, trade_id, conflict, may_be_duplicated=False
+        )
+
+    def _oversized(self) -> GeneratedMessage:
+        """A ~1 MB record that is invalid only because its TradeID is far too long."""
+        trade_id = str(uuid.UUID(int=self._rng.getrandbits(128), version=4))
+        template = TradeState(1, self._random_value(), self._random_hierarchy())
+        fields = self._valid_fields(trade_id, template, decorate=False)
+        padding = OVERSIZED_RECORD_BYTES - len(_assemble(fields).encode("utf-8"))
+        fields["TradeID"] = _quote(trade_id + "-" + "o" * max(MAX_TRADE_ID_LENGTH, padding - 1))
+        data = _assemble(fields).encode("utf-8")
+        return self._emit(MessageKind.MALFORMED, data, trade_id, None, None, malformed_kind=OVERSIZED_RECORD_KIND)
 
     def _malformed(self) -> GeneratedMessage:
         rng = self._rng

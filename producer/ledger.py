@@ -17,7 +17,7 @@ File format (JSON, written atomically, every amount a decimal string)::
       "hierarchy_levels": ["RiskType", "TradeDesk", "Region"],
       "updated_at": "2024-01-01T00:00:00+00:00",
       "counts": {"messages_sent": 0, "new_trades": 0, "modifications": 0, "moves": 0,
-                 "duplicates": 0, "out_of_order": 0, "malformed": 0, "uncertain": 0,
+                 "duplicates": 0, "out_of_order": 0, "conflicting_duplicates": 0, "malformed": 0, "uncertain": 0,
                  "malformed_by_kind": {"not_json": 0}},
       "runs": [{"seed": 7, "started_at": "...", "messages_sent": 3000, ...}],
       "aggregates": {"Delta": {"Value": "123.45", "TradeCount": 3}, ...},
@@ -62,6 +62,8 @@ class LedgerCounts:
     moves: int = 0
     duplicates: int = 0
     out_of_order: int = 0
+    conflicting_duplicates: int = 0
+    """Same TradeID and Version as the applied message, other content: reported, never applied."""
     malformed: int = 0
     uncertain: int = 0
     """Messages whose delivery is unknown (a run aborted with them in flight)."""
@@ -79,6 +81,8 @@ def tally(counts: LedgerCounts, message: GeneratedMessage) -> None:
         counts.duplicates += 1
     elif message.kind is MessageKind.OUT_OF_ORDER:
         counts.out_of_order += 1
+    elif message.kind is MessageKind.CONFLICTING_DUPLICATE:
+        counts.conflicting_duplicates += 1
     elif message.kind is MessageKind.MALFORMED:
         counts.malformed += 1
         kind = message.malformed_kind or "unknown"
@@ -137,8 +141,14 @@ class Ledger:
             self.trades[trade_id] = state
 
     def record(self, message: GeneratedMessage) -> None:
-        """Account for one message Kinesis accepted."""
+        """Account for one message Kinesis accepted.
+
+        A conflicting duplicate is counted, never observed: the first version applied
+        stands, and it was sent (hence, per partition key, applied) before the conflict.
+        """
         tally(self.counts, message)
+        if message.kind is MessageKind.CONFLICTING_DUPLICATE:
+            return
         if message.state is not None and message.trade_id is not None:
             self.observe(message.trade_id, message.state)
 

@@ -36,6 +36,7 @@ from producer.generator import (
     GeneratedMessage,
     GeneratorConfig,
     MessageGenerator,
+    MessageKind,
 )
 from producer.ledger import DEFAULT_LEDGER_PATH, Ledger, LedgerCounts, tally
 from producer.model import DEFAULT_HIERARCHY_LEVELS
@@ -120,6 +121,8 @@ class SendOptions:
     out_of_order_pct: float = 5.0
     modifications_pct: float = 20.0
     malformed_pct: float = 1.0
+    conflicting_pct: float = 0.0
+    oversized_records: int = 0
     seed: int | None = None
     ledger_path: Path | None = DEFAULT_LEDGER_PATH
     hierarchy_levels: tuple[str, ...] = DEFAULT_HIERARCHY_LEVELS
@@ -153,6 +156,8 @@ class SendOptions:
             out_of_order_pct=self.out_of_order_pct,
             modifications_pct=self.modifications_pct,
             malformed_pct=self.malformed_pct,
+            conflicting_pct=self.conflicting_pct,
+            oversized_records=self.oversized_records,
             hierarchy_levels=self.hierarchy_levels,
             timestamp_epoch_ms=self.timestamp_epoch_ms or DEFAULT_TIMESTAMP_EPOCH_MS,
         )
@@ -256,6 +261,42 @@ class RatePacer:
 
     def take(self) -> None:
         self._tokens -= 1.0
+
+
+class InFlightTrades:
+    """TradeIDs of messages handed to a delivery worker and not yet accepted by Kinesis.
+
+    Why: chunks are delivered concurrently and retried, so Kinesis may accept a later chunk
+    before an earlier one. The ledger is indifferent to that (the highest version wins in any
+    order) except for a conflicting duplicate, whose ground truth is "the first version in the
+    shard stands": it is only sent once its trade's earlier messages have been accepted, so it
+    lands after them in the trade's shard (one partition key, one shard, ordered).
+    """
+
+    def __init__(self) -> None:
+        self._condition = threading.Condition()
+        self._counts: dict[str, int] = {}
+
+    def add(self, messages: Sequence[GeneratedMessage]) -> None:
+        with self._condition:
+            for message in messages:
+                self._counts[message.partition_key] = self._counts.get(message.partition_key, 0) + 1
+
+    def accepted(self, messages: Sequence[GeneratedMessage]) -> None:
+        with self._condition:
+            for message in messages:
+                left = self._counts.get(message.partition_key, 0) - 1
+                if left > 0:
+                    self._counts[message.partition_key] = left
+                else:
+                    self._counts.pop(message.partition_key, None)
+            self._condition.notify_all()
+
+    def wait_until_accepted(self, partition_key: str, stop: threading.Event) -> None:
+        """Block until no message of `partition_key` is in flight (or the run stops)."""
+        with self._condition:
+            while self._counts.get(partition_key) and not stop.is_set():
+                self._condition.wait(0.2)
 
 
 def record_size(message: GeneratedMessage) -> int:
@@ -442,7 +483,10 @@ def send_messages(
     run_counts = LedgerCounts()
     ledger_lock = threading.Lock()
 
+    in_flight = InFlightTrades()
+
     def on_accepted(messages: Sequence[GeneratedMessage]) -> None:
+        in_flight.accepted(messages)
         with ledger_lock:
             for message in messages:
                 ledger.record(message)
@@ -494,11 +538,12 @@ def send_messages(
             while not slots.acquire(timeout=0.2):
                 if stop.is_set():
                     return Chunk()
+            in_flight.add(chunk.messages)
             executor.submit(deliver, chunk.messages)
             return Chunk()
 
         try:
-            _pace_and_submit(generator, options, stop, flush)
+            _pace_and_submit(generator, options, stop, flush, in_flight)
         except KeyboardInterrupt:
             interrupted = True
             stop.set()
@@ -530,6 +575,8 @@ def send_messages(
                     "out_of_order_pct": repr(options.out_of_order_pct),
                     "modifications_pct": repr(options.modifications_pct),
                     "malformed_pct": repr(options.malformed_pct),
+                    "conflicting_pct": repr(options.conflicting_pct),
+                    "oversized_records": options.oversized_records,
                     "hierarchy_levels": ",".join(levels),
                 },
             }
@@ -574,8 +621,12 @@ def _pace_and_submit(
     options: SendOptions,
     stop: threading.Event,
     flush: Callable[[Chunk], Chunk],
+    in_flight: InFlightTrades | None = None,
 ) -> None:
-    """The pacing loop: take a token, make a message, add it to the chunk, flush when due."""
+    """The pacing loop: take a token, make a message, add it to the chunk, flush when due.
+
+    A conflicting duplicate first waits for its trade's earlier messages (`InFlightTrades`).
+    """
     pacer = RatePacer(options.rate) if options.rate > 0 else None
     deadline = time.monotonic() + options.duration if options.duration is not None else None
     linger = options.linger_seconds
@@ -597,6 +648,10 @@ def _pace_and_submit(
         message = next(generator, None)
         if message is None:
             break
+        if in_flight is not None and message.kind is MessageKind.CONFLICTING_DUPLICATE:
+            if any(queued.partition_key == message.partition_key for queued in chunk.messages):
+                chunk = flush(chunk)
+            in_flight.wait_until_accepted(message.partition_key, stop)
         if chunk.messages and not chunk.fits(message):
             chunk = flush(chunk)
         chunk.add(message)

@@ -24,10 +24,15 @@ log = logging.getLogger(__name__)
 
 FAULT_INJECTION_PREFIX = "FAILURE_"
 FAULT_INJECTION_SUFFIX = "_PCT"
+REDUCE_IDEMPOTENCY_VARIABLE = "REDUCE_IDEMPOTENCY"
+"""Also overridable locally: the chaos command's negative control runs the reduce function with
+`unsafe-add`, a mode the CDK settings refuse, so only the local runtime can ever set it."""
+INJECTED_FAILURE_ERROR_TYPE = "InjectedFailure"
+"""`function_support.faults.InjectedFailure`: an invocation failed on purpose."""
 
 
 def fault_injection_overrides(environ: Mapping[str, str]) -> dict[str, str]:
-    """The caller's `FAILURE_*_PCT` variables: locally they win over the deployed environment.
+    """The caller's `FAILURE_*_PCT` (and `REDUCE_IDEMPOTENCY`) variables: locally they win.
 
     In AWS they are set through `cdk.json` context at deploy time; `make up` / `make demo`
     take them from the caller's shell instead (DESIGN.md "Fault injection").
@@ -35,8 +40,20 @@ def fault_injection_overrides(environ: Mapping[str, str]) -> dict[str, str]:
     return {
         name: value
         for name, value in environ.items()
-        if name.startswith(FAULT_INJECTION_PREFIX) and name.endswith(FAULT_INJECTION_SUFFIX)
+        if (name.startswith(FAULT_INJECTION_PREFIX) and name.endswith(FAULT_INJECTION_SUFFIX))
+        or name == REDUCE_IDEMPOTENCY_VARIABLE
     }
+
+
+def injected_failure_point(error: Mapping[str, Any] | None) -> str | None:
+    """`before_write` / `after_write` when an invocation failed by fault injection, else None.
+
+    The message names the variable that fired (`FAILURE_MAP_LAMBDA_AFTER_WRITE_PCT=6`), which
+    tells the two points apart; the chaos command reports them per stage.
+    """
+    if not error or error.get("errorType") != INJECTED_FAILURE_ERROR_TYPE:
+        return None
+    return "after_write" if "_AFTER_WRITE_PCT" in str(error.get("errorMessage", "")) else "before_write"
 
 
 def function_environment(
@@ -135,6 +152,9 @@ class FunctionInvoker:
                     counters.cold_starts += 1
                 if result.failed:
                     counters.errors += 1
+                    point = injected_failure_point(result.error)
+                    if point is not None:
+                        counters.injected_failures[point] = counters.injected_failures.get(point, 0) + 1
                     counters.last_error = (
                         f"{result.error.get('errorType')}: {result.error.get('errorMessage')}"[:300]
                         if result.error

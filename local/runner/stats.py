@@ -27,6 +27,7 @@ class FunctionStats:
     cold_starts: int = 0
     in_flight: int = 0
     last_error: str = ""
+    injected_failures: dict[str, int] = field(default_factory=dict)  # fault injection: before_write / after_write
 
 
 @dataclass

@@ -1,0 +1,142 @@
+"""`python -m local chaos`: the figures come from real counters, the real run is exact, the control is caught."""
+
+from __future__ import annotations
+
+import os
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from local import chaos
+from local.__main__ import main
+from local.paths import LocalPaths
+from producer.model import AggregateNode, TradeState
+from producer.verifier import NodeMismatch, TradeMismatch
+
+LEVELS_STATE = TradeState(version=3, value=Decimal("10.00"), hierarchy=("Delta", "FXSpot", "AMER"))
+
+
+def node(value: str, count: int) -> AggregateNode:
+    return AggregateNode(Decimal(value), count)
+
+
+def test_missing_and_double_counted_are_split_per_node_in_value_and_count() -> None:
+    mismatches = [
+        NodeMismatch("Delta", node("100", 3), node("130.5", 4)),  # over by 30.5 and 1 trade
+        NodeMismatch("Vega", node("50", 2), node("20", 1)),  # short by 30 and 1 trade
+        NodeMismatch("Gamma", None, node("-7", 1)),  # only in the table: over by a count, short in value
+        NodeMismatch("Rho", node("4", 1), None),  # only in the ledger: lost
+    ]
+    found = chaos.discrepancies(mismatches, [], nodes_compared=10)
+    assert found.nodes_wrong == 4 and found.nodes_compared == 10
+    assert found.value_double_counted == Decimal("30.5")
+    assert found.value_missing == Decimal("30") + Decimal("7") + Decimal("4")
+    assert found.trades_double_counted_in_nodes == 2
+    assert found.trades_missing_from_nodes == 2
+    assert found.lost and found.double_counted and not found.exact
+
+
+def test_trade_mismatches_count_as_missing_or_wrong_version() -> None:
+    stale = TradeState(2, Decimal("10.00"), LEVELS_STATE.hierarchy)
+    trades = [TradeMismatch("a", LEVELS_STATE, None), TradeMismatch("b", LEVELS_STATE, stale)]
+    found = chaos.discrepancies([], trades)
+    assert (found.trades_missing, found.trades_at_wrong_version) == (1, 1)
+    assert found.lost and not found.double_counted and not found.exact
+
+
+def test_no_mismatch_is_exact() -> None:
+    found = chaos.discrepancies([], [])
+    assert found.exact and not found.lost and not found.double_counted
+
+
+def test_emulator_counters_become_rows_per_write_site_and_read_or_write_throttles() -> None:
+    report = {
+        "injected": {
+            "lost_response": {"dynamodb:UpdateItem": 5, "dynamodb:TransactWriteItems": 2},
+            "throttle": {"dynamodbstreams:GetRecords": 3, "kinesis:PutRecords": 4, "dynamodb:UpdateItem": 1},
+        }
+    }
+    rows = chaos.emulator_fault_figures(report)
+    assert rows["lost response, state UpdateItem (error)"] == 5
+    assert rows["lost response, map PutItem (close)"] == 0
+    assert rows["lost response, reduce TransactWriteItems (timeout)"] == 2
+    assert rows["throttled reads (DynamoDB, Streams, Kinesis)"] == 3
+    assert rows["throttled writes (DynamoDB, Kinesis)"] == 5
+
+
+def test_function_counters_add_up_over_runner_lives() -> None:
+    total: dict[str, dict[str, object]] = {}
+    life = {
+        "functions": {
+            "Stack-MapFunction1": {
+                "invocations": 4,
+                "errors": 2,
+                "retries": 2,
+                "timeouts": 0,
+                "records_processed": 40,
+                "injected_failures": {"after_write": 1},
+            }
+        }
+    }
+    chaos.add_function_counters(total, life)
+    chaos.add_function_counters(total, life)
+    assert total["Stack-MapFunction1"]["errors"] == 4
+    assert total["Stack-MapFunction1"]["injected"] == {"after_write": 2}
+    assert chaos.stage_of("Stack-MapFunction1") == "map"
+
+
+def test_the_default_settings_meet_issue_6() -> None:
+    settings = chaos.ChaosSettings()
+    assert settings.count >= 20_000
+    assert settings.function_fault_pct("state") >= 3 * chaos.ORIGINAL_FUNCTION_FAULT_PCT["state"]
+    assert settings.worker_kills >= 3 and settings.runner_kills >= 1 and settings.control
+
+
+def test_cli_misuse_is_one_line_and_non_zero(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in (["chaos", "--count", "0"], ["chaos", "--throttle-pct", "90"], ["chaos", "--conflicting-pct", "x"]):
+        with pytest.raises(SystemExit) as exit_info:
+            main(argv)
+        assert exit_info.value.code == 2
+        assert len(capsys.readouterr().err.strip().splitlines()) == 1
+    assert main(["chaos", "--count", "10", "--malformed-pct", "60", "--modifications-pct", "60"]) == 1
+    assert "exceed 100" in capsys.readouterr().err
+
+
+@pytest.mark.emulator
+@pytest.mark.slow
+def test_a_small_chaos_run_is_exact_under_real_faults_and_the_unsafe_control_is_caught(tmp_path: Path) -> None:
+    settings = chaos.ChaosSettings(
+        count=600,
+        seed=11,
+        fault_multiplier=8,
+        lost_response_pct=6,
+        throttle_pct=5,
+        worker_kills=2,
+        runner_kills=1,
+        oversized_records=1,
+        conflicting_pct=2,
+        drain_timeout_seconds=240,
+    )
+    paths = LocalPaths(tmp_path / ".local")
+    console = Console(file=open(os.devnull, "w"), width=200)  # noqa: SIM115
+    real = chaos.run_pipeline(paths, console, settings, label="chaos run", reduce_mode=None, count=settings.count)
+    assert real.counts.messages_sent == 600
+    assert real.counts.conflicting_duplicates > 0 and real.counts.malformed > 0
+    injected = {stage: c["injected"] for name, c in real.functions.items() if (stage := chaos.stage_of(name))}
+    assert sum(sum(points.values()) for points in injected.values()) > 0
+    assert sum(real.workers_killed.values()) >= 1
+    assert real.runner_restarts == 1, "a runner SIGKILLed mid-run re-delivers its in-flight batch"
+    assert real.emulator_faults["lost response, state UpdateItem (error)"] > 0
+    assert real.emulator_faults["throttled reads (DynamoDB, Streams, Kinesis)"] > 0
+    assert real.emulator_faults["throttled writes (DynamoDB, Kinesis)"] > 0
+    assert chaos.quarantine_matches(real) and real.quarantine.truncated == 1
+    assert real.discrepancies.exact and real.verified_exact and real.reconcile_exit_code == 0
+    assert chaos.run_passed(real)
+
+    control = chaos.run_pipeline(
+        paths, console, settings, label="control", reduce_mode=chaos.UNSAFE_REDUCE_MODE, count=settings.count
+    )
+    assert chaos.control_caught(control)
+    assert control.discrepancies.double_counted
