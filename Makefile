@@ -20,6 +20,8 @@ help:
 	@echo "make up      start the local emulator + runner and deploy the stack into it"
 	@echo "make down    stop everything make up started"
 	@echo "make status  per-function invocations, errors, retries and iterator lag"
+	@echo "make chaos   every failure at once, 20,000 messages, plus the unsafe negative control"
+	@echo "make bench   benchmarks and the capacity planner, written to docs/benchmarks.md"
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -60,6 +62,12 @@ status: $(BIN)/.installed
 
 demo: install
 	$(BIN)/python -m local demo
+
+chaos: install
+	$(BIN)/python -m local chaos $(CHAOS_ARGS)
+
+bench: install
+	$(BIN)/python -m benchmarks run --output docs/benchmarks.md
 
 clean:
 	rm -rf cdk.out .local .pytest_cache .mypy_cache .ruff_cache

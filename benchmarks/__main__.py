@@ -1,0 +1,167 @@
+"""`python -m benchmarks run --output docs/benchmarks.md`: every benchmark in one run (`make bench`).
+
+Sized for a 2-core machine to finish in well under ten minutes: the emulator serves a
+few hundred writes a second, so the workloads are thousands of messages, not millions.
+Progress goes to the terminal with rich; the page is written only when every benchmark
+has finished.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+
+from benchmarks import capacity
+from benchmarks.end_to_end import EndToEndResult, run_end_to_end
+from benchmarks.handler_overhead import run_handler_overhead
+from benchmarks.harness import describe_machine, running_emulator
+from benchmarks.prices import DEFAULT_PRICE_TABLE, load_price_table
+from benchmarks.report import BenchmarkRun, render
+from benchmarks.state_throughput import run_state_throughput
+from benchmarks.write_cost import run_write_cost
+
+PLANNED_RATE = 50_000.0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="run every benchmark and write the markdown page")
+    run.add_argument("--output", type=Path, default=Path("docs/benchmarks.md"))
+    run.add_argument("--messages", type=int, default=4000, help="write-cost workload (messages)")
+    run.add_argument("--repetitions", type=int, default=9, help="state invocations per throughput cell")
+    run.add_argument("--passes", type=int, default=5, help="passes over the events for handler overhead")
+    run.add_argument("--e2e-messages", type=int, default=2000, help="end-to-end burst (messages)")
+    run.add_argument("--e2e-paced-seconds", type=float, default=30.0, help="end-to-end paced phase (seconds)")
+    run.add_argument("--raw-seconds", type=float, default=8.0, help="emulator raw-rate measurement (seconds)")
+    run.add_argument("--skip-end-to-end", action="store_true")
+    run.add_argument("--prices", type=Path, default=DEFAULT_PRICE_TABLE)
+    return parser
+
+
+class Reporter:
+    """One rich progress bar per benchmark step."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.tasks: dict[str, TaskID] = {}
+
+    def __call__(self, step: str, fraction: float) -> None:
+        if step not in self.tasks:
+            self.tasks[step] = self.progress.add_task(step, total=1.0)
+        self.progress.update(self.tasks[step], completed=min(1.0, fraction))
+
+
+def run(arguments: argparse.Namespace, console: Console) -> int:
+    started = time.perf_counter()
+    machine = describe_machine()
+    console.print(f"[bold]benchmarks[/] on {machine.cpu_model}, {machine.cpus} CPUs, Python {machine.python}")
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.percentage:>3.0f}%"),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=console) as progress:
+        report = Reporter(progress)
+        with tempfile.TemporaryDirectory(prefix="bench-") as scratch, running_emulator(Path(scratch) / "emulator.log"):
+            write_cost = run_write_cost(arguments.messages, report)
+        throughput = run_state_throughput(arguments.repetitions, report)
+        overhead = run_handler_overhead(write_cost.events, arguments.passes, report)
+        if arguments.skip_end_to_end:
+            from benchmarks.end_to_end import EndToEndSkipped  # noqa: PLC0415
+
+            end_to_end: EndToEndResult | EndToEndSkipped = EndToEndSkipped("skipped with --skip-end-to-end")
+        else:
+            end_to_end = run_end_to_end(
+                arguments.e2e_messages, arguments.raw_seconds, arguments.e2e_paced_seconds, report
+            )
+    by_handler = {o.handler: o for o in overhead.handlers}
+    at_20_ms = next(t for t in throughput if t.round_trip_ms == 20.0)
+    times = capacity.ServiceTimes(
+        state_messages_per_second=at_20_ms.bounded_messages_per_second,
+        state_cpu_us_per_message=by_handler["state"].cpu_us_per_unit,
+        map_cpu_us_per_record=by_handler["map"].cpu_us_per_unit,
+        reduce_cpu_us_per_action=overhead.reduce_model.per_action_us,
+        reduce_cpu_us_per_message=overhead.reduce_model.per_message_us,
+    )
+    workload = capacity.Workload(
+        rate=PLANNED_RATE,
+        record_bytes=round(write_cost.mean_record_bytes),
+        state_writes_per_message=write_cost.stages["state"].requests / write_cost.messages,
+    )
+    prices = load_price_table(arguments.prices)
+    defaults = capacity.plan_capacity(workload, capacity.Settings(), times, prices)
+    recommended_settings = recommended(defaults)
+    plan_recommended = capacity.plan_capacity(workload, recommended_settings, times, prices)
+    change = describe_change(capacity.Settings(), recommended_settings)
+    page = render(
+        BenchmarkRun(
+            machine=machine,
+            finished_load_average=os.getloadavg(),
+            elapsed_seconds=time.perf_counter() - started,
+            write_cost=write_cost,
+            throughput=throughput,
+            overhead=overhead,
+            end_to_end=end_to_end,
+            plan_defaults=defaults,
+            plan_recommended=plan_recommended,
+            recommended_change=change,
+        )
+    )
+    arguments.output.parent.mkdir(parents=True, exist_ok=True)
+    arguments.output.write_text(page)
+    capacity.render_rich(plan_recommended, console)
+    console.print(f"[green]wrote {arguments.output}[/] in {time.perf_counter() - started:.0f} s")
+    exact = all(write_cost.exact.values()) and (not isinstance(end_to_end, EndToEndResult) or end_to_end.exact)
+    if not exact:
+        console.print("[bold red]a run computed wrong aggregates: the figures above are not trustworthy[/]")
+    return 0 if exact else 1
+
+
+def recommended(plan: capacity.CapacityPlan) -> capacity.Settings:
+    """The default settings with what the planner's flags ask for applied."""
+    settings = plan.settings
+    ours = plan.ours
+    if ours.state_parallelization_needed > settings.state_parallelization_factor:
+        factor = min(capacity.MAX_PARALLELIZATION_FACTOR, ours.state_parallelization_needed)
+        settings = replace(settings, state_parallelization_factor=factor)
+    if ours.reduce_busy_fraction > capacity.BUSY_LIMIT:
+        batching = capacity.map_batching_that_keeps_up(plan.workload, settings, plan.times, plan.prices, original=False)
+        settings = batching or settings
+    return settings
+
+
+def describe_change(before: capacity.Settings, after: capacity.Settings) -> str:
+    changes = [
+        f"{name} {getattr(after, field):g}"
+        for field, name in (
+            ("state_parallelization_factor", "stateParallelizationFactor"),
+            ("map_batch_size", "mapBatchSize"),
+            ("map_batching_window_seconds", "MaximumBatchingWindowInSeconds (map mapping)"),
+            ("reduce_memory_mb", "reduce memory (MB)"),
+        )
+        if getattr(after, field) != getattr(before, field)
+    ]
+    return ", ".join(changes) if changes else "the default settings"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    arguments = build_parser().parse_args(argv)
+    console = Console()
+    if arguments.command == "run":
+        return run(arguments, console)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

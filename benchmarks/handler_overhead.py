@@ -1,0 +1,229 @@
+"""Benchmark 3: CPU microseconds per message of each handler's own work, AWS calls stubbed.
+
+The inputs are the very events of the write-cost run (Kinesis batches, StateTable stream
+batches, DeltaTable stream batches as the emulator produced them). `CannedResponses`
+answers every DynamoDB call at botocore's `before-call`, so what is timed is the
+handler's parsing, validation, exact delta arithmetic, hashing, transaction planning,
+Powertools logging and metrics, and botocore's parameter validation and serialisation
+(real CPU in Lambda too), but no network and no response parsing. CPU time is
+`time.process_time` (all threads: the state function's write pool counts), medians over
+every invocation of several passes; wall time is reported alongside.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from benchmarks.harness import DUMMY_CREDENTIALS, environment, median, quiet_handlers
+from benchmarks.stubbed_dynamodb import CannedResponses
+from benchmarks.write_cost import WorkloadEvents
+from function_support import aws
+from map_function import handler as map_handler
+from reduce_function import handler as reduce_handler
+from state_function import handler as state_handler
+from tests.lambdas.conftest import LambdaContextStub, Pipeline
+
+CANNED_ENDPOINT = "https://dynamodb.canned.invalid"
+Progress = Callable[[str, float], None]
+
+
+@dataclass(frozen=True)
+class ReduceCpuModel:
+    """Reduce CPU per invocation = per_action x transaction actions + per_message x messages (least squares)."""
+
+    per_action_us: float
+    per_message_us: float
+    invocations: int
+
+
+@dataclass(frozen=True)
+class HandlerOverhead:
+    handler: str
+    unit: str  # what "per message" counts for this handler
+    cpu_us_per_unit: float  # median over invocations
+    wall_us_per_unit: float
+    cpu_us_per_invocation: float
+    invocations: int
+
+
+def _measure(
+    name: str,
+    *,
+    unit: str,
+    invoke: Callable[[dict[str, Any]], object],
+    events: Sequence[tuple[dict[str, Any], int]],
+    passes: int,
+    progress: Progress,
+    samples: list[tuple[float, object, int]] | None = None,
+    actions: TransactionActionCounter | None = None,
+) -> HandlerOverhead:
+    """Time every invocation; `samples` (if given) receives (CPU µs, outcome, units) of each.
+
+    The outcome is the handler's result, or with `actions` the transaction actions it sent.
+    """
+    cpu_per_unit: list[float] = []
+    wall_per_unit: list[float] = []
+    cpu_per_invocation: list[float] = []
+    invoke(events[0][0])  # warm-up: imports, first client use, pool creation
+    if actions is not None:
+        actions.actions = 0
+    total = passes * len(events)
+    for done, (event, units) in enumerate((e for _ in range(passes) for e in events), start=1):
+        cpu_started, wall_started = time.process_time(), time.perf_counter()
+        outcome = invoke(event)
+        cpu = time.process_time() - cpu_started
+        if actions is not None:
+            outcome, actions.actions = actions.actions, 0
+        wall = time.perf_counter() - wall_started
+        cpu_per_invocation.append(cpu * 1e6)
+        if samples is not None:
+            samples.append((cpu * 1e6, outcome, units))
+        cpu_per_unit.append(cpu * 1e6 / units)
+        wall_per_unit.append(wall * 1e6 / units)
+        if done % 10 == 0 or done == total:
+            progress(f"handler overhead: {name}", done / total)
+    return HandlerOverhead(
+        handler=name,
+        unit=unit,
+        cpu_us_per_unit=median(cpu_per_unit),
+        wall_us_per_unit=median(wall_per_unit),
+        cpu_us_per_invocation=median(cpu_per_invocation),
+        invocations=len(cpu_per_invocation),
+    )
+
+
+class TransactionActionCounter:
+    """Counts the actions of every TransactWriteItems a client sends (before the canned answer)."""
+
+    def __init__(self) -> None:
+        self.actions = 0
+
+    def __call__(self, params: dict[str, Any], model: Any, **_: Any) -> None:
+        if model.name == "TransactWriteItems":
+            self.actions += len(params.get("TransactItems", []))
+
+    def attach(self, client: Any) -> None:
+        client.meta.events.register("before-parameter-build.dynamodb", self)
+
+
+@dataclass(frozen=True)
+class OverheadResult:
+    handlers: list[HandlerOverhead]  # state, map, reduce (map batches of 100), reduce (map batches of 1,000)
+    reduce_model: ReduceCpuModel
+
+
+def fit_reduce_cpu(samples: Sequence[tuple[float, int, int]]) -> ReduceCpuModel:
+    """Least squares through the origin of CPU µs = a x actions + b x messages, both kept >= 0.
+
+    Why two terms: a reduce invocation's CPU grows with the transaction actions it builds
+    (one per node, marker and `#stats`) and with the messages its delta items carry (their
+    producer timestamps are parsed and summed); small and large delta batches tell them apart.
+    """
+    stt = sum(t * t for _, t, _ in samples)
+    smm = sum(m * m for _, _, m in samples)
+    stm = sum(t * m for _, t, m in samples)
+    sct = sum(c * t for c, t, _ in samples)
+    scm = sum(c * m for c, _, m in samples)
+    determinant = stt * smm - stm * stm
+    if determinant <= 0:
+        per_action = sct / stt if stt else 0.0
+        return ReduceCpuModel(per_action, 0.0, len(samples))
+    per_action = (sct * smm - scm * stm) / determinant
+    per_message = (scm * stt - sct * stm) / determinant
+    if per_message < 0:
+        return ReduceCpuModel(sct / stt, 0.0, len(samples))
+    if per_action < 0:
+        return ReduceCpuModel(0.0, scm / smm, len(samples))
+    return ReduceCpuModel(per_action, per_message, len(samples))
+
+
+def run_handler_overhead(events: WorkloadEvents, passes: int, progress: Progress) -> OverheadResult:
+    settings = {
+        "STATE_TABLE": "canned-state",
+        "QUARANTINE_TABLE": "canned-quarantine",
+        "DELTA_TABLE": "canned-delta",
+        "AGGREGATE_TABLE": "canned-aggregate",
+        "REDUCE_IDEMPOTENCY": "crt+marker",
+        "AWS_ENDPOINT_URL": CANNED_ENDPOINT,
+        **DUMMY_CREDENTIALS,
+    }
+    canned = CannedResponses()
+    with environment(settings), quiet_handlers():
+        aws.dynamodb_client.cache_clear()
+        canned.attach(aws.dynamodb_client())
+        action_counter = TransactionActionCounter()
+        action_counter.attach(aws.dynamodb_client())
+        event_builder = Pipeline({})
+        state_events = [(event_builder.kinesis_event(batch), len(batch)) for batch in events.state_batches]
+        map_events = [({"Records": batch}, len(batch)) for batch in events.map_batches]
+        reduce_events = [
+            ({"Records": [r for r in batch if r["eventName"] == "INSERT"]}, _messages_in(batch))
+            for batch in events.reduce_batches
+        ]
+        large_reduce_events = [
+            ({"Records": [r for r in batch if r["eventName"] == "INSERT"]}, _messages_in(batch))
+            for batch in events.large_reduce_batches
+        ]
+        reduce_samples: list[tuple[float, object, int]] = []
+        results = [
+            _measure(
+                "state",
+                unit="Kinesis record",
+                invoke=lambda e: state_handler.lambda_handler(e, LambdaContextStub()),
+                events=state_events,
+                passes=passes,
+                progress=progress,
+            ),
+            _measure(
+                "map",
+                unit="state change",
+                invoke=lambda e: map_handler.lambda_handler(e, LambdaContextStub()),
+                events=map_events,
+                passes=passes,
+                progress=progress,
+            ),
+            _measure(
+                "reduce",
+                unit="message applied",
+                invoke=lambda e: reduce_handler.lambda_handler(e, LambdaContextStub()),
+                events=reduce_events,
+                passes=passes,
+                progress=progress,
+                samples=reduce_samples,
+                actions=action_counter,
+            ),
+        ]
+        if large_reduce_events:
+            results.append(
+                _measure(
+                    "reduce (map batches of 1,000)",
+                    unit="message applied",
+                    invoke=lambda e: reduce_handler.lambda_handler(e, LambdaContextStub()),
+                    events=large_reduce_events,
+                    passes=passes * max(1, len(reduce_events) // len(large_reduce_events)),
+                    progress=progress,
+                    samples=reduce_samples,
+                    actions=action_counter,
+                )
+            )
+        canned.detach(aws.dynamodb_client())
+        aws.dynamodb_client.cache_clear()
+    return OverheadResult(results, fit_reduce_cpu(_median_per_event(reduce_samples)))
+
+
+def _median_per_event(samples: Sequence[tuple[float, object, int]]) -> list[tuple[float, int, int]]:
+    """One (median CPU µs, actions, messages) per distinct invocation: passes repeat the same events,
+    so the median of each damps what other work on the machine did to a single pass."""
+    by_event: dict[tuple[int, int], list[float]] = {}
+    for cpu, outcome, messages in samples:
+        actions = outcome if isinstance(outcome, int) else 0
+        by_event.setdefault((actions, messages), []).append(cpu)
+    return [(median(cpus), actions, messages) for (actions, messages), cpus in by_event.items()]
+
+
+def _messages_in(delta_records: Sequence[dict[str, Any]]) -> int:
+    """Messages a reduce batch applies: the delta items' RecordCount (at least 1, to divide by)."""
+    return max(1, sum(int(r["dynamodb"]["NewImage"].get("RecordCount", {}).get("N", "0")) for r in delta_records))

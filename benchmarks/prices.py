@@ -1,0 +1,60 @@
+"""The dated list-price table the cost figures come from, kept as data next to this module.
+
+Why data and not constants: prices change and differ by region, so the table names its
+sources and date, and a user can pass another file (`--prices`) without touching code.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+DEFAULT_PRICE_TABLE = Path(__file__).with_name("prices-us-east-1-2026-11.json")
+SECONDS_PER_HOUR = 3600
+
+
+@dataclass(frozen=True)
+class PriceTable:
+    region: str
+    as_of: str
+    notice: str
+    hours_per_month: float
+    dynamodb_write_unit: float  # USD per write request unit
+    kinesis_stream_hour: float
+    kinesis_ingest_per_gb: float
+    kinesis_retrieval_per_gb: float
+    kinesis_shard_hour: float
+    kinesis_put_payload_unit: float
+    kinesis_record_increment_bytes: int
+    kinesis_put_payload_unit_bytes: int
+    lambda_gb_second: float
+    lambda_request: float
+    sources: tuple[str, ...]
+
+    @property
+    def seconds_per_month(self) -> float:
+        return self.hours_per_month * SECONDS_PER_HOUR
+
+
+def load_price_table(path: Path = DEFAULT_PRICE_TABLE) -> PriceTable:
+    raw: dict[str, Any] = json.loads(path.read_text())
+    dynamodb, kinesis, functions = raw["dynamodb"], raw["kinesis"], raw["lambda"]
+    return PriceTable(
+        region=raw["region"],
+        as_of=raw["as_of"],
+        notice=raw["notice"],
+        hours_per_month=float(raw["hours_per_month"]),
+        dynamodb_write_unit=float(dynamodb["write_request_unit_per_million"]) / 1e6,
+        kinesis_stream_hour=float(kinesis["on_demand_stream_hour"]),
+        kinesis_ingest_per_gb=float(kinesis["on_demand_ingest_per_gb"]),
+        kinesis_retrieval_per_gb=float(kinesis["on_demand_retrieval_per_gb"]),
+        kinesis_shard_hour=float(kinesis["provisioned_shard_hour"]),
+        kinesis_put_payload_unit=float(kinesis["provisioned_put_payload_units_per_million"]) / 1e6,
+        kinesis_record_increment_bytes=int(kinesis["record_billing_increment_bytes"]),
+        kinesis_put_payload_unit_bytes=int(kinesis["put_payload_unit_bytes"]),
+        lambda_gb_second=float(functions["arm64_gb_second"]),
+        lambda_request=float(functions["requests_per_million"]) / 1e6,
+        sources=(dynamodb["source"], kinesis["source"], functions["source"]),
+    )
