@@ -36,6 +36,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from aggregation.transactions import NODE_GROUPS
 from benchmarks.prices import DEFAULT_PRICE_TABLE, PriceTable, load_price_table
 
 MAX_TRANSACTION_ACTIONS = 100
@@ -238,25 +239,27 @@ def writes_monthly_usd(write_units_per_second: float, prices: PriceTable) -> flo
     return write_units_per_second * prices.seconds_per_month * prices.dynamodb_write_unit
 
 
-def transactions_per_delta_batch(workload: Workload, changes: float, markers: bool) -> tuple[float, float]:
+def transactions_per_delta_batch(
+    workload: Workload, changes: float, batches_per_invocation: int, markers: bool
+) -> tuple[float, float]:
     """(transactions per delta batch, actions per transaction) of our reduce packing.
 
-    Units are packed in stream order while the union of their nodes, one marker each and
-    the `#stats` update fit in 100 actions; a delta batch with more nodes than one unit
-    holds is sliced into several units, each filling a transaction of its own.
+    The reduce stage (`aggregation.transactions`) splits nodes into `NODE_GROUPS` fixed
+    groups and plans per group across every delta batch of an invocation: each node is
+    written once per invocation, with one marker per (batch, group) unit and the `#stats`
+    update per transaction. Whole groups share a transaction while they fit in 100
+    actions; a larger group is packed greedily over several.
     """
     per_unit_overhead = 1 if markers else 0
-    nodes = distinct_nodes(workload, changes)
-    slice_capacity = MAX_TRANSACTION_ACTIONS - 1 - per_unit_overhead
-    if nodes > slice_capacity:
-        slices = math.ceil(nodes / slice_capacity)
-        return float(slices), nodes / slices + per_unit_overhead + 1
-    packed = 1
-    while distinct_nodes(workload, changes * (packed + 1)) + (packed + 1) * per_unit_overhead + 1 <= (
-        MAX_TRANSACTION_ACTIONS
-    ):
-        packed += 1
-    return 1.0 / packed, distinct_nodes(workload, changes * packed) + packed * per_unit_overhead + 1
+    nodes_per_group = distinct_nodes(workload, changes * batches_per_invocation) / NODE_GROUPS
+    group_actions = nodes_per_group + batches_per_invocation * per_unit_overhead
+    if group_actions + 1 <= MAX_TRANSACTION_ACTIONS:
+        groups_per_transaction = min(NODE_GROUPS, int((MAX_TRANSACTION_ACTIONS - 1) // group_actions))
+        transactions = math.ceil(NODE_GROUPS / groups_per_transaction)
+    else:
+        transactions = NODE_GROUPS * math.ceil(group_actions / (MAX_TRANSACTION_ACTIONS - 1))
+    actions = NODE_GROUPS * group_actions + transactions
+    return transactions / batches_per_invocation, actions / transactions
 
 
 def plan_design(
@@ -342,7 +345,7 @@ def plan_design(
             )
     else:
         per_batch, plan.actions_per_transaction = transactions_per_delta_batch(
-            workload, plan.effective_map_batch, settings.markers
+            workload, plan.effective_map_batch, settings.reduce_batch_size, settings.markers
         )
         plan.reduce_transactions_per_second = plan.delta_batches_per_second * per_batch
     plan.aggregate_write_units_per_second = plan.reduce_transactions_per_second * plan.actions_per_transaction * 2

@@ -1,13 +1,26 @@
 """Planning the reduce stage's DynamoDB transactions.
 
-A delta batch (one DeltaTable item) is applied as one or more *units*: the whole
-batch, or slices of it when it touches more nodes than one transaction holds.
-Each unit has a marker id; applying a unit writes its marker in the same
-transaction (mode `crt+marker`), so a unit replayed at any later time finds its
-marker and changes nothing. Units are packed, in stream order, into transactions
-of at most 100 actions; each transaction's ClientRequestToken is derived from its
-units' marker ids, so a retry inside DynamoDB's 10-minute token window is
-recognised even without markers (mode `crt`).
+Nodes are partitioned into `NODE_GROUPS` fixed *node groups* by a stable hash of
+their aggregate key. A delta batch (one DeltaTable item) is applied as *units*:
+its part of one node group, sliced further only when that part alone has more
+nodes than one transaction holds. A unit is therefore a function of the batch and
+the constants here alone, never of the batches delivered next to it, and so is its
+marker id `<batch hash>/<group>of<NODE_GROUPS>/<slice>`: a replay in a different
+batch boundary, or after DynamoDB's 10-minute token window, names the same units.
+
+Applying a unit writes its marker in the same transaction (mode `crt+marker`), so
+a unit replayed at any later time finds its marker and changes nothing; the rest
+of its batch is applied. Transactions are planned per node group across every
+pending batch: a group's units are summed into one update per node, so a node
+(the root above all) is written once per invocation instead of once per delta
+batch. Whole groups that fit together share a transaction; a group too large for
+one transaction is packed greedily, in stream order. Each transaction's
+ClientRequestToken is derived from its units' marker ids, so a retry inside the
+token window is recognised even without markers (mode `crt`).
+
+Each batch's record count and producer timestamps ride on its first unit only, so
+`MessagesApplied` counts a batch exactly once however its units are spread over
+transactions; a batch with no nodes still has that one (empty) unit.
 
 Everything here is deterministic: the same pending units always give the same
 plan, hence the same tokens.
@@ -26,6 +39,13 @@ STATS_ACTIONS = 1
 MARKER_ACTIONS_PER_UNIT = 1
 MAX_NODES_PER_UNIT = MAX_TRANSACTION_ACTIONS - STATS_ACTIONS - MARKER_ACTIONS_PER_UNIT
 CLIENT_REQUEST_TOKEN_LENGTH = 36
+# Part of every marker id, hence of the idempotency contract: changing it renames
+# every unit, so a batch applied under one value and replayed under another would be
+# applied again. It is a constant, not a deployment setting, for that reason (and
+# because `audit rebuild` must recreate exactly the markers the reduce stage writes).
+# Two groups keep a reduce invocation of 10 delta batches over the standard
+# hierarchy (~105 nodes) at about 53 nodes + 10 markers + #stats per transaction.
+NODE_GROUPS = 2
 
 
 @dataclass(frozen=True)
@@ -40,12 +60,17 @@ class DeltaBatch:
 
 @dataclass(frozen=True)
 class DeltaUnit:
-    """The part of a delta batch that one marker guards."""
+    """The part of a delta batch that one marker guards: one node group (or a slice of it)."""
 
     marker_id: str
+    node_group: int
     deltas: tuple[tuple[str, NodeDelta], ...]
     record_count: int  # carried by the batch's first unit only, so it is counted once
     producer_timestamps: tuple[Decimal, ...]
+
+    @property
+    def node_keys(self) -> frozenset[str]:
+        return frozenset(key for key, _ in self.deltas)
 
 
 @dataclass(frozen=True)
@@ -61,18 +86,37 @@ class PlannedTransaction:
         return tuple(unit.marker_id for unit in self.units)
 
 
-def split_into_units(batch: DeltaBatch, max_nodes: int = MAX_NODES_PER_UNIT) -> list[DeltaUnit]:
-    """Slice a delta batch into units of at most `max_nodes` nodes, by sorted key."""
-    nodes = sorted(batch.deltas.items())
-    slices = [nodes[start : start + max_nodes] for start in range(0, len(nodes), max_nodes)] or [[]]
+def node_group(aggregate_key: str, node_groups: int = NODE_GROUPS) -> int:
+    """The node group of an aggregate key: SHA-256, so it never depends on the process or the batch."""
+    digest = hashlib.sha256(aggregate_key.encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") % node_groups
+
+
+def split_into_units(
+    batch: DeltaBatch, node_groups: int = NODE_GROUPS, max_nodes: int = MAX_NODES_PER_UNIT
+) -> list[DeltaUnit]:
+    """A batch's units: per node group, slices of at most `max_nodes` nodes by sorted key.
+
+    Groups the batch does not touch have no unit; a batch touching no node at all
+    gets one empty unit in group 0, so that its record count is still applied once.
+    """
+    nodes_by_group: dict[int, list[tuple[str, NodeDelta]]] = {}
+    for key, delta in sorted(batch.deltas.items()):
+        nodes_by_group.setdefault(node_group(key, node_groups), []).append((key, delta))
+    slices: list[tuple[int, int, list[tuple[str, NodeDelta]]]] = [
+        (group, start // max_nodes, nodes[start : start + max_nodes])
+        for group, nodes in sorted(nodes_by_group.items())
+        for start in range(0, len(nodes), max_nodes)
+    ] or [(0, 0, [])]
     return [
         DeltaUnit(
-            marker_id=f"{batch.batch_hash}/{index}",
+            marker_id=f"{batch.batch_hash}/{group}of{node_groups}/{slice_index}",
+            node_group=group,
             deltas=tuple(nodes_slice),
-            record_count=batch.record_count if index == 0 else 0,
-            producer_timestamps=batch.producer_timestamps if index == 0 else (),
+            record_count=batch.record_count if position == 0 else 0,
+            producer_timestamps=batch.producer_timestamps if position == 0 else (),
         )
-        for index, nodes_slice in enumerate(slices)
+        for position, (group, slice_index, nodes_slice) in enumerate(slices)
     ]
 
 
@@ -82,30 +126,58 @@ def client_request_token(marker_ids: Sequence[str]) -> str:
     return digest[:CLIENT_REQUEST_TOKEN_LENGTH]
 
 
-def _action_count(node_keys: set[str], unit_count: int, with_markers: bool) -> int:
+def _fits(node_keys: set[str], unit_count: int, with_markers: bool) -> bool:
     markers = unit_count * MARKER_ACTIONS_PER_UNIT if with_markers else 0
-    return len(node_keys) + markers + STATS_ACTIONS
+    return len(node_keys) + markers + STATS_ACTIONS <= MAX_TRANSACTION_ACTIONS
 
 
-def next_transaction(pending: Sequence[DeltaUnit], with_markers: bool) -> PlannedTransaction:
-    """The transaction that applies the longest prefix of `pending` fitting in 100 actions."""
-    if not pending:
-        raise ValueError("nothing to plan")
-    chosen: list[DeltaUnit] = []
-    node_keys: set[str] = set()
-    for unit in pending:
-        keys = node_keys | {key for key, _ in unit.deltas}
-        if chosen and _action_count(keys, len(chosen) + 1, with_markers) > MAX_TRANSACTION_ACTIONS:
-            break
-        chosen.append(unit)
-        node_keys = keys
+def _planned(units: Sequence[DeltaUnit]) -> PlannedTransaction:
     node_deltas: dict[str, NodeDelta] = {}
-    for unit in chosen:
+    for unit in units:
         add_deltas(node_deltas, dict(unit.deltas))
     return PlannedTransaction(
-        units=tuple(chosen),
+        units=tuple(units),
         node_deltas=node_deltas,
-        record_count=sum(unit.record_count for unit in chosen),
-        producer_timestamps=tuple(ts for unit in chosen for ts in unit.producer_timestamps),
-        client_request_token=client_request_token([unit.marker_id for unit in chosen]),
+        record_count=sum(unit.record_count for unit in units),
+        producer_timestamps=tuple(ts for unit in units for ts in unit.producer_timestamps),
+        client_request_token=client_request_token([unit.marker_id for unit in units]),
     )
+
+
+def plan_transactions(pending: Sequence[DeltaUnit], with_markers: bool) -> list[PlannedTransaction]:
+    """Every pending unit in transactions of at most 100 actions, grouped by node group.
+
+    Groups are taken in order, each group's units in the order given (stream order).
+    A whole group joins the open transaction when everything fits; otherwise the open
+    transaction is closed and the group starts a new one, packed greedily unit by unit
+    if it does not fit whole. A group's nodes belong to no other group, so a group
+    inside one transaction is one update per node whatever the number of batches.
+    """
+    units_by_group: dict[int, list[DeltaUnit]] = {}
+    for unit in pending:
+        units_by_group.setdefault(unit.node_group, []).append(unit)
+    planned: list[list[DeltaUnit]] = []
+    open_units: list[DeltaUnit] = []
+    open_nodes: set[str] = set()
+
+    def close() -> None:
+        nonlocal open_units, open_nodes
+        if open_units:
+            planned.append(open_units)
+        open_units, open_nodes = [], set()
+
+    for _, group_units in sorted(units_by_group.items()):
+        group_nodes = set().union(*(unit.node_keys for unit in group_units))
+        if not _fits(open_nodes | group_nodes, len(open_units) + len(group_units), with_markers):
+            close()
+        if _fits(open_nodes | group_nodes, len(open_units) + len(group_units), with_markers):
+            open_units.extend(group_units)
+            open_nodes |= group_nodes
+            continue
+        for unit in group_units:  # a group larger than one transaction
+            if open_units and not _fits(open_nodes | unit.node_keys, len(open_units) + 1, with_markers):
+                close()
+            open_units.append(unit)
+            open_nodes |= unit.node_keys
+    close()
+    return [_planned(units) for units in planned]

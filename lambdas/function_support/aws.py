@@ -18,7 +18,16 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
     from mypy_boto3_s3.client import S3Client
 
-SDK_CONFIG = Config(retries={"mode": "standard", "max_attempts": 8}, connect_timeout=5, read_timeout=10)
+# The pool is a cap, opened lazily: as large as the widest writer pool a function may be
+# configured with (`stateWriteConcurrency` goes up to 256), so no concurrent write waits
+# for, or throws away, a connection. `total_max_attempts` counts the first attempt too.
+MAX_CONCURRENT_REQUESTS = 256
+SDK_CONFIG = Config(
+    retries={"mode": "standard", "total_max_attempts": 8},
+    connect_timeout=5,
+    read_timeout=10,
+    max_pool_connections=MAX_CONCURRENT_REQUESTS,
+)
 
 serializer = TypeSerializer()
 deserializer = TypeDeserializer()

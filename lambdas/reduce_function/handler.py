@@ -1,14 +1,18 @@
 """Reduce function: apply each delta batch to the AggregateTable exactly once.
 
 The mapping delivers only INSERT records of the DeltaTable (event filter). The
-batches' units are applied in transactions planned by
-`aggregation.transactions`: every transaction carries a ClientRequestToken
-derived from its units and, in mode `crt+marker`, a conditional Put of each
-unit's marker. Outcomes that mean "already applied" are success:
+batches' units (per node group, `aggregation.transactions`) are applied in the
+transactions planned there: one update per node per group transaction, however
+many batches touch it; every transaction carries a ClientRequestToken derived
+from its units and, in mode `crt+marker`, a conditional Put of each unit's
+marker. Outcomes that mean "already applied" are success:
 - IdempotentParameterMismatchException: this token already committed within the
-  last 10 minutes (a retry whose `#stats` timestamps differ);
+  last 10 minutes (a retry whose `#stats` timestamps differ; the token names the
+  units, and a unit's deltas are fixed by its marker id, so nothing else can);
 - a cancellation whose only failed conditions are markers: those units were
-  applied before; they are dropped and the rest is planned again.
+  applied before (alone, with other neighbours, or by an earlier attempt of this
+  invocation that failed further on); they are dropped and every remaining unit
+  is planned again.
 """
 
 import time
@@ -30,7 +34,7 @@ from aggregation.transactions import (
     DeltaBatch,
     DeltaUnit,
     PlannedTransaction,
-    next_transaction,
+    plan_transactions,
     split_into_units,
 )
 from function_support.aws import dynamodb_client, error_code, serializer
@@ -199,10 +203,11 @@ def apply_unsafely(units: Sequence[DeltaUnit], table: str) -> dict[str, int]:
 def apply_delta_units(units: Sequence[DeltaUnit], table: str, mode: IdempotencyMode) -> dict[str, int]:
     """Apply every unit exactly once; returns counts for the log and metrics."""
     marker_ttl = ttl_seconds("MARKER_TTL_DAYS", DEFAULT_MARKER_TTL_DAYS)
-    pending = list(units)
+    with_markers = mode is IdempotencyMode.TOKEN_AND_MARKERS
+    planned = plan_transactions(units, with_markers)
     counts = {"transactions": 0, "units_applied": 0, "units_already_applied": 0}
-    while pending:
-        plan = next_transaction(pending, with_markers=mode is IdempotencyMode.TOKEN_AND_MARKERS)
+    while planned:
+        plan = planned[0]
         items = transaction_items(plan, table, mode, time.time(), marker_ttl)
         try:
             dynamodb_client().transact_write_items(
@@ -215,13 +220,14 @@ def apply_delta_units(units: Sequence[DeltaUnit], table: str, mode: IdempotencyM
                 logger.info("token already committed", extra={"token": plan.client_request_token})
             elif code == "TransactionCanceledException" and (applied := already_applied_markers(error, items)):
                 counts["units_already_applied"] += len(applied)
-                pending = [unit for unit in pending if unit.marker_id not in applied]
+                remaining = [unit for later in planned for unit in later.units if unit.marker_id not in applied]
+                planned = plan_transactions(remaining, with_markers)
                 continue
             else:
                 raise
         counts["transactions"] += 1
         counts["units_applied"] += len(plan.units)
-        pending = pending[len(plan.units) :]
+        planned = planned[1:]
     return counts
 
 

@@ -59,17 +59,29 @@ def test_lambda_cost_is_gb_seconds_plus_requests() -> None:
     assert cost == pytest.approx(1 * seconds * 0.0000133334 + 10 * seconds * 0.2e-6)
 
 
-def test_few_nodes_pack_many_delta_units_into_one_transaction() -> None:
+def test_few_nodes_put_a_whole_invocation_in_one_transaction() -> None:
     flat = Workload(rate=1, fan_out=(2,), modifications_pct=0)
-    per_batch, actions = capacity.transactions_per_delta_batch(flat, changes=100, markers=True)
-    assert per_batch == pytest.approx(1 / 97)  # 2 nodes + 97 markers + #stats = 100 actions
-    assert actions == pytest.approx(100, abs=0.01)
+    per_batch, actions = capacity.transactions_per_delta_batch(
+        flat, changes=100, batches_per_invocation=10, markers=True
+    )
+    assert per_batch == pytest.approx(1 / 10)  # both groups: 2 nodes + 2 x 10 markers + #stats
+    assert actions == pytest.approx(23)
 
 
-def test_a_delta_batch_over_a_transaction_is_sliced() -> None:
-    per_batch, actions = capacity.transactions_per_delta_batch(STANDARD, changes=10_000, markers=True)
-    assert per_batch == 2  # 105 nodes > 98 per unit
-    assert actions == pytest.approx(105 / 2 + 2)
+def test_each_node_group_of_the_standard_hierarchy_takes_one_transaction() -> None:
+    per_batch, actions = capacity.transactions_per_delta_batch(
+        STANDARD, changes=10_000, batches_per_invocation=10, markers=True
+    )
+    assert per_batch == pytest.approx(2 / 10)  # 52.5 nodes + 10 markers + #stats per group
+    assert actions == pytest.approx(105 / 2 + 10 + 1)
+
+
+def test_token_only_mode_writes_no_markers() -> None:
+    per_batch, actions = capacity.transactions_per_delta_batch(
+        STANDARD, changes=10_000, batches_per_invocation=10, markers=False
+    )
+    assert per_batch == pytest.approx(2 / 10)  # 105 nodes + #stats exceed 100: one transaction per group
+    assert actions == pytest.approx(105 / 2 + 1)
 
 
 def test_50000_messages_per_second_with_the_defaults() -> None:
@@ -79,12 +91,13 @@ def test_50000_messages_per_second_with_the_defaults() -> None:
     assert plan.ours.state_executions == pytest.approx(50_000 / lambda_rate)
     assert plan.original.state_executions == pytest.approx(500)  # the original's ~500 instances
     assert plan.ours.state_write_units_per_second == 50_000  # 300 B + overhead: 1 WRU each
-    # One reduce transaction per full delta batch of 100 changes: 425 a second, far more
-    # than one instance can commit at 25 ms each.
+    # 425 full delta batches of 100 changes a second; a reduce invocation of 10 of them
+    # commits one transaction per node group (2): 85 a second, more than one instance
+    # commits at 25 ms each plus its CPU.
     assert plan.ours.delta_batches_per_second == pytest.approx(425)
-    assert plan.ours.reduce_transactions_per_second == pytest.approx(425)
+    assert plan.ours.reduce_transactions_per_second == pytest.approx(425 / 10 * 2)
     assert plan.ours.reduce_busy_fraction > 1
-    assert plan.ours.hottest_item_write_units_per_second == pytest.approx(2 * 425)
+    assert plan.ours.hottest_item_write_units_per_second == pytest.approx(2 * 85)
     changes = " ".join(flag.change for flag in plan.ours.flags)
     assert f"stateParallelizationFactor to {math.ceil(1000 / lambda_rate)}" in changes
     assert "raise mapBatchSize" in changes
@@ -118,7 +131,9 @@ def test_an_item_over_1000_wcu_per_second_is_flagged() -> None:
     fast = replace(
         ServiceTimes(), transaction_round_trip_ms=0.1, reduce_cpu_us_per_action=0.01, reduce_cpu_us_per_message=0
     )
-    plan = plan_capacity(Workload(rate=100_000), Settings(), fast, PRICES)
+    # The root nodes take one write per node-group transaction: 2 per reduce invocation.
+    plan = plan_capacity(Workload(rate=400_000), Settings(), fast, PRICES)
+    assert plan.ours.hottest_item_write_units_per_second > 1000
     flags = [f for f in plan.ours.flags if "hottest" in f.problem]
     assert flags and "mapBatchSize" in flags[0].change
 

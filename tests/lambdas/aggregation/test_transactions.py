@@ -1,64 +1,145 @@
-"""Transaction planning: action budget, deterministic splitting and tokens."""
+"""Transaction planning: node groups, action budget, deterministic splitting and tokens."""
 
+import random
+from collections import Counter
 from decimal import Decimal
+
+import pytest
 
 from aggregation.deltas import NodeDelta
 from aggregation.transactions import (
+    MAX_NODES_PER_UNIT,
     MAX_TRANSACTION_ACTIONS,
+    NODE_GROUPS,
     DeltaBatch,
+    DeltaUnit,
+    PlannedTransaction,
     client_request_token,
-    next_transaction,
+    node_group,
+    plan_transactions,
     split_into_units,
 )
 
+# The standard workload's hierarchy: 5 risk types x 5 desks x 3 regions = 106 nodes.
+STANDARD_NODES = [
+    key
+    for risk in range(5)
+    for key in [f"R{risk}"]
+    + [f"R{risk}:D{desk}" for desk in range(5)]
+    + [f"R{risk}:D{desk}:G{region}" for desk in range(5) for region in range(3)]
+]
+
 
 def batch(batch_hash: str, node_count: int, records: int = 3) -> DeltaBatch:
-    deltas = {f"N{i:04d}": NodeDelta(Decimal(i), 1) for i in range(node_count)}
+    deltas = {f"N{i:04d}": NodeDelta(Decimal(i + 1), 1) for i in range(node_count)}
     return DeltaBatch(batch_hash, deltas, records, (Decimal(1), Decimal(2)))
 
 
-def test_small_batch_is_one_unit_carrying_its_record_count() -> None:
+def batch_over(batch_hash: str, keys: list[str], records: int = 100) -> DeltaBatch:
+    return DeltaBatch(batch_hash, {key: NodeDelta(Decimal("0.5"), 1) for key in keys}, records, (Decimal(1),))
+
+
+def standard_invocation(batches: int = 10, seed: int = 3) -> list[DeltaBatch]:
+    """Delta batches as map batches of 100 changes give them: each touches about 80 of the 106 nodes."""
+    chooser = random.Random(seed)
+    return [batch_over(f"b{i}", chooser.sample(STANDARD_NODES, 80)) for i in range(batches)]
+
+
+def units_of(batches: list[DeltaBatch]) -> list[DeltaUnit]:
+    return [unit for b in batches for unit in split_into_units(b)]
+
+
+def action_count(plan: PlannedTransaction, with_markers: bool) -> int:
+    return len(plan.node_deltas) + (len(plan.units) if with_markers else 0) + 1
+
+
+def test_small_batch_is_one_unit_per_touched_group_and_carries_its_record_count_once() -> None:
     units = split_into_units(batch("h", 5))
-    assert [u.marker_id for u in units] == ["h/0"]
-    assert units[0].record_count == 3
+    groups = sorted({node_group(f"N{i:04d}") for i in range(5)})
+    assert [u.node_group for u in units] == groups
+    assert [u.marker_id for u in units] == [f"h/{group}of{NODE_GROUPS}/0" for group in groups]
+    assert [u.record_count for u in units] == [3] + [0] * (len(units) - 1)
+    assert sum(len(u.deltas) for u in units) == 5
 
 
-def test_large_batch_splits_deterministically_counting_records_once() -> None:
-    units = split_into_units(batch("h", 250))
-    assert [len(u.deltas) for u in units] == [98, 98, 54]
-    assert [u.record_count for u in units] == [3, 0, 0]
-    assert units == split_into_units(batch("h", 250))
-    all_keys = [key for u in units for key, _ in u.deltas]
-    assert all_keys == sorted(all_keys) and len(set(all_keys)) == 250
+def test_node_groups_come_from_a_stable_hash_of_the_key() -> None:
+    assert node_group("Delta") == node_group("Delta")
+    assert node_group("Delta", 1) == 0
+    counts = Counter(node_group(key) for key in STANDARD_NODES)
+    assert set(counts) == set(range(NODE_GROUPS)) and min(counts.values()) > len(STANDARD_NODES) // 4
+
+
+def test_large_group_part_splits_deterministically_counting_records_once() -> None:
+    units = split_into_units(batch("h", 500))
+    assert all(len(u.deltas) <= MAX_NODES_PER_UNIT for u in units)
+    assert sum(u.record_count for u in units) == 3 and units[0].record_count == 3
+    assert units == split_into_units(batch("h", 500))
+    for group in range(NODE_GROUPS):
+        keys = [key for u in units if u.node_group == group for key, _ in u.deltas]
+        assert keys == sorted(keys) and all(node_group(key) == group for key in keys)
+    assert len({key for u in units for key, _ in u.deltas}) == 500
+    assert len({u.marker_id for u in units}) == len(units)
 
 
 def test_empty_batch_still_has_a_unit_so_its_messages_are_counted() -> None:
     units = split_into_units(batch("h", 0))
-    assert len(units) == 1 and units[0].deltas == ()
+    assert len(units) == 1 and units[0].deltas == () and units[0].record_count == 3
+    assert units[0].marker_id == f"h/0of{NODE_GROUPS}/0"
 
 
-def test_every_planned_transaction_fits_in_100_actions() -> None:
-    pending = [u for i in range(12) for u in split_into_units(batch(f"b{i}", 40 + i * 7))]
-    while pending:
-        plan = next_transaction(pending, with_markers=True)
-        assert len(plan.node_deltas) + len(plan.units) + 1 <= MAX_TRANSACTION_ACTIONS
-        pending = pending[len(plan.units) :]
+def test_a_units_marker_id_and_content_do_not_depend_on_its_neighbours() -> None:
+    alone = split_into_units(batch_over("a", STANDARD_NODES[:40]))
+    for neighbours in ([], standard_invocation(3), standard_invocation(9, seed=8)):
+        together = units_of([*neighbours[:1], batch_over("a", STANDARD_NODES[:40]), *neighbours[1:]])
+        assert [u for u in together if u.marker_id.startswith("a/")] == alone
+
+
+@pytest.mark.parametrize("with_markers", [True, False])
+def test_every_planned_transaction_fits_in_100_actions_and_plans_every_unit_once(with_markers: bool) -> None:
+    batches = [batch(f"b{i}", 40 + i * 37) for i in range(12)] + standard_invocation() + [batch("empty", 0)]
+    units = units_of(batches)
+    plans = plan_transactions(units, with_markers)
+    assert all(action_count(plan, with_markers) <= MAX_TRANSACTION_ACTIONS for plan in plans)
+    assert sorted(u.marker_id for plan in plans for u in plan.units) == sorted(u.marker_id for u in units)
+    assert sum(plan.record_count for plan in plans) == sum(b.record_count for b in batches)
+
+
+def test_a_standard_invocation_writes_each_node_once() -> None:
+    """Ten delta batches over the standard hierarchy: one update per node, not one per batch."""
+    batches = standard_invocation()
+    plans = plan_transactions(units_of(batches), with_markers=True)
+    writes = Counter(key for plan in plans for key in plan.node_deltas)
+    assert set(writes) == {key for b in batches for key in b.deltas}
+    assert set(writes.values()) == {1}
+    assert len(plans) <= NODE_GROUPS
+    assert sum(len(plan.units) for plan in plans) <= len(batches) * NODE_GROUPS
 
 
 def test_units_sharing_nodes_are_summed_into_one_action_per_node() -> None:
     first = split_into_units(DeltaBatch("a", {"X": NodeDelta(Decimal("0.1"), 1)}, 1, ()))
     second = split_into_units(DeltaBatch("b", {"X": NodeDelta(Decimal("0.2"), 1)}, 1, ()))
-    plan = next_transaction(first + second, with_markers=True)
+    (plan,) = plan_transactions(first + second, with_markers=True)
     assert plan.node_deltas == {"X": NodeDelta(Decimal("0.3"), 2)}
-    assert plan.marker_ids == ("a/0", "b/0")
+    group = node_group("X")
+    assert plan.marker_ids == (f"a/{group}of{NODE_GROUPS}/0", f"b/{group}of{NODE_GROUPS}/0")
     assert plan.record_count == 2
 
 
+def test_planning_is_deterministic_and_keeps_stream_order_within_a_group() -> None:
+    units = units_of(standard_invocation())
+    plans = plan_transactions(units, with_markers=True)
+    assert plans == plan_transactions(list(units), with_markers=True)
+    for plan in plans:
+        for group in {u.node_group for u in plan.units}:
+            in_plan = [u.marker_id for u in plan.units if u.node_group == group]
+            assert in_plan == [u.marker_id for u in units if u.marker_id in set(in_plan)]
+
+
 def test_tokens_are_36_characters_and_name_exactly_the_units() -> None:
-    token = client_request_token(["a/0", "b/0"])
+    token = client_request_token(["a/0of2/0", "b/0of2/0"])
     assert len(token) == 36
-    assert token == client_request_token(["a/0", "b/0"])
-    assert token != client_request_token(["a/0"])
-    assert next_transaction(split_into_units(batch("a", 3)), with_markers=True).client_request_token == (
-        client_request_token(["a/0"])
-    )
+    assert token == client_request_token(["a/0of2/0", "b/0of2/0"])
+    assert token != client_request_token(["a/0of2/0"])
+    units = split_into_units(batch("a", 3))
+    (plan,) = plan_transactions(units, with_markers=True)
+    assert plan.client_request_token == client_request_token([u.marker_id for u in units])

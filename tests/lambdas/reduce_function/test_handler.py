@@ -2,14 +2,19 @@
 
 import json
 import urllib.request
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
+from aggregation.transactions import MAX_TRANSACTION_ACTIONS
+from function_support import aws
 from tests.lambdas.conftest import Pipeline, expected_totals, trade_message
 
 TOKEN_WINDOW_SECONDS = 600
+Trades = dict[str, tuple[Decimal, tuple[str, str, str]]]
 
 
 def advance_emulator_clock(endpoint_url: str, seconds: int) -> None:
@@ -27,6 +32,47 @@ def delta_records_for(pipeline: Pipeline, payloads: list[bytes]) -> list[dict[st
     pipeline.run_state(payloads)
     pipeline.run_map(pipeline.new_stream_records("state"))
     return pipeline.new_stream_records("delta")
+
+
+def messages_for(trades: Trades) -> list[bytes]:
+    return [trade_message(trade_id, 1, str(value), path) for trade_id, (value, path) in trades.items()]
+
+
+def wide_trades(prefix: str, count: int, start: int = 0) -> Trades:
+    """Trades spread over a wide hierarchy: 7 risk types x 11 desks x 5 regions (462 nodes)."""
+    return {
+        f"{prefix}{i}": (Decimal(f"{i}.{i % 97:02d}"), (f"Risk{i % 7}", f"Desk{i % 11}", f"Region{i % 5}"))
+        for i in range(start, start + count)
+    }
+
+
+class TransactionRecorder:
+    """Wraps the functions' DynamoDB client: records each transaction, fails the chosen ones."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, fail_calls: set[int] | None = None) -> None:
+        self.calls: list[list[dict[str, Any]]] = []
+        self.fail_calls = fail_calls or set()
+        client = aws.dynamodb_client()
+        self._send: Callable[..., Any] = client.transact_write_items
+        monkeypatch.setattr(client, "transact_write_items", self._transact_write_items)
+
+    def _transact_write_items(self, **arguments: Any) -> Any:
+        self.calls.append(arguments["TransactItems"])
+        if len(self.calls) in self.fail_calls:
+            raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "injected"}}, "TransactWriteItems")
+        return self._send(**arguments)
+
+    def node_updates(self) -> list[str]:
+        return [
+            item["Update"]["Key"]["AggregateKey"]["S"]
+            for call in self.calls
+            for item in call
+            if "Update" in item and not item["Update"]["Key"]["AggregateKey"]["S"].startswith("#")
+        ]
+
+
+def markers(pipeline: Pipeline) -> list[str]:
+    return sorted(i["AggregateKey"] for i in pipeline.scan("aggregate") if i["AggregateKey"].startswith("#applied#"))
 
 
 def test_applies_exact_totals_and_bookkeeping(pipeline: Pipeline) -> None:
@@ -111,9 +157,111 @@ def test_more_nodes_than_one_transaction_holds_split_into_idempotent_parts(
     monkeypatch.setenv("FAILURE_REDUCE_LAMBDA_AFTER_WRITE_PCT", "0")
     pipeline.run_reduce(records)
     assert pipeline.aggregates() == expected_totals(trades)
-    markers = [i["AggregateKey"] for i in pipeline.scan("aggregate") if i["AggregateKey"].startswith("#applied#")]
-    assert len(markers) == 2
+    assert len(markers(pipeline)) == 2  # one per node group: each group's ~90 nodes fit in one unit
     assert pipeline.stats()["MessagesApplied"] == 60
+
+
+def test_replay_with_different_boundaries_applies_only_the_batches_not_yet_applied(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A applied alone, then A+B+C in one invocation: A's units are found applied, B and C applied."""
+    trades_a, trades_b, trades_c = wide_trades("a", 20), wide_trades("b", 25, 20), wide_trades("c", 30, 45)
+    records_a = delta_records_for(pipeline, messages_for(trades_a))
+    records_b = delta_records_for(pipeline, messages_for(trades_b))
+    records_c = delta_records_for(pipeline, messages_for(trades_c))
+    pipeline.run_reduce(records_a)
+    units_of_a = len(markers(pipeline))
+    summary = pipeline.run_reduce(records_a + records_b + records_c)
+    assert summary["units_already_applied"] == units_of_a
+    assert pipeline.aggregates() == expected_totals(trades_a | trades_b | trades_c)
+    assert pipeline.stats()["MessagesApplied"] == 75
+
+
+@pytest.mark.parametrize("mode", ["crt", "crt+marker"])
+def test_replay_after_a_failure_between_group_transactions_applies_the_rest_once(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    """Only the first group's transaction commits; the whole invocation is then replayed."""
+    monkeypatch.setenv("REDUCE_IDEMPOTENCY", mode)
+    first, second = wide_trades("p", 50), wide_trades("q", 50, 50)
+    records = delta_records_for(pipeline, messages_for(first)) + delta_records_for(pipeline, messages_for(second))
+    expected = expected_totals(first | second)
+    recorder = TransactionRecorder(monkeypatch, fail_calls={2})
+    with pytest.raises(ClientError, match="ThrottlingException"):
+        pipeline.run_reduce(records)
+    assert len(recorder.calls) == 2
+    partial = pipeline.aggregates()
+    assert set(partial) == set(recorder.node_updates()[: len(partial)]) and partial != expected
+    assert all(partial[key] == expected[key] for key in partial)  # the first group: whole and exact
+    pipeline.run_reduce(records)
+    pipeline.run_reduce(records)
+    assert pipeline.aggregates() == expected
+    assert pipeline.stats()["MessagesApplied"] == 100
+
+
+def test_markers_catch_a_partly_applied_invocation_replayed_after_the_token_window(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch, aws_environment: str
+) -> None:
+    first, second = wide_trades("p", 50), wide_trades("q", 50, 50)
+    records = delta_records_for(pipeline, messages_for(first)) + delta_records_for(pipeline, messages_for(second))
+    recorder = TransactionRecorder(monkeypatch, fail_calls={2})
+    with pytest.raises(ClientError):
+        pipeline.run_reduce(records)
+    applied_first = len([item for item in recorder.calls[0] if "Put" in item])
+    advance_emulator_clock(aws_environment, TOKEN_WINDOW_SECONDS + 1)
+    summary = pipeline.run_reduce(records)
+    assert summary["units_already_applied"] == applied_first
+    advance_emulator_clock(aws_environment, TOKEN_WINDOW_SECONDS + 1)
+    summary = pipeline.run_reduce(records)
+    assert summary["units_already_applied"] == len(markers(pipeline))
+    assert pipeline.aggregates() == expected_totals(first | second)
+    assert pipeline.stats()["MessagesApplied"] == 100
+
+
+def test_a_large_hierarchy_over_many_batches_is_exact_within_the_action_limit(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch, aws_environment: str
+) -> None:
+    """Hundreds of nodes, six delta batches in one invocation, replayed whole inside and after the window."""
+    trades: Trades = {}
+    records: list[dict[str, Any]] = []
+    for index in range(6):
+        batch_trades = wide_trades(f"w{index}-", 70, index * 70)
+        trades |= batch_trades
+        records += delta_records_for(pipeline, messages_for(batch_trades))
+    expected = expected_totals(trades)
+    assert len(expected) > 400
+    recorder = TransactionRecorder(monkeypatch)
+    pipeline.run_reduce(records)
+    assert all(len(call) <= MAX_TRANSACTION_ACTIONS for call in recorder.calls)
+    assert pipeline.aggregates() == expected
+    assert pipeline.stats()["MessagesApplied"] == 420
+    pipeline.run_reduce(records)  # the tokens recognise every transaction
+    advance_emulator_clock(aws_environment, TOKEN_WINDOW_SECONDS + 1)
+    summary = pipeline.run_reduce(records)  # the markers recognise every unit
+    assert summary["units_already_applied"] == len(markers(pipeline))
+    assert pipeline.aggregates() == expected
+    assert pipeline.stats()["MessagesApplied"] == 420
+
+
+def test_an_invocation_over_the_standard_hierarchy_writes_each_node_once(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Five delta batches touching mostly the same nodes: the root is updated once, not five times."""
+    trades: Trades = {}
+    records: list[dict[str, Any]] = []
+    for index in range(5):
+        batch_trades = {
+            f"s{index}-{i}": (Decimal(i + 1), (f"Risk{i % 5}", f"Desk{i // 5 % 5}", f"Region{i % 3}"))
+            for i in range(40)
+        }
+        trades |= batch_trades
+        records += delta_records_for(pipeline, messages_for(batch_trades))
+    recorder = TransactionRecorder(monkeypatch)
+    pipeline.run_reduce(records)
+    updates = recorder.node_updates()
+    assert sorted(updates) == sorted(set(updates))
+    assert pipeline.aggregates() == expected_totals(trades)
+    assert pipeline.stats()["MessagesApplied"] == 200
 
 
 def test_unsafe_add_negative_control_double_counts_a_replay(
