@@ -13,11 +13,12 @@ into it, the event-source runner invoking the deployed functions. Then, in the s
    send), reported as a ratio to the raw rate, because absolute local figures say more
    about moto than about the pipeline.
 3. **Latency**, then, with the producer paced at half that rate (steady state, not a
-   queue draining; the burst's latencies are reported too): each applied delta batch
-   leaves a marker `#applied#<BatchHash>/0` in the AggregateTable; a poller records when
-   each marker first appears (every 0.25 s, so a latency is overstated by at most that
-   plus one scan). A message's latency is its producer `Timestamp` (kept in the delta
-   item's `ProducerTimestamps`) to that moment.
+   queue draining; the burst's latencies are reported too): each applied unit of a delta
+   batch (its part of one node group) leaves a marker `#applied#<BatchHash>/<group>…` in
+   the AggregateTable; a poller records when each marker first appears (every 0.25 s, so
+   a latency is overstated by at most that plus one scan). A message's latency is its
+   producer `Timestamp` (kept in the delta item's `ProducerTimestamps`) to the moment the
+   last marker of its delta batch appeared: all of the batch applied.
 """
 
 from __future__ import annotations
@@ -251,10 +252,14 @@ def run_end_to_end(
 
 
 def _latencies(timestamps: dict[str, list[Decimal]], first_seen: dict[str, float]) -> list[float]:
-    """Seconds from each message's producer Timestamp to its delta batch's marker appearing."""
+    """Seconds from each message's producer Timestamp to its delta batch being fully applied."""
+    applied_at: dict[str, float] = {}
+    for marker, seen in first_seen.items():
+        batch_hash = marker.removeprefix(MARKER_PREFIX).split("/", 1)[0]
+        applied_at[batch_hash] = max(seen, applied_at.get(batch_hash, seen))
     return [
-        float(Decimal(repr(first_seen[marker])) - stamp)
+        float(Decimal(repr(applied_at[batch_hash])) - stamp)
         for batch_hash, stamps in timestamps.items()
-        if (marker := f"{MARKER_PREFIX}{batch_hash}/0") in first_seen
+        if batch_hash in applied_at
         for stamp in stamps
     ]
