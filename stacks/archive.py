@@ -22,14 +22,12 @@ from typing import Final
 
 from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from stacks.functions import PipelineFunction, SharedFunctionAssets
 from stacks.settings import PipelineSettings
-from stacks.stages import RETRY_UNTIL_SUCCESS, retry_until_record_expires
+from stacks.stages import consume_table_stream
 from stacks.tables import PipelineTables
 
 DELTA_PREFIX: Final = "deltas/"
@@ -156,19 +154,10 @@ class ArchiveStage(Construct):
             },
         )
         function = self.handler.function
-        self.event_source = sources.DynamoEventSource(
-            tables.delta_table,
-            starting_position=lambda_.StartingPosition.TRIM_HORIZON,
-            batch_size=settings.archive_batch_size,
-            retry_attempts=RETRY_UNTIL_SUCCESS,
-            # A retried batch must be the identical batch: its identity owns its registry claims.
-            bisect_batch_on_error=False,
-            report_batch_item_failures=False,
-            # Only new delta items; TTL expiry produces REMOVE records, which are not new deltas.
-            filters=[lambda_.FilterCriteria.filter({"eventName": lambda_.FilterRule.is_equal("INSERT")})],
+        # A retried batch must be the identical batch: its identity owns its registry claims.
+        self.event_source = consume_table_stream(
+            function, tables.delta_table, batch_size=settings.archive_batch_size, inserts_only=True
         )
-        function.add_event_source(self.event_source)
-        retry_until_record_expires(function)
         self.handler.role.add_to_principal_policy(
             iam.PolicyStatement(
                 sid="WriteDeltaObjectsAndRegistry",

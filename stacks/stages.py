@@ -14,6 +14,7 @@ The event source mappings share one rule: **retry a failed batch, unchanged, unt
 from __future__ import annotations
 
 from aws_cdk import Duration
+from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
 from constructs import Construct
@@ -39,6 +40,32 @@ def retry_until_record_expires(function: lambda_.Function) -> None:
             cfn_mapping = child.node.default_child
             assert isinstance(cfn_mapping, lambda_.CfnEventSourceMapping)
             cfn_mapping.maximum_record_age_in_seconds = RETRY_UNTIL_SUCCESS
+
+
+def consume_table_stream(
+    function: lambda_.Function, table: dynamodb.ITable, *, batch_size: int, inserts_only: bool
+) -> sources.DynamoEventSource:
+    """Attach `table`'s stream with the settings every idempotent stage depends on.
+
+    Retries until success, never bisected and never partially acknowledged: a retried
+    batch must be the identical batch, because map and archive derive their idempotency
+    keys from it. `inserts_only` filters to new items (TTL expiry produces REMOVE records,
+    which are not new deltas). Grants read of the stream only, not of the table.
+    """
+    source = sources.DynamoEventSource(
+        table,
+        starting_position=lambda_.StartingPosition.TRIM_HORIZON,
+        batch_size=batch_size,
+        retry_attempts=RETRY_UNTIL_SUCCESS,
+        bisect_batch_on_error=False,
+        report_batch_item_failures=False,
+        filters=[lambda_.FilterCriteria.filter({"eventName": lambda_.FilterRule.is_equal("INSERT")})]
+        if inserts_only
+        else None,
+    )
+    function.add_event_source(source)
+    retry_until_record_expires(function)
+    return source
 
 
 class StateStage(Construct):
@@ -125,17 +152,9 @@ class MapStage(Construct):
             },
         )
         function = self.handler.function
-        self.event_source = sources.DynamoEventSource(
-            tables.state_table,
-            starting_position=lambda_.StartingPosition.TRIM_HORIZON,
-            batch_size=settings.map_batch_size,
-            retry_attempts=RETRY_UNTIL_SUCCESS,
-            bisect_batch_on_error=False,
-            report_batch_item_failures=False,
+        self.event_source = consume_table_stream(
+            function, tables.state_table, batch_size=settings.map_batch_size, inserts_only=False
         )
-        # Grants read of StateTable's stream only (not of the table).
-        function.add_event_source(self.event_source)
-        retry_until_record_expires(function)
         tables.delta_table.grant(function, "dynamodb:PutItem")
 
 
@@ -174,18 +193,9 @@ class ReduceStage(Construct):
             reserved_concurrent_executions=1,
         )
         function = self.handler.function
-        self.event_source = sources.DynamoEventSource(
-            tables.delta_table,
-            starting_position=lambda_.StartingPosition.TRIM_HORIZON,
-            batch_size=settings.reduce_batch_size,
-            retry_attempts=RETRY_UNTIL_SUCCESS,
-            bisect_batch_on_error=False,
-            report_batch_item_failures=False,
-            # Only new delta items; TTL expiry produces REMOVE records that must not be applied.
-            filters=[lambda_.FilterCriteria.filter({"eventName": lambda_.FilterRule.is_equal("INSERT")})],
+        self.event_source = consume_table_stream(
+            function, tables.delta_table, batch_size=settings.reduce_batch_size, inserts_only=True
         )
-        function.add_event_source(self.event_source)
-        retry_until_record_expires(function)
         # TransactWriteItems has no IAM action of its own: it is authorised per contained action
         # (Update of aggregates and #stats, Put of markers, ConditionCheck if ever used).
         tables.aggregate_table.grant(function, "dynamodb:UpdateItem", "dynamodb:PutItem", "dynamodb:ConditionCheckItem")
