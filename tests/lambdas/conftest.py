@@ -17,6 +17,7 @@ import boto3
 import pytest
 
 from function_support import aws
+from local.runner import events
 from map_function import handler as map_handler
 from reduce_function import handler as reduce_handler
 from state_function import handler as state_handler
@@ -110,20 +111,8 @@ class Pipeline:
             )
             iterator = self.streams.get_shard_iterator(StreamArn=arn, ShardId=shard["ShardId"], **iterator_args)
             for record in self.streams.get_records(ShardIterator=iterator["ShardIterator"])["Records"]:
-                stream_record: dict[str, Any] = dict(record["dynamodb"])
-                stream_record["ApproximateCreationDateTime"] = stream_record["ApproximateCreationDateTime"].timestamp()
-                records.append(
-                    {
-                        "eventID": record["eventID"],
-                        "eventName": record["eventName"],
-                        "eventVersion": "1.1",
-                        "eventSource": "aws:dynamodb",
-                        "awsRegion": "us-east-1",
-                        "dynamodb": stream_record,
-                        "eventSourceARN": arn,
-                    }
-                )
-                self._stream_positions[(arn, shard["ShardId"])] = stream_record["SequenceNumber"]
+                records.append(events.dynamodb_record(record, stream_arn=arn, region="us-east-1"))
+                self._stream_positions[(arn, shard["ShardId"])] = events.sequence_number_of(records[-1])
         return records
 
     def run_map(self, records: Sequence[dict[str, Any]]) -> dict[str, Any]:
