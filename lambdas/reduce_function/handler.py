@@ -96,24 +96,26 @@ def _latency_seconds(timestamps: Sequence[Decimal], now: Decimal) -> tuple[Decim
     return mean.quantize(Decimal("0.001")), max(latencies).quantize(Decimal("0.001"))
 
 
+def node_update(table: str, key: str, delta: NodeDelta) -> dict[str, Any]:
+    """The atomic ADD of one node's delta (a transaction's Update, or an `update_item` call)."""
+    return {
+        "TableName": table,
+        "Key": {"AggregateKey": {"S": key}},
+        "UpdateExpression": "ADD #value :value, #count :count",
+        "ExpressionAttributeNames": {"#value": "Value", "#count": "TradeCount"},
+        "ExpressionAttributeValues": {
+            ":value": serializer.serialize(dynamodb_number(delta.value)),
+            ":count": serializer.serialize(delta.trade_count),
+        },
+    }
+
+
 def transaction_items(
     plan: PlannedTransaction, table: str, mode: IdempotencyMode, now: float, marker_ttl: int
 ) -> list[dict[str, Any]]:
     """The TransactItems of one planned transaction: nodes, markers, then `#stats`."""
     items: list[dict[str, Any]] = [
-        {
-            "Update": {
-                "TableName": table,
-                "Key": {"AggregateKey": {"S": key}},
-                "UpdateExpression": "ADD #value :value, #count :count",
-                "ExpressionAttributeNames": {"#value": "Value", "#count": "TradeCount"},
-                "ExpressionAttributeValues": {
-                    ":value": serializer.serialize(dynamodb_number(delta.value)),
-                    ":count": serializer.serialize(delta.trade_count),
-                },
-            }
-        }
-        for key, delta in sorted(plan.node_deltas.items())
+        {"Update": node_update(table, key, delta)} for key, delta in sorted(plan.node_deltas.items())
     ]
     if mode is IdempotencyMode.TOKEN_AND_MARKERS:
         items.extend(
@@ -180,16 +182,7 @@ def apply_unsafely(units: Sequence[DeltaUnit], table: str) -> dict[str, int]:
     """The negative control: one plain ADD per node and per `#stats`, no token, no marker."""
     for unit in units:
         for key, delta in unit.deltas:
-            dynamodb_client().update_item(
-                TableName=table,
-                Key={"AggregateKey": {"S": key}},
-                UpdateExpression="ADD #value :value, #count :count",
-                ExpressionAttributeNames={"#value": "Value", "#count": "TradeCount"},
-                ExpressionAttributeValues={
-                    ":value": serializer.serialize(dynamodb_number(delta.value)),
-                    ":count": serializer.serialize(delta.trade_count),
-                },
-            )
+            dynamodb_client().update_item(**node_update(table, key, delta))
         dynamodb_client().update_item(
             TableName=table,
             Key={"AggregateKey": {"S": STATS_KEY}},
