@@ -11,7 +11,7 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
 PYTEST_ARGS ?=
 
-.PHONY: help install test lint typecheck unit synth up down status demo chaos bench clean
+.PHONY: help install system-packages test lint typecheck unit synth up down status demo chaos bench clean
 
 help:
 	@echo "make demo    run the whole pipeline locally with faults and prove it exact"
@@ -35,6 +35,10 @@ node_modules/.installed: package.json package-lock.json
 
 install: $(BIN)/.installed node_modules/.installed
 
+# Debian's chromium for the browser tests (apt-get when root; otherwise says what to install).
+system-packages:
+	bash .ci/system-packages
+
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -42,7 +46,7 @@ lint: $(BIN)/.installed
 typecheck: $(BIN)/.installed
 	$(BIN)/mypy .
 
-unit: install
+unit: install system-packages
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test: lint typecheck unit
