@@ -72,7 +72,7 @@ def plan_rebuild(
         for delta in archive.deltas
         if delta.created_at >= window_start
         for unit in split_into_units(
-            DeltaBatch(delta.batch_hash, delta.deltas, delta.record_count, delta.producer_timestamps)
+            DeltaBatch(delta.batch_hash, delta.deltas, delta.record_count, delta.producer_timestamps, delta.created_at)
         )
     ]
     return RebuildPlan(

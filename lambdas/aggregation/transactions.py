@@ -50,12 +50,13 @@ NODE_GROUPS = 2
 
 @dataclass(frozen=True)
 class DeltaBatch:
-    """One DeltaTable item: the net node deltas of one map batch."""
+    """What reduce applies of one DeltaTable item: the net node deltas of one map run."""
 
     batch_hash: str
     deltas: Mapping[str, NodeDelta]
     record_count: int
     producer_timestamps: tuple[Decimal, ...]
+    created_at: int  # epoch seconds; markers expire relative to it, so a retry writes the same marker
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,7 @@ class DeltaUnit:
     deltas: tuple[tuple[str, NodeDelta], ...]
     record_count: int  # carried by the batch's first unit only, so it is counted once
     producer_timestamps: tuple[Decimal, ...]
+    created_at: int  # of its delta item
 
     @property
     def node_keys(self) -> frozenset[str]:
@@ -115,6 +117,7 @@ def split_into_units(
             deltas=tuple(nodes_slice),
             record_count=batch.record_count if position == 0 else 0,
             producer_timestamps=batch.producer_timestamps if position == 0 else (),
+            created_at=batch.created_at,
         )
         for position, (group, slice_index, nodes_slice) in enumerate(slices)
     ]

@@ -32,11 +32,11 @@ STANDARD_NODES = [
 
 def batch(batch_hash: str, node_count: int, records: int = 3) -> DeltaBatch:
     deltas = {f"N{i:04d}": NodeDelta(Decimal(i + 1), 1) for i in range(node_count)}
-    return DeltaBatch(batch_hash, deltas, records, (Decimal(1), Decimal(2)))
+    return DeltaBatch(batch_hash, deltas, records, (Decimal(1), Decimal(2)), created_at=1_000)
 
 
 def batch_over(batch_hash: str, keys: list[str], records: int = 100) -> DeltaBatch:
-    return DeltaBatch(batch_hash, {key: NodeDelta(Decimal("0.5"), 1) for key in keys}, records, (Decimal(1),))
+    return DeltaBatch(batch_hash, {key: NodeDelta(Decimal("0.5"), 1) for key in keys}, records, (Decimal(1),), 1_000)
 
 
 def standard_invocation(batches: int = 10, seed: int = 3) -> list[DeltaBatch]:
@@ -116,8 +116,8 @@ def test_a_standard_invocation_writes_each_node_once() -> None:
 
 
 def test_units_sharing_nodes_are_summed_into_one_action_per_node() -> None:
-    first = split_into_units(DeltaBatch("a", {"X": NodeDelta(Decimal("0.1"), 1)}, 1, ()))
-    second = split_into_units(DeltaBatch("b", {"X": NodeDelta(Decimal("0.2"), 1)}, 1, ()))
+    first = split_into_units(DeltaBatch("a", {"X": NodeDelta(Decimal("0.1"), 1)}, 1, (), 1_000))
+    second = split_into_units(DeltaBatch("b", {"X": NodeDelta(Decimal("0.2"), 1)}, 1, (), 1_000))
     (plan,) = plan_transactions(first + second, with_markers=True)
     assert plan.node_deltas == {"X": NodeDelta(Decimal("0.3"), 2)}
     group = node_group("X")

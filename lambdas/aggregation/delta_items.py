@@ -1,0 +1,112 @@
+"""The DeltaTable item: its attribute names, and its one encoder and decoder.
+
+The map function writes it, reduce and archive read it from the DeltaTable stream. The
+item is encoded straight to DynamoDB's typed JSON, and decoded from it, here: numbers
+travel as their exact text in both directions (`aggregation.stream_images`), so no
+library's number handling sits between a message's Value and the totals.
+"""
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from aggregation.deltas import NodeDelta
+from aggregation.exact import dynamodb_number
+from aggregation.stream_images import ImageDecodingError, decode_image
+from aggregation.stream_positions import StreamRun, sequence_key, sequence_number
+from aggregation.transactions import DeltaBatch
+
+# Key: one partition per StateTable stream shard, items sorted by their first record.
+STREAM_SHARD = "StreamShard"
+FIRST_SEQUENCE_NUMBER = "FirstSequenceNumber"
+LAST_SEQUENCE_NUMBER = "LastSequenceNumber"
+BATCH_HASH = "BatchHash"
+DELTAS = "Deltas"
+RECORD_COUNT = "RecordCount"
+PRODUCER_TIMESTAMPS = "ProducerTimestamps"
+CREATED_AT = "CreatedAt"
+EXPIRES_AT = "ExpiresAt"
+NODE_VALUE = "Value"
+NODE_TRADE_COUNT = "TradeCount"
+
+
+@dataclass(frozen=True)
+class DeltaItem:
+    """One DeltaTable item: a run of the StateTable stream and the net deltas of its records."""
+
+    run: StreamRun
+    batch: DeltaBatch
+    expires_at: int
+
+    def __post_init__(self) -> None:
+        if self.batch.batch_hash != self.run.batch_hash:
+            raise ValueError("a delta item's BatchHash is the identity of its stream run")
+
+
+def _number(value: Decimal | int) -> dict[str, str]:
+    return {"N": str(dynamodb_number(Decimal(value)))}
+
+
+def encode_delta_item(item: DeltaItem) -> dict[str, Any]:
+    """The item as PutItem takes it (typed JSON); nodes in key order, numbers exact."""
+    batch = item.batch
+    return {
+        STREAM_SHARD: {"S": item.run.stream_shard},
+        FIRST_SEQUENCE_NUMBER: {"S": sequence_key(item.run.first_sequence_number)},
+        LAST_SEQUENCE_NUMBER: {"S": sequence_key(item.run.last_sequence_number)},
+        BATCH_HASH: {"S": batch.batch_hash},
+        DELTAS: {
+            "M": {
+                key: {"M": {NODE_VALUE: _number(delta.value), NODE_TRADE_COUNT: _number(delta.trade_count)}}
+                for key, delta in sorted(batch.deltas.items())
+            }
+        },
+        RECORD_COUNT: _number(batch.record_count),
+        PRODUCER_TIMESTAMPS: {"L": [_number(timestamp) for timestamp in batch.producer_timestamps]},
+        CREATED_AT: _number(batch.created_at),
+        EXPIRES_AT: _number(item.expires_at),
+    }
+
+
+def _integer(value: Any, name: str) -> int:
+    if not isinstance(value, Decimal) or value != value.to_integral_value():
+        raise ImageDecodingError(f"{name} must be an integer, got {value!r}")
+    return int(value)
+
+
+def decode_delta_batch(image: Mapping[str, Any]) -> DeltaBatch:
+    """What reduce and archive need of a DeltaTable item's stream image (typed JSON)."""
+    item = decode_image(image)
+    if not isinstance(item.get(BATCH_HASH), str):
+        raise ImageDecodingError("a delta item has a BatchHash")
+    nodes = item.get(DELTAS, {})
+    if not isinstance(nodes, dict):
+        raise ImageDecodingError("Deltas must be a map")
+    deltas: dict[str, NodeDelta] = {}
+    for key, node in nodes.items():
+        if not isinstance(node, dict) or not isinstance(node.get(NODE_VALUE), Decimal):
+            raise ImageDecodingError(f"Deltas.{key} must hold a Value and a TradeCount")
+        deltas[key] = NodeDelta(node[NODE_VALUE], _integer(node.get(NODE_TRADE_COUNT), f"Deltas.{key}.TradeCount"))
+    timestamps = item.get(PRODUCER_TIMESTAMPS, [])
+    if not isinstance(timestamps, list) or not all(isinstance(ts, Decimal) for ts in timestamps):
+        raise ImageDecodingError("ProducerTimestamps must be a list of numbers")
+    return DeltaBatch(
+        batch_hash=item[BATCH_HASH],
+        deltas=deltas,
+        record_count=_integer(item.get(RECORD_COUNT, Decimal(0)), RECORD_COUNT),
+        producer_timestamps=tuple(timestamps),
+        created_at=_integer(item.get(CREATED_AT, Decimal(0)), CREATED_AT),
+    )
+
+
+def decode_stream_run(item: Mapping[str, Any]) -> StreamRun:
+    """The stream position of an item read back from the DeltaTable (typed JSON)."""
+    try:
+        return StreamRun(
+            stream_shard=item[STREAM_SHARD]["S"],
+            first_sequence_number=sequence_number(item[FIRST_SEQUENCE_NUMBER]["S"]),
+            last_sequence_number=sequence_number(item[LAST_SEQUENCE_NUMBER]["S"]),
+        )
+    except (KeyError, TypeError) as error:
+        raise ImageDecodingError(f"a delta item lacks its stream position ({error})") from None
