@@ -145,7 +145,7 @@ def create_pipeline_tables(
     client = boto3.client("dynamodb")
     _create_table(client, names["state"], "TradeID", "NEW_AND_OLD_IMAGES")
     for role in ("delta", *extra_delta_tables):
-        _create_table(client, names[role], "BatchHash", "NEW_IMAGE")
+        _create_table(client, names[role], "StreamShard", "NEW_IMAGE", sort_key="FirstSequenceNumber")
     _create_table(client, names["quarantine"], "RecordId", None)
     for role in aggregate_tables:
         _create_table(client, names[role], "AggregateKey", None)

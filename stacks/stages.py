@@ -5,10 +5,10 @@ The event source mappings share one rule: **retry a failed batch, unchanged, unt
 * `retry_attempts=-1` and a maximum record age of -1 (infinite): a record is never
   discarded, so it cannot be lost; a poison record cannot exist either, because the state
   function quarantines invalid input instead of failing on it.
-* `bisect_batch_on_error=False` and no `ReportBatchItemFailures`: a retried batch is the
-  identical batch. The map function's idempotency depends on it (the delta item's key is the
-  hash of the batch's event IDs); a split or shortened batch would hash differently and be
-  counted again.
+* `bisect_batch_on_error=False` and no `ReportBatchItemFailures`: nothing is gained by
+  splitting a batch that fails as a whole. Exactness does not depend on it: map is
+  idempotent per stream position and reduce per delta item, whatever a retry's boundaries
+  (the archive's registry still counts per batch, see `ArchiveStage`).
 """
 
 from __future__ import annotations
@@ -42,15 +42,26 @@ def retry_until_record_expires(function: lambda_.Function) -> None:
             cfn_mapping.maximum_record_age_in_seconds = RETRY_UNTIL_SUCCESS
 
 
+SHARD_ID_WINDOW = Duration.seconds(900)
+"""The map mapping's tumbling window. The function keeps no window state: a tumbling window
+is the documented way for a DynamoDB stream event to carry its `shardId`, which the map
+function's per-position idempotency needs. The longest window (15 minutes) adds the fewest
+closing invocations and cuts the fewest batches at window ends."""
+
+
 def consume_table_stream(
-    function: lambda_.Function, table: dynamodb.ITable, *, batch_size: int, inserts_only: bool
+    function: lambda_.Function,
+    table: dynamodb.ITable,
+    *,
+    batch_size: int,
+    inserts_only: bool,
+    tumbling_window: Duration | None = None,
 ) -> sources.DynamoEventSource:
     """Attach `table`'s stream with the settings every idempotent stage depends on.
 
-    Retries until success, never bisected and never partially acknowledged: a retried
-    batch must be the identical batch, because map and archive derive their idempotency
-    keys from it. `inserts_only` filters to new items (TTL expiry produces REMOVE records,
-    which are not new deltas). Grants read of the stream only, not of the table.
+    Retries until success (a record is never discarded, so never lost), never bisected and
+    never partially acknowledged. `inserts_only` filters to new items (TTL expiry produces
+    REMOVE records, which are not new deltas). Grants read of the stream only, not of the table.
     """
     source = sources.DynamoEventSource(
         table,
@@ -59,6 +70,7 @@ def consume_table_stream(
         retry_attempts=RETRY_UNTIL_SUCCESS,
         bisect_batch_on_error=False,
         report_batch_item_failures=False,
+        tumbling_window=tumbling_window,
         filters=[lambda_.FilterCriteria.filter({"eventName": lambda_.FilterRule.is_equal("INSERT")})]
         if inserts_only
         else None,
@@ -152,10 +164,17 @@ class MapStage(Construct):
             },
         )
         function = self.handler.function
+        # No filter: a batch must be a run of consecutive records of its shard
+        # (`aggregation.stream_positions`).
         self.event_source = consume_table_stream(
-            function, tables.state_table, batch_size=settings.map_batch_size, inserts_only=False
+            function,
+            tables.state_table,
+            batch_size=settings.map_batch_size,
+            inserts_only=False,
+            tumbling_window=SHARD_ID_WINDOW,
         )
-        tables.delta_table.grant(function, "dynamodb:PutItem")
+        # Query reads which stream positions earlier items cover; PutItem writes the rest.
+        tables.delta_table.grant(function, "dynamodb:Query", "dynamodb:PutItem")
 
 
 class ReduceStage(Construct):
@@ -198,4 +217,12 @@ class ReduceStage(Construct):
         )
         # TransactWriteItems has no IAM action of its own: it is authorised per contained action
         # (Update of aggregates and #stats, Put of markers, ConditionCheck if ever used).
-        tables.aggregate_table.grant(function, "dynamodb:UpdateItem", "dynamodb:PutItem", "dynamodb:ConditionCheckItem")
+        # BatchGetItem: the strongly consistent read of markers that decides an
+        # IdempotentParameterMismatchException (evidence, never an assumption).
+        tables.aggregate_table.grant(
+            function,
+            "dynamodb:UpdateItem",
+            "dynamodb:PutItem",
+            "dynamodb:ConditionCheckItem",
+            "dynamodb:BatchGetItem",
+        )

@@ -38,7 +38,11 @@ class PipelineTables(Construct):
         )
         self.delta_table = self._table(
             "DeltaTable",
-            partition_key="BatchHash",
+            # One partition per StateTable stream shard, items ordered by their first record: the
+            # map function finds which records earlier items cover with one Query
+            # (`aggregation.stream_positions`).
+            partition_key="StreamShard",
+            sort_key="FirstSequenceNumber",
             # The reduce function applies the delta item it receives; it never needs the old one
             # (there is none: delta items are only ever inserted).
             stream=dynamodb.StreamViewType.NEW_IMAGE,
@@ -57,6 +61,7 @@ class PipelineTables(Construct):
         construct_id: str,
         *,
         partition_key: str,
+        sort_key: str | None = None,
         stream: dynamodb.StreamViewType | None = None,
         time_to_live_attribute: str | None = None,
     ) -> dynamodb.Table:
@@ -64,6 +69,7 @@ class PipelineTables(Construct):
             self,
             construct_id,
             partition_key=dynamodb.Attribute(name=partition_key, type=dynamodb.AttributeType.STRING),
+            sort_key=dynamodb.Attribute(name=sort_key, type=dynamodb.AttributeType.STRING) if sort_key else None,
             billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
             encryption=dynamodb.TableEncryption.AWS_MANAGED,
             point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(

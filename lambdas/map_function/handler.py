@@ -1,114 +1,230 @@
-"""Map function: turn a batch of state changes into one DeltaTable item.
+"""Map function: sum each state change of the StateTable stream into a DeltaTable item, once.
 
-Every INSERT, MODIFY and REMOVE record of the StateTable stream is a trade's
-state going from its old image to its new one; the batch's net node deltas are
-written as ONE item keyed by the batch identity with `attribute_not_exists`, so
-a retried batch (Lambda retries with the identical records) writes nothing new.
-The item records the invocation that wrote it, so a put whose response was lost
-and that the SDK retried is still reported as this invocation's write.
+Every INSERT, MODIFY and REMOVE record of the stream is a trade's state going from its old
+image to its new one. The map function is idempotent per stream position
+(`aggregation.stream_positions`): a delta item is keyed by the batch's shard and first
+sequence number and records its last one. Before writing, a strongly consistent Query of
+the shard's items finds the records earlier items already cover; those are skipped and
+only the rest (usually the whole batch) is written, one conditional put per run of
+uncovered records. So a retried batch changes nothing whatever its new boundaries, and
+exactness never depends on Lambda retrying the identical batch.
+
+The mapping has a tumbling window only because its events then carry `shardId`; the
+function keeps no window state and answers every invocation with an empty `state`.
+A put whose condition fails means another invocation wrote at that position meanwhile
+(a timed-out attempt still in flight): coverage is read again and the rest written. The
+item records the invocation that wrote it, so a put whose response was lost and that the
+SDK retried is still reported as this invocation's write.
 """
 
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, cast
+from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.data_classes import DynamoDBStreamEvent
+from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.exceptions import ClientError
 
-from aggregation.batches import batch_identity
+from aggregation.delta_items import (
+    FIRST_SEQUENCE_NUMBER,
+    LAST_SEQUENCE_NUMBER,
+    STREAM_SHARD,
+    DeltaItem,
+    decode_stream_run,
+    encode_delta_item,
+)
 from aggregation.deltas import TradeState, sum_state_changes
-from aggregation.exact import dynamodb_number
 from aggregation.hierarchy import hierarchy_path
-from function_support.aws import dynamodb_client, error_code, serializer
+from aggregation.stream_images import decode_image
+from aggregation.stream_positions import (
+    StreamRun,
+    sequence_key,
+    sequence_number,
+    stream_shard_key,
+    uncovered_runs,
+)
+from aggregation.transactions import DeltaBatch
+from function_support.aws import dynamodb_client, error_code
 from function_support.faults import FailurePoint, maybe_inject_failure
 from function_support.settings import METRICS_NAMESPACE, hierarchy_levels, required_setting, ttl_seconds
 
 STAGE = "MAP"
 DEFAULT_DELTA_TTL_DAYS = 7
-
 SERVICE = "map"
+WRITTEN_BY = "WrittenByRequestId"
+MAX_COVERAGE_READS = 5
+"""Coverage is read again after each put another writer beat; more than a few rounds means
+something keeps writing this shard concurrently, which one mapping never does: fail loudly."""
 
 logger = Logger(service=SERVICE)
 metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE)
 
 
+@dataclass(frozen=True)
+class StateChange:
+    """One StateTable stream record, as far as the aggregates care."""
+
+    sequence_number: int
+    old: TradeState | None
+    new: TradeState | None
+    producer_timestamp: Decimal | None
+
+
+@dataclass
+class MapOutcome:
+    records: int = 0
+    records_written: int = 0  # the rest were covered already (by an earlier attempt or batch)
+    items_written: int = 0
+    lost_races: int = 0  # puts another writer beat at the same position
+
+
+def tumbling_window_response() -> dict[str, Any]:
+    """Lambda treats a tumbling-window invocation whose response has no `state` as failed."""
+    return {"state": {}}
+
+
 def trade_state(image: dict[str, Any], levels: tuple[str, ...]) -> TradeState | None:
-    """The aggregate-relevant state in a stream image; None for an absent image."""
+    """The aggregate-relevant state in a decoded stream image; None for an absent image."""
     if not image:
         return None
-    return TradeState(value=Decimal(image["Value"]), path=hierarchy_path(image["Hierarchy"], levels))
+    return TradeState(value=image["Value"], path=hierarchy_path(image["Hierarchy"], levels))
 
 
-def delta_item(event: DynamoDBStreamEvent, levels: tuple[str, ...], now: float, ttl: int) -> dict[str, Any]:
-    """The DeltaTable item of one batch (docs/architecture.md, "DeltaTable")."""
-    event_ids: list[str] = []
-    changes: list[tuple[TradeState | None, TradeState | None]] = []
-    timestamps: list[Decimal] = []
-    for record in event.records:
-        stream_record = record.dynamodb
-        if record.event_id is None or stream_record is None:
-            raise ValueError("stream record without eventID or dynamodb payload")
-        event_ids.append(record.event_id)
-        new_image = stream_record.new_image
-        changes.append((trade_state(stream_record.old_image, levels), trade_state(new_image, levels)))
-        if new_image.get("Timestamp") is not None:
-            timestamps.append(Decimal(new_image["Timestamp"]))
-    deltas = sum_state_changes(changes)
-    return {
-        "BatchHash": batch_identity(event_ids),
-        "Deltas": {
-            key: {"Value": dynamodb_number(delta.value), "TradeCount": delta.trade_count}
-            for key, delta in sorted(deltas.items())
+def state_change(record: DynamoDBRecord, levels: tuple[str, ...]) -> StateChange:
+    stream_record = record.dynamodb
+    if stream_record is None or stream_record.sequence_number is None:
+        raise ValueError(f"stream record {record.event_id} has no dynamodb payload or sequence number")
+    new_image = decode_image(stream_record.raw_event.get("NewImage"))
+    timestamp = new_image.get("Timestamp")
+    return StateChange(
+        sequence_number=sequence_number(stream_record.sequence_number),
+        old=trade_state(decode_image(stream_record.raw_event.get("OldImage")), levels),
+        new=trade_state(new_image, levels),
+        producer_timestamp=timestamp if isinstance(timestamp, Decimal) else None,
+    )
+
+
+def delta_item(stream_shard: str, changes: Sequence[StateChange], now: float, ttl: int) -> DeltaItem:
+    """The DeltaTable item of one run of consecutive, not yet covered state changes."""
+    run = StreamRun(stream_shard, changes[0].sequence_number, changes[-1].sequence_number)
+    batch = DeltaBatch(
+        batch_hash=run.batch_hash,
+        deltas=sum_state_changes((change.old, change.new) for change in changes),
+        record_count=len(changes),
+        producer_timestamps=tuple(c.producer_timestamp for c in changes if c.producer_timestamp is not None),
+        created_at=int(now),
+    )
+    return DeltaItem(run=run, batch=batch, expires_at=int(now) + ttl)
+
+
+def covered_runs(table: str, stream_shard: str, first: int, last: int) -> list[StreamRun]:
+    """Runs of this shard's existing items that overlap [first, last] (strongly consistent).
+
+    Items of one shard never overlap, so reading them newest first by their first record,
+    every item that starts at or before `last` is a candidate until one ends before `first`.
+    """
+    runs: list[StreamRun] = []
+    arguments: dict[str, Any] = {
+        "TableName": table,
+        "KeyConditionExpression": "#shard = :shard AND #first <= :last",
+        "ExpressionAttributeNames": {
+            "#shard": STREAM_SHARD,
+            "#first": FIRST_SEQUENCE_NUMBER,
+            "#last": LAST_SEQUENCE_NUMBER,
         },
-        "RecordCount": len(event_ids),
-        "ProducerTimestamps": timestamps,
-        "CreatedAt": int(now),
-        "ExpiresAt": int(now) + ttl,
+        "ExpressionAttributeValues": {":shard": {"S": stream_shard}, ":last": {"S": sequence_key(last)}},
+        "ProjectionExpression": "#shard, #first, #last",
+        "ScanIndexForward": False,
+        "ConsistentRead": True,
+        "Limit": 10,
     }
+    while True:
+        page = dynamodb_client().query(**arguments)
+        for item in page.get("Items", []):
+            run = decode_stream_run(item)
+            if run.last_sequence_number < first:
+                return runs
+            runs.append(run)
+        if "LastEvaluatedKey" not in page:
+            return runs
+        arguments["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
-def write_delta_item(table_name: str, item: dict[str, Any], request_id: str) -> bool:
-    """Conditional put; False when an earlier invocation already wrote this batch's item."""
+def put_delta_item(table: str, item: DeltaItem, request_id: str) -> bool:
+    """Conditional put; False when another invocation wrote an item at this position first."""
     try:
         dynamodb_client().put_item(
-            TableName=table_name,
-            Item={
-                key: serializer.serialize(value) for key, value in (item | {"WrittenByRequestId": request_id}).items()
-            },
-            ConditionExpression="attribute_not_exists(BatchHash)",
+            TableName=table,
+            Item=encode_delta_item(item) | {WRITTEN_BY: {"S": request_id}},
+            ConditionExpression="attribute_not_exists(#first)",
+            ExpressionAttributeNames={"#first": FIRST_SEQUENCE_NUMBER},
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
     except ClientError as error:
         if error_code(error) != "ConditionalCheckFailedException":
             raise
-        stored: dict[str, Any] = cast(dict[str, Any], error.response).get("Item", {})  # ALL_OLD
-        return bool(stored.get("WrittenByRequestId", {}).get("S") == request_id)
+        stored: dict[str, Any] = error.response.get("Item", {})  # type: ignore[assignment]  # ALL_OLD
+        return bool(stored.get(WRITTEN_BY, {}).get("S") == request_id)  # our own put, response lost
     return True
+
+
+def map_state_changes(
+    table: str, stream_shard: str, changes: Sequence[StateChange], *, request_id: str, now: float, ttl: int
+) -> MapOutcome:
+    """Write every change no item of the shard covers yet, once (module docstring)."""
+    by_position = {change.sequence_number: change for change in changes}
+    ordered = [by_position[number] for number in sorted(by_position)]
+    numbers = [change.sequence_number for change in ordered]
+    outcome = MapOutcome(records=len(ordered))
+    for _ in range(MAX_COVERAGE_READS):
+        covered = covered_runs(table, stream_shard, numbers[0], numbers[-1])
+        for run in uncovered_runs(numbers, covered):
+            if not put_delta_item(table, delta_item(stream_shard, [by_position[n] for n in run], now, ttl), request_id):
+                outcome.lost_races += 1
+                break
+            outcome.items_written += 1
+            outcome.records_written += len(run)
+        else:
+            return outcome
+    raise RuntimeError(f"shard {stream_shard}: other writers kept covering this batch's records; retrying the batch")
+
+
+def batch_stream_shard(event: dict[str, Any], records: Sequence[DynamoDBRecord]) -> str:
+    """The shard of the batch, from the tumbling-window fields of the event."""
+    source_arn = event.get("eventSourceARN") or records[0].event_source_arn or ""
+    return stream_shard_key(source_arn, str(event.get("shardId") or ""))
+
+
+def map_event(event: dict[str, Any], request_id: str) -> MapOutcome:
+    """Parse, map and write one invocation's batch; what it did, for the log and metrics."""
+    records = list(DynamoDBStreamEvent(event).records)
+    if not records:  # the tumbling window's closing invocation, or nothing to do
+        return MapOutcome()
+    levels = hierarchy_levels()
+    return map_state_changes(
+        required_setting("DELTA_TABLE"),
+        batch_stream_shard(event, records),
+        [state_change(record, levels) for record in records],
+        request_id=request_id,
+        now=time.time(),
+        ttl=ttl_seconds("DELTA_TTL_DAYS", DEFAULT_DELTA_TTL_DAYS),
+    )
 
 
 @metrics.log_metrics
 @logger.inject_lambda_context
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     maybe_inject_failure(STAGE, FailurePoint.BEFORE_WRITE)
-    stream_event = DynamoDBStreamEvent(event)
-    if not event.get("Records"):
-        return {"records": 0, "written": False}
-    item = delta_item(
-        stream_event, hierarchy_levels(), time.time(), ttl_seconds("DELTA_TTL_DAYS", DEFAULT_DELTA_TTL_DAYS)
-    )
-    written = write_delta_item(required_setting("DELTA_TABLE"), item, context.aws_request_id)
-    summary = {
-        "records": item["RecordCount"],
-        "nodes": len(item["Deltas"]),
-        "batch_hash": item["BatchHash"],
-        "written": written,
-    }
-    metrics.add_metric(name="StateChangesMapped", unit=MetricUnit.Count, value=item["RecordCount"])
-    outcome_metric = "DeltaBatchesWritten" if written else "DeltaBatchesAlreadyWritten"
-    metrics.add_metric(name=outcome_metric, unit=MetricUnit.Count, value=1)
-    logger.info("map batch done", extra=summary)
+    outcome = map_event(event, context.aws_request_id)
+    metrics.add_metric(name="StateChangesMapped", unit=MetricUnit.Count, value=outcome.records_written)
+    already_mapped = outcome.records - outcome.records_written
+    metrics.add_metric(name="StateChangesAlreadyMapped", unit=MetricUnit.Count, value=already_mapped)
+    metrics.add_metric(name="DeltaItemsWritten", unit=MetricUnit.Count, value=outcome.items_written)
+    logger.info("map batch done", extra={"shard": event.get("shardId"), **vars(outcome)})
     maybe_inject_failure(STAGE, FailurePoint.AFTER_WRITE)
-    return summary
+    return tumbling_window_response()

@@ -69,6 +69,7 @@ class Pipeline:
         self.streams = boto3.client("dynamodbstreams")
         self._sequence = 0
         self._stream_positions: dict[tuple[str, str], str] = {}
+        self.shard_of_event: dict[str, str] = {}  # stream record eventID -> its shard id
 
     def kinesis_event(self, payloads: Sequence[bytes]) -> dict[str, Any]:
         records = []
@@ -113,11 +114,21 @@ class Pipeline:
             for record in self.streams.get_records(ShardIterator=iterator["ShardIterator"])["Records"]:
                 records.append(events.dynamodb_record(record, stream_arn=arn, region="us-east-1"))
                 self._stream_positions[(arn, shard["ShardId"])] = events.sequence_number_of(records[-1])
+                self.shard_of_event[record["eventID"]] = shard["ShardId"]
         return records
 
+    def map_event(self, records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        """The event the map mapping (which has a tumbling window) delivers for `records`."""
+        return events.invocation_event(
+            records,
+            shard_id=self.shard_of_event[records[0]["eventID"]],
+            event_source_arn=records[0]["eventSourceARN"],
+            window=events.TumblingWindow.containing(events.arrival_seconds(records[0]), 900),
+        )
+
     def run_map(self, records: Sequence[dict[str, Any]]) -> dict[str, Any]:
-        summary: dict[str, Any] = map_handler.lambda_handler({"Records": list(records)}, LambdaContextStub())
-        return summary
+        response: dict[str, Any] = map_handler.lambda_handler(self.map_event(records), LambdaContextStub())
+        return response
 
     def run_reduce(self, records: Sequence[dict[str, Any]]) -> dict[str, int]:
         inserts = [r for r in records if r["eventName"] == "INSERT"]  # the mapping's event filter
@@ -149,11 +160,12 @@ class Pipeline:
         return next(item for item in self.scan("aggregate") if item["AggregateKey"] == "#stats")
 
 
-def _create_table(client: Any, name: str, key: str, stream_view: str | None) -> None:
+def _create_table(client: Any, name: str, key: str, stream_view: str | None, sort_key: str | None = None) -> None:
+    keys = [(key, "HASH")] + ([(sort_key, "RANGE")] if sort_key else [])
     arguments: dict[str, Any] = {
         "TableName": name,
-        "KeySchema": [{"AttributeName": key, "KeyType": "HASH"}],
-        "AttributeDefinitions": [{"AttributeName": key, "AttributeType": "S"}],
+        "KeySchema": [{"AttributeName": name_, "KeyType": kind} for name_, kind in keys],
+        "AttributeDefinitions": [{"AttributeName": name_, "AttributeType": "S"} for name_, _ in keys],
         "BillingMode": "PAY_PER_REQUEST",
     }
     if stream_view:
@@ -167,7 +179,7 @@ def pipeline(aws_environment: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[
     names = {name: f"{name}-{suffix}" for name in ("state", "delta", "aggregate", "quarantine")}
     client = boto3.client("dynamodb")
     _create_table(client, names["state"], "TradeID", "NEW_AND_OLD_IMAGES")
-    _create_table(client, names["delta"], "BatchHash", "NEW_IMAGE")
+    _create_table(client, names["delta"], "StreamShard", "NEW_IMAGE", sort_key="FirstSequenceNumber")
     _create_table(client, names["aggregate"], "AggregateKey", None)
     _create_table(client, names["quarantine"], "RecordId", None)
     environment = {
