@@ -1,22 +1,30 @@
-"""Reduce function: apply each delta batch to the AggregateTable exactly once.
+"""Reduce function: apply each delta item to the AggregateTable exactly once.
 
-The mapping delivers only INSERT records of the DeltaTable (event filter). The
-batches' units (per node group, `aggregation.transactions`) are applied in the
-transactions planned there: one update per node per group transaction, however
-many batches touch it; every transaction carries a ClientRequestToken derived
-from its units and, in mode `crt+marker`, a conditional Put of each unit's
-marker. Outcomes that mean "already applied" are success:
-- IdempotentParameterMismatchException: this token already committed within the
-  last 10 minutes (a retry whose `#stats` timestamps differ; the token names the
-  units, and a unit's deltas are fixed by its marker id, so nothing else can);
-- a cancellation whose only failed conditions are markers: those units were
-  applied before (alone, with other neighbours, or by an earlier attempt of this
-  invocation that failed further on); they are dropped and every remaining unit
-  is planned again.
+The mapping delivers only INSERT records of the DeltaTable (event filter). The items'
+units (per node group, `aggregation.transactions`) are applied in the transactions planned
+there: one update per node per group transaction, however many items touch it; every
+transaction carries a ClientRequestToken derived from its units and, in mode `crt+marker`,
+a conditional Put of each unit's marker.
+
+Every parameter of a tokened transaction is a pure function of its units (marker expiry
+counts from the delta item's `CreatedAt`; the wall-clock `LastUpdated` and latency figures
+are written after the transactions, outside them, where a repeat is harmless). So a retry,
+by the SDK or by Lambda, re-sends the identical request, and nothing relies on what
+DynamoDB does with a token whose first use was cancelled. Outcomes:
+- a cancellation whose only failed conditions are markers: those units were applied before
+  (alone, with other neighbours, or by an earlier attempt that failed further on); they are
+  dropped and every remaining unit is planned again;
+- IdempotentParameterMismatchException is an anomaly, never taken as "applied": in mode
+  `crt+marker` a strongly consistent read of the units' markers decides (present: applied,
+  dropped; the rest planned again under a new token); with no marker found, or in mode
+  `crt`, the invocation fails and the batch is retried;
+- TransactionInProgressException (the same token still being applied): the identical
+  request is sent again after a pause.
 """
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from decimal import Decimal
 from enum import Enum
 from typing import Any
@@ -27,11 +35,12 @@ from aws_lambda_powertools.utilities.data_classes import DynamoDBStreamEvent
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.exceptions import ClientError
 
+from aggregation.delta_items import decode_delta_batch
 from aggregation.deltas import NodeDelta
 from aggregation.exact import dynamodb_number, exact_difference
 from aggregation.hierarchy import BOOKKEEPING_PREFIX
 from aggregation.transactions import (
-    DeltaBatch,
+    MAX_TRANSACTION_ACTIONS,
     DeltaUnit,
     PlannedTransaction,
     plan_transactions,
@@ -45,6 +54,10 @@ STAGE = "REDUCE"
 DEFAULT_MARKER_TTL_DAYS = 7
 STATS_KEY = f"{BOOKKEEPING_PREFIX}stats"
 MARKER_PREFIX = f"{BOOKKEEPING_PREFIX}applied#"
+IN_PROGRESS_ATTEMPTS = 6
+UNPROCESSED_KEY_ATTEMPTS = 6
+RETRY_PAUSE_SECONDS = 0.1
+MAX_RETRY_PAUSE_SECONDS = 2.0
 
 SERVICE = "reduce"
 
@@ -75,19 +88,6 @@ def idempotency_mode() -> IdempotencyMode:
         raise RuntimeError(f"REDUCE_IDEMPOTENCY={raw!r} is not one of {modes}") from None
 
 
-def delta_batch(image: dict[str, Any]) -> DeltaBatch:
-    """A DeltaTable item (deserialized stream image) as a domain object."""
-    return DeltaBatch(
-        batch_hash=str(image["BatchHash"]),
-        deltas={
-            key: NodeDelta(Decimal(node["Value"]), int(node["TradeCount"]))
-            for key, node in image.get("Deltas", {}).items()
-        },
-        record_count=int(image.get("RecordCount", 0)),
-        producer_timestamps=tuple(Decimal(ts) for ts in image.get("ProducerTimestamps", [])),
-    )
-
-
 def _latency_seconds(timestamps: Sequence[Decimal], now: Decimal) -> tuple[Decimal, Decimal] | None:
     if not timestamps:
         return None
@@ -110,10 +110,18 @@ def node_update(table: str, key: str, delta: NodeDelta) -> dict[str, Any]:
     }
 
 
+def marker_key(marker_id: str) -> dict[str, Any]:
+    return {"AggregateKey": {"S": MARKER_PREFIX + marker_id}}
+
+
 def transaction_items(
-    plan: PlannedTransaction, table: str, mode: IdempotencyMode, now: float, marker_ttl: int
+    plan: PlannedTransaction, table: str, mode: IdempotencyMode, marker_ttl: int
 ) -> list[dict[str, Any]]:
-    """The TransactItems of one planned transaction: nodes, markers, then `#stats`."""
+    """The TransactItems of one planned transaction: nodes, markers, then `#stats`.
+
+    A pure function of the plan's units (module docstring): the same units always give the
+    identical request, so its token can never be reused with other parameters.
+    """
     items: list[dict[str, Any]] = [
         {"Update": node_update(table, key, delta)} for key, delta in sorted(plan.node_deltas.items())
     ]
@@ -122,39 +130,48 @@ def transaction_items(
             {
                 "Put": {
                     "TableName": table,
-                    "Item": {
-                        "AggregateKey": {"S": MARKER_PREFIX + marker_id},
-                        "ExpiresAt": {"N": str(int(now) + marker_ttl)},
-                    },
+                    "Item": marker_key(unit.marker_id) | {"ExpiresAt": {"N": str(unit.created_at + marker_ttl)}},
                     "ConditionExpression": "attribute_not_exists(AggregateKey)",
                 }
             }
-            for marker_id in plan.marker_ids
+            for unit in plan.units
         )
-    now_exact = Decimal(repr(now))
-    stats_update = "ADD #applied :applied SET #updated = :updated"
-    stats_values: dict[str, Any] = {
-        ":applied": serializer.serialize(plan.record_count),
-        ":updated": serializer.serialize(now_exact.quantize(Decimal("0.001"))),
-    }
-    stats_names = {"#applied": "MessagesApplied", "#updated": "LastUpdated"}
-    latency = _latency_seconds(plan.producer_timestamps, now_exact)
-    if latency is not None:
-        stats_update += ", #mean = :mean, #max = :max"
-        stats_names |= {"#mean": "LastLatencyMeanSeconds", "#max": "LastLatencyMaxSeconds"}
-        stats_values |= {":mean": serializer.serialize(latency[0]), ":max": serializer.serialize(latency[1])}
     items.append(
         {
             "Update": {
                 "TableName": table,
                 "Key": {"AggregateKey": {"S": STATS_KEY}},
-                "UpdateExpression": stats_update,
-                "ExpressionAttributeNames": stats_names,
-                "ExpressionAttributeValues": stats_values,
+                "UpdateExpression": "ADD #applied :applied",
+                "ExpressionAttributeNames": {"#applied": "MessagesApplied"},
+                "ExpressionAttributeValues": {":applied": serializer.serialize(plan.record_count)},
             }
         }
     )
     return items
+
+
+def record_progress(table: str, producer_timestamps: Sequence[Decimal], now: float) -> None:
+    """`#stats` bookkeeping that depends on the clock, written after the transactions.
+
+    Outside any tokened transaction, so a retry's new clock reading never changes a
+    transaction's parameters; a repeat only overwrites the figures with fresher ones.
+    """
+    now_exact = Decimal(repr(now))
+    update = "SET #updated = :updated"
+    names = {"#updated": "LastUpdated"}
+    values: dict[str, Any] = {":updated": serializer.serialize(now_exact.quantize(Decimal("0.001")))}
+    latency = _latency_seconds(producer_timestamps, now_exact)
+    if latency is not None:
+        update += ", #mean = :mean, #max = :max"
+        names |= {"#mean": "LastLatencyMeanSeconds", "#max": "LastLatencyMaxSeconds"}
+        values |= {":mean": serializer.serialize(latency[0]), ":max": serializer.serialize(latency[1])}
+    dynamodb_client().update_item(
+        TableName=table,
+        Key={"AggregateKey": {"S": STATS_KEY}},
+        UpdateExpression=update,
+        ExpressionAttributeNames=names,
+        ExpressionAttributeValues=values,
+    )
 
 
 def already_applied_markers(error: ClientError, items: Sequence[dict[str, Any]]) -> set[str] | None:
@@ -193,35 +210,103 @@ def apply_unsafely(units: Sequence[DeltaUnit], table: str) -> dict[str, int]:
     return {"transactions": 0, "units_applied": len(units)}
 
 
-def apply_delta_units(units: Sequence[DeltaUnit], table: str, mode: IdempotencyMode) -> dict[str, int]:
-    """Apply every unit exactly once; returns counts for the log and metrics."""
-    marker_ttl = ttl_seconds("MARKER_TTL_DAYS", DEFAULT_MARKER_TTL_DAYS)
-    with_markers = mode is IdempotencyMode.TOKEN_AND_MARKERS
-    planned = plan_transactions(units, with_markers)
-    counts = {"transactions": 0, "units_applied": 0, "units_already_applied": 0}
-    while planned:
-        plan = planned[0]
-        items = transaction_items(plan, table, mode, time.time(), marker_ttl)
+class TokenMismatchWithoutEvidence(RuntimeError):
+    """A ClientRequestToken was refused as reused with other parameters, and no marker shows
+    its units applied: failing the invocation is the only safe answer (the batch is retried;
+    the token expires within 10 minutes)."""
+
+
+def markers_present(table: str, marker_ids: Sequence[str]) -> set[str]:
+    """Which of these markers exist, by strongly consistent reads (the evidence of an apply)."""
+    present: set[str] = set()
+    for start in range(0, len(marker_ids), MAX_TRANSACTION_ACTIONS):
+        request: dict[str, Any] = {
+            table: {
+                "Keys": [marker_key(marker_id) for marker_id in marker_ids[start : start + MAX_TRANSACTION_ACTIONS]],
+                "ConsistentRead": True,
+                "ProjectionExpression": "AggregateKey",
+            }
+        }
+        for attempt in range(UNPROCESSED_KEY_ATTEMPTS):
+            response = dynamodb_client().batch_get_item(RequestItems=request)
+            present.update(
+                item["AggregateKey"]["S"].removeprefix(MARKER_PREFIX) for item in response["Responses"].get(table, [])
+            )
+            request = response.get("UnprocessedKeys") or {}
+            if not request:
+                break
+            time.sleep(min(RETRY_PAUSE_SECONDS * 2**attempt, MAX_RETRY_PAUSE_SECONDS))
+        else:
+            raise RuntimeError("markers could not be read (unprocessed keys); retrying the batch")
+    return present
+
+
+def commit_transaction(items: Sequence[dict[str, Any]], token: str) -> None:
+    """TransactWriteItems; the identical request again while DynamoDB reports it in progress."""
+    for attempt in range(IN_PROGRESS_ATTEMPTS):
         try:
             dynamodb_client().transact_write_items(
                 TransactItems=items,  # type: ignore[arg-type]
-                ClientRequestToken=plan.client_request_token,
+                ClientRequestToken=token,
             )
+            return
         except ClientError as error:
-            code = error_code(error)
-            if code == "IdempotentParameterMismatchException":
-                logger.info("token already committed", extra={"token": plan.client_request_token})
-            elif code == "TransactionCanceledException" and (applied := already_applied_markers(error, items)):
-                counts["units_already_applied"] += len(applied)
-                remaining = [unit for later in planned for unit in later.units if unit.marker_id not in applied]
-                planned = plan_transactions(remaining, with_markers)
-                continue
-            else:
+            if error_code(error) != "TransactionInProgressException" or attempt == IN_PROGRESS_ATTEMPTS - 1:
                 raise
-        counts["transactions"] += 1
-        counts["units_applied"] += len(plan.units)
+            time.sleep(min(RETRY_PAUSE_SECONDS * 2**attempt, MAX_RETRY_PAUSE_SECONDS))
+
+
+def units_applied_elsewhere(
+    error: ClientError, plan: PlannedTransaction, items: Sequence[dict[str, Any]], table: str, mode: IdempotencyMode
+) -> set[str]:
+    """Marker ids of the plan's units that evidence shows applied; raises when there is none."""
+    code = error_code(error)
+    if code == "TransactionCanceledException" and (applied := already_applied_markers(error, items)):
+        return applied
+    if code != "IdempotentParameterMismatchException":
+        raise error
+    applied = markers_present(table, plan.marker_ids) if mode is IdempotencyMode.TOKEN_AND_MARKERS else set()
+    logger.warning(
+        "token refused as reused with other parameters",
+        extra={"token": plan.client_request_token, "units": len(plan.units), "markers_found": len(applied)},
+    )
+    if not applied:
+        raise TokenMismatchWithoutEvidence(
+            f"ClientRequestToken {plan.client_request_token} mismatched and no marker of its units exists"
+        ) from error
+    return applied
+
+
+@dataclass
+class ApplyOutcome:
+    transactions: int = 0
+    units_applied: int = 0
+    units_already_applied: int = 0
+    producer_timestamps: list[Decimal] = field(default_factory=list)  # of the units applied now
+
+
+def apply_delta_units(units: Sequence[DeltaUnit], table: str, mode: IdempotencyMode) -> ApplyOutcome:
+    """Apply every unit exactly once (module docstring)."""
+    marker_ttl = ttl_seconds("MARKER_TTL_DAYS", DEFAULT_MARKER_TTL_DAYS)
+    with_markers = mode is IdempotencyMode.TOKEN_AND_MARKERS
+    planned = plan_transactions(units, with_markers)
+    outcome = ApplyOutcome()
+    while planned:
+        plan = planned[0]
+        items = transaction_items(plan, table, mode, marker_ttl)
+        try:
+            commit_transaction(items, plan.client_request_token)
+        except ClientError as error:
+            applied = units_applied_elsewhere(error, plan, items, table, mode)
+            outcome.units_already_applied += len(applied)
+            remaining = [unit for later in planned for unit in later.units if unit.marker_id not in applied]
+            planned = plan_transactions(remaining, with_markers)
+            continue
+        outcome.transactions += 1
+        outcome.units_applied += len(plan.units)
+        outcome.producer_timestamps.extend(plan.producer_timestamps)
         planned = planned[1:]
-    return counts
+    return outcome
 
 
 @metrics.log_metrics
@@ -234,13 +319,20 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, i
     for record in DynamoDBStreamEvent(event).records:
         if record.dynamodb is None:
             raise ValueError(f"stream record {record.event_id} has no dynamodb payload")
-        units.extend(split_into_units(delta_batch(record.dynamodb.new_image)))
+        units.extend(split_into_units(decode_delta_batch(record.dynamodb.raw_event.get("NewImage") or {})))
     if not units:
         counts = {"transactions": 0}
     elif mode is IdempotencyMode.UNSAFE_ADD:
         counts = apply_unsafely(units, table)
     else:
-        counts = apply_delta_units(units, table, mode)
+        outcome = apply_delta_units(units, table, mode)
+        if outcome.transactions:
+            record_progress(table, outcome.producer_timestamps, time.time())
+        counts = {
+            "transactions": outcome.transactions,
+            "units_applied": outcome.units_applied,
+            "units_already_applied": outcome.units_already_applied,
+        }
     metrics.add_metric(name="TransactionsCommitted", unit=MetricUnit.Count, value=counts["transactions"])
     metrics.add_metric(
         name="DeltaUnitsAlreadyApplied", unit=MetricUnit.Count, value=counts.get("units_already_applied", 0)
