@@ -1,9 +1,10 @@
-"""AWS-side faults the emulator injects on request: lost responses and throttling.
+"""AWS-side faults the emulator injects on request: lost responses, throttling, kept tokens.
 
 Real DynamoDB and Kinesis fail in two ways an exactly-once pipeline must survive, and moto
-never does either. `CompatMiddleware` (`local.moto_compat`) asks the `FaultInjector` about
-every request before forwarding it to moto, so these faults reach every client (the
-functions, the runner, the producer, the tests) exactly as AWS's would, on the wire:
+never does either; a third kind makes the emulator stricter than AWS documents.
+`CompatMiddleware` (`local.moto_compat`) asks the `FaultInjector` about every request
+before forwarding it to moto, so these faults reach every client (the functions, the
+runner, the producer, the tests) exactly as AWS's would, on the wire:
 
 - ``lost_response`` (`LOST_RESPONSE`): the request IS applied by moto, then the caller
   gets no success: an HTTP 500 ``InternalServerError`` (variant ``error``), a connection
@@ -13,6 +14,9 @@ functions, the runner, the producer, the tests) exactly as AWS's would, on the w
   error AWS returns (HTTP 400): ``ProvisionedThroughputExceededException``,
   ``ThrottlingException``, or for TransactWriteItems a ``TransactionCanceledException``
   whose CancellationReasons hold a ``ThrottlingError``.
+- ``cancelled_token_kept`` (`CANCELLED_TOKEN_KEPT`): a cancelled transaction's
+  ClientRequestToken stays taken for 10 minutes; reusing it with other parameters is refused
+  with ``IdempotentParameterMismatchException``.
 
 Configuration (JSON; ``PUT /_compat/faults``, or at server start the ``EMULATOR_FAULTS``
 environment variable, which ``make up`` passes through)::
@@ -95,7 +99,22 @@ reason (not retried by the SDK: the caller must retry); Kinesis GetRecords/PutRe
 ProvisionedThroughputExceededException; DynamoDB Streams throttling (ThrottlingException).
 """
 
-KINDS = (LOST_RESPONSE, THROTTLE)
+CANCELLED_TOKEN_KEPT = "cancelled_token_kept"
+"""A cancelled transaction's ClientRequestToken stays taken.
+
+AWS documents that a token is valid for 10 minutes "after the first request that uses it
+completes", that a repeat with the same parameters after a *successful* first use changes
+nothing, and that other parameters get IdempotentParameterMismatchException; it does not
+say that a token whose first use was cancelled (throttled, TransactionConflict, a failed
+condition) is free again. This kind assumes the worst: when a tokened TransactWriteItems is
+cancelled (by moto, or by an injected throttle), the emulator remembers its token and
+parameters, and a later use of the token with *other* parameters inside the window is
+refused with IdempotentParameterMismatchException (nothing is applied). The same
+parameters are executed normally. Only ``service: "dynamodb"``, operation
+``TransactWriteItems``; the draw is made once per cancelled transaction.
+"""
+
+KINDS = (LOST_RESPONSE, THROTTLE, CANCELLED_TOKEN_KEPT)
 LOST_RESPONSE_VARIANTS = ("error", "close", "timeout")
 THROTTLE_ERRORS = ("ProvisionedThroughputExceededException", "ThrottlingException", "TransactionCanceledException")
 DEFAULT_HOLD_SECONDS = 11.0
@@ -110,6 +129,7 @@ DEFAULT_OPERATIONS: dict[str, dict[str, tuple[str, ...]]] = {
         "dynamodbstreams": ("GetRecords", "GetShardIterator"),
         "kinesis": ("GetRecords", "GetShardIterator", "PutRecords", "PutRecord"),
     },
+    CANCELLED_TOKEN_KEPT: {"dynamodb": ("TransactWriteItems",)},
 }
 """Operations a rule targets when it names none: the data plane, never the deployer's calls."""
 
@@ -289,6 +309,11 @@ def _read_body(environ: dict[str, Any]) -> bytes:
     return raw
 
 
+def request_json(environ: dict[str, Any]) -> dict[str, Any]:
+    """A JSON-protocol request's body as an object (left readable for moto); {} if not JSON."""
+    return _json_object(_read_body(environ))
+
+
 def _json_object(raw: bytes) -> dict[str, Any]:
     try:
         parsed = json.loads(raw or b"{}")
@@ -351,8 +376,8 @@ class FaultInjector:
         """The fault to inject into `request`, if a targeting rule's draw says so."""
         with self._lock:
             for index, rule in enumerate(self._config.rules):
-                if not rule.targets(request):
-                    continue
+                if rule.kind == CANCELLED_TOKEN_KEPT or not rule.targets(request):
+                    continue  # a kept token is decided after the request (`keeps_cancelled_token`)
                 _Counters.bump(self._counters.considered, rule.kind, request)
                 exhausted = rule.max_injections is not None and self._counters.by_rule[index] >= rule.max_injections
                 if not exhausted and self._random.uniform(0, 100) < rule.percent:
@@ -361,6 +386,20 @@ class FaultInjector:
                         _Counters.bump(self._counters.injected, rule.kind, request)
                     return Fault(rule, index, request)
         return None
+
+    def keeps_cancelled_token(self, request: RequestInfo) -> bool:
+        """Whether the token of this cancelled transaction stays taken (`CANCELLED_TOKEN_KEPT`)."""
+        with self._lock:
+            for index, rule in enumerate(self._config.rules):
+                if rule.kind != CANCELLED_TOKEN_KEPT or not rule.targets(request):
+                    continue
+                _Counters.bump(self._counters.considered, rule.kind, request)
+                exhausted = rule.max_injections is not None and self._counters.by_rule[index] >= rule.max_injections
+                if not exhausted and self._random.uniform(0, 100) < rule.percent:
+                    self._counters.by_rule[index] += 1
+                    _Counters.bump(self._counters.injected, rule.kind, request)
+                    return True
+        return False
 
     def lost_response_settled(self, fault: Fault, applied: bool) -> None:
         """Count a lost response whose write was applied; release the reservation of one that was not."""

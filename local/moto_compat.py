@@ -52,6 +52,8 @@ import decimal
 import functools
 import hashlib
 import json
+import os
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -64,6 +66,7 @@ from moto.dynamodb.models import DynamoDBBackend, dynamodb_backends
 from moto.dynamodb.models.dynamo_type import DDBType, DynamoType
 from moto.dynamodb.models.table import StreamShard, Table
 from moto.dynamodb.responses import DynamoHandler
+from moto.iam.models import get_account_id_from
 from moto.kinesis.models import kinesis_backends
 from moto.sqs.models import sqs_backends
 
@@ -110,15 +113,23 @@ CLIENT_REQUEST_TOKEN_WINDOW_SECONDS = 600.0
 
 @dataclass(frozen=True)
 class _RecordedTransaction:
-    """What a successful TransactWriteItems left behind under its token."""
+    """What a TransactWriteItems left behind under its token."""
 
     request_digest: str
-    result: Any  # moto's ActionResult of the first request, replayed as is
+    result: Any  # moto's ActionResult of the first request, replayed as is; None: it was cancelled
     completed_at: float
+
+    @property
+    def applied(self) -> bool:
+        return self.result is not None
 
 
 class ClientRequestTokenStore:
-    """ClientRequestTokens of successful transactions, per account and region, for 10 minutes."""
+    """ClientRequestTokens per account and region, for 10 minutes.
+
+    Those of successful transactions always; those of cancelled ones only when the
+    `cancelled_token_kept` fault (`local.injected_faults`) says so.
+    """
 
     def __init__(self) -> None:
         self._records: dict[tuple[str, str, str], _RecordedTransaction] = {}
@@ -135,6 +146,12 @@ class ClientRequestTokenStore:
     def record(self, key: tuple[str, str, str], request_digest: str, result: Any) -> None:
         """Remember a successful transaction's request and result under its token."""
         self._records[key] = _RecordedTransaction(request_digest, result, clock.now())
+
+    def record_cancelled(self, key: tuple[str, str, str], request_digest: str) -> None:
+        """Keep a cancelled transaction's token taken (unless a live use already holds it)."""
+        with self.lock:
+            if self.lookup(key) is None:
+                self._records[key] = _RecordedTransaction(request_digest, None, clock.now())
 
     def clear(self) -> None:
         """Forget every token (moto's reset)."""
@@ -177,7 +194,9 @@ def fix_transact_write_items_client_request_token() -> None:
 
     Only a successful transaction records its token: a cancelled one (for example a failed
     ConditionExpression, TransactionCanceledException) applied nothing, so a retry with the
-    same token is executed. Patches `moto.dynamodb.responses.DynamoHandler.transact_write_items`.
+    same token is executed, unless the `cancelled_token_kept` fault kept the token taken
+    (`CompatMiddleware`), when a retry with other parameters is refused. Patches
+    `moto.dynamodb.responses.DynamoHandler.transact_write_items`.
     """
     original = DynamoHandler.transact_write_items
     if getattr(original, "_compat_fix", False):
@@ -195,8 +214,9 @@ def fix_transact_write_items_client_request_token() -> None:
             if previous is not None:
                 if previous.request_digest != digest:
                     raise _idempotent_parameter_mismatch()
-                return previous.result
-            result = original(self)  # raises when cancelled: nothing recorded
+                if previous.applied:
+                    return previous.result
+            result = original(self)  # raises when cancelled: recorded only by the kept-token fault
             client_request_tokens.record(key, digest, result)
             return result
 
@@ -348,12 +368,22 @@ class CompatMiddleware:
                 client_request_tokens.clear()
             return self.app(environ, start_response)
         # Fault injection (`local.injected_faults`): one decision per request, here.
-        fault = None
+        fault, request = None, None
         if self.faults.active and (request := injected_faults.identify(environ)) is not None:
             fault = self.faults.decide(request)
         if fault is None:
-            return self._forward(environ, start_response)
+            if request is None or request.operation != "TransactWriteItems":
+                return self._forward(environ, start_response)
+            transaction = injected_faults.request_json(environ)
+            captured_transaction = _CapturedStart()
+            body = self._consumed(self._forward(environ, captured_transaction))
+            if _is_cancellation(captured_transaction.status, body):
+                self._maybe_keep_cancelled_token(environ, request, transaction)
+            start_response(captured_transaction.status, captured_transaction.headers)
+            return body
         if fault.rule.kind == injected_faults.THROTTLE:
+            if fault.request.operation == "TransactWriteItems":
+                self._maybe_keep_cancelled_token(environ, fault.request, injected_faults.request_json(environ))
             return injected_faults.throttle_reply(fault, environ, start_response)
         captured = _CapturedStart()
         body = self._consumed(self._forward(environ, captured))
@@ -363,6 +393,15 @@ class CompatMiddleware:
             start_response(captured.status, captured.headers)
             return body
         return injected_faults.lose_response(fault, environ, start_response)  # outside the service lock
+
+    def _maybe_keep_cancelled_token(
+        self, environ: dict[str, Any], request: injected_faults.RequestInfo, body: dict[str, Any]
+    ) -> None:
+        """The `cancelled_token_kept` fault: a cancelled transaction's token stays taken."""
+        token = body.get("ClientRequestToken")
+        if isinstance(token, str) and token and self.faults.keeps_cancelled_token(request):
+            key = (_account_of(environ), _region_of(environ), token)
+            client_request_tokens.record_cancelled(key, transact_write_request_digest(body))
 
     def _forward(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         """moto's response; DynamoDB and Kinesis requests one at a time per service."""
@@ -423,6 +462,29 @@ class _CapturedStart:
     def __call__(self, status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable[[bytes], None]:
         self.status, self.headers = status, headers
         return lambda _data: None
+
+
+def _is_cancellation(status: str, body: list[bytes]) -> bool:
+    """Whether moto answered a TransactWriteItems with TransactionCanceledException."""
+    return status.startswith("400") and b"TransactionCanceledException" in b"".join(body)
+
+
+def _account_of(environ: dict[str, Any]) -> str:
+    """The account moto files the request under (its `get_current_account`, in the same order)."""
+    if "MOTO_ACCOUNT_ID" in os.environ:
+        return os.environ["MOTO_ACCOUNT_ID"]
+    if environ.get("HTTP_X_MOTO_ACCOUNT_ID"):
+        return str(environ["HTTP_X_MOTO_ACCOUNT_ID"])
+    scope = _CREDENTIAL_SCOPE.search(environ.get("HTTP_AUTHORIZATION", ""))
+    return get_account_id_from(scope.group("key") if scope else "")
+
+
+def _region_of(environ: dict[str, Any]) -> str:
+    scope = _CREDENTIAL_SCOPE.search(environ.get("HTTP_AUTHORIZATION", ""))
+    return scope.group("region") if scope else "us-east-1"
+
+
+_CREDENTIAL_SCOPE = re.compile(r"Credential=(?P<key>[^/,]+)/\d{8}/(?P<region>[^/]+)/")
 
 
 def _serialised_service(target: str) -> str | None:
