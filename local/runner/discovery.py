@@ -36,6 +36,7 @@ MAPPING_FIELD_DEFAULTS: Mapping[str, Any] = {
     "FilterCriteria": None,
     "ParallelizationFactor": 1,
     "MaximumRecordAgeInSeconds": -1,
+    "TumblingWindowInSeconds": 0,
     "Enabled": True,
 }
 """Lambda's defaults for stream event source mappings (AWS::Lambda::EventSourceMapping docs)."""
@@ -56,6 +57,7 @@ class MappingConfig:
     report_batch_item_failures: bool
     filter_patterns: tuple[dict[str, Any], ...]
     parallelization_factor: int
+    tumbling_window_seconds: int
     enabled: bool
     field_sources: Mapping[str, str] = field(default_factory=dict)
 
@@ -129,6 +131,7 @@ def discover_mappings(deployment: Deployment) -> list[MappingConfig]:
                     report_batch_item_failures="ReportBatchItemFailures" in values["FunctionResponseTypes"],
                     filter_patterns=tuple(json.loads(f["Pattern"]) for f in filters),
                     parallelization_factor=int(values["ParallelizationFactor"]),
+                    tumbling_window_seconds=int(values["TumblingWindowInSeconds"]),
                     enabled=values["Enabled"] in (True, "true"),
                     field_sources=sources,
                 )

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import base64
 import datetime
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -87,3 +88,64 @@ def sequence_number_of(record: Mapping[str, Any]) -> str:
 def item_identifier_of(record: Mapping[str, Any]) -> str:
     """What a `batchItemFailures[].itemIdentifier` names: the record's sequence number."""
     return sequence_number_of(record)
+
+
+def arrival_seconds(record: Mapping[str, Any]) -> float:
+    """When the stream received the record (what Lambda assigns tumbling windows by)."""
+    if "kinesis" in record:
+        return float(record["kinesis"]["approximateArrivalTimestamp"])
+    return float(record["dynamodb"].get("ApproximateCreationDateTime", 0.0))
+
+
+@dataclass(frozen=True)
+class TumblingWindow:
+    """One window of a mapping's `TumblingWindowInSeconds`, aligned on the epoch."""
+
+    start: float
+    end: float
+
+    @classmethod
+    def containing(cls, seconds: float, length_seconds: int) -> TumblingWindow:
+        start = seconds - seconds % length_seconds
+        return cls(start, start + length_seconds)
+
+    def as_json(self) -> dict[str, str]:
+        def iso(value: float) -> str:
+            return datetime.datetime.fromtimestamp(value, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+        return {"start": iso(self.start), "end": iso(self.end)}
+
+
+def invocation_event(
+    records: Sequence[Mapping[str, Any]],
+    *,
+    shard_id: str,
+    event_source_arn: str,
+    window: TumblingWindow | None = None,
+    state: Mapping[str, Any] | None = None,
+    final: bool = False,
+) -> dict[str, Any]:
+    """The event of one invocation: `Records`, plus the tumbling-window fields when there is one.
+
+    Lambda adds `shardId`, `eventSourceARN`, `window`, `state`, `isFinalInvokeForWindow` and
+    `isWindowTerminatedEarly` only for mappings with a tumbling window (Lambda Developer
+    Guide, "DynamoDB tumbling windows" / "Kinesis tumbling windows").
+    """
+    event: dict[str, Any] = {"Records": [dict(record) for record in records]}
+    if window is not None:
+        event |= {
+            "shardId": shard_id,
+            "eventSourceARN": event_source_arn,
+            "window": window.as_json(),
+            "state": dict(state or {}),
+            "isFinalInvokeForWindow": final,
+            "isWindowTerminatedEarly": False,
+        }
+    return event
+
+
+def window_state_of(payload: Any) -> dict[str, Any] | None:
+    """The `state` a tumbling-window invocation returned; None when it returned none (a failure)."""
+    if not isinstance(payload, Mapping) or not isinstance(payload.get("state"), Mapping):
+        return None
+    return dict(payload["state"])

@@ -9,9 +9,15 @@ What the exactly-once design relies on, and this module implements:
   checkpointed and never delivered; a batch that is entirely filtered is not invoked),
   sent as soon as records are there or, with MaximumBatchingWindowInSeconds, when the
   window since the first buffered record has passed;
-- on a function error the *identical* batch is retried with capped exponential backoff
-  until it succeeds or MaximumRetryAttempts retries have failed (-1: forever); then the
-  batch is skipped with a loud log line, as Lambda discards it;
+- on a function error the batch is retried with capped exponential backoff until it
+  succeeds or MaximumRetryAttempts retries have failed (-1: forever); then the batch is
+  skipped with a loud log line, as Lambda discards it. A retry re-delivers the identical
+  batch, or, for the services a `RedeliveryPolicy` names, the batch in other boundaries
+  (`local.runner.redelivery`: grown, shrunk, shifted), which Lambda does not rule out;
+- TumblingWindowInSeconds: events carry `shardId`, `window`, `state` and the final-invoke
+  flags; a batch never spans two windows; the `state` a function returns is passed to its
+  next invocation in the window; when the window ends an invocation with no records and
+  `isFinalInvokeForWindow` closes it; a response without `state` counts as a failure;
 - BisectBatchOnFunctionError splits a failing batch in two and delivers each half in turn;
 - ReportBatchItemFailures: a response naming failed items checkpoints up to the first of
   them and retries from it;
@@ -28,6 +34,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +45,7 @@ from local.execution_environment import InvocationResult
 from local.runner import events, filters
 from local.runner.checkpoints import CheckpointStore
 from local.runner.discovery import MappingConfig
+from local.runner.redelivery import RedeliveryPolicy, reshape
 from local.runner.stats import RunnerStats, ShardStats
 
 log = logging.getLogger(__name__)
@@ -165,7 +173,10 @@ class ShardPoller(threading.Thread):
         stats: RunnerStats,
         stop: threading.Event,
         poll_interval_seconds: float = DEFAULT_POLL_INTERVAL_SECONDS,
+        redelivery: RedeliveryPolicy | None = None,
     ) -> None:
+        """`redelivery`: reshape this mapping's retries (the runner passes it when the policy
+        names the function's service)."""
         super().__init__(name=f"poller-{mapping.function_name}-{shard_id}", daemon=True)
         self.mapping = mapping
         self.shard_id = shard_id
@@ -191,6 +202,11 @@ class ShardPoller(threading.Thread):
         self._last_read: str | None = None
         self._iterator: str | None = None
         self._first_buffered_at: float | None = None
+        self._reshaper = redelivery.chooser(f"{mapping.uuid}/{shard_id}") if redelivery else None
+        # Records delivered and committed last, oldest first: what a shifted retry replays.
+        self._delivered: deque[dict[str, Any]] = deque(maxlen=mapping.batch_size)
+        self._window: events.TumblingWindow | None = None  # the open tumbling window, if any
+        self._window_state: dict[str, Any] = {}
 
     # ------------------------------------------------------------- reading
 
@@ -249,15 +265,20 @@ class ShardPoller(threading.Thread):
             return Batch(passing, events.sequence_number_of(interrupted[-1]), size, size - len(passing))
         matched: list[dict[str, Any]] = []
         consumed = 0
+        window_ends = False
+        first_window = self._window_of(self._buffer[0]) if self._buffer else None
         for record in self._buffer:
             if len(matched) == self.mapping.batch_size:
+                break
+            if self._window_of(record) != first_window:
+                window_ends = True  # a batch never spans two tumbling windows
                 break
             consumed += 1
             if filters.record_matches(record, self.mapping.filter_patterns):
                 matched.append(record)
         if consumed == 0:
             return None
-        full = len(matched) == self.mapping.batch_size
+        full = len(matched) == self.mapping.batch_size or window_ends
         window = self.mapping.maximum_batching_window_seconds
         waited = time.monotonic() - (self._first_buffered_at or time.monotonic())
         if not (full or force or window <= 0 or waited >= window or not matched):
@@ -297,23 +318,80 @@ class ShardPoller(threading.Thread):
             indexes.append(positions[identifier])
         return min(indexes)
 
-    def _deliver(self, records: list[dict[str, Any]]) -> bool:
-        """Deliver `records` until done; False only when stopping (nothing more is committed)."""
+    def _window_of(self, record: Mapping[str, Any]) -> events.TumblingWindow | None:
+        seconds = self.mapping.tumbling_window_seconds
+        return events.TumblingWindow.containing(events.arrival_seconds(record), seconds) if seconds > 0 else None
+
+    def _event(self, records: Sequence[dict[str, Any]], final: bool = False) -> dict[str, Any]:
+        return events.invocation_event(
+            records,
+            shard_id=self.shard_id,
+            event_source_arn=self.mapping.event_source_arn,
+            window=self._window,
+            state=self._window_state,
+            final=final,
+        )
+
+    def _invoke(self, records: Sequence[dict[str, Any]], final: bool = False) -> InvocationResult:
+        """One invocation; with a tumbling window, a response without `state` is a failure."""
+        result = self.invoke(self._event(records, final))
+        if self._window is None or result.failed:
+            return result
+        state = events.window_state_of(result.payload)
+        if state is None:
+            error = {"errorType": "InvalidWindowResponse", "errorMessage": "tumbling window response has no state"}
+            return InvocationResult(payload=result.payload, error=error, duration_seconds=result.duration_seconds)
+        self._window_state = state
+        return result
+
+    def _next_attempt(self, failed: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The records of the retry: the identical batch, or one reshaped by the redelivery policy."""
+        if self._reshaper is None:
+            return failed
+        end = int(events.sequence_number_of(failed[-1]))
+        following = [
+            record
+            for record in self._buffer
+            if int(events.sequence_number_of(record)) > end
+            and filters.record_matches(record, self.mapping.filter_patterns)
+            and self._window_of(record) == self._window
+        ]
+        redelivery = reshape(
+            failed,
+            following=following,
+            delivered_before=list(self._delivered),
+            committed=self.checkpoints.get(self.mapping.uuid, self.shard_id),
+            batch_size=self.mapping.batch_size,
+            rng=self._reshaper,
+        )
+        with self.stats.lock:
+            reshaped = self.stats.function(self.mapping.function_name).reshaped_retries
+            reshaped[redelivery.shape] = reshaped.get(redelivery.shape, 0) + 1
+        log.info("%s: re-delivering %d record(s) %s", self.name, len(redelivery.records), redelivery.shape)
+        return redelivery.records
+
+    def _deliver(self, records: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+        """Deliver `records` until done; the records of the attempt that ended it (None when stopping).
+
+        That attempt's last record is committed. It is the batch's last record, or another one
+        when a retry was reshaped (`_process` then drops the buffered records up to it).
+        """
         counters = self.stats.function(self.mapping.function_name)
         pending = records
         failures = 0
         backoff = RETRY_BACKOFF_START_SECONDS
         while pending:
             if self.stop_event.is_set():
-                return False
-            result = self.invoke({"Records": pending})
+                return None
+            result = self._invoke(pending)
             if not result.failed:
                 first_failed = self._failed_item_index(pending, result)
                 if first_failed is None:
                     with self.stats.lock:
                         counters.records_processed += len(pending)
                     self._commit(events.sequence_number_of(pending[-1]))
-                    return True
+                    self._remember_delivered(pending)
+                    return pending
                 if first_failed > 0:
                     with self.stats.lock:
                         counters.records_processed += first_failed
@@ -322,7 +400,9 @@ class ShardPoller(threading.Thread):
             elif self.mapping.bisect_batch_on_function_error and len(pending) > 1:
                 middle = len(pending) // 2
                 log.info("%s: bisecting a failed batch of %d records", self.name, len(pending))
-                return self._deliver(pending[:middle]) and self._deliver(pending[middle:])
+                first_half = self._deliver(pending[:middle])
+                second_half = None if first_half is None else self._deliver(pending[middle:])
+                return None if first_half is None or second_half is None else [*first_half, *second_half]
             failures += 1
             limit = self.mapping.maximum_retry_attempts
             if 0 <= limit < failures:
@@ -339,7 +419,7 @@ class ShardPoller(threading.Thread):
                 with self.stats.lock:
                     counters.batches_skipped += 1
                 self._commit(events.sequence_number_of(pending[-1]))
-                return True
+                return pending
             with self.stats.lock:
                 counters.retries += 1
             log.info(
@@ -351,27 +431,61 @@ class ShardPoller(threading.Thread):
                 (result.error or {}).get("errorType", "partial batch failure"),
             )
             if self.stop_event.wait(backoff):
+                return None
+            backoff = min(backoff * 2, RETRY_BACKOFF_CAP_SECONDS)
+            pending = self._next_attempt(pending)
+        return records
+
+    def _remember_delivered(self, records: Sequence[dict[str, Any]]) -> None:
+        """Keep the last delivered records in stream order, once each (a replay adds nothing)."""
+        last = int(events.sequence_number_of(self._delivered[-1])) if self._delivered else -1
+        self._delivered.extend(r for r in records if int(events.sequence_number_of(r)) > last)
+
+    def _close_window(self) -> bool:
+        """The open tumbling window's final invocation (no records), retried until it succeeds."""
+        backoff = RETRY_BACKOFF_START_SECONDS
+        while self._invoke([], final=True).failed:
+            if self.stop_event.wait(backoff):
                 return False
             backoff = min(backoff * 2, RETRY_BACKOFF_CAP_SECONDS)
+        self._window, self._window_state = None, {}
         return True
 
+    def _drop_buffered_through(self, sequence_number: str) -> None:
+        end = int(sequence_number)
+        self._buffer = [r for r in self._buffer if int(events.sequence_number_of(r)) > end]
+
     def _process(self, batch: Batch) -> bool:
+        if self.mapping.tumbling_window_seconds > 0 and batch.records:
+            window = self._window_of(batch.records[0])
+            if self._window is not None and window != self._window and not self._close_window():
+                return False
+            self._window = window
         if batch.records:
             self.checkpoints.begin(self.mapping.uuid, self.shard_id, batch.last_sequence_number)
-            if not self._deliver(batch.records):
+            delivered = self._deliver(batch.records)
+            if delivered is None:
                 return False
+            delivered_end = events.sequence_number_of(delivered[-1])
+            if delivered_end != events.sequence_number_of(batch.records[-1]):  # a reshaped retry
+                self._drop_buffered_through(delivered_end)
+                self._after_buffer_change()
+                return True
         if batch.filtered:
             with self.stats.lock:
                 self.stats.function(self.mapping.function_name).records_filtered += batch.filtered
         if not batch.records or batch.filtered:
             self._commit(batch.last_sequence_number)
         del self._buffer[: batch.consumed]
+        self._after_buffer_change()
+        return True
+
+    def _after_buffer_change(self) -> None:
         self._first_buffered_at = time.monotonic() if self._buffer else None
         with self.stats.lock:
             self.shard_stats.records_pending = len(self._buffer)
             if not self._buffer:
                 self.shard_stats.ms_behind = 0
-        return True
 
     # ----------------------------------------------------------------- loop
 
@@ -404,7 +518,11 @@ class ShardPoller(threading.Thread):
                 if not self._process(batch):
                     return
                 continue
-            if not open_shard and not self._buffer:
+            if self._window is not None and not self._buffer and (time.time() >= self._window.end or not open_shard):
+                if not self._close_window():
+                    return
+                continue
+            if not open_shard and not self._buffer and self._window is None:
                 log.info("%s: shard closed and fully processed", self.name)
                 self.finished = True
                 return

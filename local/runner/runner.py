@@ -27,6 +27,7 @@ from local.runner.pollers import (
     ShardPoller,
     ShardReader,
 )
+from local.runner.redelivery import RedeliveryPolicy
 from local.runner.stats import RunnerStats
 
 log = logging.getLogger(__name__)
@@ -48,7 +49,9 @@ class Runner:
         self.deployment = deployment
         self.paths = paths
         self.poll_interval_seconds = poll_interval_seconds
-        self.overrides = fault_injection_overrides(os.environ if caller_environment is None else caller_environment)
+        environ = os.environ if caller_environment is None else caller_environment
+        self.overrides = fault_injection_overrides(environ)
+        self.redelivery = RedeliveryPolicy.from_environment(environ)
         self.worker_log = worker_log
         self.stop_event = threading.Event()
         self.stats = RunnerStats(paths.runner_stats)
@@ -68,6 +71,8 @@ class Runner:
         self.mappings = [m for m in discover_mappings(self.deployment) if m.enabled]
         if self.overrides:
             log.info("fault injection from the caller's environment: %s", self.overrides)
+        if self.redelivery is not None:
+            log.info("retries of %s re-delivered in other boundaries", ", ".join(sorted(self.redelivery.services)))
         for mapping in self.mappings:
             log.info(
                 "mapping %s -> %s: batch %d, window %.1fs, start %s, retries %d, bisect %s, "
@@ -128,6 +133,11 @@ class Runner:
         )
         return invoker
 
+    def _redelivery_for(self, function_name: str) -> RedeliveryPolicy | None:
+        """The redelivery policy, if it names this function's service."""
+        service = self.invokers[function_name].function.environment.get("POWERTOOLS_SERVICE_NAME", "")
+        return self.redelivery if self.redelivery is not None and service in self.redelivery.services else None
+
     def _reader_for(self, mapping: MappingConfig) -> ShardReader:
         endpoint, region = self.deployment.endpoint_url, self.deployment.region
         if mapping.source_kind == "kinesis":
@@ -152,6 +162,7 @@ class Runner:
                 stats=self.stats,
                 stop=self.stop_event,
                 poll_interval_seconds=self.poll_interval_seconds,
+                redelivery=self._redelivery_for(mapping.function_name),
             )
             poller.prepare()
             self.pollers[key] = poller

@@ -28,6 +28,7 @@ class FunctionStats:
     in_flight: int = 0
     last_error: str = ""
     injected_failures: dict[str, int] = field(default_factory=dict)  # fault injection: before_write / after_write
+    reshaped_retries: dict[str, int] = field(default_factory=dict)  # redelivery policy: grown / shrunk / shifted
 
 
 @dataclass

@@ -12,21 +12,24 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import pytest
 from botocore.exceptions import ClientError
 
 from local.execution_environment import InvocationResult
+from local.runner import pollers
 from local.runner.checkpoints import CheckpointStore
 from local.runner.discovery import MappingConfig
 from local.runner.pollers import ReadResult, ShardPoller, ShardReader
+from local.runner.redelivery import RedeliveryPolicy
 from local.runner.stats import RunnerStats
 from tests.local.runner_harness import wait_for
 
 
-def record(sequence_number: int) -> dict[str, Any]:
+def record(sequence_number: int, created_at: float = 0.0) -> dict[str, Any]:
     return {
         "eventID": f"shard-0:{sequence_number}",
         "eventName": "INSERT",
-        "dynamodb": {"SequenceNumber": str(sequence_number)},
+        "dynamodb": {"SequenceNumber": str(sequence_number), "ApproximateCreationDateTime": created_at},
     }
 
 
@@ -74,13 +77,14 @@ def mapping(**overrides: Any) -> MappingConfig:
         "report_batch_item_failures": False,
         "filter_patterns": (),
         "parallelization_factor": 1,
+        "tumbling_window_seconds": 0,
         "enabled": True,
     }
     return MappingConfig(**{**settings, **overrides})
 
 
 class Harness:
-    def __init__(self, tmp_path: Path, config: MappingConfig) -> None:
+    def __init__(self, tmp_path: Path, config: MappingConfig, redelivery: RedeliveryPolicy | None = None) -> None:
         self.shard = ScriptedShard()
         self.batches: list[list[str]] = []
         self.stop = threading.Event()
@@ -94,14 +98,15 @@ class Harness:
             stats=RunnerStats(None),
             stop=self.stop,
             poll_interval_seconds=0.01,
+            redelivery=redelivery,
         )
 
     def invoke(self, event: Mapping[str, Any]) -> InvocationResult:
         self.batches.append([r["eventID"].split(":")[1] for r in event["Records"]])
         return InvocationResult(payload=None)
 
-    def add(self, *sequence_numbers: int) -> None:
-        self.shard.records.extend(record(n) for n in sequence_numbers)
+    def add(self, *sequence_numbers: int, created_at: float = 0.0) -> None:
+        self.shard.records.extend(record(n, created_at) for n in sequence_numbers)
 
 
 def test_the_batching_window_gathers_records_until_it_passes_or_the_batch_is_full(tmp_path: Path) -> None:
@@ -193,3 +198,90 @@ def test_a_batch_is_recorded_in_flight_before_its_first_delivery(tmp_path: Path)
         harness.stop.set()
     assert seen_in_flight == ["2"], "persisted (on disk) before the function ran"
     assert CheckpointStore(tmp_path / "checkpoints.json").in_flight_end("m", "shard-0") is None
+
+
+def sequence_numbers_of(event: Mapping[str, Any]) -> list[int]:
+    return [int(r["dynamodb"]["SequenceNumber"]) for r in event["Records"]]
+
+
+def test_a_tumbling_window_names_the_shard_carries_state_and_closes_with_a_final_invocation(tmp_path: Path) -> None:
+    events: list[Mapping[str, Any]] = []
+    harness = Harness(tmp_path, mapping(tumbling_window_seconds=60, batch_size=10))
+
+    def invoke(event: Mapping[str, Any]) -> InvocationResult:
+        events.append(event)
+        if len(events) == 1:
+            return InvocationResult(payload={"no": "state"})  # Lambda counts this a failure
+        return InvocationResult(payload={"state": {"seen": len(events)}})
+
+    harness.poller.invoke = invoke
+    harness.add(0, 1, created_at=120.5)  # window [120, 180)
+    harness.add(2, created_at=185.0)  # window [180, 240): never in the same batch
+    harness.shard.closed = True
+    harness.poller.start()
+    harness.poller.join(10)
+    assert harness.poller.finished
+    summary = [(sequence_numbers_of(e), e["window"]["start"][-9:], e["isFinalInvokeForWindow"]) for e in events]
+    assert summary == [
+        ([0, 1], "00:02:00Z", False),
+        ([0, 1], "00:02:00Z", False),  # retried: the response had no state
+        ([], "00:02:00Z", True),  # the first window closes before the next one opens
+        ([2], "00:03:00Z", False),
+        ([], "00:03:00Z", True),  # the shard is closed: its last window closes too
+    ]
+    assert all(e["shardId"] == "shard-0" and e["eventSourceARN"].endswith("/stream/x") for e in events)
+    states = [e["state"] for e in events]
+    assert states == [{}, {}, {"seen": 2}, {}, {"seen": 4}], "state carried within a window, fresh in the next"
+    assert harness.checkpoints.get("m", "shard-0") == "2"
+
+
+def test_without_a_tumbling_window_events_hold_only_records(tmp_path: Path) -> None:
+    events: list[Mapping[str, Any]] = []
+    harness = Harness(tmp_path, mapping())
+
+    def invoke(event: Mapping[str, Any]) -> InvocationResult:
+        events.append(event)
+        return InvocationResult(payload=None)
+
+    harness.poller.invoke = invoke
+    harness.add(0, created_at=120.0)
+    harness.add(1, created_at=500.0)
+    harness.shard.closed = True
+    harness.poller.start()
+    harness.poller.join(5)
+    assert [list(event) for event in events] == [["Records"]]
+    assert sequence_numbers_of(events[0]) == [0, 1]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_reshaped_retries_start_at_the_first_record_not_committed_and_lose_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    """Two attempts in three fail; retries come grown, shrunk or shifted back, never past a record."""
+    monkeypatch.setattr(pollers, "RETRY_BACKOFF_START_SECONDS", 0.001)
+    attempts: list[list[int]] = []
+    committed_before: list[int] = []
+    harness = Harness(tmp_path, mapping(batch_size=4), redelivery=RedeliveryPolicy(frozenset({"f"}), seed))
+
+    def invoke(event: Mapping[str, Any]) -> InvocationResult:
+        attempts.append(sequence_numbers_of(event))
+        committed_before.append(int(harness.checkpoints.get("m", "shard-0") or -1))
+        if len(attempts) % 3:
+            return InvocationResult(error={"errorType": "InjectedFailure", "errorMessage": "on purpose"})
+        return InvocationResult(payload=None)
+
+    harness.poller.invoke = invoke
+    harness.add(*range(40))
+    harness.shard.closed = True
+    harness.poller.start()
+    harness.poller.join(30)
+    assert harness.poller.finished
+    assert harness.checkpoints.get("m", "shard-0") == "39"
+    for records, committed in zip(attempts, committed_before, strict=True):
+        assert records == list(range(records[0], records[-1] + 1)), "a run of consecutive records"
+        assert records[0] <= committed + 1 <= records[-1], "includes the first record not yet committed"
+        assert len(records) <= 4
+    succeeded = [records for number, records in enumerate(attempts, start=1) if number % 3 == 0]
+    assert set().union(*map(set, succeeded)) == set(range(40)), "every record delivered to a success"
+    shapes = harness.poller.stats.function("f").reshaped_retries
+    assert {"grown", "shrunk", "shifted"} <= set(shapes), shapes
