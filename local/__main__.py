@@ -60,6 +60,13 @@ def _number(kind: Callable[[str], float], low: float, high: float | None) -> Cal
     return parse
 
 
+def _stages(text: str) -> tuple[str, ...]:
+    stages = tuple(stage.strip() for stage in text.split(",") if stage.strip())
+    if unknown := [stage for stage in stages if stage not in chaos.STAGES]:
+        raise argparse.ArgumentTypeError(f"not a stage: {', '.join(unknown)} (stages: {', '.join(chaos.STAGES)})")
+    return stages
+
+
 def add_chaos_parser(commands: Any) -> None:
     defaults = chaos.ChaosSettings()
     parser = commands.add_parser(
@@ -117,6 +124,18 @@ def add_chaos_parser(commands: Any) -> None:
         default=defaults.oversized_records,
         help=f"~1 MB invalid records (default {defaults.oversized_records})",
     )
+    parser.add_argument(
+        "--reshaped-retries",
+        type=_stages,
+        default=defaults.reshaped_retries,
+        help="stages whose failed batches the runner re-delivers grown, shrunk or shifted, comma-separated, "
+        f"'' for none (default {','.join(defaults.reshaped_retries)})",
+    )
+    parser.add_argument(
+        "--no-kept-tokens",
+        action="store_true",
+        help="do not keep the tokens of cancelled reduce transactions taken in the emulator",
+    )
     parser.add_argument("--no-control", action="store_true", help="skip the unsafe-add negative control")
     parser.add_argument(
         "--control-count", type=count, help="messages of the control run (default: --count, at most 5,000)"
@@ -144,6 +163,8 @@ def chaos_settings(arguments: argparse.Namespace) -> chaos.ChaosSettings:
         malformed_pct=arguments.malformed_pct,
         conflicting_pct=arguments.conflicting_pct,
         oversized_records=int(arguments.oversized_records),
+        reshaped_retries=tuple(arguments.reshaped_retries),
+        kept_tokens=not arguments.no_kept_tokens,
         control=not arguments.no_control,
         control_count=None if arguments.control_count is None else int(arguments.control_count),
         drain_timeout_seconds=arguments.drain_timeout,

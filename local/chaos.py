@@ -9,6 +9,11 @@ One run = a fresh local runtime (`lifecycle.up`) with, all at the same time:
   connection closed; reduce `TransactWriteItems`: held past the SDK's read timeout), with the
   SDK's own retries active, and throttling of reads and writes (DynamoDB, DynamoDB Streams,
   Kinesis);
+- a cancelled reduce transaction's ClientRequestToken kept taken by the emulator (a retry with
+  other parameters would be refused: `cancelled_token_kept`), with throttled transactions
+  cancelled for it to bite on;
+- failed map and reduce batches re-delivered in other boundaries by the runner: grown, shrunk
+  or shifted back (`local.runner.redelivery`), as Lambda does not promise identical retries;
 - the runner SIGKILLed mid-batch (its whole process group: the runner and the functions'
   workers, found from the pid `up` recorded, never by name) and restarted from its checkpoints;
 - bad input from the producer: duplicates, out-of-order versions, malformed records of every
@@ -42,8 +47,9 @@ from rich.table import Table
 
 from local import lifecycle
 from local.demo import is_idle
-from local.injected_faults import LOST_RESPONSE, THROTTLE, clear_faults, configure_faults
+from local.injected_faults import CANCELLED_TOKEN_KEPT, LOST_RESPONSE, THROTTLE, clear_faults, configure_faults
 from local.paths import REPO_ROOT, LocalPaths
+from local.runner.redelivery import SHAPES, RedeliveryPolicy
 from local.runner.stats import read_stats
 from producer.ledger import LedgerCounts
 from producer.sender import SendOptions, SendSummary, send_messages
@@ -107,6 +113,10 @@ class ChaosSettings:
     malformed_pct: float = 2.0
     conflicting_pct: float = 1.0
     oversized_records: int = 3
+    reshaped_retries: tuple[str, ...] = ("map", "reduce")
+    """Stages whose failed batches the runner re-delivers in other boundaries."""
+    kept_tokens: bool = True
+    """The emulator keeps the tokens of cancelled reduce transactions taken."""
     control: bool = True
     control_count: int | None = None
     """Messages of the control run (default: `count`, the same run)."""
@@ -126,6 +136,10 @@ class ChaosSettings:
             raise ChaosError("--runner-kills and --worker-kills cannot be negative")
         if self.drain_timeout_seconds <= 0:
             raise ChaosError("--drain-timeout must be positive")
+        if unknown := set(self.reshaped_retries) - set(STAGES):
+            raise ChaosError(
+                f"--reshaped-retries names no stage {', '.join(sorted(unknown))} (stages: {', '.join(STAGES)})"
+            )
         try:
             self.send_options(self.count).generator_config(self.seed)
         except ValueError as error:
@@ -142,6 +156,12 @@ class ChaosSettings:
             environment[f"FAILURE_{stage.upper()}_LAMBDA_PCT"] = pct
             environment[f"FAILURE_{stage.upper()}_LAMBDA_AFTER_WRITE_PCT"] = pct
         return environment
+
+    def runner_environment(self) -> dict[str, str]:
+        """The runner's redelivery policy (`local.runner.redelivery`) for `reshaped_retries`."""
+        if not self.reshaped_retries:
+            return {}
+        return RedeliveryPolicy(frozenset(self.reshaped_retries), self.seed).as_environment()
 
     def send_options(self, count: int, ledger: Any = None) -> SendOptions:
         return SendOptions(
@@ -173,8 +193,22 @@ def emulator_fault_config(settings: ChaosSettings, outputs: Mapping[str, str], s
                 }
             )
     if settings.throttle_pct:
+        rules.append(  # reduce transactions cancelled by throttling, as DynamoDB reports it
+            {
+                "kind": THROTTLE,
+                "service": "dynamodb",
+                "percent": settings.throttle_pct,
+                "operations": ["TransactWriteItems"],
+                "table": outputs["aggregate_table"],
+                "error": "TransactionCanceledException",
+            }
+        )
         for service in ("dynamodb", "dynamodbstreams", "kinesis"):
             rules.append({"kind": THROTTLE, "service": service, "percent": settings.throttle_pct})
+    if settings.kept_tokens:
+        rules.append(
+            {"kind": CANCELLED_TOKEN_KEPT, "service": "dynamodb", "percent": 100, "table": outputs["aggregate_table"]}
+        )
     return {"seed": seed, "rules": rules}
 
 
@@ -265,6 +299,9 @@ def add_function_counters(total: dict[str, dict[str, Any]], stats: Mapping[str, 
             into[key] += int(counters.get(key, 0))
         for point, count in counters.get("injected_failures", {}).items():
             into["injected"][point] = into["injected"].get(point, 0) + int(count)
+        reshaped = into.setdefault("reshaped", {})
+        for shape, count in counters.get("reshaped_retries", {}).items():
+            reshaped[shape] = reshaped.get(shape, 0) + int(count)
 
 
 def stage_of(function_name: str) -> str | None:
@@ -289,7 +326,12 @@ def emulator_fault_figures(report: Mapping[str, Any]) -> dict[str, int]:
             writes += int(count)
     figures["throttled reads (DynamoDB, Streams, Kinesis)"] = reads
     figures["throttled writes (DynamoDB, Kinesis)"] = writes
+    kept = injected.get(CANCELLED_TOKEN_KEPT, {})
+    figures[KEPT_TOKENS_FIGURE] = int(kept.get("dynamodb:TransactWriteItems", 0))
     return figures
+
+
+KEPT_TOKENS_FIGURE = "cancelled reduce transactions whose token stayed taken"
 
 
 @dataclass(frozen=True)
@@ -366,12 +408,12 @@ class RunnerRestarts:
     def kill_runner_and_restart(self) -> list[str]:
         """SIGKILL the runner's process group (runner + workers), preferably inside a batch.
 
-        Returns the stages that were inside an invocation. Found by this command: a runner
-        killed after the map function wrote its delta item but before the checkpoint used to
-        re-read the shard from the checkpoint and form a *different* batch (more records had
-        arrived), whose batch hash was new, so the overlapping state changes were mapped and
-        reduced twice. The runner now records each batch's end before delivering it and
-        re-delivers exactly that batch after a restart, as Lambda retries identical batches.
+        Returns the stages that were inside an invocation. Found by this command, when the map
+        stage was still keyed by the hash of its batch: a runner killed after the map function
+        wrote its delta item re-read the shard from the checkpoint and formed a *different*
+        batch, which was mapped again. The runner since re-delivers exactly the interrupted
+        batch after a restart, and the map stage is idempotent per stream position, so either
+        alone is enough.
         """
         deadline = time.monotonic() + KILL_WAIT_FOR_BATCH_SECONDS
         busy: list[str] = []
@@ -473,7 +515,7 @@ def run_pipeline(
     """One full run on a fresh runtime; always ends with `down`."""
     started = time.monotonic()
     figures = RunFigures(label=label, reduce_mode=reduce_mode or "crt+marker (deployed default)")
-    environment = {**os.environ, **settings.function_fault_environment()}
+    environment = {**os.environ, **settings.function_fault_environment(), **settings.runner_environment()}
     environment.pop("REDUCE_IDEMPOTENCY", None)
     if reduce_mode is not None:
         environment["REDUCE_IDEMPOTENCY"] = reduce_mode
@@ -637,6 +679,17 @@ def _row_values(figures: RunFigures, settings: ChaosSettings) -> list[tuple[str,
         )
     for name, count in figures.emulator_faults.items():
         rows.append((f"{name} ({_emulator_pct(name, settings):g} %)", f"{count:,}"))
+    for stage in settings.reshaped_retries:
+        reshaped: dict[str, int] = {}
+        for name, counters in figures.functions.items():
+            if stage_of(name) == stage:
+                reshaped = counters.get("reshaped", {})
+        rows.append(
+            (
+                f"{stage} retries re-delivered {' / '.join(SHAPES)}",
+                " / ".join(f"{reshaped.get(shape, 0):,}" for shape in SHAPES),
+            )
+        )
     sent = figures.sent
     rows += [
         ("producer records re-sent (throttled or failed put_records)", f"{sent.retried_records:,}" if sent else "-"),
@@ -681,6 +734,8 @@ def _row_values(figures: RunFigures, settings: ChaosSettings) -> list[tuple[str,
 
 
 def _emulator_pct(name: str, settings: ChaosSettings) -> float:
+    if name == KEPT_TOKENS_FIGURE:
+        return 100.0 if settings.kept_tokens else 0.0
     return settings.lost_response_pct if name.startswith("lost response") else settings.throttle_pct
 
 

@@ -202,7 +202,7 @@ class ShardPoller(threading.Thread):
         self._last_read: str | None = None
         self._iterator: str | None = None
         self._first_buffered_at: float | None = None
-        self._reshaper = redelivery.chooser(f"{mapping.uuid}/{shard_id}") if redelivery else None
+        self._reshaper = redelivery.chooser(mapping.function_name) if redelivery else None
         # Records delivered and committed last, oldest first: what a shifted retry replays.
         self._delivered: deque[dict[str, Any]] = deque(maxlen=mapping.batch_size)
         self._window: events.TumblingWindow | None = None  # the open tumbling window, if any

@@ -63,9 +63,9 @@ class RedeliveryPolicy:
     def as_environment(self) -> dict[str, str]:
         return {ENVIRONMENT_VARIABLE: ",".join(sorted(self.services)), SEED_VARIABLE: str(self.seed)}
 
-    def chooser(self, stream_key: str) -> random.Random:
-        """The random source of one shard poller (reproducible per seed and shard)."""
-        return random.Random(f"{self.seed}/{stream_key}")
+    def chooser(self, function_name: str) -> random.Random:
+        """The random source of one shard poller (the same choices for the same seed and function)."""
+        return random.Random(f"{self.seed}/{function_name}")
 
 
 def reshape(

@@ -58,7 +58,9 @@ def test_emulator_counters_become_rows_per_write_site_and_read_or_write_throttle
             "throttle": {"dynamodbstreams:GetRecords": 3, "kinesis:PutRecords": 4, "dynamodb:UpdateItem": 1},
         }
     }
+    report["injected"]["cancelled_token_kept"] = {"dynamodb:TransactWriteItems": 7}
     rows = chaos.emulator_fault_figures(report)
+    assert rows[chaos.KEPT_TOKENS_FIGURE] == 7
     assert rows["lost response, state UpdateItem (error)"] == 5
     assert rows["lost response, map PutItem (close)"] == 0
     assert rows["lost response, reduce TransactWriteItems (timeout)"] == 2
@@ -77,6 +79,7 @@ def test_function_counters_add_up_over_runner_lives() -> None:
                 "timeouts": 0,
                 "records_processed": 40,
                 "injected_failures": {"after_write": 1},
+                "reshaped_retries": {"grown": 1, "shifted": 2},
             }
         }
     }
@@ -84,6 +87,7 @@ def test_function_counters_add_up_over_runner_lives() -> None:
     chaos.add_function_counters(total, life)
     assert total["Stack-MapFunction1"]["errors"] == 4
     assert total["Stack-MapFunction1"]["injected"] == {"after_write": 2}
+    assert total["Stack-MapFunction1"]["reshaped"] == {"grown": 2, "shifted": 4}
     assert chaos.stage_of("Stack-MapFunction1") == "map"
 
 
@@ -94,8 +98,26 @@ def test_the_default_settings_meet_issue_6() -> None:
     assert settings.worker_kills >= 3 and settings.runner_kills >= 1 and settings.control
 
 
+def test_reduce_transactions_are_cancelled_by_throttles_and_their_tokens_kept() -> None:
+    outputs = {"state_table": "S", "delta_table": "D", "aggregate_table": "A"}
+    rules = chaos.emulator_fault_config(chaos.ChaosSettings(), outputs, seed=1)["rules"]
+    kinds = [(rule["kind"], rule.get("error"), rule.get("table")) for rule in rules]
+    assert ("throttle", "TransactionCanceledException", "A") in kinds
+    assert kinds[-1] == ("cancelled_token_kept", None, "A")
+    assert chaos.ChaosSettings().runner_environment() == {
+        "LOCAL_RUNNER_REDELIVERY": "map,reduce",
+        "LOCAL_RUNNER_REDELIVERY_SEED": "7",
+    }
+    assert chaos.ChaosSettings(reshaped_retries=()).runner_environment() == {}
+
+
 def test_cli_misuse_is_one_line_and_non_zero(capsys: pytest.CaptureFixture[str]) -> None:
-    for argv in (["chaos", "--count", "0"], ["chaos", "--throttle-pct", "90"], ["chaos", "--conflicting-pct", "x"]):
+    for argv in (
+        ["chaos", "--count", "0"],
+        ["chaos", "--throttle-pct", "90"],
+        ["chaos", "--conflicting-pct", "x"],
+        ["chaos", "--reshaped-retries", "map,frobnicate"],
+    ):
         with pytest.raises(SystemExit) as exit_info:
             main(argv)
         assert exit_info.value.code == 2
@@ -131,6 +153,8 @@ def test_a_small_chaos_run_is_exact_under_real_faults_and_the_unsafe_control_is_
     assert real.emulator_faults["lost response, state UpdateItem (error)"] > 0
     assert real.emulator_faults["throttled reads (DynamoDB, Streams, Kinesis)"] > 0
     assert real.emulator_faults["throttled writes (DynamoDB, Kinesis)"] > 0
+    reshaped = [sum(c["reshaped"].values()) for name, c in real.functions.items() if chaos.stage_of(name) == "map"]
+    assert sum(reshaped) > 0, "failed map batches came back in other boundaries"
     assert chaos.quarantine_matches(real) and real.quarantine.truncated == 1
     assert real.discrepancies.exact and real.verified_exact and real.reconcile_exit_code == 0
     assert chaos.run_passed(real)

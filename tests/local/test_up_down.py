@@ -36,6 +36,8 @@ FAULTS = {
     "FAILURE_REDUCE_LAMBDA_AFTER_WRITE_PCT": "15",
 }
 """High rates, so that even this small run fails (and retries) in every stage."""
+RESHAPED_RETRIES = {"LOCAL_RUNNER_REDELIVERY": "map,reduce", "LOCAL_RUNNER_REDELIVERY_SEED": "5"}
+"""Map and reduce retries come grown, shrunk or shifted (`local.runner.redelivery`)."""
 
 
 def _pipeline_has_landed() -> bool:
@@ -104,7 +106,7 @@ def actual_aggregates(deployment: Deployment) -> dict[str, Decimal | int]:
 @pytest.fixture
 def runtime(tmp_path: Path) -> Iterator[tuple[Deployment, LocalPaths]]:
     paths = LocalPaths(tmp_path / ".local")
-    deployment = lifecycle.up(paths, environment={**os.environ, **FAULTS}, report=lambda _: None)
+    deployment = lifecycle.up(paths, environment={**os.environ, **FAULTS, **RESHAPED_RETRIES}, report=lambda _: None)
     try:
         yield deployment, paths
     finally:
@@ -113,7 +115,7 @@ def runtime(tmp_path: Path) -> Iterator[tuple[Deployment, LocalPaths]]:
 
 @pytest.mark.slow
 @needs_the_pipeline
-def test_up_runs_the_deployed_stack_exactly_once_under_faults_and_down_stops_it(
+def test_up_runs_the_deployed_stack_exactly_once_under_faults_and_reshaped_retries_and_down_stops_it(
     runtime: tuple[Deployment, LocalPaths],
 ) -> None:
     deployment, paths = runtime
@@ -144,6 +146,8 @@ def test_up_runs_the_deployed_stack_exactly_once_under_faults_and_down_stops_it(
     stats = json.loads(paths.runner_stats.read_text())
     assert sum(f["errors"] for f in stats["functions"].values()) > 0, "faults were injected and survived"
     assert not any(f["batches_skipped"] for f in stats["functions"].values())
+    reshaped = sum(sum(f["reshaped_retries"].values()) for f in stats["functions"].values())
+    assert reshaped > 0, "map or reduce retries came in other boundaries"
     quarantined = aws_client("dynamodb", deployment.endpoint_url).scan(TableName=outputs["quarantine"])["Items"]
     assert len(quarantined) == 2
     assert render_status(paths, Console(file=open(os.devnull, "w"))) == 0  # noqa: SIM115

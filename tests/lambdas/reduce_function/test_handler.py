@@ -1,6 +1,9 @@
 """Reduce function: exact transactional apply, idempotent replays, splitting, both modes."""
 
+import copy
+import itertools
 import json
+import time
 import urllib.request
 from collections.abc import Callable
 from decimal import Decimal
@@ -11,6 +14,7 @@ from botocore.exceptions import ClientError
 
 from aggregation.transactions import MAX_TRANSACTION_ACTIONS
 from function_support import aws
+from reduce_function import handler as reduce_handler
 from tests.lambdas.conftest import Pipeline, expected_totals, trade_message
 
 TOKEN_WINDOW_SECONDS = 600
@@ -49,17 +53,22 @@ def wide_trades(prefix: str, count: int, start: int = 0) -> Trades:
 class TransactionRecorder:
     """Wraps the functions' DynamoDB client: records each transaction, fails the chosen ones."""
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, fail_calls: set[int] | None = None) -> None:
+    def __init__(
+        self, monkeypatch: pytest.MonkeyPatch, fail_calls: set[int] | None = None, error: str = "ThrottlingException"
+    ) -> None:
         self.calls: list[list[dict[str, Any]]] = []
+        self.requests: list[dict[str, Any]] = []
         self.fail_calls = fail_calls or set()
+        self.error = error
         client = aws.dynamodb_client()
         self._send: Callable[..., Any] = client.transact_write_items
         monkeypatch.setattr(client, "transact_write_items", self._transact_write_items)
 
     def _transact_write_items(self, **arguments: Any) -> Any:
         self.calls.append(arguments["TransactItems"])
+        self.requests.append(copy.deepcopy(arguments))
         if len(self.calls) in self.fail_calls:
-            raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "injected"}}, "TransactWriteItems")
+            raise ClientError({"Error": {"Code": self.error, "Message": "injected"}}, "TransactWriteItems")
         return self._send(**arguments)
 
     def node_updates(self) -> list[str]:
@@ -282,3 +291,73 @@ def test_unknown_idempotency_mode_is_refused(pipeline: Pipeline, monkeypatch: py
     records = delta_records_for(pipeline, [trade_message("a", 1, "10")])
     with pytest.raises(RuntimeError, match="REDUCE_IDEMPOTENCY='hope' is not one of"):
         pipeline.run_reduce(records)
+
+
+def test_a_retried_transaction_is_the_identical_request_whatever_the_clock(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every parameter under a ClientRequestToken is a function of the units, never of the time."""
+    clock = itertools.count(1_800_000_000, 37)
+    monkeypatch.setattr(time, "time", lambda: float(next(clock)))
+    records = delta_records_for(pipeline, [trade_message("a", 1, "10"), trade_message("b", 1, "0.5", timestamp="9")])
+    recorder = TransactionRecorder(monkeypatch, fail_calls={1}, error="TransactionCanceledException")
+    with pytest.raises(ClientError):
+        pipeline.run_reduce(records)
+    pipeline.run_reduce(records)
+    assert len(recorder.requests) == 2 and recorder.requests[0] == recorder.requests[1]
+    created_at = int(pipeline.scan("delta")[0]["CreatedAt"])
+    expiries = [item["Put"]["Item"]["ExpiresAt"]["N"] for item in recorder.calls[0] if "Put" in item]
+    assert expiries == [str(created_at + 7 * 86_400)], "marker expiry counts from the delta item, not the clock"
+    stats = pipeline.stats()
+    assert stats["MessagesApplied"] == 2 and stats["LastUpdated"] >= 1_800_000_000, "written after, outside"
+
+
+def test_a_transaction_in_progress_is_sent_again_identically(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(reduce_handler, "RETRY_PAUSE_SECONDS", 0.001)
+    records = delta_records_for(pipeline, [trade_message("a", 1, "10")])
+    recorder = TransactionRecorder(monkeypatch, fail_calls={1, 2}, error="TransactionInProgressException")
+    pipeline.run_reduce(records)
+    assert len(recorder.requests) == 3 and recorder.requests[0] == recorder.requests[2]
+    assert pipeline.aggregates()["Delta"] == (Decimal(10), 1)
+
+
+def test_a_token_mismatch_is_taken_as_applied_only_where_markers_prove_it(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same units with other parameters (a changed marker TTL) inside the token window."""
+    first = delta_records_for(pipeline, [trade_message("a", 1, "10")])
+    pipeline.run_reduce(first)
+    second = delta_records_for(pipeline, [trade_message("b", 1, "5")])
+    monkeypatch.setenv("MARKER_TTL_DAYS", "9")
+    recorder = TransactionRecorder(monkeypatch)
+    summary = pipeline.run_reduce(first + second)  # first's token now comes with other parameters
+    assert summary["units_already_applied"] == 1
+    assert pipeline.aggregates()["Delta"] == (Decimal(15), 2)
+    assert pipeline.stats()["MessagesApplied"] == 2
+    assert len(recorder.calls) >= 2, "refused with a mismatch, then the rest re-planned"
+
+
+def test_a_token_mismatch_without_evidence_fails_the_invocation(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Applied without markers (mode crt), then the same units with markers: no evidence, no guess."""
+    monkeypatch.setenv("REDUCE_IDEMPOTENCY", "crt")
+    records = delta_records_for(pipeline, [trade_message("a", 1, "10")])
+    pipeline.run_reduce(records)
+    monkeypatch.setenv("REDUCE_IDEMPOTENCY", "crt+marker")
+    with pytest.raises(reduce_handler.TokenMismatchWithoutEvidence):
+        pipeline.run_reduce(records)
+    assert pipeline.aggregates()["Delta"] == (Decimal(10), 1)
+
+
+def test_in_token_only_mode_a_mismatch_fails_the_invocation(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    records = delta_records_for(pipeline, [trade_message("a", 1, "10")])
+    pipeline.run_reduce(records)
+    monkeypatch.setenv("REDUCE_IDEMPOTENCY", "crt")  # the same token, now without the marker Put
+    with pytest.raises(reduce_handler.TokenMismatchWithoutEvidence):
+        pipeline.run_reduce(records)
+    assert pipeline.aggregates()["Delta"] == (Decimal(10), 1)
