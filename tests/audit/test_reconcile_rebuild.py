@@ -152,7 +152,7 @@ def test_reconcile_matches_after_a_faulted_run(
 
     report = reconcile(run.target, write_ledger(tmp_path, expected))
     assert report.ok, report.checks
-    assert report.objects == len({r["dynamodb"]["Keys"]["BatchHash"]["S"] for r in run.delta_records})
+    assert report.objects == len({r["dynamodb"]["NewImage"]["BatchHash"]["S"] for r in run.delta_records})
 
     status = audit_main(["reconcile", "--outputs", str(write_outputs(tmp_path, run))])
     assert status == 0

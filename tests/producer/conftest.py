@@ -18,7 +18,7 @@ from producer.targets import PipelineTarget
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
-    from mypy_boto3_dynamodb.type_defs import AttributeValueTypeDef, WriteRequestTypeDef
+    from mypy_boto3_dynamodb.type_defs import AttributeValueTypeDef, KeySchemaElementTypeDef, WriteRequestTypeDef
     from mypy_boto3_kinesis import KinesisClient
 
 REGION = "us-east-1"
@@ -49,11 +49,14 @@ def _aws_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("AWS_PROFILE", raising=False)
 
 
-def _create_table(client: DynamoDBClient, name: str, key: str) -> None:
+def _create_table(client: DynamoDBClient, name: str, key: str, sort_key: str | None = None) -> None:
+    keys: list[KeySchemaElementTypeDef] = [{"AttributeName": key, "KeyType": "HASH"}]
+    if sort_key:
+        keys.append({"AttributeName": sort_key, "KeyType": "RANGE"})
     client.create_table(
         TableName=name,
-        KeySchema=[{"AttributeName": key, "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
+        KeySchema=keys,
+        AttributeDefinitions=[{"AttributeName": k["AttributeName"], "AttributeType": "S"} for k in keys],
         BillingMode="PAY_PER_REQUEST",
     )
 
@@ -77,7 +80,7 @@ def pipeline(moto_endpoint: str) -> PipelineTarget:
     dynamodb = target.dynamodb()
     _create_table(dynamodb, target.state_table, "TradeID")
     _create_table(dynamodb, target.aggregate_table, "AggregateKey")
-    _create_table(dynamodb, target.delta_table, "BatchHash")
+    _create_table(dynamodb, target.delta_table, "StreamShard", sort_key="FirstSequenceNumber")
     _create_table(dynamodb, target.quarantine, "RecordId")
     return target
 

@@ -115,7 +115,7 @@ def test_clear_empties_every_table_and_the_ledger(pipeline: PipelineTarget, tmp_
     keys = {
         pipeline.state_table: "TradeID",
         pipeline.aggregate_table: "AggregateKey",
-        pipeline.delta_table: "BatchHash",
+        pipeline.delta_table: "StreamShard",
         pipeline.quarantine: "RecordId",
     }
     for table, key in keys.items():
@@ -123,7 +123,9 @@ def test_clear_empties_every_table_and_the_ledger(pipeline: PipelineTarget, tmp_
             client.batch_write_item(
                 RequestItems={
                     table: [
-                        {"PutRequest": {"Item": {key: {"S": f"item-{n}"}}}} for n in range(start, min(start + 25, 130))
+                        # The DeltaTable's sort key too: clear reads each table's key schema.
+                        {"PutRequest": {"Item": {key: {"S": f"item-{n}"}, "FirstSequenceNumber": {"S": str(n)}}}}
+                        for n in range(start, min(start + 25, 130))
                     ]
                 }
             )

@@ -37,11 +37,11 @@ def resources_of_type(template: Template, resource_type: str) -> dict[str, Resou
 
 
 def table_logical_id(template: Template, partition_key: str) -> str:
-    """The logical ID of the table keyed by `partition_key` (TradeID, BatchHash, ...)."""
+    """The logical ID of the table whose partition key is `partition_key` (TradeID, StreamShard, ...)."""
     matches = [
         logical_id
         for logical_id, table in resources_of_type(template, "AWS::DynamoDB::Table").items()
-        if table["Properties"]["KeySchema"] == [{"AttributeName": partition_key, "KeyType": "HASH"}]
+        if table["Properties"]["KeySchema"][0] == {"AttributeName": partition_key, "KeyType": "HASH"}
     ]
     assert len(matches) == 1, f"expected one table keyed by {partition_key}, found {matches}"
     return matches[0]

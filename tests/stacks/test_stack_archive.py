@@ -152,7 +152,7 @@ def test_archive_function_is_built_like_the_others(template: Template) -> None:
 
 def test_archive_mapping_is_a_second_insert_only_consumer_of_the_delta_stream(template: Template) -> None:
     mapping = event_source_mapping(template, ARCHIVE_HANDLER)
-    assert mapping["EventSourceArn"] == {"Fn::GetAtt": [table_logical_id(template, "BatchHash"), "StreamArn"]}
+    assert mapping["EventSourceArn"] == {"Fn::GetAtt": [table_logical_id(template, "StreamShard"), "StreamArn"]}
     assert mapping["BatchSize"] == 100
     assert json.loads(mapping["FilterCriteria"]["Filters"][0]["Pattern"]) == {"eventName": ["INSERT"]}
     assert (mapping["BisectBatchOnFunctionError"], mapping["MaximumRetryAttempts"]) == (False, -1)

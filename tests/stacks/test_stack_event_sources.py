@@ -1,4 +1,4 @@
-"""Event source mappings: retried unchanged until success, so no record is lost or re-hashed."""
+"""Event source mappings: retried until success, so no record is lost; map's names its shard."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def test_exactly_four_mappings(template: Template) -> None:
 
 
 @pytest.mark.parametrize("handler", HANDLERS.values())
-def test_every_mapping_retries_the_identical_batch_until_it_succeeds(template: Template, handler: str) -> None:
+def test_every_mapping_retries_a_failed_batch_until_it_succeeds(template: Template, handler: str) -> None:
     mapping = event_source_mapping(template, handler)
     assert mapping["StartingPosition"] == "TRIM_HORIZON"
     assert mapping["MaximumRetryAttempts"] == -1
@@ -47,12 +47,20 @@ def test_map_reads_the_state_table_stream(template: Template) -> None:
     mapping = event_source_mapping(template, MAP_HANDLER)
     assert mapping["EventSourceArn"] == {"Fn::GetAtt": [table_logical_id(template, "TradeID"), "StreamArn"]}
     assert mapping["BatchSize"] == 100
-    assert "FilterCriteria" not in mapping  # every change of a trade must reach the aggregates
+    assert "FilterCriteria" not in mapping  # every change, and a batch is a run of consecutive records
+    assert mapping.get("ParallelizationFactor", 1) == 1
+    # The only documented way for a DynamoDB stream event to carry its shardId.
+    assert mapping["TumblingWindowInSeconds"] == 900
+
+
+@pytest.mark.parametrize("handler", [STATE_HANDLER, REDUCE_HANDLER])
+def test_only_the_map_mapping_has_a_tumbling_window(template: Template, handler: str) -> None:
+    assert "TumblingWindowInSeconds" not in event_source_mapping(template, handler)
 
 
 def test_reduce_reads_only_inserts_of_the_delta_table_stream(template: Template) -> None:
     mapping = event_source_mapping(template, REDUCE_HANDLER)
-    assert mapping["EventSourceArn"] == {"Fn::GetAtt": [table_logical_id(template, "BatchHash"), "StreamArn"]}
+    assert mapping["EventSourceArn"] == {"Fn::GetAtt": [table_logical_id(template, "StreamShard"), "StreamArn"]}
     assert mapping["BatchSize"] == 10
     (pattern,) = [json.loads(f["Pattern"]) for f in mapping["FilterCriteria"]["Filters"]]
     assert pattern == {"eventName": ["INSERT"]}

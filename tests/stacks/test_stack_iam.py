@@ -70,7 +70,7 @@ def test_state_role(template: Template) -> None:
     dynamodb_actions = {a for a in all_actions(statements) if a.startswith("dynamodb:")}
     assert dynamodb_actions == {"dynamodb:UpdateItem", "dynamodb:PutItem", "dynamodb:BatchWriteItem"}
     referenced = referenced_logical_ids(statements)
-    for other in ("BatchHash", "AggregateKey"):
+    for other in ("StreamShard", "AggregateKey"):
         assert table_logical_id(template, other) not in referenced
 
 
@@ -81,7 +81,8 @@ def test_map_role(template: Template) -> None:
         "dynamodb:GetRecords",
         "dynamodb:GetShardIterator",
     }
-    assert actions_on(statements, table_arn(template, "BatchHash")) == {"dynamodb:PutItem"}
+    # Query: which stream positions earlier delta items cover; PutItem: the rest.
+    assert actions_on(statements, table_arn(template, "StreamShard")) == {"dynamodb:PutItem", "dynamodb:Query"}
     # No access to StateTable's items, nor to the aggregates or the quarantine.
     assert actions_on(statements, table_arn(template, "TradeID")) == set()
     referenced = referenced_logical_ids(statements)
@@ -92,26 +93,38 @@ def test_map_role(template: Template) -> None:
 
 def test_reduce_role(template: Template) -> None:
     statements = role_statements(template, REDUCE_HANDLER)
-    assert actions_on(statements, stream_arn(template, "BatchHash")) == {
+    assert actions_on(statements, stream_arn(template, "StreamShard")) == {
         "dynamodb:DescribeStream",
         "dynamodb:GetRecords",
         "dynamodb:GetShardIterator",
     }
     # TransactWriteItems is authorised per contained action: Update, Put (markers), ConditionCheck.
+    # BatchGetItem: the consistent read of markers that decides a token mismatch.
     assert actions_on(statements, table_arn(template, "AggregateKey")) == {
         "dynamodb:UpdateItem",
         "dynamodb:PutItem",
         "dynamodb:ConditionCheckItem",
+        "dynamodb:BatchGetItem",
     }
-    assert actions_on(statements, table_arn(template, "BatchHash")) == set()
+    assert actions_on(statements, table_arn(template, "StreamShard")) == set()
     referenced = referenced_logical_ids(statements)
     for other in ("TradeID", "RecordId"):
         assert table_logical_id(template, other) not in referenced
     assert actions_on(statements, "*") == {"dynamodb:ListStreams"}
 
 
-def test_nobody_may_delete_or_scan(template: Template) -> None:
+def test_nobody_may_delete_or_scan_and_only_map_queries_its_own_items(template: Template) -> None:
     for handler in HANDLERS.values():
-        actions = all_actions(role_statements(template, handler))
-        forbidden = {"dynamodb:DeleteItem", "dynamodb:Scan", "dynamodb:Query", "dynamodb:DeleteTable"}
+        statements = role_statements(template, handler)
+        actions = all_actions(statements)
+        forbidden = {"dynamodb:DeleteItem", "dynamodb:Scan", "dynamodb:DeleteTable"}
         assert actions.isdisjoint(forbidden), (handler, actions & forbidden)
+        if handler != MAP_HANDLER:
+            assert "dynamodb:Query" not in actions, handler
+    queried = [
+        resource
+        for statement in role_statements(template, MAP_HANDLER)
+        if "dynamodb:Query" in as_list(statement["Action"])
+        for resource in as_list(statement["Resource"])
+    ]
+    assert queried == [table_arn(template, "StreamShard")], "the DeltaTable only, no index, no other table"

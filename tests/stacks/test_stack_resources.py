@@ -19,7 +19,7 @@ from tests.stacks.stack_helpers import (
     table_logical_id,
 )
 
-TABLE_KEYS = ("TradeID", "BatchHash", "AggregateKey", "RecordId")
+TABLE_KEYS = ("TradeID", "StreamShard", "AggregateKey", "RecordId")
 
 
 def table(template: Template, partition_key: str) -> dict[str, Any]:
@@ -49,9 +49,9 @@ def test_four_plain_tables_and_no_global_table(template: Template) -> None:
     template.resource_count_is("AWS::DynamoDB::Table", 4)
     template.resource_count_is("AWS::DynamoDB::GlobalTable", 0)
     for key in TABLE_KEYS:
-        assert table(template, key)["Properties"]["AttributeDefinitions"] == [
-            {"AttributeName": key, "AttributeType": "S"}
-        ]
+        definitions = table(template, key)["Properties"]["AttributeDefinitions"]
+        assert definitions[0] == {"AttributeName": key, "AttributeType": "S"}
+        assert len(definitions) == (2 if key == "StreamShard" else 1), "no index, only the DeltaTable's sort key"
 
 
 @pytest.mark.parametrize("partition_key", TABLE_KEYS)
@@ -63,6 +63,15 @@ def test_every_table_is_on_demand_recoverable_encrypted_and_retained(template: T
     assert properties["SSESpecification"] == {"SSEEnabled": True}
     assert resource["DeletionPolicy"] == "Retain"
     assert resource["UpdateReplacePolicy"] == "Retain"
+
+
+def test_the_delta_table_is_keyed_by_stream_position(template: Template) -> None:
+    properties = table(template, "StreamShard")["Properties"]
+    assert properties["KeySchema"] == [
+        {"AttributeName": "StreamShard", "KeyType": "HASH"},
+        {"AttributeName": "FirstSequenceNumber", "KeyType": "RANGE"},
+    ]
+    assert {"AttributeName": "FirstSequenceNumber", "AttributeType": "S"} in properties["AttributeDefinitions"]
 
 
 def test_streams_and_ttl_per_table(template: Template) -> None:
@@ -122,7 +131,7 @@ def test_each_function_logs_to_its_own_retained_log_group(template: Template, ha
 def test_environment_per_function(template: Template) -> None:
     zeros = dict.fromkeys(FAULT_INJECTION_VARIABLES, "0")
     state_id, delta_id, aggregate_id, quarantine_id = (
-        table_logical_id(template, key) for key in ("TradeID", "BatchHash", "AggregateKey", "RecordId")
+        table_logical_id(template, key) for key in ("TradeID", "StreamShard", "AggregateKey", "RecordId")
     )
 
     def environment(handler: str) -> dict[str, Any]:
@@ -198,7 +207,7 @@ def test_outputs_have_the_contract_keys(template: Template) -> None:
     assert outputs["StreamName"]["Value"] == {"Ref": stream_id}
     expected = {
         "StateTableName": "TradeID",
-        "DeltaTableName": "BatchHash",
+        "DeltaTableName": "StreamShard",
         "AggregateTableName": "AggregateKey",
         "QuarantineTableName": "RecordId",
     }
