@@ -20,6 +20,9 @@ from typing import Any, Final, Literal, cast
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_logs as logs
 
+from aggregation.exact import DYNAMODB_MAX_DIGITS
+from aggregation.value_domain import DEFAULT_VALUE_DOMAIN, ValueDomain
+
 ContextReader = Callable[[str], Any]
 """`node.try_get_context`: returns the raw context value for a key, or None when unset."""
 
@@ -74,6 +77,8 @@ _STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,127}$")
 DEFAULT_CONTEXT: Final[Mapping[str, Any]] = {
     "stackName": "ExactlyOnceAggregation",
     "hierarchyLevels": ["RiskType", "TradeDesk", "Region"],
+    "valueIntegerDigits": DEFAULT_VALUE_DOMAIN.integer_digits,
+    "valueFractionDigits": DEFAULT_VALUE_DOMAIN.fraction_digits,
     "stateBatchSize": 100,
     "stateParallelizationFactor": 1,
     "stateWriteConcurrency": 16,
@@ -103,6 +108,7 @@ class PipelineSettings:
 
     stack_name: str
     hierarchy_levels: tuple[str, ...]
+    value_domain: ValueDomain
     state_batch_size: int
     state_parallelization_factor: int
     state_write_concurrency: int
@@ -145,6 +151,7 @@ class PipelineSettings:
         return cls(
             stack_name=_stack_name(raw("stackName")),
             hierarchy_levels=_hierarchy_levels(raw("hierarchyLevels")),
+            value_domain=_value_domain(raw),
             state_batch_size=_integer(raw, "stateBatchSize", 1, 10000),
             state_parallelization_factor=_integer(raw, "stateParallelizationFactor", 1, 10),
             state_write_concurrency=_integer(raw, "stateWriteConcurrency", 1, 256),
@@ -204,6 +211,16 @@ def _hierarchy_levels(value: Any) -> tuple[str, ...]:
     if len(set(levels)) != len(levels):
         raise _fail("hierarchyLevels", expected, value)
     return cast(tuple[str, ...], levels)
+
+
+def _value_domain(raw: Callable[[str], Any]) -> ValueDomain:
+    """`valueIntegerDigits` and `valueFractionDigits`: the Values the pipeline can sum exactly."""
+    integer_digits = _integer(raw, "valueIntegerDigits", 1, DYNAMODB_MAX_DIGITS)
+    fraction_digits = _integer(raw, "valueFractionDigits", 0, DYNAMODB_MAX_DIGITS)
+    try:
+        return ValueDomain(integer_digits, fraction_digits)
+    except ValueError as error:
+        raise SettingsError(f"cdk.json context 'valueIntegerDigits' + 'valueFractionDigits': {error}") from None
 
 
 def _reduce_idempotency(value: Any) -> ReduceIdempotency:

@@ -1,4 +1,5 @@
-"""Parsing and validation of trade messages, exactly as DESIGN.md ("Message") states.
+"""Parsing and validation of trade messages, as DESIGN.md ("Message") states, with the
+bound that keeps every sum storable: the Value's aggregatable domain.
 
 A record that fails any rule raises `InvalidMessage` with a reason a person can
 act on; the state function quarantines it with that reason and moves on, so one
@@ -14,9 +15,13 @@ from typing import Any, NoReturn, TypeGuard
 
 from aggregation.exact import EXACT, is_dynamodb_number
 from aggregation.hierarchy import KEY_SEPARATOR
+from aggregation.value_domain import DEFAULT_VALUE_DOMAIN, ValueDomain
 
 MAX_TRADE_ID_LENGTH = 256
 MAX_LEVEL_VALUE_LENGTH = 128
+LATEST_TIMESTAMP = Decimal(10) ** 11
+"""Timestamps (seconds since the epoch) from 0 up to this (year 5138) are kept for latency;
+others are dropped, so no absurd figure can break the reduce stage's latency arithmetic."""
 
 
 class InvalidMessage(ValueError):
@@ -99,13 +104,16 @@ def _version(document: dict[str, Any]) -> int:
     return version
 
 
-def _value(document: dict[str, Any]) -> Decimal:
+def _value(document: dict[str, Any], domain: ValueDomain) -> Decimal:
     value = document.get("Value")
     if not _is_json_number(value):
         _reject("Value is missing or not a JSON number")
     exact = Decimal(value)
     if not is_dynamodb_number(exact):
         _reject("Value is not representable as a DynamoDB number (38 significant digits, 1E-130..1E+126)")
+    outside = domain.violation(exact)
+    if outside is not None:
+        _reject(f"Value {exact} is outside the aggregatable domain: {outside}")
     return exact
 
 
@@ -114,8 +122,9 @@ def _timestamp(document: dict[str, Any]) -> Decimal | None:
     if not _is_json_number(timestamp):
         _reject("Timestamp is missing or not a JSON number")
     exact = Decimal(timestamp)
-    # Only used for latency: a finite timestamp DynamoDB cannot hold is dropped, not rejected.
-    return exact if is_dynamodb_number(exact) else None
+    # Only used for latency: a finite timestamp DynamoDB cannot hold, or no plausible
+    # time, is dropped, not rejected.
+    return exact if is_dynamodb_number(exact) and 0 <= exact < LATEST_TIMESTAMP else None
 
 
 def _hierarchy(document: dict[str, Any], levels: Sequence[str]) -> tuple[str, ...]:
@@ -137,8 +146,9 @@ def _hierarchy(document: dict[str, Any], levels: Sequence[str]) -> tuple[str, ..
     return tuple(path)
 
 
-def parse_trade_message(data: bytes, levels: Sequence[str]) -> TradeMessage:
-    """Parse one Kinesis record; raise `InvalidMessage` unless DESIGN.md calls it valid.
+def parse_trade_message(data: bytes, levels: Sequence[str], domain: ValueDomain = DEFAULT_VALUE_DOMAIN) -> TradeMessage:
+    """Parse one Kinesis record; raise `InvalidMessage` unless DESIGN.md calls it valid
+    and its Value lies in the aggregatable `domain` (`aggregation.value_domain`).
 
     Numbers are parsed as `Decimal` straight from the JSON text, never through a
     binary float. Extra fields, and extra hierarchy levels, are ignored.
@@ -147,7 +157,7 @@ def parse_trade_message(data: bytes, levels: Sequence[str]) -> TradeMessage:
     return TradeMessage(
         trade_id=_trade_id(document),
         version=_version(document),
-        value=_value(document),
+        value=_value(document, domain),
         timestamp=_timestamp(document),
         hierarchy=_hierarchy(document, levels),
     )
