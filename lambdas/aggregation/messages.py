@@ -1,5 +1,6 @@
 """Parsing and validation of trade messages, as DESIGN.md ("Message") states, with the
-bound that keeps every sum storable: the Value's aggregatable domain.
+bounds that keep every later write storable: the Value's aggregatable domain, level
+values of at most 128 UTF-8 bytes, no lone surrogates in strings.
 
 A record that fails any rule raises `InvalidMessage` with a reason a person can
 act on; the state function quarantines it with that reason and moves on, so one
@@ -18,7 +19,15 @@ from aggregation.hierarchy import KEY_SEPARATOR
 from aggregation.value_domain import DEFAULT_VALUE_DOMAIN, ValueDomain
 
 MAX_TRADE_ID_LENGTH = 256
-MAX_LEVEL_VALUE_LENGTH = 128
+MAX_LEVEL_VALUE_BYTES = 128
+"""A level value's limit, in UTF-8 bytes (so at most 128 characters, as DESIGN.md says,
+and fewer when they are not ASCII). Counted in bytes because the values become
+DynamoDB keys: an aggregate key joins one value per level and must stay under the
+2048-byte partition-key limit, and a map batch's delta item, which holds up to
+2 x levels keys per record, under the 400 KB item limit (`aggregation.item_size`)."""
+DYNAMODB_MAX_KEY_BYTES = 2048
+MAX_HIERARCHY_LEVELS = (DYNAMODB_MAX_KEY_BYTES + len(KEY_SEPARATOR)) // (MAX_LEVEL_VALUE_BYTES + len(KEY_SEPARATOR))
+"""15: the deepest aggregate key, every value at its limit, fits a DynamoDB partition key."""
 LATEST_TIMESTAMP = Decimal(10) ** 11
 """Timestamps (seconds since the epoch) from 0 up to this (year 5138) are kept for latency;
 others are dropped, so no absurd figure can break the reduce stage's latency arithmetic."""
@@ -82,6 +91,15 @@ def _is_json_number(value: object) -> TypeGuard[int | Decimal]:
     return isinstance(value, (int, Decimal)) and not isinstance(value, bool)
 
 
+def _utf8_length(text: str, field: str) -> int:
+    """Bytes of `text` in UTF-8; a JSON escape of a lone surrogate (`"\\ud800"`) has none,
+    and DynamoDB could not store it."""
+    try:
+        return len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        _reject(f"{field} is not valid Unicode (lone surrogate)")
+
+
 def _trade_id(document: dict[str, Any]) -> str:
     trade_id = document.get("TradeID")
     if not isinstance(trade_id, str):
@@ -90,6 +108,7 @@ def _trade_id(document: dict[str, Any]) -> str:
         _reject("TradeID is empty")
     if len(trade_id) > MAX_TRADE_ID_LENGTH:
         _reject(f"TradeID is longer than {MAX_TRADE_ID_LENGTH} characters")
+    _utf8_length(trade_id, "TradeID")
     return trade_id
 
 
@@ -138,8 +157,8 @@ def _hierarchy(document: dict[str, Any], levels: Sequence[str]) -> tuple[str, ..
             _reject(f"Hierarchy.{level} is missing or not a string")
         if not name:
             _reject(f"Hierarchy.{level} is empty")
-        if len(name) > MAX_LEVEL_VALUE_LENGTH:
-            _reject(f"Hierarchy.{level} is longer than {MAX_LEVEL_VALUE_LENGTH} characters")
+        if _utf8_length(name, f"Hierarchy.{level}") > MAX_LEVEL_VALUE_BYTES:
+            _reject(f"Hierarchy.{level} is longer than {MAX_LEVEL_VALUE_BYTES} bytes in UTF-8")
         if KEY_SEPARATOR in name:
             _reject(f"Hierarchy.{level} contains '{KEY_SEPARATOR}'")
         path.append(name)

@@ -78,9 +78,12 @@ def test_integer_value_and_extra_hierarchy_levels_are_accepted() -> None:
         (encode(message(Hierarchy={"RiskType": "", "TradeDesk": "F", "Region": "A"})), "RiskType is empty"),
         (encode(message(Hierarchy={"RiskType": "D:x", "TradeDesk": "F", "Region": "A"})), "contains ':'"),
         (encode(message(Hierarchy={"RiskType": "D" * 129, "TradeDesk": "F", "Region": "A"})), "longer than 128"),
+        (encode(message(Hierarchy={"RiskType": "é" * 65, "TradeDesk": "F", "Region": "A"})), "128 bytes in UTF-8"),
         (encode(message(Value=10**18)), "Value 1000000000000000000 is outside the aggregatable domain"),
         (b'{"TradeID":"t","Version":1,"Value":1E+30}', "more than 18 integer digits (valueIntegerDigits)"),
         (b'{"TradeID":"t","Version":1,"Value":-1E-11}', "more than 10 fraction digits (valueFractionDigits)"),
+        (b'{"TradeID":"\\ud800","Version":1,"Value":1}', "TradeID is not valid Unicode"),
+        (encode(message(Hierarchy={"RiskType": "\udfff", "TradeDesk": "F", "Region": "A"})), "not valid Unicode"),
         (encode(message(Hierarchy={"RiskType": 5, "TradeDesk": "F", "Region": "A"})), "not a string"),
     ],
 )
@@ -91,7 +94,7 @@ def test_invalid_records_are_rejected_with_their_reason(raw: bytes, reason: str)
 
 
 def test_limits_are_inclusive() -> None:
-    hierarchy = {"RiskType": "R" * 128, "TradeDesk": "T", "Region": "G"}
+    hierarchy = {"RiskType": "R" * 128, "TradeDesk": "é" * 64, "Region": "😀" * 32}
     value = Decimal("-999999999999999999.9999999999")
     raw = encode(message(TradeID="x" * 256, Hierarchy=hierarchy, Version=10**38 - 1))
     raw = raw.replace(b"34624.51", str(value).encode())
