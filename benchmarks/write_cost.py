@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from aggregation.item_size import item_size_bytes
 from benchmarks.harness import (
     all_stream_records,
     chunks,
@@ -39,7 +40,6 @@ from benchmarks.write_units import (
     MAX_TRANSACTION_ACTIONS_ORIGINAL,
     StageWriteCost,
     WriteCallCounter,
-    item_size_bytes,
     write_units,
 )
 from function_support import aws

@@ -7,9 +7,8 @@ from a 100-byte trade, nor a transaction from a put. DynamoDB bills on-demand wr
 by item size (https://aws.amazon.com/dynamodb/pricing/on-demand/): one write request
 unit per started KB of the item, two per KB inside a transaction, and a write whose
 condition fails still consumes units. Item size follows the developer guide's rules
-(attribute names count; numbers take about one byte per two significant digits plus
-one; lists and maps 3 bytes plus 1 per element). The emulator's own report is kept
-next to ours as a cross-check of the request count.
+(`aggregation.item_size`, which the quarantine and the settings validation use too).
+The emulator's own report is kept next to ours as a cross-check of the request count.
 
 `WriteCallCounter` hooks a botocore client's event system, so the very requests the
 handlers send are counted, per stage, with their outcome.
@@ -25,52 +24,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from aggregation.item_size import attribute_value_size_bytes, item_size_bytes
+
 KILOBYTE = 1024
 TRANSACTIONAL_WRITE_MULTIPLIER = 2
 MAX_TRANSACTION_ACTIONS_ORIGINAL = 100  # TransactWriteItems holds at most 100 actions
-LIST_OR_MAP_OVERHEAD_BYTES = 3
 PENDING_CALL_KEY = "benchmarks.write_call"
 """Where the request's parameters wait, in botocore's per-call context, for its response."""
 WRITE_OPERATIONS = ("UpdateItem", "PutItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem")
-
-
-def number_size_bytes(text: str) -> int:
-    """Stored size of a DynamoDB number: 1 byte per two significant digits, plus 1."""
-    digits = text.lstrip("+-").lower().split("e", 1)[0].replace(".", "")
-    significant = digits.strip("0") or "0"
-    return math.ceil(len(significant) / 2) + 1
-
-
-def attribute_value_size_bytes(value: Mapping[str, Any]) -> int:
-    """Size of one attribute value in DynamoDB's wire format ({"S": ...}, {"N": ...}, ...)."""
-    ((kind, content),) = value.items()
-    if kind == "S":
-        return len(str(content).encode("utf-8"))
-    if kind == "N":
-        return number_size_bytes(str(content))
-    if kind == "B":
-        return len(content)
-    if kind in ("BOOL", "NULL"):
-        return 1
-    if kind in ("SS", "NS", "BS"):
-        sizes = {
-            "SS": lambda item: len(str(item).encode("utf-8")),
-            "NS": lambda item: number_size_bytes(str(item)),
-            "BS": len,
-        }[kind]
-        return sum(sizes(item) for item in content)
-    if kind == "L":
-        return LIST_OR_MAP_OVERHEAD_BYTES + sum(1 + attribute_value_size_bytes(item) for item in content)
-    if kind == "M":
-        return LIST_OR_MAP_OVERHEAD_BYTES + sum(
-            1 + len(name.encode("utf-8")) + attribute_value_size_bytes(item) for name, item in content.items()
-        )
-    raise ValueError(f"unknown DynamoDB attribute type {kind!r}")
-
-
-def item_size_bytes(item: Mapping[str, Mapping[str, Any]]) -> int:
-    """Size of an item: every attribute's name plus its value."""
-    return sum(len(name.encode("utf-8")) + attribute_value_size_bytes(value) for name, value in item.items())
 
 
 def updated_item_size_bytes(

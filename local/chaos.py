@@ -339,24 +339,24 @@ class QuarantineFigures:
     records: int = 0
     conflicting_duplicates: int = 0
     truncated: int = 0
-    stored_as_base64: int = 0
+    stored_as_binary: int = 0
 
 
 def count_quarantine(target: PipelineTarget) -> QuarantineFigures:
     """Scan the quarantine table: every record with its reason (conflicts are reported there too)."""
     client = target.dynamodb()
-    records = conflicts = truncated = base64 = 0
+    records = conflicts = truncated = binary = 0
     for page in client.get_paginator("scan").paginate(
         TableName=target.quarantine,
-        ProjectionExpression="#r, PayloadTruncated, PayloadBase64",
+        ProjectionExpression="#r, PayloadTruncated, PayloadBinary",
         ExpressionAttributeNames={"#r": "Reason"},
     ):
         for item in page.get("Items", []):
             records += 1
             conflicts += item.get("Reason", {}).get("S", "").startswith("conflicting duplicate")
             truncated += bool(item.get("PayloadTruncated", {}).get("BOOL"))
-            base64 += "PayloadBase64" in item
-    return QuarantineFigures(records, conflicts, truncated, base64)
+            binary += "PayloadBinary" in item
+    return QuarantineFigures(records, conflicts, truncated, binary)
 
 
 # ------------------------------------------------------------------ one run
@@ -710,9 +710,9 @@ def _row_values(figures: RunFigures, settings: ChaosSettings) -> list[tuple[str,
             f"{figures.quarantine.records:,} ({counts.malformed + counts.conflicting_duplicates:,})",
         ),
         (
-            "  conflicts / truncated ~1 MB / stored base64",
+            "  conflicts / truncated ~1 MB / stored binary",
             f"{figures.quarantine.conflicting_duplicates:,} / {figures.quarantine.truncated:,} / "
-            f"{figures.quarantine.stored_as_base64:,}",
+            f"{figures.quarantine.stored_as_binary:,}",
         ),
     ]
     found = figures.discrepancies

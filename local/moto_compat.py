@@ -15,6 +15,9 @@ Fixes (see each function):
 - `fix_number_arithmetic`: ADD and `SET a = a + :b` work on any number DynamoDB accepts
   (`1E+3`, 38 significant digits) exactly; moto calls int() on exponent notation and
   rounds to Python's 28-digit default.
+- `fix_item_size_follows_the_developer_guide`: the 400 KB item limit counts the 3 +
+  1-per-element bytes of lists and maps (moto counts none) and a number's significant
+  digits (moto counts its characters).
 - `fix_event_source_mappings_do_not_push`: writes to a stream, table or queue never invoke
   Lambda synchronously, and never drop stream records. The local runner polls, as
   Lambda's event source mappings do.
@@ -47,11 +50,13 @@ Control endpoints (served by `CompatMiddleware`, never forwarded to moto):
 
 from __future__ import annotations
 
+import base64
 import copy
 import decimal
 import functools
 import hashlib
 import json
+import math
 import os
 import re
 import threading
@@ -560,10 +565,56 @@ def fix_number_arithmetic() -> None:
     DynamoType.__sub__ = exact(_WIDE_EXACT.subtract, original_sub)  # type: ignore[method-assign]
 
 
+# -------------------------------------------------------------------- item size
+
+_LIST_OR_MAP_OVERHEAD_BYTES = 3
+
+
+def _documented_size(value: DynamoType) -> int:
+    """Bytes of one attribute value by the Developer Guide's rules (names counted by the caller)."""
+    content = value.value
+    if value.is_number():
+        normal = _WIDE_EXACT.normalize(decimal.Decimal(content))
+        return math.ceil((len(normal.as_tuple().digits) if not normal.is_zero() else 1) / 2) + 1
+    if value.is_binary():  # moto keeps some binary values as their base64 text
+        return len(base64.b64decode(content) if isinstance(content, str) else content)
+    if value.is_list():
+        return _LIST_OR_MAP_OVERHEAD_BYTES + sum(1 + _documented_size(element) for element in content)
+    if value.is_map():
+        elements = content.items()
+        return _LIST_OR_MAP_OVERHEAD_BYTES + sum(1 + len(k.encode()) + _documented_size(v) for k, v in elements)
+    if value.is_set():
+        return sum(_documented_size(DynamoType({value.type[0]: member})) for member in content)
+    if value.is_null() or isinstance(content, bool):
+        return 1
+    return len(str(content).encode("utf-8"))
+
+
+def fix_item_size_follows_the_developer_guide() -> None:
+    """The 400 KB item limit measures items as DynamoDB documents it.
+
+    AWS (DynamoDB Developer Guide, "DynamoDB item sizes and formats"): a list or map costs
+    3 bytes plus 1 per element; a number about 1 byte per two significant digits plus 1;
+    a binary value its raw bytes. moto (`DynamoType.size`, used by its item-size check
+    and result-page limits) counts no list or map overhead, so it stores items AWS
+    refuses (a DeltaTable item is mostly a map), and a number's characters, so it refuses
+    items AWS stores. moto's limit itself (405,000 bytes) stays below AWS's 409,600.
+    """
+    if getattr(DynamoType.size, "_compat_fix", False):
+        return
+
+    def size(self: DynamoType) -> int:
+        return _documented_size(self)
+
+    size._compat_fix = True  # type: ignore[attr-defined]
+    DynamoType.size = size  # type: ignore[method-assign]
+
+
 FIXES: tuple[Callable[[], None], ...] = (
     fix_transact_write_items_client_request_token,
     fix_update_item_single_stream_record,
     fix_number_arithmetic,
+    fix_item_size_follows_the_developer_guide,
     fix_event_source_mappings_do_not_push,
 )
 _applied: list[str] = []

@@ -40,6 +40,10 @@ from producer.model import DEFAULT_HIERARCHY_LEVELS, TradeState
 MAX_TRADE_ID_LENGTH = 256
 MAX_LEVEL_VALUE_LENGTH = 128
 MAX_SIGNIFICANT_DIGITS = 38
+VALUE_INTEGER_DIGITS = 18
+VALUE_FRACTION_DIGITS = 10
+"""The default aggregatable domain (cdk.json `valueIntegerDigits`, `valueFractionDigits`):
+every valid Value drawn here lies inside it, and `value_out_of_domain` records lie outside."""
 DEFAULT_COUNT = 3000
 DEFAULT_DURATION_TRADE_BUDGET = 100_000
 """Cap on distinct trades in duration mode, so memory stays bounded on long runs."""
@@ -85,6 +89,7 @@ MALFORMED_KINDS: tuple[str, ...] = (
     "value_string",
     "value_bool",
     "value_too_many_digits",
+    "value_out_of_domain",
     "timestamp_missing",
     "timestamp_nan",
     "timestamp_infinity",
@@ -608,6 +613,11 @@ class MessageGenerator(Iterator[GeneratedMessage]):
             body += str(rng.randint(1, 9))
             point = rng.randint(1, digits - 1)
             fields["Value"] = body[:point] + "." + body[point:]
+        elif kind == "value_out_of_domain":
+            # A DynamoDB number, but one whose sums with other values could outgrow 38 digits.
+            too_large = "1" + "0" * VALUE_INTEGER_DIGITS
+            too_fine = "0." + "0" * VALUE_FRACTION_DIGITS + "1"
+            fields["Value"] = rng.choice((too_large, "-" + too_large, too_fine, "-" + too_fine, "1E+30"))
         elif kind == "timestamp_missing":
             del fields["Timestamp"]
         elif kind == "timestamp_nan":

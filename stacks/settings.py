@@ -20,6 +20,12 @@ from typing import Any, Final, Literal, cast
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_logs as logs
 
+from aggregation.delta_item_size import max_records_per_delta_item
+from aggregation.exact import DYNAMODB_MAX_DIGITS
+from aggregation.item_size import MAX_ITEM_BYTES
+from aggregation.messages import MAX_HIERARCHY_LEVELS
+from aggregation.value_domain import DEFAULT_VALUE_DOMAIN, ValueDomain
+
 ContextReader = Callable[[str], Any]
 """`node.try_get_context`: returns the raw context value for a key, or None when unset."""
 
@@ -74,6 +80,8 @@ _STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,127}$")
 DEFAULT_CONTEXT: Final[Mapping[str, Any]] = {
     "stackName": "ExactlyOnceAggregation",
     "hierarchyLevels": ["RiskType", "TradeDesk", "Region"],
+    "valueIntegerDigits": DEFAULT_VALUE_DOMAIN.integer_digits,
+    "valueFractionDigits": DEFAULT_VALUE_DOMAIN.fraction_digits,
     "stateBatchSize": 100,
     "stateParallelizationFactor": 1,
     "stateWriteConcurrency": 16,
@@ -103,6 +111,7 @@ class PipelineSettings:
 
     stack_name: str
     hierarchy_levels: tuple[str, ...]
+    value_domain: ValueDomain
     state_batch_size: int
     state_parallelization_factor: int
     state_write_concurrency: int
@@ -118,6 +127,20 @@ class PipelineSettings:
     powertools_layer_version: int
     removal_policy_name: str
     fault_injection: Mapping[str, float]
+
+    def __post_init__(self) -> None:
+        """Refuse a map batch whose delta item could outgrow DynamoDB's item limit: the put
+        would fail on every retry and stall its shard (`aggregation.delta_item_size`)."""
+        fitting = max_records_per_delta_item(len(self.hierarchy_levels), self.value_domain)
+        if self.map_batch_size > fitting:
+            raise _fail(
+                "mapBatchSize",
+                f"at most {fitting} with {len(self.hierarchy_levels)} hierarchy levels and "
+                f"{self.value_domain.integer_digits} + {self.value_domain.fraction_digits} value digits "
+                f"(a larger batch's delta item could exceed DynamoDB's {MAX_ITEM_BYTES:,}-byte item limit); "
+                "lower mapBatchSize or use fewer hierarchyLevels",
+                self.map_batch_size,
+            )
 
     @property
     def removal_policy(self) -> RemovalPolicy:
@@ -145,6 +168,7 @@ class PipelineSettings:
         return cls(
             stack_name=_stack_name(raw("stackName")),
             hierarchy_levels=_hierarchy_levels(raw("hierarchyLevels")),
+            value_domain=_value_domain(raw),
             state_batch_size=_integer(raw, "stateBatchSize", 1, 10000),
             state_parallelization_factor=_integer(raw, "stateParallelizationFactor", 1, 10),
             state_write_concurrency=_integer(raw, "stateWriteConcurrency", 1, 256),
@@ -203,7 +227,20 @@ def _hierarchy_levels(value: Any) -> tuple[str, ...]:
             raise _fail("hierarchyLevels", expected, value)
     if len(set(levels)) != len(levels):
         raise _fail("hierarchyLevels", expected, value)
+    if len(levels) > MAX_HIERARCHY_LEVELS:
+        # The deepest aggregate key joins one value (up to 128 bytes) per level.
+        raise _fail("hierarchyLevels", f"at most {MAX_HIERARCHY_LEVELS} levels (DynamoDB's 2048-byte key)", value)
     return cast(tuple[str, ...], levels)
+
+
+def _value_domain(raw: Callable[[str], Any]) -> ValueDomain:
+    """`valueIntegerDigits` and `valueFractionDigits`: the Values the pipeline can sum exactly."""
+    integer_digits = _integer(raw, "valueIntegerDigits", 1, DYNAMODB_MAX_DIGITS)
+    fraction_digits = _integer(raw, "valueFractionDigits", 0, DYNAMODB_MAX_DIGITS)
+    try:
+        return ValueDomain(integer_digits, fraction_digits)
+    except ValueError as error:
+        raise SettingsError(f"cdk.json context 'valueIntegerDigits' + 'valueFractionDigits': {error}") from None
 
 
 def _reduce_idempotency(value: Any) -> ReduceIdempotency:

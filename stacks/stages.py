@@ -111,6 +111,8 @@ class StateStage(Construct):
                 "QUARANTINE_TABLE": tables.quarantine_table.table_name,
                 "HIERARCHY_LEVELS": ",".join(settings.hierarchy_levels),
                 "STATE_WRITE_CONCURRENCY": str(settings.state_write_concurrency),
+                "VALUE_INTEGER_DIGITS": str(settings.value_domain.integer_digits),
+                "VALUE_FRACTION_DIGITS": str(settings.value_domain.fraction_digits),
                 **settings.fault_injection_environment("STATE"),
             },
         )

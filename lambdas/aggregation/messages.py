@@ -1,4 +1,6 @@
-"""Parsing and validation of trade messages, exactly as DESIGN.md ("Message") states.
+"""Parsing and validation of trade messages, as DESIGN.md ("Message") states, with the
+bounds that keep every later write storable: the Value's aggregatable domain, level
+values of at most 128 UTF-8 bytes, no lone surrogates in strings.
 
 A record that fails any rule raises `InvalidMessage` with a reason a person can
 act on; the state function quarantines it with that reason and moves on, so one
@@ -14,9 +16,21 @@ from typing import Any, NoReturn, TypeGuard
 
 from aggregation.exact import EXACT, is_dynamodb_number
 from aggregation.hierarchy import KEY_SEPARATOR
+from aggregation.value_domain import DEFAULT_VALUE_DOMAIN, ValueDomain
 
 MAX_TRADE_ID_LENGTH = 256
-MAX_LEVEL_VALUE_LENGTH = 128
+MAX_LEVEL_VALUE_BYTES = 128
+"""A level value's limit, in UTF-8 bytes (so at most 128 characters, as DESIGN.md says,
+and fewer when they are not ASCII). Counted in bytes because the values become
+DynamoDB keys: an aggregate key joins one value per level and must stay under the
+2048-byte partition-key limit, and a map batch's delta item, which holds up to
+2 x levels keys per record, under the 400 KB item limit (`aggregation.item_size`)."""
+DYNAMODB_MAX_KEY_BYTES = 2048
+MAX_HIERARCHY_LEVELS = (DYNAMODB_MAX_KEY_BYTES + len(KEY_SEPARATOR)) // (MAX_LEVEL_VALUE_BYTES + len(KEY_SEPARATOR))
+"""15: the deepest aggregate key, every value at its limit, fits a DynamoDB partition key."""
+LATEST_TIMESTAMP = Decimal(10) ** 11
+"""Timestamps (seconds since the epoch) from 0 up to this (year 5138) are kept for latency;
+others are dropped, so no absurd figure can break the reduce stage's latency arithmetic."""
 
 
 class InvalidMessage(ValueError):
@@ -77,6 +91,15 @@ def _is_json_number(value: object) -> TypeGuard[int | Decimal]:
     return isinstance(value, (int, Decimal)) and not isinstance(value, bool)
 
 
+def _utf8_length(text: str, field: str) -> int:
+    """Bytes of `text` in UTF-8; a JSON escape of a lone surrogate (`"\\ud800"`) has none,
+    and DynamoDB could not store it."""
+    try:
+        return len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        _reject(f"{field} is not valid Unicode (lone surrogate)")
+
+
 def _trade_id(document: dict[str, Any]) -> str:
     trade_id = document.get("TradeID")
     if not isinstance(trade_id, str):
@@ -85,6 +108,7 @@ def _trade_id(document: dict[str, Any]) -> str:
         _reject("TradeID is empty")
     if len(trade_id) > MAX_TRADE_ID_LENGTH:
         _reject(f"TradeID is longer than {MAX_TRADE_ID_LENGTH} characters")
+    _utf8_length(trade_id, "TradeID")
     return trade_id
 
 
@@ -99,13 +123,16 @@ def _version(document: dict[str, Any]) -> int:
     return version
 
 
-def _value(document: dict[str, Any]) -> Decimal:
+def _value(document: dict[str, Any], domain: ValueDomain) -> Decimal:
     value = document.get("Value")
     if not _is_json_number(value):
         _reject("Value is missing or not a JSON number")
     exact = Decimal(value)
     if not is_dynamodb_number(exact):
         _reject("Value is not representable as a DynamoDB number (38 significant digits, 1E-130..1E+126)")
+    outside = domain.violation(exact)
+    if outside is not None:
+        _reject(f"Value {exact} is outside the aggregatable domain: {outside}")
     return exact
 
 
@@ -114,8 +141,9 @@ def _timestamp(document: dict[str, Any]) -> Decimal | None:
     if not _is_json_number(timestamp):
         _reject("Timestamp is missing or not a JSON number")
     exact = Decimal(timestamp)
-    # Only used for latency: a finite timestamp DynamoDB cannot hold is dropped, not rejected.
-    return exact if is_dynamodb_number(exact) else None
+    # Only used for latency: a finite timestamp DynamoDB cannot hold, or no plausible
+    # time, is dropped, not rejected.
+    return exact if is_dynamodb_number(exact) and 0 <= exact < LATEST_TIMESTAMP else None
 
 
 def _hierarchy(document: dict[str, Any], levels: Sequence[str]) -> tuple[str, ...]:
@@ -129,16 +157,17 @@ def _hierarchy(document: dict[str, Any], levels: Sequence[str]) -> tuple[str, ..
             _reject(f"Hierarchy.{level} is missing or not a string")
         if not name:
             _reject(f"Hierarchy.{level} is empty")
-        if len(name) > MAX_LEVEL_VALUE_LENGTH:
-            _reject(f"Hierarchy.{level} is longer than {MAX_LEVEL_VALUE_LENGTH} characters")
+        if _utf8_length(name, f"Hierarchy.{level}") > MAX_LEVEL_VALUE_BYTES:
+            _reject(f"Hierarchy.{level} is longer than {MAX_LEVEL_VALUE_BYTES} bytes in UTF-8")
         if KEY_SEPARATOR in name:
             _reject(f"Hierarchy.{level} contains '{KEY_SEPARATOR}'")
         path.append(name)
     return tuple(path)
 
 
-def parse_trade_message(data: bytes, levels: Sequence[str]) -> TradeMessage:
-    """Parse one Kinesis record; raise `InvalidMessage` unless DESIGN.md calls it valid.
+def parse_trade_message(data: bytes, levels: Sequence[str], domain: ValueDomain = DEFAULT_VALUE_DOMAIN) -> TradeMessage:
+    """Parse one Kinesis record; raise `InvalidMessage` unless DESIGN.md calls it valid
+    and its Value lies in the aggregatable `domain` (`aggregation.value_domain`).
 
     Numbers are parsed as `Decimal` straight from the JSON text, never through a
     binary float. Extra fields, and extra hierarchy levels, are ignored.
@@ -147,7 +176,7 @@ def parse_trade_message(data: bytes, levels: Sequence[str]) -> TradeMessage:
     return TradeMessage(
         trade_id=_trade_id(document),
         version=_version(document),
-        value=_value(document),
+        value=_value(document, domain),
         timestamp=_timestamp(document),
         hierarchy=_hierarchy(document, levels),
     )

@@ -3,6 +3,7 @@
 import os
 
 from aggregation.hierarchy import DEFAULT_HIERARCHY_LEVELS, parse_hierarchy_levels
+from aggregation.value_domain import DEFAULT_VALUE_DOMAIN, ValueDomain
 
 SECONDS_PER_DAY = 86_400
 
@@ -18,18 +19,30 @@ def optional_setting(name: str, default: str) -> str:
     return os.environ.get(name, "").strip() or default
 
 
-def positive_int_setting(name: str, default: int) -> int:
+def _int_setting(name: str, default: int, minimum: int, description: str) -> int:
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
-    if not raw.isdigit() or int(raw) <= 0:
-        raise RuntimeError(f"environment variable {name}={raw!r} is not a positive integer")
+    if not raw.isdigit() or int(raw) < minimum:
+        raise RuntimeError(f"environment variable {name}={raw!r} is not {description}")
     return int(raw)
+
+
+def positive_int_setting(name: str, default: int) -> int:
+    return _int_setting(name, default, 1, "a positive integer")
 
 
 def hierarchy_levels() -> tuple[str, ...]:
     raw = os.environ.get("HIERARCHY_LEVELS", "").strip()
     return parse_hierarchy_levels(raw) if raw else DEFAULT_HIERARCHY_LEVELS
+
+
+def value_domain() -> ValueDomain:
+    """The aggregatable domain of Values (`VALUE_INTEGER_DIGITS`, `VALUE_FRACTION_DIGITS`)."""
+    return ValueDomain(
+        positive_int_setting("VALUE_INTEGER_DIGITS", DEFAULT_VALUE_DOMAIN.integer_digits),
+        _int_setting("VALUE_FRACTION_DIGITS", DEFAULT_VALUE_DOMAIN.fraction_digits, 0, "an integer >= 0"),
+    )
 
 
 def ttl_seconds(name: str, default_days: int) -> int:

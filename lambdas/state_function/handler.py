@@ -32,7 +32,13 @@ from aggregation.exact import dynamodb_number
 from aggregation.messages import InvalidMessage, TradeMessage, parse_trade_message
 from function_support.aws import dynamodb_client, error_code, serializer
 from function_support.faults import FailurePoint, maybe_inject_failure
-from function_support.settings import METRICS_NAMESPACE, hierarchy_levels, positive_int_setting, required_setting
+from function_support.settings import (
+    METRICS_NAMESPACE,
+    hierarchy_levels,
+    positive_int_setting,
+    required_setting,
+    value_domain,
+)
 from state_function.quarantine import QuarantinedRecord, RecordOrigin, quarantine_records
 
 STAGE = "STATE"
@@ -132,6 +138,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, i
     state_table = required_setting("STATE_TABLE")
     quarantine_table = required_setting("QUARANTINE_TABLE")
     levels = hierarchy_levels()
+    domain = value_domain()
 
     received: list[ReceivedMessage] = []
     rejected: list[QuarantinedRecord] = []
@@ -144,7 +151,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, i
             payload=record.kinesis.data_as_bytes(),
         )
         try:
-            received.append(ReceivedMessage(origin, parse_trade_message(origin.payload, levels)))
+            received.append(ReceivedMessage(origin, parse_trade_message(origin.payload, levels, domain)))
         except InvalidMessage as error:
             rejected.append(QuarantinedRecord(origin, error.reason))
 

@@ -2,22 +2,28 @@
 
 Items are keyed by the Kinesis event ID, so a retried batch rewrites the same
 items instead of adding new ones.
+
+A Kinesis record holds up to 1 MiB and a DynamoDB item 400 KB, and an item over the
+limit would be refused on every retry of the batch. So the payload is stored as
+much as fits the item (`aggregation.item_size`): as text (`Payload`, cut on a
+character boundary) when the whole record is UTF-8, else as its raw bytes
+(`PayloadBinary`, a binary attribute: no base64 inflation); with the length and
+SHA-256 of the whole record, and `PayloadTruncated` when it was cut.
 """
 
-import base64
 import hashlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from aggregation.item_size import MAX_ITEM_BYTES, item_size_bytes
 from function_support.aws import dynamodb_client, serializer
 
-# DynamoDB items hold at most 400 KB; a longer payload is stored truncated, with the
-# length and SHA-256 of the whole record so it can still be identified.
-MAX_STORED_PAYLOAD_BYTES = 300 * 1024
 BATCH_WRITE_LIMIT = 25
 MAX_UNPROCESSED_ROUNDS = 8
+TEXT_PAYLOAD = "Payload"
+BINARY_PAYLOAD = "PayloadBinary"
 
 
 @dataclass(frozen=True)
@@ -37,35 +43,50 @@ class QuarantinedRecord:
     reason: str
 
 
+def _character_boundary(text: bytes, cut: int) -> int:
+    """The largest position <= `cut` that does not split a UTF-8 character of `text`."""
+    while 0 < cut < len(text) and text[cut] & 0xC0 == 0x80:  # a continuation byte
+        cut -= 1
+    return cut
+
+
 def quarantine_item(record: QuarantinedRecord, now: float) -> dict[str, Any]:
-    """The QuarantineTable item of one invalid record (docs/architecture.md)."""
+    """The QuarantineTable item of one invalid record (docs/architecture.md), in DynamoDB's
+    wire format, never over `MAX_ITEM_BYTES`."""
     origin = record.origin
-    stored = origin.payload[:MAX_STORED_PAYLOAD_BYTES]
-    item: dict[str, Any] = {
+    payload = origin.payload
+    try:
+        payload.decode("utf-8")
+        attribute = TEXT_PAYLOAD
+    except UnicodeDecodeError:
+        attribute = BINARY_PAYLOAD
+    described = {
         "RecordId": origin.event_id,
         "Reason": record.reason,
-        "PayloadBytes": len(origin.payload),
-        "PayloadSha256": hashlib.sha256(origin.payload).hexdigest(),
-        "PayloadTruncated": len(stored) < len(origin.payload),
+        "PayloadBytes": len(payload),
+        "PayloadSha256": hashlib.sha256(payload).hexdigest(),
+        "PayloadTruncated": False,
         "PartitionKey": origin.partition_key,
         "SequenceNumber": origin.sequence_number,
         "ShardId": origin.shard_id,
         "QuarantinedAt": int(now),
     }
-    try:
-        item["Payload"] = stored.decode("utf-8")
-    except UnicodeDecodeError:
-        item["PayloadBase64"] = base64.b64encode(stored).decode("ascii")
+    item = {name: serializer.serialize(value) for name, value in described.items()}
+    room = max(0, MAX_ITEM_BYTES - item_size_bytes(item) - len(attribute))
+    cut = min(len(payload), room)
+    if attribute == TEXT_PAYLOAD:
+        cut = _character_boundary(payload, cut)
+        item[TEXT_PAYLOAD] = {"S": payload[:cut].decode("utf-8")}
+    else:
+        item[BINARY_PAYLOAD] = {"B": payload[:cut]}
+    item["PayloadTruncated"] = {"BOOL": cut < len(payload)}
     return item
 
 
 def quarantine_records(table_name: str, records: Sequence[QuarantinedRecord]) -> None:
     """Write every record to the quarantine table; raise if any could not be written."""
     now = time.time()
-    requests = [
-        {"PutRequest": {"Item": {k: serializer.serialize(v) for k, v in quarantine_item(r, now).items()}}}
-        for r in records
-    ]
+    requests = [{"PutRequest": {"Item": quarantine_item(r, now)}} for r in records]
     for start in range(0, len(requests), BATCH_WRITE_LIMIT):
         pending: list[Any] = requests[start : start + BATCH_WRITE_LIMIT]
         for _ in range(MAX_UNPROCESSED_ROUNDS):

@@ -186,6 +186,39 @@ def test_arithmetic_is_exact_to_38_significant_digits_and_refuses_more(dynamodb:
     assert number_of(dynamodb, table, "a") == big + ".1"
 
 
+# ------------------------------------------------- item size
+
+
+def item_too_large(dynamodb: DynamoDBClient, table: str, item: dict[str, Any]) -> bool:
+    """True when the put is refused for the item's size, False when it is stored."""
+    try:
+        dynamodb.put_item(TableName=table, Item=item)
+    except ClientError as error:
+        assert error.response["Error"]["Code"] == "ValidationException", error.response
+        assert "size" in error.response["Error"]["Message"]
+        return True
+    return False
+
+
+def test_a_number_counts_its_significant_digits_not_its_characters(dynamodb: DynamoDBClient) -> None:
+    """11,000 numbers of 38 characters but one significant digit: 33,003 bytes to AWS, and
+    418,000 by moto's count of characters."""
+    table = create_table(dynamodb)
+    tiny = "-0." + "0" * 34 + "1"
+    numbers = [{"N": tiny}] * 11_000
+    assert not item_too_large(dynamodb, table, {"pk": {"S": "a"}, "l": {"L": numbers}})
+
+
+def test_a_map_counts_three_bytes_plus_one_per_element(dynamodb: DynamoDBClient) -> None:
+    """52,000 NULL elements named by six digits: 364,000 bytes counting names and values alone
+    (moto's count), 416,003 with AWS's 3 bytes per map plus 1 per element: refused."""
+    table = create_table(dynamodb)
+    elements = {f"{index:06d}": {"NULL": True} for index in range(52_000)}
+    assert item_too_large(dynamodb, table, {"pk": {"S": "a"}, "m": {"M": elements}})
+    fewer = {name: value for name, value in list(elements.items())[:48_000]}  # 384,003 bytes
+    assert not item_too_large(dynamodb, table, {"pk": {"S": "b"}, "m": {"M": fewer}})
+
+
 # ------------------------------------------------- TransactWriteItems ClientRequestToken
 
 

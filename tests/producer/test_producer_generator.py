@@ -41,6 +41,17 @@ def parse(data: bytes) -> Any:
     return json.loads(text, parse_float=Decimal, parse_constant=lambda _: _NonFinite())
 
 
+def _outside_default_domain(value: Decimal) -> bool:
+    """At least 10^18 in magnitude, or more than 10 digits after the point (trailing zeros aside)."""
+    _sign, digits, exponent = value.as_tuple()
+    assert isinstance(exponent, int)
+    while len(digits) > 1 and digits[-1] == 0:
+        digits, exponent = digits[:-1], exponent + 1
+    if not any(digits):
+        return False
+    return len(digits) + exponent > 18 or -exponent > 10
+
+
 def violation(data: bytes, levels: tuple[str, ...] = LEVELS) -> str | None:
     """Why a record is invalid per DESIGN.md, or None when it is valid."""
     try:
@@ -60,6 +71,8 @@ def violation(data: bytes, levels: tuple[str, ...] = LEVELS) -> str | None:
         return "Value"
     if len(Decimal(value).as_tuple().digits) > 38:
         return "Value digits"
+    if _outside_default_domain(Decimal(value)):
+        return "Value domain"
     if not _is_finite_number(message.get("Timestamp")):
         return "Timestamp"
     hierarchy = message.get("Hierarchy")
@@ -67,7 +80,7 @@ def violation(data: bytes, levels: tuple[str, ...] = LEVELS) -> str | None:
         return "Hierarchy"
     for level in levels:
         level_value = hierarchy.get(level)
-        if not isinstance(level_value, str) or not 1 <= len(level_value) <= 128 or ":" in level_value:
+        if not isinstance(level_value, str) or not 1 <= len(level_value.encode()) <= 128 or ":" in level_value:
             return f"Hierarchy level {level}"
     return None
 

@@ -145,6 +145,8 @@ def test_environment_per_function(template: Template) -> None:
         "QUARANTINE_TABLE": {"Ref": quarantine_id},
         "HIERARCHY_LEVELS": "RiskType,TradeDesk,Region",
         "STATE_WRITE_CONCURRENCY": "16",
+        "VALUE_INTEGER_DIGITS": "18",
+        "VALUE_FRACTION_DIGITS": "10",
         "FAILURE_STATE_LAMBDA_PCT": zeros["FAILURE_STATE_LAMBDA_PCT"],
         "FAILURE_STATE_LAMBDA_AFTER_WRITE_PCT": "0",
     }

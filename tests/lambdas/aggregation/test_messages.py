@@ -6,6 +6,7 @@ from decimal import Decimal
 import pytest
 
 from aggregation.messages import InvalidMessage, parse_trade_message
+from aggregation.value_domain import ValueDomain
 
 LEVELS = ("RiskType", "TradeDesk", "Region")
 
@@ -27,10 +28,10 @@ def encode(document: object) -> bytes:
 
 
 def test_valid_message_parses_numbers_exactly_from_the_json_text() -> None:
-    raw = b'{"TradeID":"t","Value":0.1000000000000000055511151231257827,"Version":0,"Timestamp":1.5,'
+    raw = b'{"TradeID":"t","Value":123456789012345678.1000000001,"Version":0,"Timestamp":1.5,'
     raw += b'"Hierarchy":{"RiskType":"Delta","TradeDesk":"FXSpot","Region":"AMER"},"Extra":[1]}'
     parsed = parse_trade_message(raw, LEVELS)
-    assert parsed.value == Decimal("0.1000000000000000055511151231257827")
+    assert parsed.value == Decimal("123456789012345678.1000000001")
     assert parsed.version == 0
     assert parsed.timestamp == Decimal("1.5")
     assert parsed.hierarchy == ("Delta", "FXSpot", "AMER")
@@ -77,6 +78,12 @@ def test_integer_value_and_extra_hierarchy_levels_are_accepted() -> None:
         (encode(message(Hierarchy={"RiskType": "", "TradeDesk": "F", "Region": "A"})), "RiskType is empty"),
         (encode(message(Hierarchy={"RiskType": "D:x", "TradeDesk": "F", "Region": "A"})), "contains ':'"),
         (encode(message(Hierarchy={"RiskType": "D" * 129, "TradeDesk": "F", "Region": "A"})), "longer than 128"),
+        (encode(message(Hierarchy={"RiskType": "é" * 65, "TradeDesk": "F", "Region": "A"})), "128 bytes in UTF-8"),
+        (encode(message(Value=10**18)), "Value 1000000000000000000 is outside the aggregatable domain"),
+        (b'{"TradeID":"t","Version":1,"Value":1E+30}', "more than 18 integer digits (valueIntegerDigits)"),
+        (b'{"TradeID":"t","Version":1,"Value":-1E-11}', "more than 10 fraction digits (valueFractionDigits)"),
+        (b'{"TradeID":"\\ud800","Version":1,"Value":1}', "TradeID is not valid Unicode"),
+        (encode(message(Hierarchy={"RiskType": "\udfff", "TradeDesk": "F", "Region": "A"})), "not valid Unicode"),
         (encode(message(Hierarchy={"RiskType": 5, "TradeDesk": "F", "Region": "A"})), "not a string"),
     ],
 )
@@ -87,8 +94,8 @@ def test_invalid_records_are_rejected_with_their_reason(raw: bytes, reason: str)
 
 
 def test_limits_are_inclusive() -> None:
-    hierarchy = {"RiskType": "R" * 128, "TradeDesk": "T", "Region": "G"}
-    value = Decimal("9" * 38)
+    hierarchy = {"RiskType": "R" * 128, "TradeDesk": "é" * 64, "Region": "😀" * 32}
+    value = Decimal("-999999999999999999.9999999999")
     raw = encode(message(TradeID="x" * 256, Hierarchy=hierarchy, Version=10**38 - 1))
     raw = raw.replace(b"34624.51", str(value).encode())
     parsed = parse_trade_message(raw, LEVELS)
@@ -104,3 +111,27 @@ def test_trailing_zeros_do_not_count_as_significant_digits() -> None:
 def test_timestamp_beyond_dynamodb_range_is_kept_out_of_storage_not_rejected() -> None:
     raw = encode(message()).replace(b"1616413258.8997078", b"1e300")
     assert parse_trade_message(raw, LEVELS).timestamp is None
+
+
+@pytest.mark.parametrize(
+    ("timestamp", "kept"),
+    [
+        ("1616413258.8997078", True),
+        ("0", True),
+        ("99999999999.999999", True),
+        ("1E+11", False),
+        ("1E+30", False),  # would break the reduce stage's latency arithmetic
+        ("-1", False),
+    ],
+)
+def test_only_plausible_timestamps_are_kept_for_latency(timestamp: str, kept: bool) -> None:
+    raw = encode(message()).replace(b"1616413258.8997078", timestamp.encode())
+    parsed = parse_trade_message(raw, LEVELS)
+    assert (parsed.timestamp == Decimal(timestamp)) if kept else (parsed.timestamp is None)
+
+
+def test_the_value_domain_is_a_parameter() -> None:
+    raw = encode(message(Value=123456))
+    assert parse_trade_message(raw, LEVELS, ValueDomain(6, 2)).value == Decimal(123456)
+    with pytest.raises(InvalidMessage, match="more than 5 integer digits"):
+        parse_trade_message(raw, LEVELS, ValueDomain(5, 2))

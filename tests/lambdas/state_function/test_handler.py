@@ -1,6 +1,5 @@
 """State function against real tables: versioning, in-batch dedup, quarantine."""
 
-import base64
 import hashlib
 from decimal import Decimal
 
@@ -71,8 +70,8 @@ def test_invalid_records_are_quarantined_and_the_rest_processed(pipeline: Pipeli
     assert set(state_versions(pipeline)) == {"ok1", "ok2"}
     quarantined = {item["RecordId"]: item for item in pipeline.scan("quarantine")}
     assert len(quarantined) == 2
-    binary = next(item for item in quarantined.values() if "PayloadBase64" in item)
-    assert base64.b64decode(binary["PayloadBase64"]) == not_utf8
+    binary = next(item for item in quarantined.values() if "PayloadBinary" in item)
+    assert binary["PayloadBinary"].value == not_utf8
     assert binary["Reason"].startswith("record is not UTF-8")
     assert binary["PayloadSha256"] == hashlib.sha256(not_utf8).hexdigest()
     text = next(item for item in quarantined.values() if "Payload" in item)

@@ -1,0 +1,123 @@
+"""The quarantine stores every invalid record, of any size and encoding, in an item DynamoDB accepts.
+
+An item over the limit would be refused on every retry and stall the shard, so these run the
+state handler against the emulator (whose item-size check follows AWS's rules) with the worst
+payloads: binary and non-ASCII text just under and over the cut, multi-byte characters
+straddling it, and Kinesis' largest record.
+"""
+
+import hashlib
+from typing import Any
+
+import pytest
+
+from aggregation.item_size import MAX_ITEM_BYTES, item_size_bytes
+from tests.lambdas.conftest import Pipeline
+
+KINESIS_MAX_RECORD_BYTES = 1024 * 1024 - len("pk")
+"""1 MiB, data and partition key together."""
+LONGEST_UTF8_CHARACTER = 4
+
+
+def stored_items(pipeline: Pipeline) -> dict[str, dict[str, Any]]:
+    """The quarantine table as DynamoDB holds it (wire format: sizes count as DynamoDB counts)."""
+    pages = pipeline.dynamodb.get_paginator("scan").paginate(TableName=pipeline.names["quarantine"])
+    return {item["RecordId"]["S"]: item for page in pages for item in page["Items"]}
+
+
+def quarantine_one(pipeline: Pipeline, payload: bytes) -> dict[str, Any]:
+    before = set(stored_items(pipeline))
+    summary = pipeline.run_state([payload])
+    assert summary["quarantined"] == 1
+    (new,) = [item for key, item in stored_items(pipeline).items() if key not in before]
+    return new
+
+
+def stored_payload(item: dict[str, Any]) -> bytes:
+    """The stored bytes, whichever attribute holds them (never both)."""
+    assert ("Payload" in item) != ("PayloadBinary" in item), item.keys()
+    if "Payload" in item:
+        text: str = item["Payload"]["S"]
+        return text.encode("utf-8")
+    binary: bytes = item["PayloadBinary"]["B"]
+    return binary
+
+
+def check_stored(item: dict[str, Any], payload: bytes, *, as_text: bool) -> bool:
+    """Everything a stored record must satisfy; returns whether it was truncated."""
+    size = item_size_bytes(item)
+    assert size <= MAX_ITEM_BYTES
+    assert ("Payload" in item) is as_text
+    stored = stored_payload(item)
+    truncated: bool = item["PayloadTruncated"]["BOOL"]
+    assert payload.startswith(stored)
+    assert truncated is (len(stored) < len(payload))
+    if truncated:  # cut only as far as the item needs, at most a partial character short of the limit
+        assert size > MAX_ITEM_BYTES - LONGEST_UTF8_CHARACTER
+    assert int(item["PayloadBytes"]["N"]) == len(payload)
+    assert item["PayloadSha256"]["S"] == hashlib.sha256(payload).hexdigest()
+    return truncated
+
+
+def binary_payload(size: int) -> bytes:
+    """Not UTF-8 from its first byte, every byte value present."""
+    return (b"\xff" + bytes(range(256)) * (size // 256 + 1))[:size]
+
+
+def text_payload(size: int, character: str, ascii_prefix: int = 0) -> bytes:
+    """Valid UTF-8 of exactly `size` bytes (padded with ASCII), not JSON: `x` then `character`s."""
+    body = ("x" * (1 + ascii_prefix)).encode() + character.encode() * size
+    body = body[:size]
+    while True:  # drop a partial last character, then pad back to size with ASCII
+        try:
+            body.decode("utf-8")
+            break
+        except UnicodeDecodeError:
+            body = body[:-1]
+    return body + b"y" * (size - len(body))
+
+
+def the_cut(pipeline: Pipeline, make: Any) -> int:
+    """How many payload bytes fit the item for this kind of record: stored from the largest."""
+    return len(stored_payload(quarantine_one(pipeline, make(KINESIS_MAX_RECORD_BYTES))))
+
+
+def test_binary_records_are_stored_raw_up_to_the_item_limit_from_just_under_the_cut_to_1_mib(
+    pipeline: Pipeline,
+) -> None:
+    cut = the_cut(pipeline, binary_payload)
+    assert cut > 390_000  # raw bytes, not a third of the room lost to base64
+    outcomes = []
+    for size in (cut - 2, cut - 1, cut, cut + 1, cut + 2, KINESIS_MAX_RECORD_BYTES):
+        payload = binary_payload(size)
+        outcomes.append(check_stored(quarantine_one(pipeline, payload), payload, as_text=False))
+    assert outcomes[0] is False and outcomes[-1] is True  # both sides of the cut were exercised
+
+
+@pytest.mark.parametrize("character", ["é", "€", "😀"])
+def test_non_ascii_text_is_cut_on_a_character_boundary_wherever_the_cut_falls(
+    pipeline: Pipeline, character: str
+) -> None:
+    cut = the_cut(pipeline, lambda size: text_payload(size, character))
+    outcomes = []
+    for ascii_prefix in range(LONGEST_UTF8_CHARACTER):  # every offset of the cut inside a character
+        for size in (cut - 1, cut + 1, KINESIS_MAX_RECORD_BYTES):
+            payload = text_payload(size, character, ascii_prefix)
+            item = quarantine_one(pipeline, payload)
+            outcomes.append(check_stored(item, payload, as_text=True))
+            assert item["Reason"]["S"].startswith("record is not JSON")
+    assert False in outcomes and True in outcomes
+
+
+def test_text_with_an_invalid_byte_beyond_the_cut_is_stored_as_binary(pipeline: Pipeline) -> None:
+    payload = text_payload(KINESIS_MAX_RECORD_BYTES - 1, "€") + b"\xc3"
+    item = quarantine_one(pipeline, payload)
+    assert check_stored(item, payload, as_text=False)
+    assert item["Reason"]["S"] == f"record is not UTF-8 (byte {len(payload) - 1})"
+
+
+def test_small_records_are_stored_whole(pipeline: Pipeline) -> None:
+    text = "{ «not JSON» 😀".encode()
+    binary = b"\xfe\x00\x01 binary"
+    assert not check_stored(quarantine_one(pipeline, text), text, as_text=True)
+    assert not check_stored(quarantine_one(pipeline, binary), binary, as_text=False)

@@ -1,0 +1,92 @@
+"""Settings that could make a batch fail for ever are refused at synth, with one line naming the setting.
+
+The value domain (what the state function accepts, so that every sum fits DynamoDB's 38
+digits), the map batch size (so that its delta item fits DynamoDB's item limit) and the
+number of hierarchy levels (so that an aggregate key fits DynamoDB's key limit).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from aggregation.delta_item_size import max_records_per_delta_item, worst_case_delta_item_bytes
+from aggregation.item_size import MAX_ITEM_BYTES
+from aggregation.value_domain import DEFAULT_VALUE_DOMAIN, ValueDomain
+from stacks import SettingsError
+from stacks.settings import PipelineSettings
+from tests.stacks.stack_helpers import STATE_HANDLER, function_properties, synthesize
+
+DEFAULT_LEVELS = ["RiskType", "TradeDesk", "Region"]
+
+
+def settings_from(context: dict[str, Any]) -> PipelineSettings:
+    return PipelineSettings.from_context(context.get)
+
+
+def refusal(context: dict[str, Any]) -> str:
+    with pytest.raises(SettingsError) as refused:
+        settings_from(context)
+    message = str(refused.value)
+    assert "\n" not in message
+    return message
+
+
+def test_the_default_value_domain_is_18_integer_and_10_fraction_digits() -> None:
+    assert settings_from({}).value_domain == DEFAULT_VALUE_DOMAIN == ValueDomain(18, 10)
+
+
+def test_the_value_domain_reaches_the_state_function() -> None:
+    _stack, template = synthesize({"valueIntegerDigits": "12", "valueFractionDigits": 4})
+    variables = function_properties(template, STATE_HANDLER)["Environment"]["Variables"]
+    assert (variables["VALUE_INTEGER_DIGITS"], variables["VALUE_FRACTION_DIGITS"]) == ("12", "4")
+
+
+@pytest.mark.parametrize(
+    ("context", "message"),
+    [
+        ({"valueIntegerDigits": 0}, "'valueIntegerDigits' must be an integer from 1 to 38, got 0"),
+        ({"valueIntegerDigits": "many"}, "'valueIntegerDigits' must be an integer from 1 to 38"),
+        ({"valueFractionDigits": -1}, "'valueFractionDigits' must be an integer from 0 to 38, got -1"),
+        (
+            {"valueIntegerDigits": 20, "valueFractionDigits": 10},
+            "'valueIntegerDigits' + 'valueFractionDigits': integer + fraction digits must be at most 29",
+        ),
+    ],
+)
+def test_a_value_domain_without_room_for_sums_is_refused(context: dict[str, Any], message: str) -> None:
+    assert message in refusal(context)
+
+
+def test_the_largest_map_batch_whose_delta_item_fits_is_accepted_and_one_more_refused() -> None:
+    largest = max_records_per_delta_item(len(DEFAULT_LEVELS), DEFAULT_VALUE_DOMAIN)
+    assert largest == 217  # the default mapBatchSize (100) fits with room to spare
+    assert settings_from({"mapBatchSize": largest}).map_batch_size == largest
+    message = refusal({"mapBatchSize": largest + 1})
+    assert message.startswith("cdk.json context 'mapBatchSize' must be at most 217 with 3 hierarchy levels")
+    assert "lower mapBatchSize or use fewer hierarchyLevels, got 218" in message
+
+
+def test_more_hierarchy_levels_lower_the_largest_map_batch() -> None:
+    five_levels = [*DEFAULT_LEVELS, "Book", "Trader"]
+    assert "'mapBatchSize' must be at most 92 with 5 hierarchy levels" in refusal({"hierarchyLevels": five_levels})
+    assert settings_from({"hierarchyLevels": five_levels, "mapBatchSize": 92}).map_batch_size == 92
+
+
+def test_a_wider_value_domain_is_counted_in_the_bound() -> None:
+    wide = ValueDomain(19, 10)  # a delta of 2,000 such values needs 33 digits, 17 bytes (32: 16)
+    assert worst_case_delta_item_bytes(1000, 1, wide) > worst_case_delta_item_bytes(1000, 1, DEFAULT_VALUE_DOMAIN)
+    assert settings_from({"valueIntegerDigits": 19}).value_domain == wide
+
+
+def test_more_levels_than_an_aggregate_key_can_hold_are_refused() -> None:
+    levels = [f"Level{index}" for index in range(16)]
+    assert "'hierarchyLevels' must be at most 15 levels" in refusal({"hierarchyLevels": levels, "mapBatchSize": 1})
+    assert len(settings_from({"hierarchyLevels": levels[:15], "mapBatchSize": 1}).hierarchy_levels) == 15
+
+
+def test_every_accepted_level_count_has_room_for_a_map_batch() -> None:
+    for levels in range(1, 16):
+        assert max_records_per_delta_item(levels, DEFAULT_VALUE_DOMAIN) >= 1
+        assert worst_case_delta_item_bytes(1, levels, ValueDomain(1, 28)) <= MAX_ITEM_BYTES
