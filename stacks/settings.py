@@ -20,9 +20,7 @@ from typing import Any, Final, Literal, cast
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_logs as logs
 
-from aggregation.delta_item_size import max_records_per_delta_item
 from aggregation.exact import DYNAMODB_MAX_DIGITS
-from aggregation.item_size import MAX_ITEM_BYTES
 from aggregation.messages import MAX_HIERARCHY_LEVELS
 from aggregation.value_domain import DEFAULT_VALUE_DOMAIN, ValueDomain
 
@@ -127,20 +125,6 @@ class PipelineSettings:
     powertools_layer_version: int
     removal_policy_name: str
     fault_injection: Mapping[str, float]
-
-    def __post_init__(self) -> None:
-        """Refuse a map batch whose delta item could outgrow DynamoDB's item limit: the put
-        would fail on every retry and stall its shard (`aggregation.delta_item_size`)."""
-        fitting = max_records_per_delta_item(len(self.hierarchy_levels), self.value_domain)
-        if self.map_batch_size > fitting:
-            raise _fail(
-                "mapBatchSize",
-                f"at most {fitting} with {len(self.hierarchy_levels)} hierarchy levels and "
-                f"{self.value_domain.integer_digits} + {self.value_domain.fraction_digits} value digits "
-                f"(a larger batch's delta item could exceed DynamoDB's {MAX_ITEM_BYTES:,}-byte item limit); "
-                "lower mapBatchSize or use fewer hierarchyLevels",
-                self.map_batch_size,
-            )
 
     @property
     def removal_policy(self) -> RemovalPolicy:

@@ -1,10 +1,11 @@
-"""The largest DeltaTable item one map batch can write, so that no batch can outgrow DynamoDB's limit.
+"""The largest DeltaTable item a run of map records can need: why one record always fits.
 
-A map batch is written as one item. An item over DynamoDB's limit is refused on every
-retry, and the StateTable stream shard behind it would stall until its records expire:
-data loss. Validation bounds every input the item is made of, so its size is bounded
-by the settings alone, and the settings refuse a `mapBatchSize` whose worst case does
-not fit (stacks/settings.py). The map function may use the same bound to split a batch.
+An item over DynamoDB's limit is refused on every retry, and the StateTable stream shard
+behind it would stall until its records expire: data loss. Validation bounds every input
+the item is made of, so its size is bounded by the settings alone. The map function
+measures each item (`aggregation.delta_items.fits_item_limit`) and splits a run whose
+item would not fit; this bound proves the split always ends: the item of one record fits
+whatever the input, for every hierarchy the settings accept (at most 15 levels).
 
 The worst case, by the developer guide's rules (`aggregation.item_size`):
 

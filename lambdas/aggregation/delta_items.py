@@ -13,6 +13,7 @@ from typing import Any
 
 from aggregation.deltas import NodeDelta
 from aggregation.exact import dynamodb_number
+from aggregation.item_size import MAX_ITEM_BYTES, item_size_bytes
 from aggregation.stream_images import ImageDecodingError, decode_image
 from aggregation.stream_positions import StreamRun, sequence_key, sequence_number
 from aggregation.transactions import DeltaBatch
@@ -67,6 +68,21 @@ def encode_delta_item(item: DeltaItem) -> dict[str, Any]:
         CREATED_AT: _number(batch.created_at),
         EXPIRES_AT: _number(item.expires_at),
     }
+
+
+REQUEST_ID_BYTES = 36
+"""`WrittenByRequestId`, added to the item by the map function (a Lambda request id)."""
+
+
+def fits_item_limit(item: DeltaItem) -> bool:
+    """Whether DynamoDB stores the item, counted by its own rules (`aggregation.item_size`).
+
+    An item over the limit would be refused on every retry of its map batch, stalling the
+    shard; the map function splits a run until each part fits (one record always fits:
+    `aggregation.delta_item_size`).
+    """
+    written_by = {"WrittenByRequestId": {"S": "x" * REQUEST_ID_BYTES}}
+    return item_size_bytes(encode_delta_item(item) | written_by) <= MAX_ITEM_BYTES
 
 
 def _integer(value: Any, name: str) -> int:

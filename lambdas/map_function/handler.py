@@ -6,8 +6,9 @@ image to its new one. The map function is idempotent per stream position
 sequence number and records its last one. Before writing, a strongly consistent Query of
 the shard's items finds the records earlier items already cover; those are skipped and
 only the rest (usually the whole batch) is written, one conditional put per run of
-uncovered records. So a retried batch changes nothing whatever its new boundaries, and
-exactness never depends on Lambda retrying the identical batch.
+uncovered records (split further if an item would exceed DynamoDB's size limit). So a
+retried batch changes nothing whatever its new boundaries, and exactness never depends
+on Lambda retrying the identical batch.
 
 The mapping has a tumbling window only because its events then carry `shardId`; the
 function keeps no window state and answers every invocation with an empty `state`.
@@ -37,6 +38,7 @@ from aggregation.delta_items import (
     DeltaItem,
     decode_stream_run,
     encode_delta_item,
+    fits_item_limit,
 )
 from aggregation.deltas import TradeState, sum_state_changes
 from aggregation.hierarchy import hierarchy_path
@@ -122,6 +124,20 @@ def delta_item(stream_shard: str, changes: Sequence[StateChange], now: float, tt
     return DeltaItem(run=run, batch=batch, expires_at=int(now) + ttl)
 
 
+def delta_items(stream_shard: str, changes: Sequence[StateChange], now: float, ttl: int) -> list[DeltaItem]:
+    """The run's item, or the run split in halves until every part's item fits DynamoDB's limit.
+
+    Items of one shard cover disjoint runs of records, so a run may be cut anywhere: a
+    retry finds every part by its position. Usually the whole run fits in one item (its
+    node deltas are netted), so splitting costs nothing until a batch is extreme.
+    """
+    item = delta_item(stream_shard, changes, now, ttl)
+    if len(changes) == 1 or fits_item_limit(item):
+        return [item]
+    middle = len(changes) // 2
+    return delta_items(stream_shard, changes[:middle], now, ttl) + delta_items(stream_shard, changes[middle:], now, ttl)
+
+
 def covered_runs(table: str, stream_shard: str, first: int, last: int) -> list[StreamRun]:
     """Runs of this shard's existing items that overlap [first, last] (strongly consistent).
 
@@ -183,12 +199,17 @@ def map_state_changes(
     outcome = MapOutcome(records=len(ordered))
     for _ in range(MAX_COVERAGE_READS):
         covered = covered_runs(table, stream_shard, numbers[0], numbers[-1])
-        for run in uncovered_runs(numbers, covered):
-            if not put_delta_item(table, delta_item(stream_shard, [by_position[n] for n in run], now, ttl), request_id):
+        items = [
+            item
+            for run in uncovered_runs(numbers, covered)
+            for item in delta_items(stream_shard, [by_position[number] for number in run], now, ttl)
+        ]
+        for item in items:
+            if not put_delta_item(table, item, request_id):
                 outcome.lost_races += 1
                 break
             outcome.items_written += 1
-            outcome.records_written += len(run)
+            outcome.records_written += item.batch.record_count
         else:
             return outcome
     raise RuntimeError(f"shard {stream_shard}: other writers kept covering this batch's records; retrying the batch")

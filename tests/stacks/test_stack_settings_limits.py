@@ -1,8 +1,9 @@
 """Settings that could make a batch fail for ever are refused at synth, with one line naming the setting.
 
 The value domain (what the state function accepts, so that every sum fits DynamoDB's 38
-digits), the map batch size (so that its delta item fits DynamoDB's item limit) and the
-number of hierarchy levels (so that an aggregate key fits DynamoDB's key limit).
+digits) and the number of hierarchy levels (so that an aggregate key fits DynamoDB's key
+limit, and the delta item of one record fits its item limit: the map function splits any
+larger run until each item fits, so the map batch size is free).
 """
 
 from __future__ import annotations
@@ -59,19 +60,12 @@ def test_a_value_domain_without_room_for_sums_is_refused(context: dict[str, Any]
     assert message in refusal(context)
 
 
-def test_the_largest_map_batch_whose_delta_item_fits_is_accepted_and_one_more_refused() -> None:
+def test_a_map_batch_size_is_not_bounded_by_the_delta_item_limit() -> None:
+    """The worst case of 2,000 records (the planner's choice at 50,000 msg/s) needs ten items."""
     largest = max_records_per_delta_item(len(DEFAULT_LEVELS), DEFAULT_VALUE_DOMAIN)
-    assert largest == 217  # the default mapBatchSize (100) fits with room to spare
-    assert settings_from({"mapBatchSize": largest}).map_batch_size == largest
-    message = refusal({"mapBatchSize": largest + 1})
-    assert message.startswith("cdk.json context 'mapBatchSize' must be at most 217 with 3 hierarchy levels")
-    assert "lower mapBatchSize or use fewer hierarchyLevels, got 218" in message
-
-
-def test_more_hierarchy_levels_lower_the_largest_map_batch() -> None:
-    five_levels = [*DEFAULT_LEVELS, "Book", "Trader"]
-    assert "'mapBatchSize' must be at most 92 with 5 hierarchy levels" in refusal({"hierarchyLevels": five_levels})
-    assert settings_from({"hierarchyLevels": five_levels, "mapBatchSize": 92}).map_batch_size == 92
+    assert largest == 217
+    assert settings_from({"mapBatchSize": 2000}).map_batch_size == 2000
+    assert worst_case_delta_item_bytes(2000, len(DEFAULT_LEVELS), DEFAULT_VALUE_DOMAIN) > MAX_ITEM_BYTES
 
 
 def test_a_wider_value_domain_is_counted_in_the_bound() -> None:
@@ -82,11 +76,11 @@ def test_a_wider_value_domain_is_counted_in_the_bound() -> None:
 
 def test_more_levels_than_an_aggregate_key_can_hold_are_refused() -> None:
     levels = [f"Level{index}" for index in range(16)]
-    assert "'hierarchyLevels' must be at most 15 levels" in refusal({"hierarchyLevels": levels, "mapBatchSize": 1})
-    assert len(settings_from({"hierarchyLevels": levels[:15], "mapBatchSize": 1}).hierarchy_levels) == 15
+    assert "'hierarchyLevels' must be at most 15 levels" in refusal({"hierarchyLevels": levels})
+    assert len(settings_from({"hierarchyLevels": levels[:15]}).hierarchy_levels) == 15
 
 
-def test_every_accepted_level_count_has_room_for_a_map_batch() -> None:
+def test_the_item_of_one_record_fits_at_every_accepted_level_count() -> None:
     for levels in range(1, 16):
         assert max_records_per_delta_item(levels, DEFAULT_VALUE_DOMAIN) >= 1
         assert worst_case_delta_item_bytes(1, levels, ValueDomain(1, 28)) <= MAX_ITEM_BYTES
