@@ -27,6 +27,10 @@ from stacks.tables import PipelineTables
 RETRY_UNTIL_SUCCESS = -1
 """`MaximumRetryAttempts` / `MaximumRecordAgeInSeconds` value meaning "infinite"."""
 
+STATE_MEMORY_MB = 512
+MAP_MEMORY_MB = 256
+"""Fixed function sizes (the reduce's is `reduceMemoryMb`); the capacity check plans with them."""
+
 
 def retry_until_record_expires(function: lambda_.Function) -> None:
     """Write `MaximumRecordAgeInSeconds: -1` on the function's mappings explicitly.
@@ -43,19 +47,27 @@ def retry_until_record_expires(function: lambda_.Function) -> None:
 
 
 def consume_table_stream(
-    function: lambda_.Function, table: dynamodb.ITable, *, batch_size: int, inserts_only: bool
+    function: lambda_.Function,
+    table: dynamodb.ITable,
+    *,
+    batch_size: int,
+    inserts_only: bool,
+    max_batching_window: Duration | None = None,
 ) -> sources.DynamoEventSource:
     """Attach `table`'s stream with the settings every idempotent stage depends on.
 
     Retries until success, never bisected and never partially acknowledged: a retried
     batch must be the identical batch, because map and archive derive their idempotency
     keys from it. `inserts_only` filters to new items (TTL expiry produces REMOVE records,
-    which are not new deltas). Grants read of the stream only, not of the table.
+    which are not new deltas). `max_batching_window` lets a batch wait to fill up (the
+    planner asks for one on the map mapping at high rates). Grants read of the stream only,
+    not of the table.
     """
     source = sources.DynamoEventSource(
         table,
         starting_position=lambda_.StartingPosition.TRIM_HORIZON,
         batch_size=batch_size,
+        max_batching_window=max_batching_window,
         retry_attempts=RETRY_UNTIL_SUCCESS,
         bisect_batch_on_error=False,
         report_batch_item_failures=False,
@@ -92,7 +104,7 @@ class StateStage(Construct):
             description="Validates trade messages and keeps the highest version of each trade",
             # Up to `stateWriteConcurrency` conditional updates in flight: more memory buys CPU
             # for JSON parsing and exact decimal conversion of a 100-record batch.
-            memory_size=512,
+            memory_size=STATE_MEMORY_MB,
             timeout=Duration.seconds(60),
             environment={
                 "STATE_TABLE": tables.state_table.table_name,
@@ -142,7 +154,7 @@ class MapStage(Construct):
             service="map",
             handler="map_function.handler.lambda_handler",
             description="Turns a batch of state changes into one idempotent delta item",
-            memory_size=256,
+            memory_size=MAP_MEMORY_MB,
             timeout=Duration.seconds(60),
             environment={
                 "DELTA_TABLE": tables.delta_table.table_name,
@@ -153,7 +165,13 @@ class MapStage(Construct):
         )
         function = self.handler.function
         self.event_source = consume_table_stream(
-            function, tables.state_table, batch_size=settings.map_batch_size, inserts_only=False
+            function,
+            tables.state_table,
+            batch_size=settings.map_batch_size,
+            inserts_only=False,
+            max_batching_window=Duration.seconds(settings.map_batching_window_seconds)
+            if settings.map_batching_window_seconds
+            else None,
         )
         tables.delta_table.grant(function, "dynamodb:PutItem")
 
@@ -179,7 +197,8 @@ class ReduceStage(Construct):
             service="reduce",
             handler="reduce_function.handler.lambda_handler",
             description="Applies delta items to the aggregates exactly once",
-            memory_size=256,
+            # CPU scales with memory, and the single reduce instance's CPU work is on the critical path.
+            memory_size=settings.reduce_memory_mb,
             # A batch may need several transactions, each possibly retried after cancellation.
             timeout=Duration.seconds(120),
             environment={
