@@ -352,7 +352,7 @@ def render(run: BenchmarkRun) -> str:
         f"- **State writes**: {write_cost.stages['state'].requests / write_cost.messages:.3f} requests per message "
         f"against 1.000, for {write_cost.state_changes / write_cost.messages:.3f} unique state changes per message "
         f"({write_cost.stages['state'].requests / write_cost.state_changes:.3f}x: in-batch duplicates and "
-        "superseded versions are never sent).",
+        "superseded versions are never sent, and the version cache skips the ones an earlier batch settled).",
         f"- **Write units per message, total**: {ours_total.write_units / write_cost.messages:.2f} (`crt+marker`) "
         f"against {original_total.write_units / write_cost.messages:.2f} for the original at the default batch "
         f"sizes — **{_fewer_or_more(ours_total.write_units, original_total.write_units)}**: fewer state writes "

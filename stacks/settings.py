@@ -97,6 +97,7 @@ DEFAULT_CONTEXT: Final[Mapping[str, Any]] = {
     "aggregateTableCapacity": {"mode": "on-demand"},
     "mapBatchingWindowSeconds": 0,
     "reduceMemoryMb": 256,
+    "stateVersionCacheSize": 100000,
     "targetMessagesPerSecond": 400,
     "capacityCheck": "refuse",
 }
@@ -138,6 +139,7 @@ class PipelineSettings:
     aggregate_table_capacity: TableCapacity
     map_batching_window_seconds: int
     reduce_memory_mb: int
+    state_version_cache_size: int
     target_messages_per_second: int
     capacity_check: CapacityCheck
 
@@ -193,6 +195,8 @@ class PipelineSettings:
             map_batching_window_seconds=_integer(raw, "mapBatchingWindowSeconds", 0, 300),
             # Lambda's memory range (MB).
             reduce_memory_mb=_integer(raw, "reduceMemoryMb", 128, 10240),
+            # Entries, not bytes: about 500 bytes each, so the default takes ~50 MB of the 512 MB function.
+            state_version_cache_size=_integer(raw, "stateVersionCacheSize", 0, 10_000_000),
             target_messages_per_second=_integer(raw, "targetMessagesPerSecond", 1, 100_000_000),
             capacity_check=_capacity_check(raw("capacityCheck")),
         )

@@ -111,6 +111,7 @@ class StateStage(Construct):
                 "QUARANTINE_TABLE": tables.quarantine_table.table_name,
                 "HIERARCHY_LEVELS": ",".join(settings.hierarchy_levels),
                 "STATE_WRITE_CONCURRENCY": str(settings.state_write_concurrency),
+                "STATE_VERSION_CACHE_SIZE": str(settings.state_version_cache_size),
                 **settings.fault_injection_environment("STATE"),
             },
         )

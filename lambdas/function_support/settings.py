@@ -18,13 +18,18 @@ def optional_setting(name: str, default: str) -> str:
     return os.environ.get(name, "").strip() or default
 
 
-def positive_int_setting(name: str, default: int) -> int:
+def int_setting(name: str, default: int, *, minimum: int) -> int:
+    """An integer variable of at least `minimum`; `default` when unset."""
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
-    if not raw.isdigit() or int(raw) <= 0:
-        raise RuntimeError(f"environment variable {name}={raw!r} is not a positive integer")
+    if not raw.isdigit() or int(raw) < minimum:
+        raise RuntimeError(f"environment variable {name}={raw!r} is not an integer of at least {minimum}")
     return int(raw)
+
+
+def positive_int_setting(name: str, default: int) -> int:
+    return int_setting(name, default, minimum=1)
 
 
 def hierarchy_levels() -> tuple[str, ...]:

@@ -37,6 +37,7 @@ OVERRIDES: dict[str, Any] = {
     "aggregateTableCapacity": {"mode": "provisioned"},
     "mapBatchingWindowSeconds": "5",
     "reduceMemoryMb": 1024,
+    "stateVersionCacheSize": 0,
 }
 
 
@@ -77,6 +78,7 @@ def test_defaults_keep_every_table_on_demand_without_auto_scaling(template: Temp
     tables = (settings.state_table_capacity, settings.delta_table_capacity, settings.aggregate_table_capacity)
     assert {table.mode for table in tables} == {"on-demand"}
     assert (settings.map_batching_window_seconds, settings.reduce_memory_mb) == (0, 256)
+    assert settings.state_version_cache_size == 100_000
     assert (settings.target_messages_per_second, settings.capacity_check) == (400, "refuse")
     assert "MaximumBatchingWindowInSeconds" not in event_source_mapping(template, MAP_HANDLER)
 
@@ -110,13 +112,14 @@ def test_a_provisioned_table_starts_at_its_minimum_and_auto_scales_on_utilisatio
         assert properties["BillingMode"] == "PAY_PER_REQUEST" and scaling(template, key) == {}
 
 
-def test_batching_window_and_reduce_memory_reach_the_template(
+def test_batching_window_reduce_memory_and_cache_size_reach_the_template(
     provisioned: tuple[ExactlyOnceAggregationStack, Template],
 ) -> None:
     _stack, template = provisioned
     assert event_source_mapping(template, MAP_HANDLER)["MaximumBatchingWindowInSeconds"] == 5
     assert "MaximumBatchingWindowInSeconds" not in event_source_mapping(template, REDUCE_HANDLER)
     assert function_properties(template, REDUCE_HANDLER)["MemorySize"] == 1024
+    assert function_properties(template, STATE_HANDLER)["Environment"]["Variables"]["STATE_VERSION_CACHE_SIZE"] == "0"
 
 
 def test_a_provisioned_stack_is_cdk_nag_clean(provisioned: tuple[ExactlyOnceAggregationStack, Template]) -> None:
@@ -139,7 +142,8 @@ def test_a_provisioned_stack_is_cdk_nag_clean(provisioned: tuple[ExactlyOnceAggr
         ("mapBatchingWindowSeconds", 301, "'mapBatchingWindowSeconds' must be an integer from 0 to 300"),
         ("mapBatchingWindowSeconds", 1.5, "'mapBatchingWindowSeconds' must be an integer"),
         ("reduceMemoryMb", 64, "'reduceMemoryMb' must be an integer from 128 to 10240"),
-                ("targetMessagesPerSecond", 0, "'targetMessagesPerSecond' must be an integer from 1"),
+        ("stateVersionCacheSize", -1, "'stateVersionCacheSize' must be an integer from 0"),
+        ("targetMessagesPerSecond", 0, "'targetMessagesPerSecond' must be an integer from 1"),
         ("capacityCheck", "ignore", "'capacityCheck' must be 'refuse' or 'warn'"),
     ],
 )

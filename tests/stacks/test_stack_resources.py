@@ -136,6 +136,7 @@ def test_environment_per_function(template: Template) -> None:
         "QUARANTINE_TABLE": {"Ref": quarantine_id},
         "HIERARCHY_LEVELS": "RiskType,TradeDesk,Region",
         "STATE_WRITE_CONCURRENCY": "16",
+        "STATE_VERSION_CACHE_SIZE": "100000",
         "FAILURE_STATE_LAMBDA_PCT": zeros["FAILURE_STATE_LAMBDA_PCT"],
         "FAILURE_STATE_LAMBDA_AFTER_WRITE_PCT": "0",
     }
