@@ -17,6 +17,13 @@ A write whose outcome is unknown (an exception, a response lost beyond the SDK's
 teaches nothing and is never remembered. The conditional update stays the only
 authority: a message above the remembered version is always written.
 
+What is reported can differ from a failed condition's report in one case only: when the
+table has moved past the remembered version since (another execution environment wrote
+a newer one). A conflicting duplicate of the remembered version is then still reported
+as a conflict (the condition would have called it stale), and a retried record that
+wrote the remembered version still counts as written. A conflict the condition would
+report is never hidden, and the table's content is the same either way.
+
 The memory is a bounded LRU (`stateVersionCacheSize` entries, 0 switches it off); an
 evicted trade is simply written again, as it would be without the cache.
 """
