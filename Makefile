@@ -16,7 +16,7 @@ PYTEST_ARGS ?=
 help:
 	@echo "make demo    run the whole pipeline locally with faults and prove it exact"
 	@echo "make test    ruff, mypy and the whole test suite"
-	@echo "make synth   synthesize the CDK app to cdk.out/ (cdk-nag AwsSolutions applied)"
+	@echo "make synth   synthesize the CDK app to cdk.out/ (cdk-nag AwsSolutions and cfn-lint applied)"
 	@echo "make up      start the local emulator + runner and deploy the stack into it"
 	@echo "make down    stop everything make up started"
 	@echo "make status  per-function invocations, errors, retries and iterator lag"
@@ -54,6 +54,7 @@ test: lint typecheck unit
 synth: install
 	rm -rf cdk.out
 	cdk synth --quiet
+	$(BIN)/python -m stacks.template_lint cdk.out
 
 up: install
 	$(BIN)/python -m local up

@@ -24,10 +24,12 @@ from benchmarks import capacity
 from benchmarks.end_to_end import EndToEndResult, run_end_to_end
 from benchmarks.handler_overhead import run_handler_overhead
 from benchmarks.harness import describe_machine, running_emulator
-from benchmarks.prices import DEFAULT_PRICE_TABLE, load_price_table
 from benchmarks.report import BenchmarkRun, render
 from benchmarks.state_throughput import run_state_throughput
 from benchmarks.write_cost import run_write_cost
+from planner import model
+from planner.prices import DEFAULT_PRICE_TABLE, load_price_table
+from stacks.capacity import planned_settings
 
 PLANNED_RATE = 50_000.0
 
@@ -87,23 +89,24 @@ def run(arguments: argparse.Namespace, console: Console) -> int:
             )
     by_handler = {o.handler: o for o in overhead.handlers}
     at_20_ms = next(t for t in throughput if t.round_trip_ms == 20.0)
-    times = capacity.ServiceTimes(
+    times = model.ServiceTimes(
         state_messages_per_second=at_20_ms.bounded_messages_per_second,
         state_cpu_us_per_message=by_handler["state"].cpu_us_per_unit,
         map_cpu_us_per_record=by_handler["map"].cpu_us_per_unit,
         reduce_cpu_us_per_action=overhead.reduce_model.per_action_us,
         reduce_cpu_us_per_message=overhead.reduce_model.per_message_us,
     )
-    workload = capacity.Workload(
+    workload = model.Workload(
         rate=PLANNED_RATE,
         record_bytes=round(write_cost.mean_record_bytes),
         state_writes_per_message=write_cost.stages["state"].requests / write_cost.messages,
     )
     prices = load_price_table(arguments.prices)
-    defaults = capacity.plan_capacity(workload, capacity.Settings(), times, prices)
+    cdk_json_settings = planned_settings(capacity.pipeline_settings({}))
+    defaults = model.plan_capacity(workload, cdk_json_settings, times, prices)
     recommended_settings = recommended(defaults)
-    plan_recommended = capacity.plan_capacity(workload, recommended_settings, times, prices)
-    change = describe_change(capacity.Settings(), recommended_settings)
+    plan_recommended = model.plan_capacity(workload, recommended_settings, times, prices)
+    change = describe_change(cdk_json_settings, recommended_settings)
     page = render(
         BenchmarkRun(
             machine=machine,
@@ -128,31 +131,32 @@ def run(arguments: argparse.Namespace, console: Console) -> int:
     return 0 if exact else 1
 
 
-def recommended(plan: capacity.CapacityPlan) -> capacity.Settings:
-    """The default settings with what the planner's flags ask for applied."""
+def recommended(plan: model.CapacityPlan) -> model.Settings:
+    """The cdk.json settings with what the planner's flags ask for applied."""
     settings = plan.settings
     ours = plan.ours
     if ours.state_parallelization_needed > settings.state_parallelization_factor:
-        factor = min(capacity.MAX_PARALLELIZATION_FACTOR, ours.state_parallelization_needed)
+        factor = min(model.MAX_PARALLELIZATION_FACTOR, ours.state_parallelization_needed)
         settings = replace(settings, state_parallelization_factor=factor)
-    if ours.reduce_busy_fraction > capacity.BUSY_LIMIT:
-        batching = capacity.map_batching_that_keeps_up(plan.workload, settings, plan.times, plan.prices, original=False)
+    if ours.reduce_busy_fraction > model.BUSY_LIMIT:
+        batching = model.map_batching_that_keeps_up(plan.workload, settings, plan.times, plan.prices, original=False)
         settings = batching or settings
     return settings
 
 
-def describe_change(before: capacity.Settings, after: capacity.Settings) -> str:
+def describe_change(before: model.Settings, after: model.Settings) -> str:
+    """The cdk.json settings that differ, as `-c key=value` would set them."""
     changes = [
         f"{name} {getattr(after, field):g}"
         for field, name in (
             ("state_parallelization_factor", "stateParallelizationFactor"),
             ("map_batch_size", "mapBatchSize"),
-            ("map_batching_window_seconds", "MaximumBatchingWindowInSeconds (map mapping)"),
-            ("reduce_memory_mb", "reduce memory (MB)"),
+            ("map_batching_window_seconds", "mapBatchingWindowSeconds"),
+            ("reduce_memory_mb", "reduceMemoryMb"),
         )
         if getattr(after, field) != getattr(before, field)
     ]
-    return ", ".join(changes) if changes else "the default settings"
+    return ", ".join(changes) if changes else "the cdk.json settings"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

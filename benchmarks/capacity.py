@@ -1,495 +1,68 @@
-"""Capacity planner: what a target message rate needs, what it costs, and what cannot keep up.
+"""The capacity planner's command line: the model's plan, costs and flags for a target rate.
 
-    python -m benchmarks.capacity --rate 50000 [--record-bytes 300] [--duplicates-pct 10] ...
+    python -m benchmarks.capacity [--rate 50000] [--record-bytes 300] [-c mapBatchSize=2000] ...
 
-For our design and, alongside, the original design (one conditional write per message
-including duplicates, ~100 messages/s per state instance, one put per map batch, one
-transaction per reduce batch without markers or `#stats`), it derives from the workload
-and the settings:
-
-- Kinesis: shards by the per-shard write limits (1,000 records/s, 1 MiB/s), on-demand cost;
-- concurrent state, map and reduce executions by Little's law (arrival rate x time per
-  invocation), from per-invocation rates that are parameters (`make bench` passes the
-  ones it measured; the defaults are stated in `ServiceTimes`);
-- DynamoDB write units per second per table and on the hottest item, transactions per
-  second, and monthly cost per component from the dated price table;
-- flags: a table over its default on-demand quota, a shard whose state function cannot
-  keep up (raise the parallelization factor), the single reduce instance (reserved
-  concurrency 1) busier than it can be at the transaction latency, an item over
-  DynamoDB's 1,000 WCU/s per-partition limit, the original's reduce transaction over 100
-  actions. Each flag names the setting to change.
-
-Why a model and not a load test: the pipeline cannot be run at 50,000 messages/s on a
-laptop. The model's per-message write counts are checked against the write-cost
-benchmark, which counts real calls on the same workload (docs/benchmarks.md).
+The model lives in `planner.model` (the CDK app runs the same one at synthesis); this
+module reads the settings exactly as the stack does, from cdk.json's context validated by
+`stacks.settings.PipelineSettings`, with command-line overrides in cdk's own spelling
+(`-c key=value`, or the named options below), and prints the plan for this pipeline and
+the original design side by side, each DynamoDB table priced in both capacity modes, and
+what cannot keep up.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
+import json
 import sys
-from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-from aggregation.transactions import NODE_GROUPS
-from benchmarks.prices import DEFAULT_PRICE_TABLE, PriceTable, load_price_table
+from benchmarks import REPOSITORY_ROOT
+from planner.model import (
+    PIPELINE_TABLES,
+    CapacityPlan,
+    ServiceTimes,
+    Settings,
+    TableModes,
+    Workload,
+    break_even_utilization,
+    lambda_state_rate,
+    plan_capacity,
+)
+from planner.prices import DEFAULT_PRICE_TABLE, load_price_table
+from stacks.capacity import planned_settings
+from stacks.settings import PipelineSettings, SettingsError
 
-MAX_TRANSACTION_ACTIONS = 100
-PER_ITEM_WRITE_UNITS_PER_SECOND = 1000  # DynamoDB's per-partition write throughput
-TABLE_WRITE_QUOTA_PER_SECOND = 40_000  # default on-demand per-table write request unit quota (adjustable)
-SHARD_RECORDS_PER_SECOND = 1000
-SHARD_BYTES_PER_SECOND = 1024 * 1024
-MAX_PARALLELIZATION_FACTOR = 10
-STREAM_POLLS_PER_SECOND = 4  # Lambda polls a DynamoDB stream shard about four times a second
-GIGABYTE = 1024**3
-KILOBYTE = 1024
-# Sizes of a DeltaTable item's parts (bytes, DynamoDB's item size rules), fitted to the items
-# the write-cost benchmark records: fixed attributes, one Deltas map entry, one producer timestamp.
-DELTA_ITEM_FIXED_BYTES = 170
-DELTA_NODE_BYTES = 43
-DELTA_TIMESTAMP_BYTES = 10
-STATE_ITEM_OVERHEAD_BYTES = 110  # ContentDigest, attribute names, the Hierarchy map's overhead
-LAMBDA_MB_PER_VCPU = 1769  # Lambda gives one full vCPU at 1,769 MB, proportionally less below
-MAX_ITEM_BYTES = 400 * 1000  # DynamoDB's item size limit
-BUSY_LIMIT = 0.8  # a single reduce instance busier than this falls behind on any burst
-MAP_BATCH_CANDIDATES = (100, 200, 500, 1000, 2000, 5000, 10000)
-REDUCE_MEMORY_CANDIDATES = (512, 1024, 1769)  # MB; 1,769 MB is one full vCPU
-MAP_BATCHING_WINDOWS = (1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0)  # MaximumBatchingWindowInSeconds
+CDK_JSON = REPOSITORY_ROOT / "cdk.json"
 
-
-@dataclass(frozen=True)
-class Workload:
-    """The messages: rate, size and mix (percentages of messages)."""
-
-    rate: float
-    record_bytes: int = 300
-    duplicates_pct: float = 10.0
-    out_of_order_pct: float = 5.0  # messages that arrive after a newer version: stale, ignored
-    modifications_pct: float = 20.0
-    move_share: float = 0.3  # of modifications, those that move the trade to another node
-    fan_out: tuple[int, ...] = (5, 5, 3)  # values per hierarchy level, root first
-    # Ours only: conditional writes per message after dropping in-batch duplicates and
-    # superseded versions (the write-cost benchmark measures it; 1.0 assumes no saving).
-    state_writes_per_message: float = 1.0
-
-    @property
-    def applied_share(self) -> float:
-        """State changes per message: everything but duplicates and stale versions."""
-        return max(0.0, 1.0 - (self.duplicates_pct + self.out_of_order_pct) / 100.0)
-
-    @property
-    def paths_per_change(self) -> float:
-        """Hierarchy paths one state change touches: a move touches the old and the new one."""
-        if self.applied_share == 0:
-            return 1.0
-        return 1.0 + (self.modifications_pct / 100.0) / self.applied_share * self.move_share
-
-    @property
-    def nodes_per_level(self) -> tuple[int, ...]:
-        return tuple(math.prod(self.fan_out[: depth + 1]) for depth in range(len(self.fan_out)))
+NAMED_SETTINGS = {
+    "state_batch_size": "stateBatchSize",
+    "parallelization_factor": "stateParallelizationFactor",
+    "map_batch_size": "mapBatchSize",
+    "map_batching_window": "mapBatchingWindowSeconds",
+    "reduce_batch_size": "reduceBatchSize",
+    "reduce_memory_mb": "reduceMemoryMb",
+    "idempotency": "reduceIdempotency",
+}
+"""Named options that are shorthands for `-c <cdk.json key>=value`."""
 
 
-@dataclass(frozen=True)
-class Settings:
-    """The deployment's settings (cdk.json context names in the comments)."""
-
-    state_batch_size: int = 100  # stateBatchSize
-    state_parallelization_factor: int = 1  # stateParallelizationFactor
-    map_batch_size: int = 100  # mapBatchSize
-    map_batching_window_seconds: float = 0.0  # MaximumBatchingWindowInSeconds of the map mapping
-    reduce_batch_size: int = 10  # reduceBatchSize
-    markers: bool = True  # reduceIdempotency crt+marker (True) or crt
-    state_memory_mb: int = 512
-    map_memory_mb: int = 256
-    reduce_memory_mb: int = 256
+def cdk_json_context(path: Path = CDK_JSON) -> dict[str, Any]:
+    """The settings `cdk synth` reads: the `context` of cdk.json."""
+    context: dict[str, Any] = json.loads(path.read_text())["context"]
+    return context
 
 
-@dataclass(frozen=True)
-class ServiceTimes:
-    """Per-invocation speeds the plan rests on. `make bench` passes measured values.
-
-    CPU figures are per full vCPU; the plan slows them down by each function's memory
-    (`cpu_slowdown`). Defaults: ours from the state-throughput benchmark at a 20 ms round
-    trip (conservative for DynamoDB in-region); the original's 100 messages/s per instance is what its
-    authors measured; a 20 ms single write and 25 ms transaction round trip; handler CPU
-    from the overhead benchmark (the reduce's split into a per-transaction and a
-    per-message part by fitting invocations of small and large delta batches). The
-    original's reduce is given the same CPU figures.
-    """
-
-    state_messages_per_second: float = 700.0  # on one full core
-    state_cpu_us_per_message: float = 250.0  # of which CPU, on one full core (slower in a 512 MB function)
-    original_state_messages_per_second: float = 100.0
-    write_round_trip_ms: float = 20.0
-    transaction_round_trip_ms: float = 25.0
-    map_cpu_us_per_record: float = 60.0
-    reduce_cpu_us_per_action: float = 50.0  # building and serialising one transaction action
-    reduce_cpu_us_per_message: float = 1.0  # a delta item's ProducerTimestamps, parsed and summed
-
-
-@dataclass(frozen=True)
-class Component:
-    """One line of the plan: load, executions and monthly cost of a part of the pipeline."""
-
-    name: str
-    detail: str
-    monthly_usd: float
-
-
-@dataclass(frozen=True)
-class Flag:
-    problem: str
-    change: str
-
-
-@dataclass
-class DesignPlan:
-    design: str
-    kinesis_shards: int = 0
-    state_executions: float = 0.0
-    state_parallelization_needed: int = 1
-    map_executions: float = 0.0
-    effective_map_batch: float = 0.0
-    delta_batches_per_second: float = 0.0
-    reduce_transactions_per_second: float = 0.0
-    reduce_busy_fraction: float = 0.0
-    actions_per_transaction: float = 0.0
-    state_write_units_per_second: float = 0.0
-    delta_write_units_per_second: float = 0.0
-    aggregate_write_units_per_second: float = 0.0
-    hottest_item_write_units_per_second: float = 0.0
-    components: list[Component] = field(default_factory=list)
-    flags: list[Flag] = field(default_factory=list)
-
-    @property
-    def monthly_usd(self) -> float:
-        return sum(component.monthly_usd for component in self.components)
-
-
-@dataclass(frozen=True)
-class CapacityPlan:
-    workload: Workload
-    settings: Settings
-    times: ServiceTimes
-    prices: PriceTable
-    ours: DesignPlan
-    original: DesignPlan
-
-
-def cpu_slowdown(memory_mb: int) -> float:
-    """How much slower CPU work runs in a function of `memory_mb` than on one full vCPU.
-
-    Lambda allocates CPU in proportion to memory, one vCPU at 1,769 MB; the handler CPU
-    figures are measured on one full core.
-    """
-    return max(1.0, LAMBDA_MB_PER_VCPU / memory_mb)
-
-
-def lambda_state_rate(times: ServiceTimes, settings: Settings) -> float:
-    """Our state instance's messages/s in Lambda: the measured rate, its CPU part slowed down by memory."""
-    batch = settings.state_batch_size
-    measured_seconds = batch / times.state_messages_per_second
-    extra_cpu = batch * times.state_cpu_us_per_message / 1e6 * (cpu_slowdown(settings.state_memory_mb) - 1.0)
-    return batch / (measured_seconds + extra_cpu)
-
-
-def distinct_nodes(workload: Workload, changes: float) -> float:
-    """Expected aggregate nodes touched by `changes` state changes, hierarchy values uniform."""
-    touches = changes * workload.paths_per_change
-    return float(sum(nodes * (1.0 - (1.0 - 1.0 / nodes) ** touches) for nodes in workload.nodes_per_level))
-
-
-def delta_item_bytes(workload: Workload, changes: float, *, with_timestamps: bool) -> float:
-    timestamps = changes * DELTA_TIMESTAMP_BYTES if with_timestamps else 0.0
-    return DELTA_ITEM_FIXED_BYTES + distinct_nodes(workload, changes) * DELTA_NODE_BYTES + timestamps
-
-
-def write_units_of(size_bytes: float) -> int:
-    return max(1, math.ceil(size_bytes / KILOBYTE))
-
-
-def kinesis_shards(workload: Workload) -> int:
-    by_records = workload.rate / SHARD_RECORDS_PER_SECOND
-    by_bytes = workload.rate * workload.record_bytes / SHARD_BYTES_PER_SECOND
-    return max(1, math.ceil(max(by_records, by_bytes)))
-
-
-def kinesis_monthly_usd(workload: Workload, prices: PriceTable) -> float:
-    """On-demand: the stream-hour, data in at 1-KB-rounded records, one consumer reading it back."""
-    increment = prices.kinesis_record_increment_bytes
-    billed_bytes = math.ceil(workload.record_bytes / increment) * increment
-    seconds = prices.seconds_per_month
-    ingest = workload.rate * billed_bytes * seconds / GIGABYTE * prices.kinesis_ingest_per_gb
-    retrieval = workload.rate * workload.record_bytes * seconds / GIGABYTE * prices.kinesis_retrieval_per_gb
-    return prices.hours_per_month * prices.kinesis_stream_hour + ingest + retrieval
-
-
-def lambda_monthly_usd(executions: float, memory_mb: int, invocations_per_second: float, prices: PriceTable) -> float:
-    gb_seconds = executions * memory_mb / 1024 * prices.seconds_per_month
-    requests = invocations_per_second * prices.seconds_per_month
-    return gb_seconds * prices.lambda_gb_second + requests * prices.lambda_request
-
-
-def writes_monthly_usd(write_units_per_second: float, prices: PriceTable) -> float:
-    return write_units_per_second * prices.seconds_per_month * prices.dynamodb_write_unit
-
-
-def transactions_per_delta_batch(
-    workload: Workload, changes: float, batches_per_invocation: int, markers: bool
-) -> tuple[float, float]:
-    """(transactions per delta batch, actions per transaction) of our reduce packing.
-
-    The reduce stage (`aggregation.transactions`) splits nodes into `NODE_GROUPS` fixed
-    groups and plans per group across every delta batch of an invocation: each node is
-    written once per invocation, with one marker per (batch, group) unit and the `#stats`
-    update per transaction. Whole groups share a transaction while they fit in 100
-    actions; a larger group is packed greedily over several.
-    """
-    per_unit_overhead = 1 if markers else 0
-    nodes_per_group = distinct_nodes(workload, changes * batches_per_invocation) / NODE_GROUPS
-    group_actions = nodes_per_group + batches_per_invocation * per_unit_overhead
-    if group_actions + 1 <= MAX_TRANSACTION_ACTIONS:
-        groups_per_transaction = min(NODE_GROUPS, int((MAX_TRANSACTION_ACTIONS - 1) // group_actions))
-        transactions = math.ceil(NODE_GROUPS / groups_per_transaction)
-    else:
-        transactions = NODE_GROUPS * math.ceil(group_actions / (MAX_TRANSACTION_ACTIONS - 1))
-    actions = NODE_GROUPS * group_actions + transactions
-    return transactions / batches_per_invocation, actions / transactions
-
-
-def plan_design(
-    workload: Workload,
-    settings: Settings,
-    times: ServiceTimes,
-    prices: PriceTable,
-    *,
-    original: bool,
-    suggest: bool = True,
-) -> DesignPlan:
-    """The plan of one design; `suggest` False skips searching for settings that would keep up."""
-    plan = DesignPlan(design="original design" if original else "this pipeline")
-    rate = workload.rate
-    changes_per_second = rate * workload.applied_share
-
-    # Kinesis and the state function.
-    plan.kinesis_shards = kinesis_shards(workload)
-    instance_rate = times.original_state_messages_per_second if original else lambda_state_rate(times, settings)
-    plan.state_executions = rate / instance_rate
-    per_shard_rate = rate / plan.kinesis_shards
-    plan.state_parallelization_needed = math.ceil(per_shard_rate / instance_rate)
-    if plan.state_parallelization_needed > settings.state_parallelization_factor:
-        if plan.state_parallelization_needed > MAX_PARALLELIZATION_FACTOR:
-            change = "more shards (provisioned mode) or a faster state function: no factor up to 10 suffices"
-        else:
-            change = f"set stateParallelizationFactor to {plan.state_parallelization_needed}"
-        plan.flags.append(
-            Flag(
-                f"one state instance does {instance_rate:,.0f} msg/s but a shard brings {per_shard_rate:,.0f} msg/s",
-                change,
-            )
-        )
-    state_item = write_units_of(workload.record_bytes + STATE_ITEM_OVERHEAD_BYTES)
-    # One conditional write per message, duplicates included (a failed condition is billed),
-    # except, for ours, those the in-batch selection never sends.
-    writes_per_message = 1.0 if original else workload.state_writes_per_message
-    plan.state_write_units_per_second = rate * writes_per_message * state_item
-    state_invocations = rate / settings.state_batch_size
-
-    # Map: the StateTable stream has about one shard per 1,000 WCU/s partition.
-    stream_shards = max(1, math.ceil(plan.state_write_units_per_second / PER_ITEM_WRITE_UNITS_PER_SECOND))
-    per_stream_shard = changes_per_second / stream_shards
-    fill_seconds = max(1.0 / STREAM_POLLS_PER_SECOND, settings.map_batching_window_seconds)
-    plan.effective_map_batch = max(1.0, min(float(settings.map_batch_size), per_stream_shard * fill_seconds))
-    plan.delta_batches_per_second = changes_per_second / plan.effective_map_batch
-    map_cpu = plan.effective_map_batch * times.map_cpu_us_per_record / 1e6 * cpu_slowdown(settings.map_memory_mb)
-    map_seconds = map_cpu + times.write_round_trip_ms / 1e3
-    plan.map_executions = plan.delta_batches_per_second * map_seconds
-    delta_bytes = delta_item_bytes(workload, plan.effective_map_batch, with_timestamps=not original)
-    plan.delta_write_units_per_second = plan.delta_batches_per_second * write_units_of(delta_bytes)
-    if delta_bytes > MAX_ITEM_BYTES:
-        plan.flags.append(
-            Flag(
-                f"a delta item would be {delta_bytes / KILOBYTE:,.0f} KB, over DynamoDB's 400 KB item limit",
-                "lower mapBatchSize",
-            )
-        )
-    fill_seconds_per_batch = plan.effective_map_batch / per_stream_shard
-    if map_seconds > fill_seconds_per_batch:
-        plan.flags.append(
-            Flag(
-                f"a map invocation takes {map_seconds:.2f} s but its stream shard fills a batch every "
-                f"{fill_seconds_per_batch:.2f} s",
-                "give the map function more memory (CPU scales with it) or a longer batching window",
-            )
-        )
-
-    # Reduce: one instance (reserved concurrency 1) applies every delta batch.
-    if original:
-        batch_changes = plan.effective_map_batch * settings.reduce_batch_size
-        union = distinct_nodes(workload, batch_changes)
-        transactions_per_batch = math.ceil(union / MAX_TRANSACTION_ACTIONS)
-        plan.reduce_transactions_per_second = plan.delta_batches_per_second / settings.reduce_batch_size
-        plan.reduce_transactions_per_second *= transactions_per_batch
-        plan.actions_per_transaction = union / transactions_per_batch
-        if union > MAX_TRANSACTION_ACTIONS:
-            plan.flags.append(
-                Flag(
-                    f"a reduce batch touches {union:.0f} nodes: more than one transaction holds (100 actions)",
-                    "the original must split it (and loses one-token idempotency); lower reduceBatchSize",
-                )
-            )
-    else:
-        per_batch, plan.actions_per_transaction = transactions_per_delta_batch(
-            workload, plan.effective_map_batch, settings.reduce_batch_size, settings.markers
-        )
-        plan.reduce_transactions_per_second = plan.delta_batches_per_second * per_batch
-    plan.aggregate_write_units_per_second = plan.reduce_transactions_per_second * plan.actions_per_transaction * 2
-    # The hottest items (`#stats`, and the root nodes every batch touches) take one
-    # transactional write (2 units) per transaction.
-    plan.hottest_item_write_units_per_second = plan.reduce_transactions_per_second * 2
-    reduce_slowdown = cpu_slowdown(settings.reduce_memory_mb)
-    reduce_seconds_per_second = (
-        plan.reduce_transactions_per_second * times.transaction_round_trip_ms / 1e3
-        + plan.reduce_transactions_per_second
-        * plan.actions_per_transaction
-        * times.reduce_cpu_us_per_action
-        / 1e6
-        * reduce_slowdown
-        + changes_per_second * times.reduce_cpu_us_per_message / 1e6 * reduce_slowdown
-    )
-    plan.reduce_busy_fraction = reduce_seconds_per_second
-    reduce_invocations = plan.delta_batches_per_second / settings.reduce_batch_size
-    if plan.reduce_busy_fraction > BUSY_LIMIT and suggest:
-        better = map_batching_that_keeps_up(workload, settings, times, prices, original=original)
-        if better is None:
-            change = "no map batching up to 10,000 records / 300 s and 1,769 MB suffices: shard the aggregates"
-        else:
-            change = (
-                f"raise mapBatchSize to {better.map_batch_size} with MaximumBatchingWindowInSeconds "
-                f"{better.map_batching_window_seconds:g} on the map mapping (fewer, fuller delta batches)"
-            )
-            if better.reduce_memory_mb != settings.reduce_memory_mb:
-                change += (
-                    f" and give the reduce function {better.reduce_memory_mb} MB (CPU scales with memory: at "
-                    f"{settings.reduce_memory_mb} MB its CPU work runs {reduce_slowdown:.1f}x slower than one vCPU)"
-                )
-        plan.flags.append(
-            Flag(
-                f"the single reduce instance would be {plan.reduce_busy_fraction:.0%} busy "
-                f"({plan.reduce_transactions_per_second:,.1f} transactions/s "
-                f"at {times.transaction_round_trip_ms:g} ms)",
-                change,
-            )
-        )
-    if plan.hottest_item_write_units_per_second > PER_ITEM_WRITE_UNITS_PER_SECOND:
-        plan.flags.append(
-            Flag(
-                f"the hottest aggregate item takes {plan.hottest_item_write_units_per_second:,.0f} WCU/s (limit 1,000)",
-                "raise mapBatchSize / reduceBatchSize to cut transactions per second",
-            )
-        )
-    for table, units in (
-        ("StateTable", plan.state_write_units_per_second),
-        ("DeltaTable", plan.delta_write_units_per_second),
-        ("AggregateTable", plan.aggregate_write_units_per_second),
-    ):
-        if units > TABLE_WRITE_QUOTA_PER_SECOND:
-            plan.flags.append(
-                Flag(
-                    f"{table} needs {units:,.0f} WRU/s, over the default on-demand table quota of 40,000",
-                    "request a table-level write throughput quota increase before going live",
-                )
-            )
-
-    plan.components = [
-        Component(
-            "Kinesis (on-demand)",
-            f"{plan.kinesis_shards} shards' worth of writes",
-            kinesis_monthly_usd(workload, prices),
-        ),
-        Component(
-            "state λ",
-            f"{plan.state_executions:,.1f} concurrent, {state_invocations:,.0f} invocations/s",
-            lambda_monthly_usd(plan.state_executions, settings.state_memory_mb, state_invocations, prices),
-        ),
-        Component(
-            "map λ",
-            f"{plan.map_executions:,.1f} concurrent, {plan.delta_batches_per_second:,.1f} invocations/s",
-            lambda_monthly_usd(plan.map_executions, settings.map_memory_mb, plan.delta_batches_per_second, prices),
-        ),
-        Component(
-            "reduce λ",
-            f"1 instance, {plan.reduce_busy_fraction:.0%} busy",
-            lambda_monthly_usd(
-                min(1.0, plan.reduce_busy_fraction), settings.reduce_memory_mb, reduce_invocations, prices
-            ),
-        ),
-        Component(
-            "StateTable writes",
-            f"{plan.state_write_units_per_second:,.0f} WRU/s",
-            writes_monthly_usd(plan.state_write_units_per_second, prices),
-        ),
-        Component(
-            "DeltaTable writes",
-            f"{plan.delta_write_units_per_second:,.0f} WRU/s",
-            writes_monthly_usd(plan.delta_write_units_per_second, prices),
-        ),
-        Component(
-            "AggregateTable writes",
-            f"{plan.aggregate_write_units_per_second:,.0f} WRU/s",
-            writes_monthly_usd(plan.aggregate_write_units_per_second, prices),
-        ),
-    ]
-    return plan
-
-
-def map_batching_that_keeps_up(
-    workload: Workload, settings: Settings, times: ServiceTimes, prices: PriceTable, *, original: bool
-) -> Settings | None:
-    """The least change that lets the single reduce keep up: reduce memory first as it is, then
-    the smallest map batch size and the shortest batching window (a window adds its length to
-    the latency), then more reduce memory (CPU scales with it) with the same search.
-    """
-    memories = [settings.reduce_memory_mb, *(m for m in REDUCE_MEMORY_CANDIDATES if m > settings.reduce_memory_mb)]
-    for memory in memories:
-        for candidate in MAP_BATCH_CANDIDATES:
-            if candidate < settings.map_batch_size:
-                continue
-            for window in (settings.map_batching_window_seconds, *MAP_BATCHING_WINDOWS):
-                trial = replace(
-                    settings, map_batch_size=candidate, map_batching_window_seconds=window, reduce_memory_mb=memory
-                )
-                trial_plan = plan_design(workload, trial, times, prices, original=original, suggest=False)
-                if trial_plan.reduce_busy_fraction <= BUSY_LIMIT:
-                    return trial
-    return None
-
-
-def plan_capacity(
-    workload: Workload,
-    settings: Settings | None = None,
-    times: ServiceTimes | None = None,
-    prices: PriceTable | None = None,
-) -> CapacityPlan:
-    settings = settings or Settings()
-    times = times or ServiceTimes()
-    prices = prices or load_price_table()
-    return CapacityPlan(
-        workload=workload,
-        settings=settings,
-        times=times,
-        prices=prices,
-        ours=plan_design(workload, settings, times, prices, original=False),
-        original=plan_design(workload, settings, times, prices, original=True),
-    )
-
-
-# ----------------------------------------------------------------------------- output
+def pipeline_settings(overrides: Mapping[str, Any], cdk_json: Path = CDK_JSON) -> PipelineSettings:
+    """cdk.json's settings with `overrides` applied, validated as `cdk synth -c key=value` does."""
+    context = {**cdk_json_context(cdk_json), **overrides}
+    return PipelineSettings.from_context(context.get)
 
 
 def _rows(plan: CapacityPlan) -> list[tuple[str, str, str]]:
@@ -541,6 +114,10 @@ def _rows(plan: CapacityPlan) -> list[tuple[str, str, str]]:
     return rows
 
 
+def _table_modes(settings: Settings) -> str:
+    return ", ".join(f"{table} {settings.table_capacity(table).mode}" for table in PIPELINE_TABLES)
+
+
 def describe_inputs(plan: CapacityPlan) -> str:
     w, s, t = plan.workload, plan.settings, plan.times
     return (
@@ -551,10 +128,55 @@ def describe_inputs(plan: CapacityPlan) -> str:
         f"batches state {s.state_batch_size} / map {s.map_batch_size} (window {s.map_batching_window_seconds:g} s) / "
         f"reduce {s.reduce_batch_size}, parallelization {s.state_parallelization_factor}, memory state "
         f"{s.state_memory_mb} / map {s.map_memory_mb} / reduce {s.reduce_memory_mb} MB, "
-        f"{'crt+marker' if s.markers else 'crt'}; state instance {t.state_messages_per_second:,.0f} msg/s "
+        f"{'crt+marker' if s.markers else 'crt'}, tables {_table_modes(s)}; "
+        f"state instance {t.state_messages_per_second:,.0f} msg/s "
         f"on a full core = {lambda_state_rate(t, s):,.0f} msg/s at {s.state_memory_mb} MB "
         f"(original {t.original_state_messages_per_second:,.0f}), write {t.write_round_trip_ms:g} ms, "
         f"transaction {t.transaction_round_trip_ms:g} ms; prices {plan.prices.region} as of {plan.prices.as_of}"
+    )
+
+
+def _mode_rows(modes: Sequence[TableModes]) -> list[tuple[str, ...]]:
+    rows: list[tuple[str, ...]] = [
+        (
+            m.table,
+            f"{m.write_units_per_second:,.0f}",
+            f"{m.on_demand_usd:,.0f}",
+            f"{m.provisioned_write_capacity:,.0f} ({m.target_utilization_percent} %)",
+            f"{m.provisioned_usd:,.0f}",
+            m.cheaper,
+        )
+        for m in modes
+    ]
+    on_demand = sum(m.on_demand_usd for m in modes)
+    provisioned = sum(m.provisioned_usd for m in modes)
+    cheapest = sum(min(m.on_demand_usd, m.provisioned_usd) for m in modes)
+    rows.append(("all three", "", f"{on_demand:,.0f}", "", f"{provisioned:,.0f}", f"each the cheaper: {cheapest:,.0f}"))
+    return rows
+
+
+MODE_COLUMNS = (
+    "table",
+    "WRU/s",
+    "on-demand $/month",
+    "provisioned WCU (target)",
+    "provisioned $/month",
+    "cheaper",
+)
+
+
+def describe_modes(plan: CapacityPlan) -> str:
+    """The break-even utilisation and what the comparison assumes."""
+    prices = plan.prices
+    return (
+        f"Provisioned at {prices.dynamodb_write_capacity_unit_hour:g} $/WCU-hour against on-demand "
+        f"{prices.dynamodb_write_unit * 1e6:g} $ per million WRU: provisioned writes cost less while the "
+        f"average utilisation (consumed / provisioned) stays above **{break_even_utilization(prices):.1%}** "
+        "(break-even). The provisioned column assumes a steady load that auto scaling holds at each "
+        "table's target utilisation (`targetUtilizationPercent`, within its min and max) plus its minimum "
+        "read capacity; a load that swings faster than auto scaling follows (minutes) averages lower and "
+        "is throttled on its peaks until capacity catches up, so choose provisioned for steady load well "
+        "above break-even, on-demand for spiky or unknown load."
     )
 
 
@@ -566,12 +188,30 @@ def render_rich(plan: CapacityPlan, console: Console) -> None:
     for row in _rows(plan):
         table.add_row(*row)
     console.print(table)
+    modes = Table(title="DynamoDB capacity modes (this pipeline)", title_justify="left")
+    for index, column in enumerate(MODE_COLUMNS):
+        modes.add_column(column, justify="left" if index == 0 else "right")
+    for mode_row in _mode_rows(plan.modes):
+        modes.add_row(*mode_row)
+    console.print(modes)
+    console.print(describe_modes(plan).replace("**", ""))
     console.print(f"[dim]{describe_inputs(plan)}[/]")
     for design in (plan.ours, plan.original):
         for flag in design.flags:
             console.print(f"[bold yellow]⚠ {design.design}[/]: {flag.problem} → [bold]{flag.change}[/]")
-    if not plan.ours.flags:
+    if not plan.ours.stalls:
         console.print("[green]this pipeline keeps up with these settings[/]")
+
+
+def render_modes_markdown(plan: CapacityPlan) -> str:
+    lines = [
+        "| " + " | ".join(MODE_COLUMNS) + " |",
+        "| --- | ---: | ---: | ---: | ---: | --- |",
+        *("| " + " | ".join(row) + " |" for row in _mode_rows(plan.modes)),
+        "",
+        describe_modes(plan),
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def render_markdown(plan: CapacityPlan) -> str:
@@ -582,6 +222,9 @@ def render_markdown(plan: CapacityPlan) -> str:
         "",
         f"Inputs: {describe_inputs(plan)}.",
         "",
+        "DynamoDB capacity modes (this pipeline):",
+        "",
+        render_modes_markdown(plan),
     ]
     flags = [(design.design, flag) for design in (plan.ours, plan.original) for flag in design.flags]
     if flags:
@@ -594,9 +237,9 @@ def render_markdown(plan: CapacityPlan) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    defaults, settings, times = Workload(rate=0), Settings(), ServiceTimes()
+    defaults, times = Workload(rate=0), ServiceTimes()
     parser = argparse.ArgumentParser(prog="python -m benchmarks.capacity", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rate", type=float, required=True, help="messages per second")
+    parser.add_argument("--rate", type=float, help="messages per second (default: cdk.json's targetMessagesPerSecond)")
     parser.add_argument("--record-bytes", type=int, default=defaults.record_bytes)
     parser.add_argument("--duplicates-pct", type=float, default=defaults.duplicates_pct)
     parser.add_argument("--out-of-order-pct", type=float, default=defaults.out_of_order_pct)
@@ -606,18 +249,21 @@ def build_parser() -> argparse.ArgumentParser:
         "--state-writes-per-message",
         type=float,
         default=defaults.state_writes_per_message,
-        help="ours: conditional writes per message after in-batch selection (measured by make bench)",
+        help="ours: conditional writes per message after in-batch selection and the version cache (make bench)",
     )
     parser.add_argument("--fan-out", default=",".join(map(str, defaults.fan_out)), help="values per level, e.g. 5,5,3")
-    parser.add_argument("--state-batch-size", type=int, default=settings.state_batch_size)
-    parser.add_argument("--parallelization-factor", type=int, default=settings.state_parallelization_factor)
-    parser.add_argument("--map-batch-size", type=int, default=settings.map_batch_size)
-    parser.add_argument("--map-batching-window", type=float, default=settings.map_batching_window_seconds)
-    parser.add_argument("--reduce-batch-size", type=int, default=settings.reduce_batch_size)
-    parser.add_argument("--state-memory-mb", type=int, default=settings.state_memory_mb)
-    parser.add_argument("--map-memory-mb", type=int, default=settings.map_memory_mb)
-    parser.add_argument("--reduce-memory-mb", type=int, default=settings.reduce_memory_mb)
-    parser.add_argument("--idempotency", choices=("crt+marker", "crt"), default="crt+marker")
+    parser.add_argument(
+        "-c",
+        "--context",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a cdk.json setting, as `cdk synth -c` does (JSON values for objects)",
+    )
+    for option, key in NAMED_SETTINGS.items():
+        parser.add_argument(f"--{option.replace('_', '-')}", dest=option, help=f"the same as -c {key}=...")
+    parser.add_argument("--state-memory-mb", type=int, help="what if the state function had this much memory")
+    parser.add_argument("--map-memory-mb", type=int, help="what if the map function had this much memory")
     parser.add_argument("--state-rate", type=float, default=times.state_messages_per_second, help="msg/s/instance")
     parser.add_argument("--original-state-rate", type=float, default=times.original_state_messages_per_second)
     parser.add_argument("--write-ms", type=float, default=times.write_round_trip_ms)
@@ -627,6 +273,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def context_overrides(arguments: argparse.Namespace) -> dict[str, str]:
+    """`-c key=value` pairs and the named shorthands, as the CDK CLI would pass them (strings)."""
+    overrides: dict[str, str] = {}
+    for pair in arguments.context:
+        key, separator, value = pair.partition("=")
+        if not separator or not key:
+            raise SettingsError(f"-c {pair!r}: expected KEY=VALUE")
+        overrides[key] = value
+    for option, key in NAMED_SETTINGS.items():
+        value = getattr(arguments, option)
+        if value is not None:
+            overrides[key] = value
+    return overrides
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = build_parser().parse_args(argv)
     try:
@@ -634,12 +295,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError:
         print(f"--fan-out {arguments.fan_out!r}: expected integers like 5,5,3", file=sys.stderr)
         return 2
-    if arguments.rate <= 0 or not fan_out or min(fan_out) < 1:
+    try:
+        settings = pipeline_settings(context_overrides(arguments))
+    except SettingsError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    rate = settings.target_messages_per_second if arguments.rate is None else arguments.rate
+    if rate <= 0 or not fan_out or min(fan_out) < 1:
         print("--rate must be positive and --fan-out at least one level of at least 1", file=sys.stderr)
         return 2
+    planned = planned_settings(settings)
+    what_if = {
+        name: value
+        for name, value in (("state_memory_mb", arguments.state_memory_mb), ("map_memory_mb", arguments.map_memory_mb))
+        if value is not None
+    }
     plan = plan_capacity(
         Workload(
-            rate=arguments.rate,
+            rate=rate,
             record_bytes=arguments.record_bytes,
             duplicates_pct=arguments.duplicates_pct,
             out_of_order_pct=arguments.out_of_order_pct,
@@ -648,17 +321,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             fan_out=fan_out,
             state_writes_per_message=arguments.state_writes_per_message,
         ),
-        Settings(
-            state_batch_size=arguments.state_batch_size,
-            state_parallelization_factor=arguments.parallelization_factor,
-            map_batch_size=arguments.map_batch_size,
-            map_batching_window_seconds=arguments.map_batching_window,
-            reduce_batch_size=arguments.reduce_batch_size,
-            markers=arguments.idempotency == "crt+marker",
-            state_memory_mb=arguments.state_memory_mb,
-            map_memory_mb=arguments.map_memory_mb,
-            reduce_memory_mb=arguments.reduce_memory_mb,
-        ),
+        replace(planned, **what_if),
         ServiceTimes(
             state_messages_per_second=arguments.state_rate,
             original_state_messages_per_second=arguments.original_state_rate,

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from benchmarks.capacity import CapacityPlan, render_markdown
+from benchmarks.capacity import render_markdown
 from benchmarks.end_to_end import EndToEndResult, EndToEndSkipped
 from benchmarks.handler_overhead import OverheadResult
 from benchmarks.harness import Machine
 from benchmarks.state_throughput import ThroughputAtRoundTrip
 from benchmarks.write_cost import LARGE_MAP_BATCH_SIZE, LARGE_MAP_LABEL, MODES, WriteCostResult
 from benchmarks.write_units import StageWriteCost
+from planner.model import CapacityPlan, break_even_utilization
 
 ORIGINAL_STATE_MESSAGES_PER_SECOND = 100.0
 COMMAND = ".venv/bin/python -m benchmarks run --output docs/benchmarks.md"
@@ -53,8 +54,21 @@ def _fewer_or_more(ours: float, original: float) -> str:
 
 
 def _keeps_up(plan: CapacityPlan) -> str:
-    stalls = [f for f in plan.ours.flags if "quota" not in f.change]
-    return "; every stage keeps up" if not stalls else "; **still cannot keep up**, see section 5"
+    return "; every stage keeps up" if not plan.ours.stalls else "; **still cannot keep up**, see section 5"
+
+
+def _capacity_modes(plan: CapacityPlan) -> str:
+    """The summary line of the two capacity modes' DynamoDB write cost."""
+    on_demand = sum(m.on_demand_usd for m in plan.modes)
+    provisioned = sum(m.provisioned_usd for m in plan.modes)
+    targets = sorted({m.target_utilization_percent for m in plan.modes})
+    cheaper = [m.table for m in plan.modes if m.cheaper == "provisioned"]
+    return (
+        f"DynamoDB writes ${on_demand:,.0f} a month on-demand against ${provisioned:,.0f} provisioned with auto "
+        f"scaling at {'/'.join(map(str, targets))} % target utilisation (break-even at "
+        f"{break_even_utilization(plan.prices):.1%} average utilisation); provisioned is cheaper for "
+        f"{', '.join(cheaper) if cheaper else 'no table'} at this steady rate"
+    )
 
 
 def _percent_cheaper(ours: float, theirs: float) -> str:
@@ -177,9 +191,11 @@ def _write_cost_section(result: WriteCostResult) -> list[str]:
     lines += [
         "",
         f"- **State**: {state.requests:,} conditional updates for {result.messages:,} messages "
-        f"({state.failed_conditions:,} of them failed their condition: cross-batch duplicates and stale versions, "
-        f"billed all the same); the original sends one per message. Selecting the highest version per TradeID "
-        f"inside a batch saves {1 - state.requests / result.messages:.1%} of the state writes.",
+        f"({state.failed_conditions:,} of them failed their condition, billed all the same); the original sends "
+        f"one per message. Selecting the highest version per TradeID inside a batch, and settling from the "
+        f"version cache what an earlier batch already settled (every state batch runs in one execution "
+        f"environment here, as one shard's batches mostly do), saves {1 - state.requests / result.messages:.1%} "
+        f"of the state writes: {state.requests / result.state_changes:.3f} requests per state change.",
         f"- **Map**: same number of puts as the original; our delta item also carries ProducerTimestamps, "
         f"RecordCount, CreatedAt, ExpiresAt: {_ratio(stage_units['map'], original_units['map'])} "
         "the original's map WRU.",
@@ -336,7 +352,9 @@ def render(run: BenchmarkRun) -> str:
         f"at 50,000 msg/s, {defaults.ours.state_executions:,.0f} concurrent state executions instead of "
         f"{defaults.original.state_executions:,.0f}.",
         f"- **State writes**: {write_cost.stages['state'].requests / write_cost.messages:.3f} requests per message "
-        "against 1.000 (in-batch duplicates and superseded versions are never sent).",
+        f"against 1.000, for {write_cost.state_changes / write_cost.messages:.3f} unique state changes per message "
+        f"({write_cost.stages['state'].requests / write_cost.state_changes:.3f}x: in-batch duplicates and "
+        "superseded versions are never sent, and the version cache skips the ones an earlier batch settled).",
         f"- **Write units per message, total**: {ours_total.write_units / write_cost.messages:.2f} (`crt+marker`) "
         f"against {original_total.write_units / write_cost.messages:.2f} for the original at the default batch "
         f"sizes — **{_fewer_or_more(ours_total.write_units, original_total.write_units)}**: fewer state writes "
@@ -353,7 +371,8 @@ def render(run: BenchmarkRun) -> str:
         f"({_percent_cheaper(recommended.ours.monthly_usd, recommended.original.monthly_usd)}: "
         f"{_cost_differences(recommended)}); "
         f"at the cdk.json defaults ${defaults.ours.monthly_usd:,.0f} against ${defaults.original.monthly_usd:,.0f}, "
-        "but neither keeps up there (flags in section 5).",
+        "but neither keeps up there (flags in section 5). "
+        f"{_capacity_modes(recommended)}.",
         "- **Guarantee**: the original's reduce is exactly-once only for replays within 10 minutes; ours "
         "(`crt+marker`) for ever, at the price of the `#applied#` marker writes counted below "
         "(`crt+marker` against `crt`).",
@@ -369,8 +388,9 @@ def render(run: BenchmarkRun) -> str:
         "assumptions for DynamoDB in-region (20 ms, 25 ms), not measured here: the emulator's transaction "
         f"takes {write_cost.transaction_ms_median:.0f} ms, which would make the reduce "
         f"{write_cost.transaction_ms_median / defaults.times.transaction_round_trip_ms:.1f}x busier. "
-        "`MaximumBatchingWindowInSeconds` of the map's event source mapping is not a cdk.json setting yet: "
-        "following the planner at this rate needs one (a window adds at most that many seconds of latency).",
+        "The settings are cdk.json's, read as `cdk synth` reads them; every change the planner asks for is a "
+        "cdk.json setting (`-c key=value`; a `mapBatchingWindowSeconds` window adds at most that many seconds "
+        "of latency). Each table is priced in both capacity modes (`stateTableCapacity`, ...).",
         "",
         *_model_check(run),
         "### With the default settings (cdk.json)",
@@ -385,13 +405,13 @@ def render(run: BenchmarkRun) -> str:
         "",
         *(f"- {source}" for source in defaults.prices.sources),
         "",
-        "The table is `benchmarks/prices-us-east-1-2026-11.json`; pass another with `--prices`.",
+        "The table is `planner/prices-us-east-1-2026-11.json`; pass another with `--prices`.",
         "",
         "## Reproduce",
         "",
         "```bash",
         "make bench                                  # this page",
-        "python -m benchmarks.capacity --rate 50000  # the planner alone (add --markdown, or any setting)",
+        "python -m benchmarks.capacity --rate 50000  # the planner alone (add --markdown, or -c key=value)",
         "```",
         "",
     ]

@@ -71,6 +71,11 @@ RESOURCE_TYPES_THAT_MAY_BE_MISSING = frozenset(
         "AWS::Lambda::LayerVersion",  # Powertools comes from the runner's Python locally
         "AWS::S3::BucketPolicy",  # the emulator enforces no resource policies
         "AWS::IAM::Policy",  # nor IAM
+        # Auto scaling of provisioned tables (`stateTableCapacity` ...): moto's CloudFormation
+        # knows neither type, and its DynamoDB never throttles on provisioned capacity, so
+        # there is nothing for auto scaling to adjust; the tables are created provisioned.
+        "AWS::ApplicationAutoScaling::ScalableTarget",
+        "AWS::ApplicationAutoScaling::ScalingPolicy",
     }
 )
 """Template resources whose absence from the emulated stack changes nothing the pipeline does."""

@@ -4,6 +4,11 @@ Why both: the ledger is the ground truth for what is in the tables; clearing
 one without the other makes the next verification meaningless. Like the
 original clearTables.py this asks no questions (it runs in CI and the demo).
 Run it while the pipeline is idle: records still in flight would land after.
+
+Deleting state items is the one thing the state function's version cache does not
+expect (a stored version never decreases otherwise): warm execution environments still
+remember the versions they saw, so the clear says to restart them before the same
+TradeIDs are sent again at the same or lower versions.
 """
 
 from __future__ import annotations
@@ -24,6 +29,11 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb.type_defs import AttributeValueTypeDef, WriteRequestTypeDef
 
 BATCH_WRITE_LIMIT = 25
+RESTART_AFTER_CLEAR = (
+    "warm state functions still remember the versions they wrote (stateVersionCacheSize): restart them "
+    "(make down && make up; on AWS, deploy any change to the state function) before re-sending the same "
+    "TradeIDs at the same or lower versions"
+)
 
 
 @dataclass
@@ -121,6 +131,8 @@ def clear_pipeline(
             summary.deleted_items[f"{role} {table}"] = empty_table(client, table)
         else:
             summary.notes.append(f"no {role} in this pipeline's outputs; skipped")
+    if target.state_table:
+        summary.notes.append(RESTART_AFTER_CLEAR)
     if ledger_path is not None and ledger_path.exists():
         ledger_path.unlink()
         summary.ledger_deleted = ledger_path

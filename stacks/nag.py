@@ -1,12 +1,15 @@
-"""cdk-nag AwsSolutions checks, and the findings reviewed and accepted (each with its reason).
+"""cdk-nag AwsSolutions checks and cfn-lint's, and the findings reviewed and accepted (each with its reason).
 
-`make synth` fails on any AwsSolutions error that is not suppressed here. A suppression is
-scoped to the construct (and, for IAM5, to the exact wildcard) it was reviewed for.
+`make synth` fails on any AwsSolutions error that is not suppressed here, and on any
+cfn-lint finding (error or warning) whose rule is not in `CFN_LINT_IGNORED_RULES`
+(`stacks/template_lint.py` runs it). A cdk-nag suppression is scoped to the construct (and,
+for IAM5, to the exact wildcard) it was reviewed for; cfn-lint can only ignore a rule.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Final
 
 from aws_cdk import Aspects, CfnResource, IAspect, Stack
 from cdk_nag import AwsSolutionsChecks, NagPackSuppression, NagSuppressions
@@ -14,6 +17,17 @@ from constructs import IConstruct
 
 if TYPE_CHECKING:
     from stacks.pipeline_stack import ExactlyOnceAggregationStack
+
+
+CFN_LINT_IGNORED_RULES: Final[Mapping[str, str]] = {
+    "W3005": (
+        "Redundant DependsOn: CDK makes every Lambda function depend explicitly on its execution role "
+        "(and the role's default policy, so the function is created only once its permissions exist) while "
+        "the function also names the role with Fn::GetAtt. The duplicate edge changes nothing in the order "
+        "CloudFormation creates or deletes resources; removing it would mean overriding CDK's own output."
+    ),
+}
+"""cfn-lint rules ignored for the whole template, each with the reason it was accepted."""
 
 
 def add_aws_solutions_checks(scope: IConstruct) -> None:

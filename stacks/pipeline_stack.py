@@ -8,6 +8,7 @@ from aws_cdk import Stack
 from constructs import Construct
 
 from stacks.archive import ArchiveStage
+from stacks.capacity import check_capacity
 from stacks.functions import SharedFunctionAssets
 from stacks.ingest import IngestStream
 from stacks.monitoring import PipelineAlarms
@@ -33,6 +34,7 @@ class ExactlyOnceAggregationStack(Stack):
             **kwargs,
         )
         self.settings = settings
+        check_capacity(self, settings)
         self.ingest = IngestStream(self, "Ingest", settings=settings)
         self.tables = PipelineTables(self, "Tables", settings=settings)
         assets = SharedFunctionAssets(self, "FunctionAssets", settings=settings)

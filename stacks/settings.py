@@ -23,11 +23,13 @@ from aws_cdk import aws_logs as logs
 from aggregation.exact import DYNAMODB_MAX_DIGITS
 from aggregation.messages import MAX_HIERARCHY_LEVELS
 from aggregation.value_domain import DEFAULT_VALUE_DOMAIN, ValueDomain
+from planner.model import CapacityMode, TableCapacity
 
 ContextReader = Callable[[str], Any]
 """`node.try_get_context`: returns the raw context value for a key, or None when unset."""
 
 ReduceIdempotency = Literal["crt+marker", "crt"]
+CapacityCheck = Literal["refuse", "warn"]
 
 FAULT_INJECTION_VARIABLES: Final[tuple[str, ...]] = (
     "FAILURE_STATE_LAMBDA_PCT",
@@ -95,8 +97,21 @@ DEFAULT_CONTEXT: Final[Mapping[str, Any]] = {
     "powertoolsLayerVersion": 38,
     "removalPolicy": "retain",
     "faultInjection": dict.fromkeys(FAULT_INJECTION_VARIABLES, 0),
+    "stateTableCapacity": {"mode": "on-demand"},
+    "deltaTableCapacity": {"mode": "on-demand"},
+    "aggregateTableCapacity": {"mode": "on-demand"},
+    "mapBatchingWindowSeconds": 0,
+    "reduceMemoryMb": 256,
+    "stateVersionCacheSize": 100000,
+    "targetMessagesPerSecond": 400,
+    "capacityCheck": "refuse",
 }
 """The defaults; `cdk.json` repeats them (a test keeps the two identical)."""
+
+CAPACITY_MODES: Final[tuple[str, ...]] = ("on-demand", "provisioned")
+CAPACITY_CHECKS: Final[tuple[str, ...]] = ("refuse", "warn")
+MAX_TABLE_CAPACITY_UNITS = 1_000_000
+"""A sanity bound: the per-table quota is 40,000 units a second by default and adjustable."""
 
 
 class SettingsError(ValueError):
@@ -125,6 +140,14 @@ class PipelineSettings:
     powertools_layer_version: int
     removal_policy_name: str
     fault_injection: Mapping[str, float]
+    state_table_capacity: TableCapacity
+    delta_table_capacity: TableCapacity
+    aggregate_table_capacity: TableCapacity
+    map_batching_window_seconds: int
+    reduce_memory_mb: int
+    state_version_cache_size: int
+    target_messages_per_second: int
+    capacity_check: CapacityCheck
 
     @property
     def removal_policy(self) -> RemovalPolicy:
@@ -172,6 +195,17 @@ class PipelineSettings:
             powertools_layer_version=_integer(raw, "powertoolsLayerVersion", 1, 100000),
             removal_policy_name=_removal_policy(raw("removalPolicy")),
             fault_injection=_fault_injection(raw("faultInjection")),
+            state_table_capacity=_table_capacity(raw, "stateTableCapacity"),
+            delta_table_capacity=_table_capacity(raw, "deltaTableCapacity"),
+            aggregate_table_capacity=_table_capacity(raw, "aggregateTableCapacity"),
+            # Lambda's limit for MaximumBatchingWindowInSeconds.
+            map_batching_window_seconds=_integer(raw, "mapBatchingWindowSeconds", 0, 300),
+            # Lambda's memory range (MB).
+            reduce_memory_mb=_integer(raw, "reduceMemoryMb", 128, 10240),
+            # Entries, not bytes: about 500 bytes each, so the default takes ~50 MB of the 512 MB function.
+            state_version_cache_size=_integer(raw, "stateVersionCacheSize", 0, 10_000_000),
+            target_messages_per_second=_integer(raw, "targetMessagesPerSecond", 1, 100_000_000),
+            capacity_check=_capacity_check(raw("capacityCheck")),
         )
 
 
@@ -285,3 +319,50 @@ def _json_or(text: str, fallback: Callable[[str], Any]) -> Any:
         return json.loads(text)
     except json.JSONDecodeError:
         return fallback(text)
+
+
+_TABLE_CAPACITY_FIELDS: Final[Mapping[str, str]] = {
+    "minWriteCapacity": "min_write_capacity",
+    "maxWriteCapacity": "max_write_capacity",
+    "minReadCapacity": "min_read_capacity",
+    "maxReadCapacity": "max_read_capacity",
+    "targetUtilizationPercent": "target_utilization_percent",
+}
+
+
+def _table_capacity(raw: Callable[[str], Any], key: str) -> TableCapacity:
+    """`{"mode": "on-demand"}`, or `{"mode": "provisioned", "minWriteCapacity": ..., ...}`.
+
+    Unset figures take `TableCapacity`'s defaults. They are accepted with `on-demand` too,
+    where they only tell the planner how to price the provisioned alternative.
+    """
+    value = raw(key)
+    if isinstance(value, str):
+        value = _json_or(value, lambda _text: None)
+    expected = f"an object with 'mode' ({' or '.join(repr(m) for m in CAPACITY_MODES)}) and optionally " + ", ".join(
+        _TABLE_CAPACITY_FIELDS
+    )
+    if not isinstance(value, dict) or value.get("mode") not in CAPACITY_MODES:
+        raise _fail(key, expected, value)
+    unknown = sorted(set(value) - {"mode", *_TABLE_CAPACITY_FIELDS})
+    if unknown:
+        raise _fail(key, expected, unknown)
+    figures: dict[str, int] = {}
+    for name, field_name in _TABLE_CAPACITY_FIELDS.items():
+        if name in value:
+            low, high = (20, 90) if name == "targetUtilizationPercent" else (1, MAX_TABLE_CAPACITY_UNITS)
+            figures[field_name] = _integer({f"{key}.{name}": value[name]}.get, f"{key}.{name}", low, high)
+    capacity = TableCapacity(mode=cast(CapacityMode, value["mode"]), **figures)
+    for kind, low, high in (
+        ("Write", capacity.min_write_capacity, capacity.max_write_capacity),
+        ("Read", capacity.min_read_capacity, capacity.max_read_capacity),
+    ):
+        if low > high:
+            raise _fail(f"{key}.max{kind}Capacity", f"at least min{kind}Capacity ({low})", high)
+    return capacity
+
+
+def _capacity_check(value: Any) -> CapacityCheck:
+    if value not in CAPACITY_CHECKS:
+        raise _fail("capacityCheck", " or ".join(repr(c) for c in CAPACITY_CHECKS), value)
+    return cast(CapacityCheck, value)

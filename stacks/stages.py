@@ -27,6 +27,10 @@ from stacks.tables import PipelineTables
 RETRY_UNTIL_SUCCESS = -1
 """`MaximumRetryAttempts` / `MaximumRecordAgeInSeconds` value meaning "infinite"."""
 
+STATE_MEMORY_MB = 512
+MAP_MEMORY_MB = 256
+"""Fixed function sizes (the reduce's is `reduceMemoryMb`); the capacity check plans with them."""
+
 
 def retry_until_record_expires(function: lambda_.Function) -> None:
     """Write `MaximumRecordAgeInSeconds: -1` on the function's mappings explicitly.
@@ -56,17 +60,21 @@ def consume_table_stream(
     batch_size: int,
     inserts_only: bool,
     tumbling_window: Duration | None = None,
+    max_batching_window: Duration | None = None,
 ) -> sources.DynamoEventSource:
     """Attach `table`'s stream with the settings every idempotent stage depends on.
 
     Retries until success (a record is never discarded, so never lost), never bisected and
     never partially acknowledged. `inserts_only` filters to new items (TTL expiry produces
-    REMOVE records, which are not new deltas). Grants read of the stream only, not of the table.
+    REMOVE records, which are not new deltas). `max_batching_window` lets a batch wait to
+    fill up (the planner asks for one on the map mapping at high rates). Grants read of the
+    stream only, not of the table.
     """
     source = sources.DynamoEventSource(
         table,
         starting_position=lambda_.StartingPosition.TRIM_HORIZON,
         batch_size=batch_size,
+        max_batching_window=max_batching_window,
         retry_attempts=RETRY_UNTIL_SUCCESS,
         bisect_batch_on_error=False,
         report_batch_item_failures=False,
@@ -104,7 +112,7 @@ class StateStage(Construct):
             description="Validates trade messages and keeps the highest version of each trade",
             # Up to `stateWriteConcurrency` conditional updates in flight: more memory buys CPU
             # for JSON parsing and exact decimal conversion of a 100-record batch.
-            memory_size=512,
+            memory_size=STATE_MEMORY_MB,
             timeout=Duration.seconds(60),
             environment={
                 "STATE_TABLE": tables.state_table.table_name,
@@ -113,6 +121,7 @@ class StateStage(Construct):
                 "STATE_WRITE_CONCURRENCY": str(settings.state_write_concurrency),
                 "VALUE_INTEGER_DIGITS": str(settings.value_domain.integer_digits),
                 "VALUE_FRACTION_DIGITS": str(settings.value_domain.fraction_digits),
+                "STATE_VERSION_CACHE_SIZE": str(settings.state_version_cache_size),
                 **settings.fault_injection_environment("STATE"),
             },
         )
@@ -156,7 +165,7 @@ class MapStage(Construct):
             service="map",
             handler="map_function.handler.lambda_handler",
             description="Turns a batch of state changes into one idempotent delta item",
-            memory_size=256,
+            memory_size=MAP_MEMORY_MB,
             timeout=Duration.seconds(60),
             environment={
                 "DELTA_TABLE": tables.delta_table.table_name,
@@ -174,6 +183,9 @@ class MapStage(Construct):
             batch_size=settings.map_batch_size,
             inserts_only=False,
             tumbling_window=SHARD_ID_WINDOW,
+            max_batching_window=Duration.seconds(settings.map_batching_window_seconds)
+            if settings.map_batching_window_seconds
+            else None,
         )
         # Query reads which stream positions earlier items cover; PutItem writes the rest.
         tables.delta_table.grant(function, "dynamodb:Query", "dynamodb:PutItem")
@@ -200,7 +212,8 @@ class ReduceStage(Construct):
             service="reduce",
             handler="reduce_function.handler.lambda_handler",
             description="Applies delta items to the aggregates exactly once",
-            memory_size=256,
+            # CPU scales with memory, and the single reduce instance's CPU work is on the critical path.
+            memory_size=settings.reduce_memory_mb,
             # A batch may need several transactions, each possibly retried after cancellation.
             timeout=Duration.seconds(120),
             environment={

@@ -13,16 +13,21 @@ from __future__ import annotations
 from aws_cdk import aws_dynamodb as dynamodb
 from constructs import Construct
 
+from planner.model import TableCapacity
 from stacks.settings import PipelineSettings
 
 TTL_ATTRIBUTE = "ExpiresAt"
+ON_DEMAND = TableCapacity()
 
 
 class PipelineTables(Construct):
     """StateTable, DeltaTable, AggregateTable and QuarantineTable, all with the same safety net.
 
-    Every table is on-demand (the load follows the producer, nothing to size), has
-    point-in-time recovery and server-side encryption with the AWS-managed DynamoDB key.
+    Every table has point-in-time recovery and server-side encryption with the AWS-managed
+    DynamoDB key. StateTable, DeltaTable and AggregateTable are on-demand by default (the
+    load follows the producer, nothing to size) or provisioned with auto scaling
+    (`stateTableCapacity`, ...: cheaper under a steady load, see the planner); the
+    quarantine is always on-demand.
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, settings: PipelineSettings) -> None:
@@ -35,6 +40,7 @@ class PipelineTables(Construct):
             # The map function needs the old image to take a moved or revalued trade out of its
             # previous aggregates, and the new image to put it into the new ones.
             stream=dynamodb.StreamViewType.NEW_AND_OLD_IMAGES,
+            capacity=settings.state_table_capacity,
         )
         self.delta_table = self._table(
             "DeltaTable",
@@ -47,12 +53,14 @@ class PipelineTables(Construct):
             # (there is none: delta items are only ever inserted).
             stream=dynamodb.StreamViewType.NEW_IMAGE,
             time_to_live_attribute=TTL_ATTRIBUTE,
+            capacity=settings.delta_table_capacity,
         )
         self.aggregate_table = self._table(
             "AggregateTable",
             partition_key="AggregateKey",
             # Expires the `#applied#...` idempotency markers once no stream can replay them.
             time_to_live_attribute=TTL_ATTRIBUTE,
+            capacity=settings.aggregate_table_capacity,
         )
         self.quarantine_table = self._table("QuarantineTable", partition_key="RecordId")
 
@@ -64,13 +72,18 @@ class PipelineTables(Construct):
         sort_key: str | None = None,
         stream: dynamodb.StreamViewType | None = None,
         time_to_live_attribute: str | None = None,
+        capacity: TableCapacity = ON_DEMAND,
     ) -> dynamodb.Table:
-        return dynamodb.Table(
+        provisioned = capacity.provisioned
+        table = dynamodb.Table(
             self,
             construct_id,
             partition_key=dynamodb.Attribute(name=partition_key, type=dynamodb.AttributeType.STRING),
             sort_key=dynamodb.Attribute(name=sort_key, type=dynamodb.AttributeType.STRING) if sort_key else None,
-            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            billing_mode=dynamodb.BillingMode.PROVISIONED if provisioned else dynamodb.BillingMode.PAY_PER_REQUEST,
+            # Provisioned tables start at their minimum; auto scaling takes them from there.
+            write_capacity=capacity.min_write_capacity if provisioned else None,
+            read_capacity=capacity.min_read_capacity if provisioned else None,
             encryption=dynamodb.TableEncryption.AWS_MANAGED,
             point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
                 point_in_time_recovery_enabled=True
@@ -79,3 +92,21 @@ class PipelineTables(Construct):
             time_to_live_attribute=time_to_live_attribute,
             removal_policy=self._settings.removal_policy,
         )
+        if provisioned:
+            auto_scale(table, capacity)
+        return table
+
+
+def auto_scale(table: dynamodb.Table, capacity: TableCapacity) -> None:
+    """Application Auto Scaling target tracking on the table's write and read capacity.
+
+    CDK's own constructs: a scalable target per dimension (with the service-linked role
+    DynamoDB auto scaling uses) and a target-tracking policy on the utilisation metric.
+    """
+    target = capacity.target_utilization_percent
+    table.auto_scale_write_capacity(
+        min_capacity=capacity.min_write_capacity, max_capacity=capacity.max_write_capacity
+    ).scale_on_utilization(target_utilization_percent=target)
+    table.auto_scale_read_capacity(
+        min_capacity=capacity.min_read_capacity, max_capacity=capacity.max_read_capacity
+    ).scale_on_utilization(target_utilization_percent=target)

@@ -19,17 +19,18 @@ def optional_setting(name: str, default: str) -> str:
     return os.environ.get(name, "").strip() or default
 
 
-def _int_setting(name: str, default: int, minimum: int, description: str) -> int:
+def int_setting(name: str, default: int, *, minimum: int) -> int:
+    """An integer variable of at least `minimum`; `default` when unset."""
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
     if not raw.isdigit() or int(raw) < minimum:
-        raise RuntimeError(f"environment variable {name}={raw!r} is not {description}")
+        raise RuntimeError(f"environment variable {name}={raw!r} is not an integer of at least {minimum}")
     return int(raw)
 
 
 def positive_int_setting(name: str, default: int) -> int:
-    return _int_setting(name, default, 1, "a positive integer")
+    return int_setting(name, default, minimum=1)
 
 
 def hierarchy_levels() -> tuple[str, ...]:
@@ -41,7 +42,7 @@ def value_domain() -> ValueDomain:
     """The aggregatable domain of Values (`VALUE_INTEGER_DIGITS`, `VALUE_FRACTION_DIGITS`)."""
     return ValueDomain(
         positive_int_setting("VALUE_INTEGER_DIGITS", DEFAULT_VALUE_DOMAIN.integer_digits),
-        _int_setting("VALUE_FRACTION_DIGITS", DEFAULT_VALUE_DOMAIN.fraction_digits, 0, "an integer >= 0"),
+        int_setting("VALUE_FRACTION_DIGITS", DEFAULT_VALUE_DOMAIN.fraction_digits, minimum=0),
     )
 
 

@@ -14,6 +14,12 @@ or Lambda retrying the batch) is reported as written, not as a duplicate.
 A message with the version already applied but different content (value or
 hierarchy) is a *conflicting duplicate*: the first applied version stands, and
 the conflict is counted and reported in the quarantine with its reason.
+
+Every outcome the table answers (a write, or a failed condition with the stored
+item) is remembered in a per-environment `VersionCache` (`aggregation.versions`):
+a later message whose Version is not above the one seen would certainly fail its
+condition, so it is settled from memory without a write, reported exactly as the
+failed condition would have been, and counted in `WritesSkippedByVersionCache`.
 """
 
 from concurrent.futures import ThreadPoolExecutor
@@ -30,11 +36,13 @@ from botocore.exceptions import ClientError
 from aggregation.batches import is_conflicting_duplicate, select_latest_versions
 from aggregation.exact import dynamodb_number
 from aggregation.messages import InvalidMessage, TradeMessage, parse_trade_message
+from aggregation.versions import StoredVersion, VersionCache
 from function_support.aws import dynamodb_client, error_code, serializer
 from function_support.faults import FailurePoint, maybe_inject_failure
 from function_support.settings import (
     METRICS_NAMESPACE,
     hierarchy_levels,
+    int_setting,
     positive_int_setting,
     required_setting,
     value_domain,
@@ -43,6 +51,7 @@ from state_function.quarantine import QuarantinedRecord, RecordOrigin, quarantin
 
 STAGE = "STATE"
 DEFAULT_WRITE_CONCURRENCY = 16
+DEFAULT_VERSION_CACHE_SIZE = 100_000
 
 SERVICE = "state"
 
@@ -83,8 +92,42 @@ def write_pool() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="state-write")
 
 
-def apply_state_change(table_name: str, received: ReceivedMessage, levels: tuple[str, ...]) -> StateWrite:
-    """Write the message unless the table holds this or a newer version."""
+@cache
+def version_cache(table_name: str) -> VersionCache:
+    """One cache per execution environment and table (a Lambda environment only ever sees one)."""
+    return VersionCache(int_setting("STATE_VERSION_CACHE_SIZE", DEFAULT_VERSION_CACHE_SIZE, minimum=0))
+
+
+def outcome(received: ReceivedMessage, stored: StoredVersion) -> StateWrite:
+    """What a conditional write of `received` comes to when the table holds `stored` (this or a newer version).
+
+    The record's own earlier write (an SDK retry after a lost response, or Lambda
+    retrying the batch) counts as written; otherwise nothing is written, and the stored
+    content digest tells a duplicate from a conflict when the version is the same.
+    """
+    if stored.written_by == received.origin.event_id:
+        return StateWrite(written=True, applied_digest=received.message.content_digest)
+    same_version = stored.version == received.message.version
+    return StateWrite(written=False, applied_digest=stored.content_digest if same_version else None)
+
+
+def stored_item_version(item: dict[str, Any]) -> StoredVersion:
+    """The `StoredVersion` of a StateTable item as DynamoDB returns it (ALL_OLD)."""
+    return StoredVersion(
+        version=int(item["Version"]["N"]),
+        content_digest=item.get("ContentDigest", {}).get("S"),
+        written_by=item.get("WrittenByEventId", {}).get("S"),
+    )
+
+
+def apply_state_change(
+    table_name: str, received: ReceivedMessage, levels: tuple[str, ...], known: VersionCache
+) -> StateWrite:
+    """Write the message unless the table holds this or a newer version; remember what the table answered.
+
+    Only an answer is remembered (a write, or a failed condition with the stored item):
+    any other error propagates and teaches `known` nothing.
+    """
     message = received.message
     names = {
         "#trade_id": "TradeID",
@@ -121,14 +164,29 @@ def apply_state_change(table_name: str, received: ReceivedMessage, levels: tuple
     except ClientError as error:
         if error_code(error) != "ConditionalCheckFailedException":
             raise
-        stored: dict[str, Any] = cast(dict[str, Any], error.response).get("Item", {})  # ALL_OLD: what won
-        if stored.get("WrittenByEventId", {}).get("S") == received.origin.event_id:
-            return StateWrite(written=True, applied_digest=message.content_digest)
-        same_version = stored.get("Version", {}).get("N") == str(message.version)
-        return StateWrite(
-            written=False, applied_digest=stored.get("ContentDigest", {}).get("S") if same_version else None
-        )
-    return StateWrite(written=True, applied_digest=message.content_digest)
+        # ALL_OLD: the item that won, holding this or a newer version.
+        stored = stored_item_version(cast(dict[str, Any], error.response)["Item"])
+    else:
+        stored = StoredVersion(message.version, message.content_digest, received.origin.event_id)
+    known.remember(message.trade_id, stored)
+    return outcome(received, stored)
+
+
+def settle_messages(
+    table_name: str, latest: list[ReceivedMessage], levels: tuple[str, ...]
+) -> tuple[list[StateWrite], int]:
+    """The outcome of each message (one per TradeID), and how many the version cache settled without a write.
+
+    The others are written concurrently in the bounded pool, each outcome remembered.
+    """
+    known = version_cache(table_name)
+    settled = [known.settling(item.message.trade_id, item.message.version) for item in latest]
+    to_write = [item for item, stored in zip(latest, settled, strict=True) if stored is None]
+    written = write_pool().map(lambda item: apply_state_change(table_name, item, levels, known), to_write)
+    writes = [
+        next(written) if stored is None else outcome(item, stored) for item, stored in zip(latest, settled, strict=True)
+    ]
+    return writes, len(latest) - len(to_write)
 
 
 @metrics.log_metrics
@@ -156,7 +214,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, i
             rejected.append(QuarantinedRecord(origin, error.reason))
 
     selection = select_latest_versions(received, lambda item: item.message)
-    writes = list(write_pool().map(lambda item: apply_state_change(state_table, item, levels), selection.latest))
+    writes, skipped = settle_messages(state_table, selection.latest, levels)
     applied_digests = {
         item.message.trade_id: w.applied_digest for item, w in zip(selection.latest, writes, strict=True)
     }
@@ -183,6 +241,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, i
     metrics.add_metric(name="DuplicateOrStaleMessages", unit=MetricUnit.Count, value=summary["duplicate_or_stale"])
     metrics.add_metric(name="ConflictingDuplicates", unit=MetricUnit.Count, value=len(conflicts))
     metrics.add_metric(name="QuarantinedRecords", unit=MetricUnit.Count, value=len(rejected))
-    logger.info("state batch done", extra=summary)
+    metrics.add_metric(name="WritesSkippedByVersionCache", unit=MetricUnit.Count, value=skipped)
+    logger.info("state batch done", extra={**summary, "skipped_by_version_cache": skipped})
     maybe_inject_failure(STAGE, FailurePoint.AFTER_WRITE)
     return summary

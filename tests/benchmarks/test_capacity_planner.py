@@ -1,159 +1,36 @@
-"""The capacity planner's arithmetic, limits and flags, and its command line."""
+"""The planner's command line: cdk.json's settings, overrides like `cdk synth -c`, both capacity modes."""
 
 import json
 import math
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from benchmarks import capacity
-from benchmarks.capacity import ServiceTimes, Settings, Workload, plan_capacity
 from benchmarks.handler_overhead import fit_reduce_cpu
 from benchmarks.harness import percentile
-from benchmarks.prices import DEFAULT_PRICE_TABLE, load_price_table
+from planner.model import Settings, Workload, plan_capacity
+from planner.prices import DEFAULT_PRICE_TABLE, load_price_table
+from stacks.capacity import planned_settings
 
 PRICES = load_price_table()
 STANDARD = Workload(rate=50_000)
 
 
-def test_the_price_table_is_dated_sourced_and_says_to_check_it() -> None:
-    raw = json.loads(DEFAULT_PRICE_TABLE.read_text())
-    assert raw["as_of"] and "check" in raw["notice"].lower() and "list price" in raw["notice"].lower()
-    assert all(section["source"].startswith("https://") for section in (raw["dynamodb"], raw["kinesis"], raw["lambda"]))
-    assert PRICES.dynamodb_write_unit == pytest.approx(0.625e-6)
-    assert PRICES.seconds_per_month == 730 * 3600
+def test_the_planner_reads_the_settings_cdk_synth_reads() -> None:
+    settings = capacity.pipeline_settings({})
+    assert planned_settings(settings) == Settings(), "the model's defaults are cdk.json's"
+    assert settings.target_messages_per_second == capacity.cdk_json_context()["targetMessagesPerSecond"]
 
 
-def test_distinct_nodes_grow_from_none_to_every_node_of_the_hierarchy() -> None:
-    assert capacity.distinct_nodes(STANDARD, 0) == 0
-    assert capacity.distinct_nodes(STANDARD, 1) == pytest.approx(3 * STANDARD.paths_per_change, rel=0.05)
-    assert capacity.distinct_nodes(STANDARD, 1_000_000) == pytest.approx(5 + 25 + 75)
-
-
-def test_duplicates_and_stale_versions_do_not_change_state() -> None:
-    assert STANDARD.applied_share == pytest.approx(0.85)
-    assert STANDARD.nodes_per_level == (5, 25, 75)
-
-
-def test_kinesis_shards_follow_the_tighter_of_the_record_and_byte_limits() -> None:
-    assert capacity.kinesis_shards(Workload(rate=50_000, record_bytes=300)) == 50
-    assert capacity.kinesis_shards(Workload(rate=2_000, record_bytes=1024)) == 2
-    assert capacity.kinesis_shards(Workload(rate=1_000, record_bytes=4096)) == 4
-
-
-def test_kinesis_bills_each_record_rounded_up_to_a_kilobyte() -> None:
-    workload = Workload(rate=1_000, record_bytes=300)
-    seconds = PRICES.seconds_per_month
-    expected = (
-        730 * 0.04
-        + 1_000 * 1024 * seconds / 1024**3 * 0.08  # 300 B billed as 1 KB
-        + 1_000 * 300 * seconds / 1024**3 * 0.04
-    )
-    assert capacity.kinesis_monthly_usd(workload, PRICES) == pytest.approx(expected)
-
-
-def test_lambda_cost_is_gb_seconds_plus_requests() -> None:
-    cost = capacity.lambda_monthly_usd(executions=2, memory_mb=512, invocations_per_second=10, prices=PRICES)
-    seconds = PRICES.seconds_per_month
-    assert cost == pytest.approx(1 * seconds * 0.0000133334 + 10 * seconds * 0.2e-6)
-
-
-def test_few_nodes_put_a_whole_invocation_in_one_transaction() -> None:
-    flat = Workload(rate=1, fan_out=(2,), modifications_pct=0)
-    per_batch, actions = capacity.transactions_per_delta_batch(
-        flat, changes=100, batches_per_invocation=10, markers=True
-    )
-    assert per_batch == pytest.approx(1 / 10)  # both groups: 2 nodes + 2 x 10 markers + #stats
-    assert actions == pytest.approx(23)
-
-
-def test_each_node_group_of_the_standard_hierarchy_takes_one_transaction() -> None:
-    per_batch, actions = capacity.transactions_per_delta_batch(
-        STANDARD, changes=10_000, batches_per_invocation=10, markers=True
-    )
-    assert per_batch == pytest.approx(2 / 10)  # 52.5 nodes + 10 markers + #stats per group
-    assert actions == pytest.approx(105 / 2 + 10 + 1)
-
-
-def test_token_only_mode_writes_no_markers() -> None:
-    per_batch, actions = capacity.transactions_per_delta_batch(
-        STANDARD, changes=10_000, batches_per_invocation=10, markers=False
-    )
-    assert per_batch == pytest.approx(2 / 10)  # 105 nodes + #stats exceed 100: one transaction per group
-    assert actions == pytest.approx(105 / 2 + 1)
-
-
-def test_50000_messages_per_second_with_the_defaults() -> None:
-    plan = plan_capacity(STANDARD, prices=PRICES)
-    lambda_rate = capacity.lambda_state_rate(ServiceTimes(), Settings())
-    assert lambda_rate < ServiceTimes().state_messages_per_second  # 512 MB is about 0.29 vCPU
-    assert plan.ours.state_executions == pytest.approx(50_000 / lambda_rate)
-    assert plan.original.state_executions == pytest.approx(500)  # the original's ~500 instances
-    assert plan.ours.state_write_units_per_second == 50_000  # 300 B + overhead: 1 WRU each
-    # 425 full delta batches of 100 changes a second; a reduce invocation of 10 of them
-    # commits one transaction per node group (2): 85 a second, more than one instance
-    # commits at 25 ms each plus its CPU.
-    assert plan.ours.delta_batches_per_second == pytest.approx(425)
-    assert plan.ours.reduce_transactions_per_second == pytest.approx(425 / 10 * 2)
-    assert plan.ours.reduce_busy_fraction > 1
-    assert plan.ours.hottest_item_write_units_per_second == pytest.approx(2 * 85)
-    changes = " ".join(flag.change for flag in plan.ours.flags)
-    assert f"stateParallelizationFactor to {math.ceil(1000 / lambda_rate)}" in changes
-    assert "raise mapBatchSize" in changes
-    assert "quota increase" in changes  # StateTable at 50,000 WRU/s is over the 40,000 default
-    original_changes = " ".join(flag.change for flag in plan.original.flags)
-    assert "stateParallelizationFactor to 10" in original_changes
-    assert plan.ours.monthly_usd == pytest.approx(sum(c.monthly_usd for c in plan.ours.components))
-
-
-def test_larger_map_batches_let_the_single_reduce_keep_up() -> None:
-    found = capacity.map_batching_that_keeps_up(STANDARD, Settings(), ServiceTimes(), PRICES, original=False)
-    assert found is not None and found.map_batch_size > 100 and found.map_batching_window_seconds > 0
-    plan = plan_capacity(STANDARD, found, prices=PRICES)
-    assert plan.ours.reduce_busy_fraction <= capacity.BUSY_LIMIT
-    assert not [f for f in plan.ours.flags if "reduce" in f.problem]
-
-
-def test_cpu_slows_down_with_less_memory() -> None:
-    assert capacity.cpu_slowdown(1769) == 1.0
-    assert capacity.cpu_slowdown(3538) == 1.0  # more than one vCPU does not help one thread
-    assert capacity.cpu_slowdown(256) == pytest.approx(1769 / 256)
-
-
-def test_without_a_batching_window_a_stream_shard_fills_only_a_quarter_second_of_records() -> None:
-    plan = plan_capacity(STANDARD, Settings(map_batch_size=10_000), prices=PRICES)
-    per_shard_per_second = 50_000 * 0.85 / 50
-    assert plan.ours.effective_map_batch == pytest.approx(per_shard_per_second / 4)
-
-
-def test_an_item_over_1000_wcu_per_second_is_flagged() -> None:
-    fast = replace(
-        ServiceTimes(), transaction_round_trip_ms=0.1, reduce_cpu_us_per_action=0.01, reduce_cpu_us_per_message=0
-    )
-    # The root nodes take one write per node-group transaction: 2 per reduce invocation.
-    plan = plan_capacity(Workload(rate=400_000), Settings(), fast, PRICES)
-    assert plan.ours.hottest_item_write_units_per_second > 1000
-    flags = [f for f in plan.ours.flags if "hottest" in f.problem]
-    assert flags and "mapBatchSize" in flags[0].change
-
-
-def test_a_reduce_batch_over_100_nodes_is_flagged_for_the_original() -> None:
-    plan = plan_capacity(STANDARD, prices=PRICES)
-    assert any("more than one transaction holds" in f.problem for f in plan.original.flags)
-
-
-def test_in_batch_selection_lowers_our_state_writes_only() -> None:
-    plan = plan_capacity(replace(STANDARD, state_writes_per_message=0.9), prices=PRICES)
-    assert plan.ours.state_write_units_per_second == pytest.approx(45_000)
-    assert plan.original.state_write_units_per_second == 50_000
-
-
-def test_markdown_has_both_designs_inputs_and_flags() -> None:
+def test_markdown_has_both_designs_inputs_flags_and_both_capacity_modes() -> None:
     text = capacity.render_markdown(plan_capacity(STANDARD, prices=PRICES))
     assert "| | this pipeline | original design |" in text
     assert "total $/month" in text and "Inputs: rate 50,000 msg/s" in text
     assert "→ **" in text
+    assert "| table | WRU/s | on-demand $/month | provisioned WCU (target) | provisioned $/month | cheaper |" in text
+    assert "| StateTable | 50,000 | 82,125 | 71,429 (70 %) | 33,893 | provisioned |" in text
+    assert "break-even" in text and "28.9%" in text
 
 
 def test_the_command_line_prints_a_plan(capsys: pytest.CaptureFixture[str]) -> None:
@@ -161,10 +38,40 @@ def test_the_command_line_prints_a_plan(capsys: pytest.CaptureFixture[str]) -> N
     assert "map 1000" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("arguments", [["--rate", "0"], ["--rate", "10", "--fan-out", "a,b"]])
-def test_the_command_line_rejects_nonsense(arguments: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_rate_defaults_to_the_declared_target(capsys: pytest.CaptureFixture[str]) -> None:
+    assert capacity.main(["--markdown"]) == 0
+    target = capacity.cdk_json_context()["targetMessagesPerSecond"]
+    out = capsys.readouterr().out
+    assert f"Inputs: rate {target:,} msg/s" in out
+    assert "**this pipeline**" not in out, "cdk.json's settings carry its own target: no flag for this pipeline"
+
+
+def test_context_overrides_reach_the_plan_as_cdk_synth_takes_them(capsys: pytest.CaptureFixture[str]) -> None:
+    provisioned = '{"mode": "provisioned", "minWriteCapacity": 10, "maxWriteCapacity": 500}'
+    arguments = ["--rate", "1000", "--markdown", "-c", f"stateTableCapacity={provisioned}", "-c", "reduceMemoryMb=1024"]
+    assert capacity.main(arguments) == 0
+    out = capsys.readouterr().out
+    assert "tables StateTable provisioned, DeltaTable on-demand" in out
+    assert "reduce 1024 MB" in out
+    assert "StateTable needs 1,000 WCU/s, over its provisioned maximum of 500" in out
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--rate", "0"], "--rate must be positive"),
+        (["--rate", "10", "--fan-out", "a,b"], "--fan-out"),
+        (["-c", "mapBatchingWindowSeconds=301"], "'mapBatchingWindowSeconds' must be an integer from 0 to 300"),
+        (["--map-batch-size", "0"], "'mapBatchSize' must be an integer from 1 to 10000"),
+        (["-c", "stateTableCapacity"], "expected KEY=VALUE"),
+    ],
+)
+def test_the_command_line_rejects_nonsense_in_one_line(
+    arguments: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert capacity.main(arguments) == 2
-    assert capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
 
 
 def test_another_price_table_can_be_passed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -190,26 +97,3 @@ def test_reduce_cpu_is_split_into_actions_and_messages() -> None:
     assert model.per_action_us == pytest.approx(50)
     assert model.per_message_us == pytest.approx(5)
     assert fit_reduce_cpu([(100.0, 1, 1), (200.0, 2, 2)]).per_message_us >= 0  # collinear: one term only
-
-
-def test_a_delta_item_over_400_kb_is_flagged() -> None:
-    plan = plan_capacity(STANDARD, Settings(map_batch_size=10_000, map_batching_window_seconds=300), prices=PRICES)
-    assert plan.ours.effective_map_batch == 10_000  # fits in the item limit: 10,000 timestamps are ~100 KB
-    assert not [f for f in plan.ours.flags if "item limit" in f.problem]
-    huge = replace(STANDARD, fan_out=(30, 30, 30))  # 27,930 nodes
-    flagged = plan_capacity(huge, Settings(map_batch_size=10_000, map_batching_window_seconds=300), prices=PRICES)
-    assert [f for f in flagged.ours.flags if "item limit" in f.problem]
-
-
-def test_a_map_shard_that_cannot_keep_up_is_flagged() -> None:
-    slow = replace(ServiceTimes(), map_cpu_us_per_record=2000)
-    plan = plan_capacity(STANDARD, Settings(), slow, PRICES)
-    assert [f for f in plan.ours.flags if "map invocation takes" in f.problem]
-
-
-def test_when_batching_is_not_enough_the_reduce_gets_more_memory() -> None:
-    heavy = replace(ServiceTimes(), reduce_cpu_us_per_message=5.0)  # 42,500 msg/s x 5 µs x 6.9 > 1 s/s at 256 MB
-    found = capacity.map_batching_that_keeps_up(STANDARD, Settings(), heavy, PRICES, original=False)
-    assert found is not None and found.reduce_memory_mb > 256
-    flag = next(f for f in plan_capacity(STANDARD, Settings(), heavy, PRICES).ours.flags if "reduce" in f.problem)
-    assert f"give the reduce function {found.reduce_memory_mb} MB" in flag.change

@@ -135,3 +135,42 @@ def test_the_synthesized_stack_deploys_with_every_output_the_contract_names(
     functions = [r for r in deployment.resources.values() if r.resource_type == "AWS::Lambda::Function"]
     assert len(functions) >= 3
     json.dumps(deployment.to_json())
+
+
+@pytest.mark.emulator
+@pytest.mark.slow
+def test_a_provisioned_stack_deploys_with_its_auto_scaling_left_to_aws(
+    module_emulator: EmulatorProcess, tmp_path: Path
+) -> None:
+    """Provisioned tables are created as such; the Application Auto Scaling resources, which moto's
+    CloudFormation does not know, are the harmless gaps the deployer lists (moto never throttles)."""
+    from local.deployer import REQUIRED_OUTPUT_KEYS  # noqa: PLC0415
+    from stacks import build_app  # noqa: PLC0415
+    from tests.stacks.stack_helpers import load_cdk_json_context  # noqa: PLC0415
+
+    endpoint = module_emulator.endpoint_url
+    provisioned = {"mode": "provisioned", "minWriteCapacity": 7, "minReadCapacity": 2}
+    tables = ("stateTableCapacity", "deltaTableCapacity", "aggregateTableCapacity")
+    context = {**load_cdk_json_context(), "stackName": "ProvisionedLocal", **dict.fromkeys(tables, provisioned)}
+    app, _stack = build_app(context, outdir=str(tmp_path / "cdk.out"))
+    app.synth()
+
+    deployment = deploy(tmp_path / "cdk.out", endpoint, require_outputs=REQUIRED_OUTPUT_KEYS)
+
+    dynamodb = aws_client("dynamodb", endpoint)
+    for output in ("StateTableName", "DeltaTableName", "AggregateTableName"):
+        table = dynamodb.describe_table(TableName=deployment.outputs[output])["Table"]
+        assert table["BillingModeSummary"]["BillingMode"] == "PROVISIONED", output
+        throughput = table["ProvisionedThroughput"]
+        assert (throughput["WriteCapacityUnits"], throughput["ReadCapacityUnits"]) == (7, 2), output
+    quarantine = dynamodb.describe_table(TableName=deployment.outputs["QuarantineTableName"])["Table"]
+    assert quarantine["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
+    scaling = {
+        logical_id
+        for logical_id, resource in deployment.template["Resources"].items()
+        if resource["Type"].startswith("AWS::ApplicationAutoScaling::")
+    }
+    assert len(scaling) == 12, "a target and a policy per dimension (write, read) of each of the three tables"
+    assert scaling <= set(deploy_what_cloudformation_skipped(deployment.template, deployment.resources))
+    dynamodb.put_item(TableName=deployment.outputs["StateTableName"], Item={"TradeID": {"S": "t"}})
+    assert dynamodb.get_item(TableName=deployment.outputs["StateTableName"], Key={"TradeID": {"S": "t"}})["Item"]

@@ -12,7 +12,7 @@ from pathlib import Path
 import boto3
 import pytest
 
-from producer.cleanup import clear_pipeline
+from producer.cleanup import RESTART_AFTER_CLEAR, clear_pipeline
 from producer.ledger import Ledger
 from producer.targets import PipelineTarget, TargetError, resolve_target
 
@@ -133,6 +133,7 @@ def test_clear_empties_every_table_and_the_ledger(pipeline: PipelineTarget, tmp_
     Ledger().save(ledger_path)
     summary = clear_pipeline(pipeline, ledger_path)
     assert sorted(summary.deleted_items.values()) == [130, 130, 130, 130]
+    assert summary.notes == [RESTART_AFTER_CLEAR], "the state items are gone, not the versions warm functions saw"
     assert summary.ledger_deleted == ledger_path and not ledger_path.exists()
     for table in keys:
         assert client.scan(TableName=table)["Count"] == 0

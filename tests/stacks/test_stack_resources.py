@@ -147,6 +147,7 @@ def test_environment_per_function(template: Template) -> None:
         "STATE_WRITE_CONCURRENCY": "16",
         "VALUE_INTEGER_DIGITS": "18",
         "VALUE_FRACTION_DIGITS": "10",
+        "STATE_VERSION_CACHE_SIZE": "100000",
         "FAILURE_STATE_LAMBDA_PCT": zeros["FAILURE_STATE_LAMBDA_PCT"],
         "FAILURE_STATE_LAMBDA_AFTER_WRITE_PCT": "0",
     }

@@ -21,7 +21,9 @@ class PriceTable:
     as_of: str
     notice: str
     hours_per_month: float
-    dynamodb_write_unit: float  # USD per write request unit
+    dynamodb_write_unit: float  # USD per write request unit (on-demand)
+    dynamodb_write_capacity_unit_hour: float  # USD per provisioned write capacity unit and hour
+    dynamodb_read_capacity_unit_hour: float  # USD per provisioned read capacity unit and hour
     kinesis_stream_hour: float
     kinesis_ingest_per_gb: float
     kinesis_retrieval_per_gb: float
@@ -47,6 +49,8 @@ def load_price_table(path: Path = DEFAULT_PRICE_TABLE) -> PriceTable:
         notice=raw["notice"],
         hours_per_month=float(raw["hours_per_month"]),
         dynamodb_write_unit=float(dynamodb["write_request_unit_per_million"]) / 1e6,
+        dynamodb_write_capacity_unit_hour=float(dynamodb["provisioned_write_capacity_unit_hour"]),
+        dynamodb_read_capacity_unit_hour=float(dynamodb["provisioned_read_capacity_unit_hour"]),
         kinesis_stream_hour=float(kinesis["on_demand_stream_hour"]),
         kinesis_ingest_per_gb=float(kinesis["on_demand_ingest_per_gb"]),
         kinesis_retrieval_per_gb=float(kinesis["on_demand_retrieval_per_gb"]),
@@ -56,5 +60,5 @@ def load_price_table(path: Path = DEFAULT_PRICE_TABLE) -> PriceTable:
         kinesis_put_payload_unit_bytes=int(kinesis["put_payload_unit_bytes"]),
         lambda_gb_second=float(functions["arm64_gb_second"]),
         lambda_request=float(functions["requests_per_million"]) / 1e6,
-        sources=(dynamodb["source"], kinesis["source"], functions["source"]),
+        sources=(dynamodb["source"], dynamodb["provisioned_source"], kinesis["source"], functions["source"]),
     )

@@ -1,0 +1,656 @@
+"""The capacity model: what a target message rate needs, what it costs, and what cannot keep up.
+
+Pure (standard library only) so that two very different callers share one model: the CDK
+app, which refuses at synthesis settings that cannot carry the declared
+`targetMessagesPerSecond` (`stacks/capacity.py`), and the planner's command line and
+`make bench` (`python -m benchmarks.capacity`), which print the plan.
+
+For our design and, alongside, the original design (one conditional write per message
+including duplicates, ~100 messages/s per state instance, one put per map batch, one
+transaction per reduce batch without markers or `#stats`), it derives from the workload
+and the settings:
+
+- Kinesis: shards by the per-shard write limits (1,000 records/s, 1 MiB/s), on-demand cost;
+- concurrent state, map and reduce executions by Little's law (arrival rate x time per
+  invocation), from per-invocation rates that are parameters (`make bench` passes the
+  ones it measured; the defaults are stated in `ServiceTimes`);
+- DynamoDB write units per second per table and on the hottest item, transactions per
+  second, and monthly cost per component from the dated price table, each table in its
+  capacity mode (on-demand, or provisioned with auto scaling; `capacity_modes` prices both);
+- flags: a table over its default on-demand quota or its provisioned maximum, a shard whose
+  state function cannot keep up (raise the parallelization factor), the single reduce
+  instance (reserved concurrency 1) busier than it can be at the transaction latency, an
+  item over DynamoDB's 1,000 WCU/s per-partition limit, the original's reduce transaction
+  over 100 actions. Each flag names the `cdk.json` setting to change.
+
+Why a model and not a load test: the pipeline cannot be run at 50,000 messages/s on a
+laptop. The model's per-message write counts are checked against the write-cost
+benchmark, which counts real calls on the same workload (docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from planner.prices import SECONDS_PER_HOUR, PriceTable, load_price_table
+
+NODE_GROUPS = 2
+"""`aggregation.transactions.NODE_GROUPS` (a test keeps them equal): the Lambda asset's
+domain is not importable by the CDK app, which runs this model at synthesis."""
+MAX_TRANSACTION_ACTIONS = 100
+PER_ITEM_WRITE_UNITS_PER_SECOND = 1000  # DynamoDB's per-partition write throughput
+TABLE_WRITE_QUOTA_PER_SECOND = 40_000  # default on-demand per-table write request unit quota (adjustable)
+SHARD_RECORDS_PER_SECOND = 1000
+SHARD_BYTES_PER_SECOND = 1024 * 1024
+MAX_PARALLELIZATION_FACTOR = 10
+STREAM_POLLS_PER_SECOND = 4  # Lambda polls a DynamoDB stream shard about four times a second
+GIGABYTE = 1024**3
+KILOBYTE = 1024
+# Sizes of a DeltaTable item's parts (bytes, DynamoDB's item size rules), fitted to the items
+# the write-cost benchmark records: fixed attributes, one Deltas map entry, one producer timestamp.
+DELTA_ITEM_FIXED_BYTES = 170
+DELTA_NODE_BYTES = 43
+DELTA_TIMESTAMP_BYTES = 10
+STATE_ITEM_OVERHEAD_BYTES = 110  # ContentDigest, attribute names, the Hierarchy map's overhead
+LAMBDA_MB_PER_VCPU = 1769  # Lambda gives one full vCPU at 1,769 MB, proportionally less below
+MAX_ITEM_BYTES = 400 * 1000  # DynamoDB's item size limit
+BUSY_LIMIT = 0.8  # a single reduce instance busier than this falls behind on any burst
+MAP_BATCH_CANDIDATES = (100, 200, 500, 1000, 2000, 5000, 10000)
+REDUCE_MEMORY_CANDIDATES = (512, 1024, 1769)  # MB; 1,769 MB is one full vCPU
+MAP_BATCHING_WINDOWS = (1, 2, 5, 10, 20, 30, 60, 120, 300)  # mapBatchingWindowSeconds candidates
+PIPELINE_TABLES = ("StateTable", "DeltaTable", "AggregateTable")
+"""The tables whose capacity mode is a setting (the quarantine is always on-demand: it is
+written only for bad input, a load no one can plan)."""
+
+CapacityMode = Literal["on-demand", "provisioned"]
+TABLE_SETTINGS = {
+    "StateTable": "stateTableCapacity",
+    "DeltaTable": "deltaTableCapacity",
+    "AggregateTable": "aggregateTableCapacity",
+}
+"""Each pipeline table and the cdk.json setting of its capacity mode."""
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The messages: rate, size and mix (percentages of messages)."""
+
+    rate: float
+    record_bytes: int = 300
+    duplicates_pct: float = 10.0
+    out_of_order_pct: float = 5.0  # messages that arrive after a newer version: stale, ignored
+    modifications_pct: float = 20.0
+    move_share: float = 0.3  # of modifications, those that move the trade to another node
+    fan_out: tuple[int, ...] = (5, 5, 3)  # values per hierarchy level, root first
+    # Ours only: conditional writes per message after dropping in-batch duplicates and
+    # superseded versions (the write-cost benchmark measures it; 1.0 assumes no saving).
+    state_writes_per_message: float = 1.0
+
+    @property
+    def applied_share(self) -> float:
+        """State changes per message: everything but duplicates and stale versions."""
+        return max(0.0, 1.0 - (self.duplicates_pct + self.out_of_order_pct) / 100.0)
+
+    @property
+    def paths_per_change(self) -> float:
+        """Hierarchy paths one state change touches: a move touches the old and the new one."""
+        if self.applied_share == 0:
+            return 1.0
+        return 1.0 + (self.modifications_pct / 100.0) / self.applied_share * self.move_share
+
+    @property
+    def nodes_per_level(self) -> tuple[int, ...]:
+        return tuple(math.prod(self.fan_out[: depth + 1]) for depth in range(len(self.fan_out)))
+
+
+@dataclass(frozen=True)
+class TableCapacity:
+    """One table's capacity mode (`stateTableCapacity`, `deltaTableCapacity`, `aggregateTableCapacity`).
+
+    On-demand bills every write request. Provisioned bills capacity by the hour, which
+    Application Auto Scaling keeps near `target_utilization_percent` of what is consumed,
+    between the minimum and the maximum (the table starts at the minimum). The provisioned
+    figures are kept for an on-demand table too: the planner prices the alternative with them.
+    """
+
+    mode: CapacityMode = "on-demand"
+    min_write_capacity: int = 5
+    max_write_capacity: int = 40_000
+    min_read_capacity: int = 1
+    max_read_capacity: int = 1000
+    target_utilization_percent: int = 70
+
+    @property
+    def provisioned(self) -> bool:
+        return self.mode == "provisioned"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The deployment's settings (cdk.json context names in the comments).
+
+    The defaults are cdk.json's (a test keeps them equal to what `stacks.capacity`
+    reads from it); state and map memory are the stack's fixed function sizes.
+    """
+
+    state_batch_size: int = 100  # stateBatchSize
+    state_parallelization_factor: int = 1  # stateParallelizationFactor
+    map_batch_size: int = 100  # mapBatchSize
+    map_batching_window_seconds: float = 0.0  # mapBatchingWindowSeconds
+    reduce_batch_size: int = 10  # reduceBatchSize
+    markers: bool = True  # reduceIdempotency crt+marker (True) or crt
+    state_memory_mb: int = 512
+    map_memory_mb: int = 256
+    reduce_memory_mb: int = 256  # reduceMemoryMb
+    state_table: TableCapacity = TableCapacity()  # stateTableCapacity
+    delta_table: TableCapacity = TableCapacity()  # deltaTableCapacity
+    aggregate_table: TableCapacity = TableCapacity()  # aggregateTableCapacity
+
+    def table_capacity(self, table: str) -> TableCapacity:
+        """The capacity of one of `PIPELINE_TABLES`."""
+        by_table = {
+            "StateTable": self.state_table,
+            "DeltaTable": self.delta_table,
+            "AggregateTable": self.aggregate_table,
+        }
+        return by_table[table]
+
+
+@dataclass(frozen=True)
+class ServiceTimes:
+    """Per-invocation speeds the plan rests on. `make bench` passes measured values.
+
+    CPU figures are per full vCPU; the plan slows them down by each function's memory
+    (`cpu_slowdown`). Defaults: ours from the state-throughput benchmark at a 20 ms round
+    trip (conservative for DynamoDB in-region); the original's 100 messages/s per instance is what its
+    authors measured; a 20 ms single write and 25 ms transaction round trip; handler CPU
+    from the overhead benchmark (the reduce's split into a per-transaction and a
+    per-message part by fitting invocations of small and large delta batches). The
+    original's reduce is given the same CPU figures.
+    """
+
+    state_messages_per_second: float = 700.0  # on one full core
+    state_cpu_us_per_message: float = 250.0  # of which CPU, on one full core (slower in a 512 MB function)
+    original_state_messages_per_second: float = 100.0
+    write_round_trip_ms: float = 20.0
+    transaction_round_trip_ms: float = 25.0
+    map_cpu_us_per_record: float = 60.0
+    reduce_cpu_us_per_action: float = 50.0  # building and serialising one transaction action
+    reduce_cpu_us_per_message: float = 1.0  # a delta item's ProducerTimestamps, parsed and summed
+
+
+@dataclass(frozen=True)
+class Component:
+    """One line of the plan: load, executions and monthly cost of a part of the pipeline."""
+
+    name: str
+    detail: str
+    monthly_usd: float
+
+
+@dataclass(frozen=True)
+class Flag:
+    """Something the settings do not carry, and the setting to change.
+
+    `blocking` flags mean a stage cannot keep up (its backlog grows until stream records
+    expire, or a write fails for ever); the others need an account-side action, such as a
+    quota increase, rather than another setting.
+    """
+
+    problem: str
+    change: str
+    blocking: bool = True
+
+
+@dataclass(frozen=True)
+class TableModes:
+    """One table's writes priced in both capacity modes (`capacity_modes`)."""
+
+    table: str
+    write_units_per_second: float
+    on_demand_usd: float
+    provisioned_write_capacity: float  # what auto scaling holds at the target utilisation
+    provisioned_usd: float
+    target_utilization_percent: int
+
+    @property
+    def cheaper(self) -> CapacityMode:
+        return "provisioned" if self.provisioned_usd < self.on_demand_usd else "on-demand"
+
+
+@dataclass
+class DesignPlan:
+    design: str
+    kinesis_shards: int = 0
+    state_executions: float = 0.0
+    state_parallelization_needed: int = 1
+    map_executions: float = 0.0
+    effective_map_batch: float = 0.0
+    delta_batches_per_second: float = 0.0
+    reduce_transactions_per_second: float = 0.0
+    reduce_busy_fraction: float = 0.0
+    actions_per_transaction: float = 0.0
+    state_write_units_per_second: float = 0.0
+    delta_write_units_per_second: float = 0.0
+    aggregate_write_units_per_second: float = 0.0
+    hottest_item_write_units_per_second: float = 0.0
+    components: list[Component] = field(default_factory=list)
+    flags: list[Flag] = field(default_factory=list)
+
+    @property
+    def monthly_usd(self) -> float:
+        return sum(component.monthly_usd for component in self.components)
+
+    @property
+    def stalls(self) -> list[Flag]:
+        """The flags that mean this design cannot keep up with these settings."""
+        return [flag for flag in self.flags if flag.blocking]
+
+    def write_units_per_second(self, table: str) -> float:
+        """The write units per second one of `PIPELINE_TABLES` takes."""
+        by_table = {
+            "StateTable": self.state_write_units_per_second,
+            "DeltaTable": self.delta_write_units_per_second,
+            "AggregateTable": self.aggregate_write_units_per_second,
+        }
+        return by_table[table]
+
+
+@dataclass(frozen=True)
+class CapacityPlan:
+    workload: Workload
+    settings: Settings
+    times: ServiceTimes
+    prices: PriceTable
+    ours: DesignPlan
+    original: DesignPlan
+    modes: list[TableModes]  # ours, each table priced in both capacity modes
+
+
+def cpu_slowdown(memory_mb: int) -> float:
+    """How much slower CPU work runs in a function of `memory_mb` than on one full vCPU.
+
+    Lambda allocates CPU in proportion to memory, one vCPU at 1,769 MB; the handler CPU
+    figures are measured on one full core.
+    """
+    return max(1.0, LAMBDA_MB_PER_VCPU / memory_mb)
+
+
+def lambda_state_rate(times: ServiceTimes, settings: Settings) -> float:
+    """Our state instance's messages/s in Lambda: the measured rate, its CPU part slowed down by memory."""
+    batch = settings.state_batch_size
+    measured_seconds = batch / times.state_messages_per_second
+    extra_cpu = batch * times.state_cpu_us_per_message / 1e6 * (cpu_slowdown(settings.state_memory_mb) - 1.0)
+    return batch / (measured_seconds + extra_cpu)
+
+
+def distinct_nodes(workload: Workload, changes: float) -> float:
+    """Expected aggregate nodes touched by `changes` state changes, hierarchy values uniform."""
+    touches = changes * workload.paths_per_change
+    return float(sum(nodes * (1.0 - (1.0 - 1.0 / nodes) ** touches) for nodes in workload.nodes_per_level))
+
+
+def delta_item_bytes(workload: Workload, changes: float, *, with_timestamps: bool) -> float:
+    timestamps = changes * DELTA_TIMESTAMP_BYTES if with_timestamps else 0.0
+    return DELTA_ITEM_FIXED_BYTES + distinct_nodes(workload, changes) * DELTA_NODE_BYTES + timestamps
+
+
+def write_units_of(size_bytes: float) -> int:
+    return max(1, math.ceil(size_bytes / KILOBYTE))
+
+
+def kinesis_shards(workload: Workload) -> int:
+    by_records = workload.rate / SHARD_RECORDS_PER_SECOND
+    by_bytes = workload.rate * workload.record_bytes / SHARD_BYTES_PER_SECOND
+    return max(1, math.ceil(max(by_records, by_bytes)))
+
+
+def kinesis_monthly_usd(workload: Workload, prices: PriceTable) -> float:
+    """On-demand: the stream-hour, data in at 1-KB-rounded records, one consumer reading it back."""
+    increment = prices.kinesis_record_increment_bytes
+    billed_bytes = math.ceil(workload.record_bytes / increment) * increment
+    seconds = prices.seconds_per_month
+    ingest = workload.rate * billed_bytes * seconds / GIGABYTE * prices.kinesis_ingest_per_gb
+    retrieval = workload.rate * workload.record_bytes * seconds / GIGABYTE * prices.kinesis_retrieval_per_gb
+    return prices.hours_per_month * prices.kinesis_stream_hour + ingest + retrieval
+
+
+def lambda_monthly_usd(executions: float, memory_mb: int, invocations_per_second: float, prices: PriceTable) -> float:
+    gb_seconds = executions * memory_mb / 1024 * prices.seconds_per_month
+    requests = invocations_per_second * prices.seconds_per_month
+    return gb_seconds * prices.lambda_gb_second + requests * prices.lambda_request
+
+
+def writes_monthly_usd(write_units_per_second: float, prices: PriceTable) -> float:
+    """On-demand: every write request unit billed."""
+    return write_units_per_second * prices.seconds_per_month * prices.dynamodb_write_unit
+
+
+def provisioned_write_capacity(write_units_per_second: float, capacity: TableCapacity) -> float:
+    """The write capacity auto scaling holds for a steady load: consumption / target, at least the minimum.
+
+    Not capped at the maximum: a load beyond it is flagged as one the table cannot carry
+    (`table_flags`), and the cost shown is what carrying it takes.
+    """
+    wanted = write_units_per_second / (capacity.target_utilization_percent / 100)
+    return max(float(capacity.min_write_capacity), wanted)
+
+
+def provisioned_monthly_usd(write_units_per_second: float, capacity: TableCapacity, prices: PriceTable) -> float:
+    """Provisioned: capacity by the hour, writes as auto scaling holds them, reads at the minimum.
+
+    The pipeline reads none of its tables (stream reads by Lambda are not billed), so read
+    capacity stays at its minimum; operator scans (verify, reconcile) are left out.
+    """
+    writes = provisioned_write_capacity(write_units_per_second, capacity) * prices.dynamodb_write_capacity_unit_hour
+    reads = capacity.min_read_capacity * prices.dynamodb_read_capacity_unit_hour
+    return (writes + reads) * prices.hours_per_month
+
+
+def table_writes_monthly_usd(write_units_per_second: float, capacity: TableCapacity, prices: PriceTable) -> float:
+    """A table's write cost in its configured mode."""
+    if capacity.provisioned:
+        return provisioned_monthly_usd(write_units_per_second, capacity, prices)
+    return writes_monthly_usd(write_units_per_second, prices)
+
+
+def break_even_utilization(prices: PriceTable) -> float:
+    """The average utilisation (consumed / provisioned) above which provisioned writes cost less.
+
+    One provisioned write capacity unit serves up to one write unit every second of the hour
+    it is billed for; on-demand bills each write unit. They cost the same when the capacity
+    is used this fraction of the time.
+    """
+    if prices.dynamodb_write_unit == 0:
+        return math.inf  # free on-demand writes: provisioned never pays off
+    return prices.dynamodb_write_capacity_unit_hour / SECONDS_PER_HOUR / prices.dynamodb_write_unit
+
+
+def capacity_modes(plan: DesignPlan, settings: Settings, prices: PriceTable) -> list[TableModes]:
+    """Every pipeline table's writes in both modes, provisioned with the table's own min, max and target."""
+    modes = []
+    for table in PIPELINE_TABLES:
+        capacity = settings.table_capacity(table)
+        units = plan.write_units_per_second(table)
+        modes.append(
+            TableModes(
+                table=table,
+                write_units_per_second=units,
+                on_demand_usd=writes_monthly_usd(units, prices),
+                provisioned_write_capacity=provisioned_write_capacity(units, capacity),
+                provisioned_usd=provisioned_monthly_usd(units, capacity, prices),
+                target_utilization_percent=capacity.target_utilization_percent,
+            )
+        )
+    return modes
+
+
+def transactions_per_delta_batch(
+    workload: Workload, changes: float, batches_per_invocation: int, markers: bool
+) -> tuple[float, float]:
+    """(transactions per delta batch, actions per transaction) of our reduce packing.
+
+    The reduce stage (`aggregation.transactions`) splits nodes into `NODE_GROUPS` fixed
+    groups and plans per group across every delta batch of an invocation: each node is
+    written once per invocation, with one marker per (batch, group) unit and the `#stats`
+    update per transaction. Whole groups share a transaction while they fit in 100
+    actions; a larger group is packed greedily over several.
+    """
+    per_unit_overhead = 1 if markers else 0
+    nodes_per_group = distinct_nodes(workload, changes * batches_per_invocation) / NODE_GROUPS
+    group_actions = nodes_per_group + batches_per_invocation * per_unit_overhead
+    if group_actions + 1 <= MAX_TRANSACTION_ACTIONS:
+        groups_per_transaction = min(NODE_GROUPS, int((MAX_TRANSACTION_ACTIONS - 1) // group_actions))
+        transactions = math.ceil(NODE_GROUPS / groups_per_transaction)
+    else:
+        transactions = NODE_GROUPS * math.ceil(group_actions / (MAX_TRANSACTION_ACTIONS - 1))
+    actions = NODE_GROUPS * group_actions + transactions
+    return transactions / batches_per_invocation, actions / transactions
+
+
+def plan_design(
+    workload: Workload,
+    settings: Settings,
+    times: ServiceTimes,
+    prices: PriceTable,
+    *,
+    original: bool,
+    suggest: bool = True,
+) -> DesignPlan:
+    """The plan of one design; `suggest` False skips searching for settings that would keep up."""
+    plan = DesignPlan(design="original design" if original else "this pipeline")
+    rate = workload.rate
+    changes_per_second = rate * workload.applied_share
+
+    # Kinesis and the state function.
+    plan.kinesis_shards = kinesis_shards(workload)
+    instance_rate = times.original_state_messages_per_second if original else lambda_state_rate(times, settings)
+    plan.state_executions = rate / instance_rate
+    per_shard_rate = rate / plan.kinesis_shards
+    plan.state_parallelization_needed = math.ceil(per_shard_rate / instance_rate)
+    if plan.state_parallelization_needed > settings.state_parallelization_factor:
+        if plan.state_parallelization_needed > MAX_PARALLELIZATION_FACTOR:
+            change = "more shards (provisioned mode) or a faster state function: no factor up to 10 suffices"
+        else:
+            change = f"set stateParallelizationFactor to {plan.state_parallelization_needed}"
+        plan.flags.append(
+            Flag(
+                f"one state instance does {instance_rate:,.0f} msg/s but a shard brings {per_shard_rate:,.0f} msg/s",
+                change,
+            )
+        )
+    state_item = write_units_of(workload.record_bytes + STATE_ITEM_OVERHEAD_BYTES)
+    # One conditional write per message, duplicates included (a failed condition is billed),
+    # except, for ours, those the in-batch selection never sends.
+    writes_per_message = 1.0 if original else workload.state_writes_per_message
+    plan.state_write_units_per_second = rate * writes_per_message * state_item
+    state_invocations = rate / settings.state_batch_size
+
+    # Map: the StateTable stream has about one shard per 1,000 WCU/s partition.
+    stream_shards = max(1, math.ceil(plan.state_write_units_per_second / PER_ITEM_WRITE_UNITS_PER_SECOND))
+    per_stream_shard = changes_per_second / stream_shards
+    fill_seconds = max(1.0 / STREAM_POLLS_PER_SECOND, settings.map_batching_window_seconds)
+    plan.effective_map_batch = max(1.0, min(float(settings.map_batch_size), per_stream_shard * fill_seconds))
+    plan.delta_batches_per_second = changes_per_second / plan.effective_map_batch
+    map_cpu = plan.effective_map_batch * times.map_cpu_us_per_record / 1e6 * cpu_slowdown(settings.map_memory_mb)
+    map_seconds = map_cpu + times.write_round_trip_ms / 1e3
+    plan.map_executions = plan.delta_batches_per_second * map_seconds
+    delta_bytes = delta_item_bytes(workload, plan.effective_map_batch, with_timestamps=not original)
+    plan.delta_write_units_per_second = plan.delta_batches_per_second * write_units_of(delta_bytes)
+    if delta_bytes > MAX_ITEM_BYTES:
+        plan.flags.append(
+            Flag(
+                f"a delta item would be {delta_bytes / KILOBYTE:,.0f} KB, over DynamoDB's 400 KB item limit",
+                "lower mapBatchSize",
+            )
+        )
+    fill_seconds_per_batch = plan.effective_map_batch / per_stream_shard
+    if map_seconds > fill_seconds_per_batch:
+        plan.flags.append(
+            Flag(
+                f"a map invocation takes {map_seconds:.2f} s but its stream shard fills a batch every "
+                f"{fill_seconds_per_batch:.2f} s",
+                "give the map function more memory (CPU scales with it) or a longer batching window",
+            )
+        )
+
+    # Reduce: one instance (reserved concurrency 1) applies every delta batch.
+    if original:
+        batch_changes = plan.effective_map_batch * settings.reduce_batch_size
+        union = distinct_nodes(workload, batch_changes)
+        transactions_per_batch = math.ceil(union / MAX_TRANSACTION_ACTIONS)
+        plan.reduce_transactions_per_second = plan.delta_batches_per_second / settings.reduce_batch_size
+        plan.reduce_transactions_per_second *= transactions_per_batch
+        plan.actions_per_transaction = union / transactions_per_batch
+        if union > MAX_TRANSACTION_ACTIONS:
+            plan.flags.append(
+                Flag(
+                    f"a reduce batch touches {union:.0f} nodes: more than one transaction holds (100 actions)",
+                    "the original must split it (and loses one-token idempotency); lower reduceBatchSize",
+                )
+            )
+    else:
+        per_batch, plan.actions_per_transaction = transactions_per_delta_batch(
+            workload, plan.effective_map_batch, settings.reduce_batch_size, settings.markers
+        )
+        plan.reduce_transactions_per_second = plan.delta_batches_per_second * per_batch
+    plan.aggregate_write_units_per_second = plan.reduce_transactions_per_second * plan.actions_per_transaction * 2
+    # The hottest items (`#stats`, and the root nodes every batch touches) take one
+    # transactional write (2 units) per transaction.
+    plan.hottest_item_write_units_per_second = plan.reduce_transactions_per_second * 2
+    reduce_slowdown = cpu_slowdown(settings.reduce_memory_mb)
+    reduce_seconds_per_second = (
+        plan.reduce_transactions_per_second * times.transaction_round_trip_ms / 1e3
+        + plan.reduce_transactions_per_second
+        * plan.actions_per_transaction
+        * times.reduce_cpu_us_per_action
+        / 1e6
+        * reduce_slowdown
+        + changes_per_second * times.reduce_cpu_us_per_message / 1e6 * reduce_slowdown
+    )
+    plan.reduce_busy_fraction = reduce_seconds_per_second
+    reduce_invocations = plan.delta_batches_per_second / settings.reduce_batch_size
+    if plan.reduce_busy_fraction > BUSY_LIMIT and suggest:
+        better = map_batching_that_keeps_up(workload, settings, times, prices, original=original)
+        if better is None:
+            change = "no map batching up to 10,000 records / 300 s and 1,769 MB suffices: shard the aggregates"
+        else:
+            change = (
+                f"raise mapBatchSize to {better.map_batch_size} with mapBatchingWindowSeconds "
+                f"{better.map_batching_window_seconds:g} (fewer, fuller delta batches)"
+            )
+            if better.reduce_memory_mb != settings.reduce_memory_mb:
+                change += (
+                    f" and set reduceMemoryMb to {better.reduce_memory_mb} (CPU scales with memory: at "
+                    f"{settings.reduce_memory_mb} MB its CPU work runs {reduce_slowdown:.1f}x slower than one vCPU)"
+                )
+        plan.flags.append(
+            Flag(
+                f"the single reduce instance would be {plan.reduce_busy_fraction:.0%} busy "
+                f"({plan.reduce_transactions_per_second:,.1f} transactions/s "
+                f"at {times.transaction_round_trip_ms:g} ms)",
+                change,
+            )
+        )
+    if plan.hottest_item_write_units_per_second > PER_ITEM_WRITE_UNITS_PER_SECOND:
+        plan.flags.append(
+            Flag(
+                f"the hottest aggregate item takes {plan.hottest_item_write_units_per_second:,.0f} WCU/s (limit 1,000)",
+                "raise mapBatchSize / reduceBatchSize to cut transactions per second",
+            )
+        )
+    plan.flags.extend(table_flags(plan, settings))
+
+    plan.components = [
+        Component(
+            "Kinesis (on-demand)",
+            f"{plan.kinesis_shards} shards' worth of writes",
+            kinesis_monthly_usd(workload, prices),
+        ),
+        Component(
+            "state λ",
+            f"{plan.state_executions:,.1f} concurrent, {state_invocations:,.0f} invocations/s",
+            lambda_monthly_usd(plan.state_executions, settings.state_memory_mb, state_invocations, prices),
+        ),
+        Component(
+            "map λ",
+            f"{plan.map_executions:,.1f} concurrent, {plan.delta_batches_per_second:,.1f} invocations/s",
+            lambda_monthly_usd(plan.map_executions, settings.map_memory_mb, plan.delta_batches_per_second, prices),
+        ),
+        Component(
+            "reduce λ",
+            f"1 instance, {plan.reduce_busy_fraction:.0%} busy",
+            lambda_monthly_usd(
+                min(1.0, plan.reduce_busy_fraction), settings.reduce_memory_mb, reduce_invocations, prices
+            ),
+        ),
+        *(
+            Component(
+                f"{table} writes",
+                f"{plan.write_units_per_second(table):,.0f} WRU/s, {settings.table_capacity(table).mode}",
+                table_writes_monthly_usd(plan.write_units_per_second(table), settings.table_capacity(table), prices),
+            )
+            for table in PIPELINE_TABLES
+        ),
+    ]
+    return plan
+
+
+def table_flags(plan: DesignPlan, settings: Settings) -> list[Flag]:
+    """A provisioned table whose maximum is below its load, and any table over the default quota.
+
+    A provisioned table cannot serve more than its maximum write capacity: beyond it writes
+    are throttled and the stage that writes falls behind. The per-table quota (40,000 write
+    units a second, on-demand request units or provisioned capacity) is adjustable: that
+    flag asks for an increase rather than another setting.
+    """
+    flags = []
+    for table in PIPELINE_TABLES:
+        capacity = settings.table_capacity(table)
+        units = plan.write_units_per_second(table)
+        setting = TABLE_SETTINGS[table]
+        if capacity.provisioned and units > capacity.max_write_capacity:
+            wanted = math.ceil(units / (capacity.target_utilization_percent / 100))
+            flags.append(
+                Flag(
+                    f"{table} needs {units:,.0f} WCU/s, over its provisioned maximum "
+                    f"of {capacity.max_write_capacity:,}",
+                    f"raise maxWriteCapacity of {setting} to {wanted:,} (the load at its target utilisation)",
+                )
+            )
+        used = provisioned_write_capacity(units, capacity) if capacity.provisioned else units
+        if used > TABLE_WRITE_QUOTA_PER_SECOND:
+            flags.append(
+                Flag(
+                    f"{table} needs {used:,.0f} write units/s ({capacity.mode}), over the default table quota "
+                    f"of {TABLE_WRITE_QUOTA_PER_SECOND:,}",
+                    "request a table-level write throughput quota increase before going live",
+                    blocking=False,
+                )
+            )
+    return flags
+
+
+def map_batching_that_keeps_up(
+    workload: Workload, settings: Settings, times: ServiceTimes, prices: PriceTable, *, original: bool
+) -> Settings | None:
+    """The least change that lets the single reduce keep up: reduce memory first as it is, then
+    the smallest map batch size and the shortest batching window (a window adds its length to
+    the latency), then more reduce memory (CPU scales with it) with the same search.
+    """
+    memories = [settings.reduce_memory_mb, *(m for m in REDUCE_MEMORY_CANDIDATES if m > settings.reduce_memory_mb)]
+    for memory in memories:
+        for candidate in MAP_BATCH_CANDIDATES:
+            if candidate < settings.map_batch_size:
+                continue
+            for window in (settings.map_batching_window_seconds, *MAP_BATCHING_WINDOWS):
+                trial = replace(
+                    settings, map_batch_size=candidate, map_batching_window_seconds=window, reduce_memory_mb=memory
+                )
+                trial_plan = plan_design(workload, trial, times, prices, original=original, suggest=False)
+                if trial_plan.reduce_busy_fraction <= BUSY_LIMIT:
+                    return trial
+    return None
+
+
+def plan_capacity(
+    workload: Workload,
+    settings: Settings | None = None,
+    times: ServiceTimes | None = None,
+    prices: PriceTable | None = None,
+) -> CapacityPlan:
+    settings = settings or Settings()
+    times = times or ServiceTimes()
+    prices = prices or load_price_table()
+    ours = plan_design(workload, settings, times, prices, original=False)
+    return CapacityPlan(
+        workload=workload,
+        settings=settings,
+        times=times,
+        prices=prices,
+        ours=ours,
+        original=plan_design(workload, settings, times, prices, original=True),
+        modes=capacity_modes(ours, settings, prices),
+    )

@@ -1,0 +1,71 @@
+"""The version cache: only seen versions, only ever higher, bounded, least recently used evicted."""
+
+import threading
+
+import pytest
+
+from aggregation.versions import StoredVersion, VersionCache
+
+
+def stored(version: int, digest: str = "d", writer: str = "e") -> StoredVersion:
+    return StoredVersion(version=version, content_digest=digest, written_by=writer)
+
+
+def test_a_version_settles_messages_up_to_it_and_never_above() -> None:
+    cache = VersionCache(10)
+    cache.remember("t", stored(5))
+    assert cache.settling("t", 4) == stored(5), "stale: its condition would fail"
+    assert cache.settling("t", 5) == stored(5), "same version: a duplicate (or a conflict, by digest)"
+    assert cache.settling("t", 6) is None, "a newer version is always written"
+    assert cache.settling("unknown", 0) is None, "nothing known: written"
+
+
+def test_a_lower_version_never_replaces_a_higher_one() -> None:
+    cache = VersionCache(10)
+    cache.remember("t", stored(5, "five"))
+    cache.remember("t", stored(3, "three"))  # e.g. a failed condition answered before a later write
+    assert cache.get("t") == stored(5, "five")
+    cache.remember("t", stored(5, "other"))  # the same version seen again keeps what was seen first
+    assert cache.get("t") == stored(5, "five")
+    cache.remember("t", stored(7, "seven"))
+    assert cache.get("t") == stored(7, "seven")
+
+
+def test_the_least_recently_used_trade_is_evicted_beyond_capacity() -> None:
+    cache = VersionCache(2)
+    cache.remember("a", stored(1))
+    cache.remember("b", stored(1))
+    assert cache.get("a") is not None  # a is now the most recently used
+    cache.remember("c", stored(1))
+    assert len(cache) == 2
+    assert cache.get("b") is None, "b was the least recently used"
+    assert cache.get("a") is not None and cache.get("c") is not None
+    # An evicted trade is simply written again: nothing settles it any more.
+    assert cache.settling("b", 0) is None
+
+
+def test_capacity_zero_remembers_nothing() -> None:
+    cache = VersionCache(0)
+    cache.remember("t", stored(5))
+    assert len(cache) == 0 and cache.settling("t", 1) is None
+    with pytest.raises(ValueError, match="0 or more"):
+        VersionCache(-1)
+
+
+@pytest.mark.parametrize(("capacity", "kept"), [(60, 60), (10, 10)])
+def test_concurrent_writers_keep_the_highest_version_and_the_bound(capacity: int, kept: int) -> None:
+    cache = VersionCache(capacity)
+
+    def remember(offset: int) -> None:
+        for version in range(offset, 400, 4):
+            for trade in range(60):
+                cache.remember(f"t{trade}", stored(version, f"v{version}"))
+
+    threads = [threading.Thread(target=remember, args=(offset,)) for offset in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(cache) == kept
+    if capacity >= 60:  # nothing evicted: every trade ends at the highest version any thread saw
+        assert {cache.get(f"t{trade}") for trade in range(60)} == {stored(399, "v399")}
