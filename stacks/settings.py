@@ -38,6 +38,8 @@ FAULT_INJECTION_VARIABLES: Final[tuple[str, ...]] = (
 """The DESIGN.md fault-injection variables of the four functions this stack deploys."""
 
 REDUCE_IDEMPOTENCY_MODES: Final[tuple[str, ...]] = ("crt+marker", "crt")
+POWERTOOLS_LAYER_FROM_SSM: Final[str] = "ssm"
+"""`powertoolsLayerVersion` value meaning "the layer ARN AWS publishes for our Powertools release"."""
 REMOVAL_POLICIES: Final[Mapping[str, RemovalPolicy]] = {
     "retain": RemovalPolicy.RETAIN,
     "destroy": RemovalPolicy.DESTROY,
@@ -86,9 +88,10 @@ DEFAULT_CONTEXT: Final[Mapping[str, Any]] = {
     "reduceIdempotency": "crt+marker",
     "iteratorAgeAlarmMs": 60000,
     "logRetentionDays": 30,
-    "powertoolsLayerVersion": 38,
+    "powertoolsLayerVersion": POWERTOOLS_LAYER_FROM_SSM,
     "removalPolicy": "retain",
     "faultInjection": dict.fromkeys(FAULT_INJECTION_VARIABLES, 0),
+    "reduceReservedConcurrency": 1,
 }
 """The defaults; `cdk.json` repeats them (a test keeps the two identical)."""
 
@@ -115,9 +118,10 @@ class PipelineSettings:
     reduce_idempotency: ReduceIdempotency
     iterator_age_alarm_ms: int
     log_retention_days: int
-    powertools_layer_version: int
+    powertools_layer_version: int | None  # None: the public SSM parameter's ARN (`ssm`)
     removal_policy_name: str
     fault_injection: Mapping[str, float]
+    reduce_reserved_concurrency: int
 
     @property
     def removal_policy(self) -> RemovalPolicy:
@@ -161,9 +165,12 @@ class PipelineSettings:
             reduce_idempotency=_reduce_idempotency(raw("reduceIdempotency")),
             iterator_age_alarm_ms=_integer(raw, "iteratorAgeAlarmMs", 1000, 7 * 24 * 3600 * 1000),
             log_retention_days=_log_retention_days(raw("logRetentionDays")),
-            powertools_layer_version=_integer(raw, "powertoolsLayerVersion", 1, 100000),
+            powertools_layer_version=_powertools_layer_version(raw("powertoolsLayerVersion")),
             removal_policy_name=_removal_policy(raw("removalPolicy")),
             fault_injection=_fault_injection(raw("faultInjection")),
+            # 1: one reducer at a time (Lambda reserves it); 0: no reservation, for accounts whose
+            # concurrency quota cannot spare one (README, "Reserved concurrency").
+            reduce_reserved_concurrency=_integer(raw, "reduceReservedConcurrency", 0, 1),
         )
 
 
@@ -210,6 +217,16 @@ def _reduce_idempotency(value: Any) -> ReduceIdempotency:
     if value not in REDUCE_IDEMPOTENCY_MODES:
         raise _fail("reduceIdempotency", " or ".join(repr(m) for m in REDUCE_IDEMPOTENCY_MODES), value)
     return cast(ReduceIdempotency, value)
+
+
+def _powertools_layer_version(value: Any) -> int | None:
+    if value == POWERTOOLS_LAYER_FROM_SSM:
+        return None
+    try:
+        return _integer(lambda _key: value, "powertoolsLayerVersion", 1, 100000)
+    except SettingsError:
+        expected = f"{POWERTOOLS_LAYER_FROM_SSM!r} or a layer version from 1 to 100000"
+        raise _fail("powertoolsLayerVersion", expected, value) from None
 
 
 def _log_retention_days(value: Any) -> int:

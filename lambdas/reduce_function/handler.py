@@ -40,6 +40,7 @@ from aggregation.transactions import (
 from function_support.aws import dynamodb_client, error_code, serializer
 from function_support.faults import FailurePoint, maybe_inject_failure
 from function_support.settings import METRICS_NAMESPACE, optional_setting, required_setting, ttl_seconds
+from function_support.stream_records import NON_INSERT_RECORDS_SKIPPED, is_insert
 
 STAGE = "REDUCE"
 DEFAULT_MARKER_TTL_DAYS = 7
@@ -231,7 +232,11 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, i
     table = required_setting("AGGREGATE_TABLE")
     mode = idempotency_mode()
     units: list[DeltaUnit] = []
+    non_inserts = 0
     for record in DynamoDBStreamEvent(event).records:
+        if not is_insert(record):
+            non_inserts += 1
+            continue
         if record.dynamodb is None:
             raise ValueError(f"stream record {record.event_id} has no dynamodb payload")
         units.extend(split_into_units(delta_batch(record.dynamodb.new_image)))
@@ -241,6 +246,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, i
         counts = apply_unsafely(units, table)
     else:
         counts = apply_delta_units(units, table, mode)
+    metrics.add_metric(name=NON_INSERT_RECORDS_SKIPPED, unit=MetricUnit.Count, value=non_inserts)
     metrics.add_metric(name="TransactionsCommitted", unit=MetricUnit.Count, value=counts["transactions"])
     metrics.add_metric(
         name="DeltaUnitsAlreadyApplied", unit=MetricUnit.Count, value=counts.get("units_already_applied", 0)
