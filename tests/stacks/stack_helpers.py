@@ -77,6 +77,17 @@ def event_source_mapping(template: Template, handler: str) -> dict[str, Any]:
     return properties
 
 
+def powertools_parameter_logical_id(template: Template) -> str:
+    """The template parameter that resolves AWS's public Powertools layer parameter at deploy time."""
+    matches = [
+        str(logical_id)
+        for logical_id, parameter in template.to_json().get("Parameters", {}).items()
+        if str(parameter.get("Default", "")).startswith("/aws/service/powertools/")
+    ]
+    assert len(matches) == 1, f"expected one Powertools layer parameter, found {matches}"
+    return matches[0]
+
+
 def role_statements(template: Template, handler: str) -> list[dict[str, Any]]:
     """Every IAM policy statement attached to the function's execution role."""
     role_arn = function_properties(template, handler)["Role"]
