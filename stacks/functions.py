@@ -70,11 +70,11 @@ def powertools_layer_parameter_name() -> str:
     return f"/aws/service/powertools/python/{ARCHITECTURE.name}/{RUNTIME.name}/{POWERTOOLS_VERSION}"
 
 
-def powertools_layer_arn_for_version(version: int) -> str:
-    """The ARN of one explicitly chosen version of the layer, in the deployment's partition and region."""
+def powertools_layer_arn_for_version(version: int, partition: str = Aws.PARTITION, region: str = Aws.REGION) -> str:
+    """The ARN of one explicitly chosen version of the layer (by default in the deployment's partition and region)."""
     runtime_tag = RUNTIME.name.replace(".", "")  # python3.14 -> python314
     return (
-        f"arn:{Aws.PARTITION}:lambda:{Aws.REGION}:{POWERTOOLS_LAYER_ACCOUNT}:layer:"
+        f"arn:{partition}:lambda:{region}:{POWERTOOLS_LAYER_ACCOUNT}:layer:"
         f"AWSLambdaPowertoolsPythonV3-{runtime_tag}-{ARCHITECTURE.name}:{version}"
     )
 
