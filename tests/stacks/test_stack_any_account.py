@@ -12,10 +12,7 @@
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from typing import Any
 
 import pytest
@@ -40,6 +37,7 @@ from tests.stacks.stack_helpers import (
     function_properties,
     load_cdk_json_context,
     powertools_parameter_logical_id,
+    run_app_py,
     synthesize,
 )
 
@@ -220,21 +218,7 @@ def test_build_app_applies_the_partition_check(monkeypatch: pytest.MonkeyPatch) 
 
 def test_cdk_deploy_to_a_china_region_stops_at_synth_with_one_line() -> None:
     """What `cdk deploy` with a cn-north-1 profile shows: the CLI sets CDK_DEFAULT_REGION."""
-    environment = {
-        **os.environ,
-        "CDK_DEFAULT_REGION": "cn-north-1",
-        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "1",
-        "JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION": "1",
-    }
-    result = subprocess.run(
-        [sys.executable, "app.py"],
-        cwd=REPOSITORY_ROOT,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    result = run_app_py({"CDK_DEFAULT_REGION": "cn-north-1"})
     assert result.returncode == 1
     error_lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(error_lines) == 1

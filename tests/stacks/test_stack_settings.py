@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from typing import Any
 
 import pytest
@@ -13,7 +10,7 @@ import pytest
 from stacks import SettingsError, build_app
 from stacks.functions import powertools_layer_arn_for_version
 from stacks.settings import DEFAULT_CONTEXT, FAULT_INJECTION_VARIABLES, PipelineSettings
-from tests.stacks.stack_helpers import REPOSITORY_ROOT
+from tests.stacks.stack_helpers import REPOSITORY_ROOT, run_app_py
 
 
 def settings_from(context: dict[str, Any]) -> PipelineSettings:
@@ -134,21 +131,7 @@ def test_build_app_refuses_a_bad_context_value() -> None:
 
 def test_app_py_exits_with_a_one_line_error_on_a_bad_setting() -> None:
     """What a user sees from `cdk synth -c stateBatchSize=0`: one line, no traceback."""
-    environment = {
-        **os.environ,
-        "CDK_CONTEXT_JSON": json.dumps({"stateBatchSize": 0}),
-        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "1",
-        "JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION": "1",
-    }
-    result = subprocess.run(
-        [sys.executable, "app.py"],
-        cwd=REPOSITORY_ROOT,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    result = run_app_py({"CDK_CONTEXT_JSON": json.dumps({"stateBatchSize": 0})})
     assert result.returncode == 1
     error_lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert error_lines == ["error: cdk.json context 'stateBatchSize' must be an integer from 1 to 10000, got 0"]
