@@ -10,13 +10,15 @@ export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
 PYTEST_ARGS ?=
+PREFLIGHT_ARGS ?=
 
-.PHONY: help install system-packages test lint typecheck unit synth up down status demo chaos bench clean
+.PHONY: help install system-packages test lint typecheck unit synth preflight up down status demo chaos bench clean
 
 help:
 	@echo "make demo    run the whole pipeline locally with faults and prove it exact"
 	@echo "make test    ruff, mypy and the whole test suite"
 	@echo "make synth   synthesize the CDK app to cdk.out/ (cdk-nag AwsSolutions and cfn-lint applied)"
+	@echo "make preflight  check the AWS account and region before the first deploy (PREFLIGHT_ARGS=\"--region R\")"
 	@echo "make up      start the local emulator + runner and deploy the stack into it"
 	@echo "make down    stop everything make up started"
 	@echo "make status  per-function invocations, errors, retries and iterator lag"
@@ -55,6 +57,10 @@ synth: install
 	rm -rf cdk.out
 	cdk synth --quiet
 	$(BIN)/python -m stacks.template_lint cdk.out
+
+# Reads the account with the SDK's credentials and region; PREFLIGHT_ARGS="--region eu-west-1 -c key=value".
+preflight: $(BIN)/.installed
+	$(BIN)/python -m deploy preflight $(PREFLIGHT_ARGS)
 
 up: install
 	$(BIN)/python -m local up

@@ -9,6 +9,8 @@ only ever works from what `cdk synth` wrote to `cdk.out/`:
    (`cdk-hnb659fds-assets-<account>-<region>`) at the object key the template names, and
    `ensure_bootstrap_version` creates the `/cdk-bootstrap/hnb659fds/version` parameter
    the template's bootstrap-version rule checks: what `cdk bootstrap` provides in AWS.
+   `stand_in_public_parameters` gives every public AWS parameter the template reads (the
+   Powertools layer ARN) a local stand-in, since nobody can create `/aws/...` names.
 4. `deploy_stack` creates (or updates) the CloudFormation stack from the template, and
    `deploy_what_cloudformation_skipped` is the one place that fills any gap in moto's
    CloudFormation from the template's own properties.
@@ -27,7 +29,7 @@ import os
 import subprocess
 import time
 import zipfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,6 +49,22 @@ DEFAULT_STACK_NAME = "ExactlyOnceAggregation"
 BOOTSTRAP_QUALIFIER = "hnb659fds"
 BOOTSTRAP_VERSION_PARAMETER = f"/cdk-bootstrap/{BOOTSTRAP_QUALIFIER}/version"
 MINIMUM_BOOTSTRAP_VERSION = 6
+
+PUBLIC_PARAMETER_PREFIX = "/aws/service/"
+LOCAL_STAND_IN_PREFIX = "/local-emulator-stand-in"
+"""`/aws/...` names are reserved: AWS (and moto) refuse to create them, so a stand-in lives here."""
+LOCAL_POWERTOOLS_LAYER_NAME = "LocalStandInPowertoolsIsTheRunnersOwnPython"
+
+
+def _local_powertools_layer_arn(region: str) -> str:
+    """The Powertools layer locally: the runner imports Powertools from its own Python instead."""
+    return f"arn:aws:lambda:{region}:{EMULATOR_ACCOUNT}:layer:{LOCAL_POWERTOOLS_LAYER_NAME}:1"
+
+
+PUBLIC_PARAMETER_STAND_INS: Mapping[str, Callable[[str], str]] = {
+    "/aws/service/powertools/": _local_powertools_layer_arn,
+}
+"""Public parameter name prefix -> the clearly local value (by region) its stand-in holds."""
 
 OUTPUT_KEYS_TO_LOCAL_NAMES: Mapping[str, str] = {
     "StreamName": "stream_name",
@@ -381,6 +399,44 @@ def ensure_bootstrap_version(ssm: Any, required_version: int) -> None:
         ssm.put_parameter(Name=BOOTSTRAP_VERSION_PARAMETER, Value=str(version), Type="String", Overwrite=True)
 
 
+def _parameter_exists(ssm: Any, name: str) -> bool:
+    try:
+        ssm.get_parameter(Name=name)
+    except ssm.exceptions.ParameterNotFound:
+        return False
+    return True
+
+
+def stand_in_public_parameters(ssm: Any, template: Mapping[str, Any], region: str) -> list[dict[str, str]]:
+    """Local stand-ins for the public SSM parameters the template's parameters default to.
+
+    A template parameter of type ``AWS::SSM::Parameter::Value<...>`` holds the *name* of an SSM
+    parameter; CloudFormation resolves it at deploy time. The emulator has none of AWS's public
+    ``/aws/service/...`` parameters beyond moto's own few, and that prefix is reserved, so each
+    one it lacks gets a stand-in under `LOCAL_STAND_IN_PREFIX` with a clearly local value, and
+    the returned CloudFormation ``Parameters`` point the template parameter at it. A public
+    parameter without a known stand-in stops the deployment with a message naming it.
+    """
+    overrides: list[dict[str, str]] = []
+    for key, parameter in template.get("Parameters", {}).items():
+        name = str(parameter.get("Default", ""))
+        reads_ssm = str(parameter.get("Type", "")).startswith("AWS::SSM::Parameter::Value")
+        if not reads_ssm or not name.startswith(PUBLIC_PARAMETER_PREFIX) or _parameter_exists(ssm, name):
+            continue  # not a public parameter, or one moto ships (a few AMI and region parameters)
+        stand_in = next(
+            (value for prefix, value in PUBLIC_PARAMETER_STAND_INS.items() if name.startswith(prefix)), None
+        )
+        if stand_in is None:
+            raise DeploymentError(
+                f"template parameter {key} reads the public SSM parameter {name}, which the emulator lacks: "
+                "add a stand-in to local.deployer.PUBLIC_PARAMETER_STAND_INS"
+            )
+        local_name = LOCAL_STAND_IN_PREFIX + name
+        ssm.put_parameter(Name=local_name, Value=stand_in(region), Type="String", Overwrite=True)
+        overrides.append({"ParameterKey": key, "ParameterValue": local_name})
+    return overrides
+
+
 # ------------------------------------------------------------------- the stack
 
 
@@ -403,13 +459,14 @@ def _deployed_template_body(cloudformation: Any, stack_name: str) -> str | None:
     return body if isinstance(body, str) else json.dumps(body)
 
 
-def deploy_stack(cloudformation: Any, assembly: CloudAssembly) -> str:
+def deploy_stack(cloudformation: Any, assembly: CloudAssembly, parameters: Iterable[Mapping[str, str]] = ()) -> str:
     """Create the stack, or update it when its template changed; returns what was done."""
     deployed = _deployed_template_body(cloudformation, assembly.stack_name)
     if deployed is None:
         cloudformation.create_stack(
             StackName=assembly.stack_name,
             TemplateBody=assembly.template_body,
+            Parameters=list(parameters),
             Capabilities=["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM", "CAPABILITY_AUTO_EXPAND"],
         )
         action = "created"
@@ -419,6 +476,7 @@ def deploy_stack(cloudformation: Any, assembly: CloudAssembly) -> str:
         cloudformation.update_stack(
             StackName=assembly.stack_name,
             TemplateBody=assembly.template_body,
+            Parameters=list(parameters),
             Capabilities=["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM", "CAPABILITY_AUTO_EXPAND"],
         )
         action = "updated"
@@ -496,10 +554,12 @@ def deploy(
     assembly = read_cloud_assembly(cdk_out, stack_name, region=region)
     started = time.monotonic()
     uploaded = publish_assets(aws_client("s3", endpoint_url, region), assembly.assets)
-    ensure_bootstrap_version(aws_client("ssm", endpoint_url, region), assembly.required_bootstrap_version)
+    ssm = aws_client("ssm", endpoint_url, region)
+    ensure_bootstrap_version(ssm, assembly.required_bootstrap_version)
+    parameters = stand_in_public_parameters(ssm, assembly.template, region)
     cloudformation = aws_client("cloudformation", endpoint_url, region)
     try:
-        action = deploy_stack(cloudformation, assembly)
+        action = deploy_stack(cloudformation, assembly, parameters)
     except ClientError as error:
         raise DeploymentError(f"CloudFormation refused the template: {error}") from error
     deployment = describe_deployment(cloudformation, assembly, endpoint_url=endpoint_url, region=region)

@@ -21,6 +21,10 @@ Fixes (see each function):
 - `fix_event_source_mappings_do_not_push`: writes to a stream, table or queue never invoke
   Lambda synchronously, and never drop stream records. The local runner polls, as
   Lambda's event source mappings do.
+- `fix_ssm_parameter_defaults_resolved_only_when_used`: a stack parameter of an SSM
+  parameter type resolves the SSM parameter it is given; its default is not looked up
+  when the caller passes a value (moto resolves every default first, and fails on one
+  that does not exist, such as AWS's public `/aws/service/...` parameters).
 - `CompatMiddleware` serialises DynamoDB and Kinesis requests: conditional writes and
   transactions are atomic and isolated (moto's rollback of a cancelled transaction
   otherwise discards writes made concurrently by other requests), and concurrent Kinesis
@@ -66,6 +70,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from moto.awslambda.models import LambdaBackend
+from moto.cloudformation.parsing import ResourceMap
 from moto.dynamodb.exceptions import ERROR_TYPE_PREFIX, DynamodbException, MockValidationException
 from moto.dynamodb.models import DynamoDBBackend, dynamodb_backends
 from moto.dynamodb.models.dynamo_type import DDBType, DynamoType
@@ -323,6 +328,46 @@ def fix_event_source_mappings_do_not_push() -> None:
 
     create_event_source_mapping._compat_fix = True  # type: ignore[attr-defined]
     LambdaBackend.create_event_source_mapping = create_event_source_mapping  # type: ignore[method-assign]
+
+
+# ------------------------------------------------------------ cloudformation
+
+SSM_PARAMETER_TYPE_PREFIX = "AWS::SSM::Parameter::"
+
+
+def fix_ssm_parameter_defaults_resolved_only_when_used() -> None:
+    """A stack parameter of an SSM parameter type resolves only the SSM parameter in use.
+
+    AWS (CloudFormation User Guide, "Specify existing resources at runtime with
+    CloudFormation-supplied parameter types", SSM parameter types): the parameter's value is
+    the name of an SSM parameter, resolved when the stack is created or updated; the default
+    is the name used when the caller supplies none. moto resolves every default before it
+    applies the caller's values, and fails with an internal error when a default names a
+    parameter it lacks, even one the caller overrides. This hides, during moto's parameter
+    loading, the defaults of the SSM-typed parameters the caller supplied.
+    """
+    original = ResourceMap.load_parameters
+    if getattr(original, "_compat_fix", False):
+        return
+
+    @functools.wraps(original)
+    def load_parameters(self: Any) -> None:
+        slots: dict[str, Any] = self._template.get("Parameters", {})
+        hidden = {
+            key: slots[key].pop("Default")
+            for key in self.input_parameters
+            if key in slots
+            and "Default" in slots[key]
+            and str(slots[key].get("Type", "")).startswith(SSM_PARAMETER_TYPE_PREFIX)
+        }
+        try:
+            original(self)
+        finally:
+            for key, default in hidden.items():
+                slots[key]["Default"] = default
+
+    load_parameters._compat_fix = True  # type: ignore[attr-defined]
+    ResourceMap.load_parameters = load_parameters  # type: ignore[method-assign]
 
 
 # ------------------------------------------------------------------ middleware
@@ -616,6 +661,7 @@ FIXES: tuple[Callable[[], None], ...] = (
     fix_number_arithmetic,
     fix_item_size_follows_the_developer_guide,
     fix_event_source_mappings_do_not_push,
+    fix_ssm_parameter_defaults_resolved_only_when_used,
 )
 _applied: list[str] = []
 

@@ -2,11 +2,13 @@
 
 Nothing here needs Docker: the asset is the plain `lambdas/` directory (the domain and the
 handlers use only the standard library, boto3 and Powertools) and Powertools comes from the
-AWS-managed public layer.
+AWS-managed public layer, whose ARN CloudFormation reads at deploy time from the public SSM
+parameter AWS publishes for each Powertools release, runtime and architecture.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
@@ -15,9 +17,11 @@ from aws_cdk import Aws, Duration
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_ssm as ssm
+from aws_cdk.region_info import RegionInfo
 from constructs import Construct
 
-from stacks.settings import PipelineSettings
+from stacks.settings import PipelineSettings, SettingsError
 
 LAMBDA_SOURCE_DIR: Final[Path] = Path(__file__).resolve().parent.parent / "lambdas"
 
@@ -28,8 +32,20 @@ The code is kept compatible with Python 3.11, which the local runtime and the te
 
 ARCHITECTURE: Final[lambda_.Architecture] = lambda_.Architecture.ARM_64
 
+POWERTOOLS_VERSION: Final[str] = "3.37.0"
+"""The Powertools release the functions run with: the `aws-lambda-powertools` pin of
+requirements.txt and constraints.txt (a test keeps the three equal), so the deployed layer is
+the build the tests ran against."""
+
 POWERTOOLS_LAYER_ACCOUNT: Final[str] = "017000801446"
-"""The AWS account that publishes the public Powertools for AWS Lambda (Python) layers."""
+"""The AWS account that publishes the public Powertools for AWS Lambda (Python) layers in the
+commercial regions; used only when `powertoolsLayerVersion` names a layer version explicitly."""
+
+SUPPORTED_PARTITIONS: Final[tuple[str, ...]] = ("aws",)
+"""Where the Powertools layer and its public SSM parameter are published (the commercial regions);
+China and GovCloud have other publisher accounts and no such parameter."""
+
+TARGET_PARTITIONS_CONTEXT: Final[str] = "@aws-cdk/core:target-partitions"
 
 METRICS_NAMESPACE: Final[str] = "ExactlyOnceAggregation"
 
@@ -44,17 +60,65 @@ ASSET_EXCLUDES: Final[list[str]] = [
 ]
 
 
-def powertools_layer_arn(settings: PipelineSettings) -> str:
-    """The regional ARN of the AWS-managed Powertools v3 layer matching runtime and architecture.
+def powertools_layer_parameter_name() -> str:
+    """AWS's public SSM parameter holding the layer ARN of our Powertools release, runtime and architecture.
 
-    Name format: ``AWSLambdaPowertoolsPythonV3-<python3XX>-<arm64|x86_64>:<version>``; the region
-    is the deployment region (a token), so one template serves every region.
+    Published by the Powertools maintainers in every commercial region as
+    ``/aws/service/powertools/python/<arm64|x86_64>/<python3.XX>/<release>``; its value is the
+    regional ARN of the matching ``AWSLambdaPowertoolsPythonV3-<runtime>-<architecture>`` version.
     """
+    return f"/aws/service/powertools/python/{ARCHITECTURE.name}/{RUNTIME.name}/{POWERTOOLS_VERSION}"
+
+
+def powertools_layer_arn_for_version(version: int, partition: str = Aws.PARTITION, region: str = Aws.REGION) -> str:
+    """The ARN of one explicitly chosen version of the layer (by default in the deployment's partition and region)."""
     runtime_tag = RUNTIME.name.replace(".", "")  # python3.14 -> python314
     return (
-        f"arn:aws:lambda:{Aws.REGION}:{POWERTOOLS_LAYER_ACCOUNT}:layer:"
-        f"AWSLambdaPowertoolsPythonV3-{runtime_tag}-{ARCHITECTURE.name}:{settings.powertools_layer_version}"
+        f"arn:{partition}:lambda:{region}:{POWERTOOLS_LAYER_ACCOUNT}:layer:"
+        f"AWSLambdaPowertoolsPythonV3-{runtime_tag}-{ARCHITECTURE.name}:{version}"
     )
+
+
+def powertools_layer_arn(scope: Construct, settings: PipelineSettings) -> str:
+    """The layer ARN: resolved at deploy time from the public parameter, unless a version is forced.
+
+    By default the template gets a CloudFormation parameter of type
+    ``AWS::SSM::Parameter::Value<String>`` defaulting to :func:`powertools_layer_parameter_name`,
+    so the region's own published ARN of exactly `POWERTOOLS_VERSION` is used, in whatever
+    account and partition AWS publishes it. `powertoolsLayerVersion` (an integer) overrides it.
+    """
+    if settings.powertools_layer_version is None:
+        return ssm.StringParameter.value_for_string_parameter(scope, powertools_layer_parameter_name())
+    return powertools_layer_arn_for_version(settings.powertools_layer_version)
+
+
+def require_supported_partitions(target_partitions: object, deployment_region: str | None) -> None:
+    """Stop synthesis when the app is aimed at a partition the Powertools layer is not published in.
+
+    `target_partitions` is the ``@aws-cdk/core:target-partitions`` context (the partitions the app
+    declares it targets); `deployment_region` is the region the CDK CLI deploys to, when known
+    (``CDK_DEFAULT_REGION``). A region the CDK does not know is left to deploy-time checks.
+    """
+    supported = ", ".join(SUPPORTED_PARTITIONS)
+    declared = target_partitions
+    if isinstance(declared, str):  # `-c` hands values over as text: '["aws-cn"]' or 'aws-cn'
+        try:
+            declared = json.loads(declared)
+        except ValueError:
+            declared = [declared]
+    declared = declared if isinstance(declared, list) else [] if declared is None else [declared]
+    unsupported = sorted({str(partition) for partition in declared} - set(SUPPORTED_PARTITIONS))
+    if unsupported:
+        raise SettingsError(
+            f"cdk.json context '{TARGET_PARTITIONS_CONTEXT}' must list only {supported}, got {unsupported}: "
+            "the Powertools layer and its public SSM parameter are published only there"
+        )
+    partition = RegionInfo.get(deployment_region).partition if deployment_region else None
+    if partition is not None and partition not in SUPPORTED_PARTITIONS:
+        raise SettingsError(
+            f"region {deployment_region} is in partition {partition}; this stack deploys only to {supported} "
+            "regions (the Powertools layer and its public SSM parameter are published only there)"
+        )
 
 
 class SharedFunctionAssets(Construct):
@@ -64,7 +128,7 @@ class SharedFunctionAssets(Construct):
         super().__init__(scope, construct_id)
         self.code: lambda_.Code = lambda_.Code.from_asset(str(LAMBDA_SOURCE_DIR), exclude=ASSET_EXCLUDES)
         self.powertools_layer: lambda_.ILayerVersion = lambda_.LayerVersion.from_layer_version_arn(
-            self, "PowertoolsLayer", powertools_layer_arn(settings)
+            self, "PowertoolsLayer", powertools_layer_arn(self, settings)
         )
 
 

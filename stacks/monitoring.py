@@ -7,6 +7,9 @@
   design; any of them means the producer sent something it should not have.
 * **Conflicting duplicates** (ConflictingDuplicates): a message reused a TradeID and Version
   with other content; the first applied version stands, and the producer has a bug.
+* **Unexpected stream records** (NonInsertRecordsSkipped, reduce and archive): the DeltaTable
+  mapping's filter let through a record that is not an INSERT (a delta item was modified, which
+  nothing in the pipeline does); the handler skipped it, and someone should find out why.
 
 No alarm actions: where notifications go (SNS, chat, pager) is the operator's choice.
 """
@@ -25,10 +28,12 @@ from stacks.settings import PipelineSettings
 
 QUARANTINED_RECORDS_METRIC = "QuarantinedRecords"
 CONFLICTING_DUPLICATES_METRIC = "ConflictingDuplicates"
+NON_INSERT_RECORDS_SKIPPED_METRIC = "NonInsertRecordsSkipped"
+"""The reduce and archive handlers' name for it (`function_support.stream_records`; a test keeps them equal)."""
 
 
 class PipelineAlarms(Construct):
-    """One IteratorAge alarm per stage function and one alarm on quarantined records."""
+    """One IteratorAge alarm per stage function, and alarms on any count of the unexpected."""
 
     def __init__(
         self,
@@ -57,21 +62,34 @@ class PipelineAlarms(Construct):
                 # No data means no traffic, not a stall.
                 treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
             )
-        self.quarantine_alarm = self._state_metric_alarm(
+        self.quarantine_alarm = self._metric_alarm(
             "QuarantinedRecordsAlarm",
+            "state",
             QUARANTINED_RECORDS_METRIC,
             "The state function quarantined invalid input records (see the QuarantineTable for "
             "each record's bytes and reason).",
         )
-        self.conflict_alarm = self._state_metric_alarm(
+        self.conflict_alarm = self._metric_alarm(
             "ConflictingDuplicatesAlarm",
+            "state",
             CONFLICTING_DUPLICATES_METRIC,
             "A message repeated a TradeID and Version with a different Value or Hierarchy; the first "
             "applied version stands and the conflicting record is in the QuarantineTable.",
         )
+        self.non_insert_alarms = {
+            service: self._metric_alarm(
+                f"{service.capitalize()}NonInsertRecordsAlarm",
+                service,
+                NON_INSERT_RECORDS_SKIPPED_METRIC,
+                f"The {service} function was given DeltaTable stream records that are not INSERTs and "
+                "skipped them: a delta item was modified (nothing in the pipeline modifies one), or the "
+                "mapping's filter no longer drops such records.",
+            )
+            for service in ("reduce", "archive")
+        }
 
-    def _state_metric_alarm(self, construct_id: str, metric_name: str, description: str) -> cloudwatch.Alarm:
-        """An alarm on any non-zero count of one of the state function's own metrics."""
+    def _metric_alarm(self, construct_id: str, service: str, metric_name: str, description: str) -> cloudwatch.Alarm:
+        """An alarm on any non-zero count of one of a function's own metrics."""
         return cloudwatch.Alarm(
             self,
             construct_id,
@@ -79,7 +97,7 @@ class PipelineAlarms(Construct):
             metric=cloudwatch.Metric(
                 namespace=METRICS_NAMESPACE,
                 metric_name=metric_name,
-                dimensions_map={"service": "state"},
+                dimensions_map={"service": service},
                 statistic=cloudwatch.Stats.SUM,
                 period=Duration.minutes(1),
             ),

@@ -44,6 +44,8 @@ FAULT_INJECTION_VARIABLES: Final[tuple[str, ...]] = (
 """The DESIGN.md fault-injection variables of the four functions this stack deploys."""
 
 REDUCE_IDEMPOTENCY_MODES: Final[tuple[str, ...]] = ("crt+marker", "crt")
+POWERTOOLS_LAYER_FROM_SSM: Final[str] = "ssm"
+"""`powertoolsLayerVersion` value meaning "the layer ARN AWS publishes for our Powertools release"."""
 REMOVAL_POLICIES: Final[Mapping[str, RemovalPolicy]] = {
     "retain": RemovalPolicy.RETAIN,
     "destroy": RemovalPolicy.DESTROY,
@@ -94,7 +96,7 @@ DEFAULT_CONTEXT: Final[Mapping[str, Any]] = {
     "reduceIdempotency": "crt+marker",
     "iteratorAgeAlarmMs": 60000,
     "logRetentionDays": 30,
-    "powertoolsLayerVersion": 38,
+    "powertoolsLayerVersion": POWERTOOLS_LAYER_FROM_SSM,
     "removalPolicy": "retain",
     "faultInjection": dict.fromkeys(FAULT_INJECTION_VARIABLES, 0),
     "stateTableCapacity": {"mode": "on-demand"},
@@ -105,6 +107,7 @@ DEFAULT_CONTEXT: Final[Mapping[str, Any]] = {
     "stateVersionCacheSize": 100000,
     "targetMessagesPerSecond": 400,
     "capacityCheck": "refuse",
+    "reduceReservedConcurrency": 1,
 }
 """The defaults; `cdk.json` repeats them (a test keeps the two identical)."""
 
@@ -137,7 +140,7 @@ class PipelineSettings:
     reduce_idempotency: ReduceIdempotency
     iterator_age_alarm_ms: int
     log_retention_days: int
-    powertools_layer_version: int
+    powertools_layer_version: int | None  # None: the public SSM parameter's ARN (`ssm`)
     removal_policy_name: str
     fault_injection: Mapping[str, float]
     state_table_capacity: TableCapacity
@@ -148,6 +151,7 @@ class PipelineSettings:
     state_version_cache_size: int
     target_messages_per_second: int
     capacity_check: CapacityCheck
+    reduce_reserved_concurrency: int
 
     @property
     def removal_policy(self) -> RemovalPolicy:
@@ -192,7 +196,7 @@ class PipelineSettings:
             reduce_idempotency=_reduce_idempotency(raw("reduceIdempotency")),
             iterator_age_alarm_ms=_integer(raw, "iteratorAgeAlarmMs", 1000, 7 * 24 * 3600 * 1000),
             log_retention_days=_log_retention_days(raw("logRetentionDays")),
-            powertools_layer_version=_integer(raw, "powertoolsLayerVersion", 1, 100000),
+            powertools_layer_version=_powertools_layer_version(raw("powertoolsLayerVersion")),
             removal_policy_name=_removal_policy(raw("removalPolicy")),
             fault_injection=_fault_injection(raw("faultInjection")),
             state_table_capacity=_table_capacity(raw, "stateTableCapacity"),
@@ -206,6 +210,9 @@ class PipelineSettings:
             state_version_cache_size=_integer(raw, "stateVersionCacheSize", 0, 10_000_000),
             target_messages_per_second=_integer(raw, "targetMessagesPerSecond", 1, 100_000_000),
             capacity_check=_capacity_check(raw("capacityCheck")),
+            # 1: one reducer at a time (Lambda reserves it); 0: no reservation, for accounts whose
+            # concurrency quota cannot spare one (README, "Reserved concurrency").
+            reduce_reserved_concurrency=_integer(raw, "reduceReservedConcurrency", 0, 1),
         )
 
 
@@ -265,6 +272,16 @@ def _reduce_idempotency(value: Any) -> ReduceIdempotency:
     if value not in REDUCE_IDEMPOTENCY_MODES:
         raise _fail("reduceIdempotency", " or ".join(repr(m) for m in REDUCE_IDEMPOTENCY_MODES), value)
     return cast(ReduceIdempotency, value)
+
+
+def _powertools_layer_version(value: Any) -> int | None:
+    if value == POWERTOOLS_LAYER_FROM_SSM:
+        return None
+    try:
+        return _integer(lambda _key: value, "powertoolsLayerVersion", 1, 100000)
+    except SettingsError:
+        expected = f"{POWERTOOLS_LAYER_FROM_SSM!r} or a layer version from 1 to 100000"
+        raise _fail("powertoolsLayerVersion", expected, value) from None
 
 
 def _log_retention_days(value: Any) -> int:

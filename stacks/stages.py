@@ -13,6 +13,9 @@ The event source mappings share one rule: **retry a failed batch, unchanged, unt
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any, Final
+
 from aws_cdk import Duration
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_lambda as lambda_
@@ -23,6 +26,13 @@ from stacks.functions import PipelineFunction, SharedFunctionAssets
 from stacks.ingest import IngestStream
 from stacks.settings import PipelineSettings
 from stacks.tables import PipelineTables
+
+STREAM_TYPE_CODES: Final[Mapping[dynamodb.AttributeType, str]] = {
+    dynamodb.AttributeType.STRING: "S",
+    dynamodb.AttributeType.NUMBER: "N",
+    dynamodb.AttributeType.BINARY: "B",
+}
+"""A key attribute's type as stream records spell it (`{"S": "..."}`)."""
 
 RETRY_UNTIL_SUCCESS = -1
 """`MaximumRetryAttempts` / `MaximumRecordAgeInSeconds` value meaning "infinite"."""
@@ -53,9 +63,25 @@ function's per-position idempotency needs. The longest window (15 minutes) adds 
 closing invocations and cuts the fewest batches at window ends."""
 
 
+def new_items_filter(table: dynamodb.Table) -> dict[str, Any]:
+    """The filter pattern passing records whose new image holds the table's partition key.
+
+    Lambda's event filtering for DynamoDB streams filters only on the record's `dynamodb` key
+    (Lambda Developer Guide, "Using event filtering with a DynamoDB event source"), so the
+    pattern cannot name `eventName`. `exists` matches leaf values only, hence the key's type
+    (`S`) in the path. An INSERT always carries a new image with the key; a REMOVE (such as a
+    TTL expiry) carries none and is dropped. A MODIFY of a stream whose view has the new image
+    would pass, but nothing modifies these items (conditional puts only), and the handlers skip
+    any record that is not an INSERT all the same.
+    """
+    (key,) = table.schema_v2().partition_keys
+    type_code = STREAM_TYPE_CODES[key.type]
+    return {"dynamodb": {"NewImage": {key.name: {type_code: lambda_.FilterRule.exists()}}}}
+
+
 def consume_table_stream(
     function: lambda_.Function,
-    table: dynamodb.ITable,
+    table: dynamodb.Table,
     *,
     batch_size: int,
     inserts_only: bool,
@@ -65,10 +91,10 @@ def consume_table_stream(
     """Attach `table`'s stream with the settings every idempotent stage depends on.
 
     Retries until success (a record is never discarded, so never lost), never bisected and
-    never partially acknowledged. `inserts_only` filters to new items (TTL expiry produces
-    REMOVE records, which are not new deltas). `max_batching_window` lets a batch wait to
-    fill up (the planner asks for one on the map mapping at high rates). Grants read of the
-    stream only, not of the table.
+    never partially acknowledged. `inserts_only` filters to new items (`new_items_filter`:
+    TTL expiry produces REMOVE records, which are not new deltas). `max_batching_window`
+    lets a batch wait to fill up (the planner asks for one on the map mapping at high
+    rates). Grants read of the stream only, not of the table.
     """
     source = sources.DynamoEventSource(
         table,
@@ -79,9 +105,7 @@ def consume_table_stream(
         bisect_batch_on_error=False,
         report_batch_item_failures=False,
         tumbling_window=tumbling_window,
-        filters=[lambda_.FilterCriteria.filter({"eventName": lambda_.FilterRule.is_equal("INSERT")})]
-        if inserts_only
-        else None,
+        filters=[lambda_.FilterCriteria.filter(new_items_filter(table))] if inserts_only else None,
     )
     function.add_event_source(source)
     retry_until_record_expires(function)
@@ -223,8 +247,11 @@ class ReduceStage(Construct):
                 **settings.fault_injection_environment("REDUCE"),
             },
             # Every transaction touches the same hot aggregate items (the hierarchy roots and
-            # `#stats`): concurrent invocations would only cancel each other's transactions.
-            reserved_concurrent_executions=1,
+            # `#stats`): concurrent invocations would only cancel each other's transactions (the
+            # cancelled batch is retried, so it stays exact but wastes throughput). One reserved
+            # execution keeps one reducer across all stream shards; accounts whose concurrency
+            # quota cannot spare it deploy with `reduceReservedConcurrency` 0 (README).
+            reserved_concurrent_executions=settings.reduce_reserved_concurrency or None,
         )
         function = self.handler.function
         self.event_source = consume_table_stream(

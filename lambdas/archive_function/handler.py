@@ -40,6 +40,7 @@ from archive_function.store import RegistryStore, RegistryUpdateStats, put_delta
 from function_support.aws import s3_client
 from function_support.faults import FailurePoint, maybe_inject_failure
 from function_support.settings import METRICS_NAMESPACE, positive_int_setting, required_setting
+from function_support.stream_records import NON_INSERT_RECORDS_SKIPPED, is_insert
 
 STAGE: Final = "ARCHIVE"
 SERVICE: Final = "archive"
@@ -118,7 +119,9 @@ def archive_batch(
 @logger.inject_lambda_context
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
     maybe_inject_failure(STAGE, FailurePoint.BEFORE_WRITE)
-    records = list(DynamoDBStreamEvent(event).records)
+    delivered = list(DynamoDBStreamEvent(event).records)
+    records = [record for record in delivered if is_insert(record)]
+    metrics.add_metric(name=NON_INSERT_RECORDS_SKIPPED, unit=MetricUnit.Count, value=len(delivered) - len(records))
     if not records:
         return {"records": 0}
     deltas = [archived_delta(record) for record in records]

@@ -49,6 +49,7 @@ from aggregation.transactions import (
 from function_support.aws import dynamodb_client, error_code, serializer
 from function_support.faults import FailurePoint, maybe_inject_failure
 from function_support.settings import METRICS_NAMESPACE, optional_setting, required_setting, ttl_seconds
+from function_support.stream_records import NON_INSERT_RECORDS_SKIPPED, is_insert
 
 STAGE = "REDUCE"
 DEFAULT_MARKER_TTL_DAYS = 7
@@ -316,7 +317,11 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, i
     table = required_setting("AGGREGATE_TABLE")
     mode = idempotency_mode()
     units: list[DeltaUnit] = []
+    non_inserts = 0
     for record in DynamoDBStreamEvent(event).records:
+        if not is_insert(record):
+            non_inserts += 1
+            continue
         if record.dynamodb is None:
             raise ValueError(f"stream record {record.event_id} has no dynamodb payload")
         units.extend(split_into_units(decode_delta_batch(record.dynamodb.raw_event.get("NewImage") or {})))
@@ -333,6 +338,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, i
             "units_applied": outcome.units_applied,
             "units_already_applied": outcome.units_already_applied,
         }
+    metrics.add_metric(name=NON_INSERT_RECORDS_SKIPPED, unit=MetricUnit.Count, value=non_inserts)
     metrics.add_metric(name="TransactionsCommitted", unit=MetricUnit.Count, value=counts["transactions"])
     metrics.add_metric(
         name="DeltaUnitsAlreadyApplied", unit=MetricUnit.Count, value=counts.get("units_already_applied", 0)

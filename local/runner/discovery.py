@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from local.deployer import EMULATOR_ACCOUNT, Deployment, aws_client
+from local.runner.filters import check_patterns
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +119,8 @@ def discover_mappings(deployment: Deployment) -> list[MappingConfig]:
             for name in MAPPING_FIELD_DEFAULTS:
                 values[name], sources[name] = _resolve_field(name, api_fields, template)
             filters = (values["FilterCriteria"] or {}).get("Filters", [])
+            patterns = tuple(json.loads(f["Pattern"]) for f in filters)
+            check_patterns(arn.split(":")[2], patterns)
             mappings.append(
                 MappingConfig(
                     uuid=api["UUID"],
@@ -129,7 +132,7 @@ def discover_mappings(deployment: Deployment) -> list[MappingConfig]:
                     maximum_retry_attempts=int(values["MaximumRetryAttempts"]),
                     bisect_batch_on_function_error=values["BisectBatchOnFunctionError"] in (True, "true"),
                     report_batch_item_failures="ReportBatchItemFailures" in values["FunctionResponseTypes"],
-                    filter_patterns=tuple(json.loads(f["Pattern"]) for f in filters),
+                    filter_patterns=patterns,
                     parallelization_factor=int(values["ParallelizationFactor"]),
                     tumbling_window_seconds=int(values["TumblingWindowInSeconds"]),
                     enabled=values["Enabled"] in (True, "true"),

@@ -7,6 +7,17 @@ filters of one mapping. For Kinesis, `data` is matched against the record's payl
 parsed as JSON (a pattern on `data` never matches a payload that is not a JSON object);
 for DynamoDB Streams the record is matched as Lambda delivers it.
 See https://docs.aws.amazon.com/lambda/latest/dg/invocation-eventfiltering.html
+
+Two documented rules are enforced strictly, so a pattern that would silently match nothing
+(or everything) on AWS fails here too:
+
+* DynamoDB event source mappings filter only on the record's `dynamodb` key
+  ("Using event filtering with a DynamoDB event source"): `check_patterns` refuses a
+  pattern naming anything else, such as `eventName`.
+* `exists` matches leaf values only, not objects: ``{"NewImage": {"K": [{"exists": true}]}}``
+  never matches a DynamoDB attribute (an object such as ``{"S": "..."}``); the path must go
+  down to the type, ``{"K": {"S": [{"exists": true}]}}``. ``{"exists": false}`` matches where
+  no leaf value is: the key is absent, or holds an object.
 """
 
 from __future__ import annotations
@@ -17,6 +28,27 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 _MISSING = object()
+
+FILTERABLE_KEYS = {"dynamodb": frozenset({"dynamodb"})}
+"""Per event source kind, the only top-level record keys Lambda filters on (absent: no limit)."""
+
+
+class UnsupportedFilterError(ValueError):
+    """A mapping's filter pattern uses what Lambda does not filter on for that source."""
+
+
+def check_patterns(source_kind: str, patterns: Sequence[Mapping[str, Any]]) -> None:
+    """Refuse patterns Lambda documents as unsupported for `source_kind` (`kinesis`, `dynamodb`)."""
+    allowed = FILTERABLE_KEYS.get(source_kind)
+    if allowed is None:
+        return
+    for pattern in patterns:
+        unsupported = sorted(set(pattern) - allowed)
+        if unsupported:
+            raise UnsupportedFilterError(
+                f"filter pattern {json.dumps(pattern)} names {unsupported}: Lambda filters {source_kind} "
+                f"stream records only on {sorted(allowed)}"
+            )
 
 
 def record_matches(record: Mapping[str, Any], patterns: Sequence[Mapping[str, Any]]) -> bool:
@@ -74,7 +106,7 @@ def _matches(value: Any, matcher: Any) -> bool:
     if not isinstance(matcher, Mapping):
         return value is not _MISSING and _equal(value, matcher)
     if "exists" in matcher:
-        return (value is not _MISSING) is bool(matcher["exists"])
+        return _is_leaf(value) is bool(matcher["exists"])
     if value is _MISSING:
         return False
     if "prefix" in matcher:
@@ -92,6 +124,11 @@ def _matches(value: Any, matcher: Any) -> bool:
     if "numeric" in matcher:
         return _numeric_matches(value, matcher["numeric"])
     raise ValueError(f"unsupported filter matcher {dict(matcher)!r}")
+
+
+def _is_leaf(value: Any) -> bool:
+    """A value `exists` can see: present and not an object (arrays are matched element-wise)."""
+    return value is not _MISSING and not isinstance(value, Mapping)
 
 
 def _equal(value: Any, expected: Any) -> bool:

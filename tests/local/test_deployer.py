@@ -21,6 +21,7 @@ from local.deployer import (
     deploy,
     deploy_what_cloudformation_skipped,
     read_cloud_assembly,
+    stand_in_public_parameters,
     zip_directory,
 )
 from local.emulator import EmulatorProcess
@@ -119,6 +120,39 @@ def test_deploy_publishes_assets_bootstraps_and_reads_physical_names_back(
 
 
 @pytest.mark.emulator
+def test_public_ssm_parameters_the_template_reads_get_a_clearly_local_stand_in(
+    module_emulator: EmulatorProcess,
+) -> None:
+    ssm = aws_client("ssm", module_emulator.endpoint_url)
+    powertools = "/aws/service/powertools/python/arm64/python3.14/3.37.0"
+    shipped_by_moto = "/aws/service/global-infrastructure/regions/us-east-1"
+
+    def ssm_typed(default: str) -> dict[str, str]:
+        return {"Type": "AWS::SSM::Parameter::Value<String>", "Default": default}
+
+    template = {
+        "Parameters": {
+            "Layer": ssm_typed(powertools),
+            "Region": ssm_typed(shipped_by_moto),
+            "BootstrapVersion": ssm_typed(BOOTSTRAP_VERSION_PARAMETER),
+            "PlainString": {"Type": "String", "Default": "/aws/service/anything"},
+        },
+        "Resources": {},
+    }
+
+    overrides = stand_in_public_parameters(ssm, template, "us-east-1")
+
+    stand_in = f"/local-emulator-stand-in{powertools}"
+    assert overrides == [{"ParameterKey": "Layer", "ParameterValue": stand_in}]
+    assert ssm.get_parameter(Name=stand_in)["Parameter"]["Value"] == (
+        "arn:aws:lambda:us-east-1:123456789012:layer:LocalStandInPowertoolsIsTheRunnersOwnPython:1"
+    )
+    template["Parameters"]["Other"] = ssm_typed("/aws/service/other/thing")
+    with pytest.raises(DeploymentError, match="Other reads the public SSM parameter /aws/service/other/thing"):
+        stand_in_public_parameters(ssm, template, "us-east-1")
+
+
+@pytest.mark.emulator
 @pytest.mark.slow
 def test_the_synthesized_stack_deploys_with_every_output_the_contract_names(
     module_emulator: EmulatorProcess,
@@ -134,6 +168,11 @@ def test_the_synthesized_stack_deploys_with_every_output_the_contract_names(
     assert set(deployment.outputs) <= set(OUTPUT_KEYS_TO_LOCAL_NAMES) | {"AlarmTopicArn"}
     functions = [r for r in deployment.resources.values() if r.resource_type == "AWS::Lambda::Function"]
     assert len(functions) >= 3
+    # The Powertools layer parameter resolved to the local stand-in (AWS's public one cannot exist here).
+    parameters = aws_client("cloudformation", module_emulator.endpoint_url).describe_stacks(
+        StackName=deployment.stack_name
+    )["Stacks"][0]["Parameters"]
+    assert "LocalStandInPowertoolsIsTheRunnersOwnPython" in " ".join(p["ParameterValue"] for p in parameters)
     json.dumps(deployment.to_json())
 
 

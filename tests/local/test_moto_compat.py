@@ -497,6 +497,58 @@ def test_event_source_mappings_leave_stream_records_for_the_poller(
     assert [m["UUID"] for m in listed] == [mapping["UUID"]]
 
 
+# ------------------------------------------------------------------- cloudformation
+
+
+def test_an_ssm_typed_stack_parameter_resolves_the_parameter_given_not_its_default(
+    aws_client: AwsClientFactory,
+) -> None:
+    """AWS: the default of an SSM-typed parameter is only the name used when no value is given."""
+    ssm, cloudformation = aws_client("ssm"), aws_client("cloudformation")
+    suffix = uuid.uuid4().hex[:12]
+    given, default_that_exists = f"/compat/given-{suffix}", f"/compat/default-{suffix}"
+    ssm.put_parameter(Name=given, Value="the given value", Type="String")
+    ssm.put_parameter(Name=default_that_exists, Value="the default value", Type="String")
+
+    def template(default: str, copy_name: str) -> str:
+        """A stack copying its SSM-typed parameter's resolved value into the parameter `copy_name`."""
+        parameter = {"Type": "AWS::SSM::Parameter::Value<String>", "Default": default}
+        properties = {"Name": copy_name, "Type": "String", "Value": {"Ref": "Source"}}
+        return json.dumps(
+            {
+                "Parameters": {"Source": parameter},
+                "Resources": {"Copy": {"Type": "AWS::SSM::Parameter", "Properties": properties}},
+                "Outputs": {"Copy": {"Value": {"Ref": "Copy"}}},
+            }
+        )
+
+    def copied_value(stack_name: str) -> str:
+        outputs = cloudformation.describe_stacks(StackName=stack_name)["Stacks"][0]["Outputs"]
+        return str(ssm.get_parameter(Name=outputs[0]["OutputValue"])["Parameter"]["Value"])
+
+    # A default nobody may create (reserved prefix), overridden by the caller: created, and updated.
+    missing_default = f"/aws/service/compat-absent/{suffix}"
+    overridden = [{"ParameterKey": "Source", "ParameterValue": given}]
+    cloudformation.create_stack(
+        StackName=f"given-{suffix}",
+        TemplateBody=template(missing_default, f"/compat/a-{suffix}"),
+        Parameters=overridden,
+    )
+    assert copied_value(f"given-{suffix}") == "the given value"
+    cloudformation.update_stack(
+        StackName=f"given-{suffix}",
+        TemplateBody=template(missing_default + "/v2", f"/compat/b-{suffix}"),
+        Parameters=overridden,
+    )
+    assert copied_value(f"given-{suffix}") == "the given value"
+
+    # No value given: the default is resolved, as before.
+    cloudformation.create_stack(
+        StackName=f"default-{suffix}", TemplateBody=template(default_that_exists, f"/compat/c-{suffix}")
+    )
+    assert copied_value(f"default-{suffix}") == "the default value"
+
+
 # ----------------------------------------------------------------- request isolation
 
 

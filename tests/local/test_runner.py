@@ -276,18 +276,23 @@ def test_reserved_concurrency_one_serialises_invocations_across_shards(
 def test_dynamodb_stream_records_arrive_in_the_lambda_format_and_filters_apply(
     deploy_recorder: Deployer, run: Callable[..., Runner]
 ) -> None:
-    filters = {"Filters": [{"Pattern": json.dumps({"eventName": ["INSERT"]})}]}
+    # The stack's own kind of pattern: records whose new image holds the key (no REMOVE).
+    pattern = {"dynamodb": {"NewImage": {"pk": {"S": [{"exists": True}]}}}}
+    filters = {"Filters": [{"Pattern": json.dumps(pattern)}]}
     deployment, record_log, paths = deploy_recorder(table_mapping={"FilterCriteria": filters})
-    run(deployment, paths)
+    runner = run(deployment, paths)
     dynamodb = aws_client("dynamodb", deployment.endpoint_url)
     table = deployment.outputs["StateTableName"]
     dynamodb.put_item(TableName=table, Item={"pk": {"S": "a"}, "v": {"N": "1"}, "b": {"B": b"\x00\x01"}})
     dynamodb.put_item(TableName=table, Item={"pk": {"S": "a"}, "v": {"N": "2"}})
+    dynamodb.delete_item(TableName=table, Key={"pk": {"S": "a"}})
     dynamodb.put_item(TableName=table, Item={"pk": {"S": "b"}, "v": {"N": "3"}})
-    wait_for(lambda: len(delivered_ids(record_log)) >= 2, what="the two INSERTs")
+    wait_for(lambda: len(delivered_ids(record_log)) >= 3, what="the two INSERTs and the MODIFY")
     time.sleep(0.5)
     records = [r for i in read_invocations(record_log) for r in i["event"]["Records"]]
-    assert [r["eventName"] for r in records] == ["INSERT", "INSERT"], "the MODIFY was filtered out"
+    assert [r["eventName"] for r in records] == ["INSERT", "MODIFY", "INSERT"], "the REMOVE was filtered out"
+    function = deployment.physical_id("Recorder")
+    wait_for(lambda: runner.stats.function(function).records_filtered == 1, what="the filtered REMOVE")
     record = records[0]
     assert set(record) == {
         "eventID",

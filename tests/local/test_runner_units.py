@@ -13,7 +13,7 @@ import pytest
 from local.runner import events
 from local.runner.checkpoints import CheckpointStore
 from local.runner.discovery import _resolve_field
-from local.runner.filters import record_matches
+from local.runner.filters import UnsupportedFilterError, check_patterns, record_matches
 from local.runner.invoker import fault_injection_overrides
 
 
@@ -47,10 +47,59 @@ def test_kinesis_filter_patterns(pattern: dict[str, Any], data: Any, matches: bo
 
 
 def test_filters_are_ored_and_no_filter_passes_everything() -> None:
-    record = {"eventName": "MODIFY", "dynamodb": {"Keys": {}}}
+    record = {"eventName": "MODIFY", "dynamodb": {"Keys": {"pk": {"S": "a"}}}}
     assert record_matches(record, [])
-    assert not record_matches(record, [{"eventName": ["INSERT"]}])
-    assert record_matches(record, [{"eventName": ["INSERT"]}, {"eventName": ["MODIFY"]}])
+    assert not record_matches(record, [{"dynamodb": {"Keys": {"pk": {"S": ["b"]}}}}])
+    assert record_matches(
+        record, [{"dynamodb": {"Keys": {"pk": {"S": ["b"]}}}}, {"dynamodb": {"Keys": {"pk": {"S": ["a"]}}}}]
+    )
+
+
+NEW_DELTA_ITEMS = {"dynamodb": {"NewImage": {"BatchHash": {"S": [{"exists": True}]}}}}
+"""The reduce and archive mappings' pattern (tests/stacks/test_stack_event_sources.py checks the template)."""
+
+
+def delta_stream_record(event_name: str, *, new: bool, old: bool) -> dict[str, Any]:
+    """A DeltaTable stream record as the runner builds it from `get_records` (NEW_AND_OLD_IMAGES view)."""
+    image = {"BatchHash": {"S": "ab12"}, "RecordCount": {"N": "3"}}
+    change: dict[str, Any] = {"Keys": {"BatchHash": {"S": "ab12"}}, "SequenceNumber": "100", "SizeBytes": 60}
+    change |= {"NewImage": image} if new else {}
+    change |= {"OldImage": image} if old else {}
+    change["StreamViewType"] = "NEW_AND_OLD_IMAGES"
+    raw = {"eventID": "e1", "eventName": event_name, "dynamodb": change}
+    return events.dynamodb_record(raw, stream_arn="arn:aws:dynamodb:us-east-1:1:table/t/stream/s", region="us-east-1")
+
+
+@pytest.mark.parametrize(
+    ("event_name", "new", "old", "delivered"),
+    [
+        ("INSERT", True, False, True),
+        # A MODIFY has a new image too: the filter passes it, and the handlers skip it by eventName.
+        ("MODIFY", True, True, True),
+        # A TTL expiry or delete has only the old image: filtered out.
+        ("REMOVE", False, True, False),
+    ],
+)
+def test_the_new_delta_items_filter_applies_to_records_as_the_runner_builds_them(
+    event_name: str, new: bool, old: bool, delivered: bool
+) -> None:
+    assert record_matches(delta_stream_record(event_name, new=new, old=old), [NEW_DELTA_ITEMS]) is delivered
+
+
+def test_exists_sees_leaf_values_only_as_lambda_documents() -> None:
+    insert = delta_stream_record("INSERT", new=True, old=False)
+    # The attribute's value is an object ({"S": ...}): `exists` does not see it without the type.
+    assert not record_matches(insert, [{"dynamodb": {"NewImage": {"BatchHash": [{"exists": True}]}}}])
+    assert record_matches(insert, [{"dynamodb": {"NewImage": {"BatchHash": [{"exists": False}]}}}])
+    assert not record_matches(insert, [{"dynamodb": {"NewImage": {"BatchHash": {"S": [{"exists": False}]}}}}])
+    assert not record_matches(insert, [{"dynamodb": {"NewImage": {"BatchHash": {"N": [{"exists": True}]}}}}])
+
+
+def test_dynamodb_mappings_filter_only_on_the_dynamodb_key() -> None:
+    check_patterns("dynamodb", [NEW_DELTA_ITEMS])
+    check_patterns("kinesis", [{"data": {"kind": ["keep"]}}, {"partitionKey": ["k"]}])
+    with pytest.raises(UnsupportedFilterError, match=r"names \['eventName'\]: Lambda filters dynamodb"):
+        check_patterns("dynamodb", [NEW_DELTA_ITEMS, {"eventName": ["INSERT"]}])
 
 
 def test_kinesis_record_has_the_lambda_shape() -> None:

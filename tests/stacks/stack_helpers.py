@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -27,6 +30,24 @@ def synthesize(overrides: Mapping[str, Any] | None = None) -> tuple[ExactlyOnceA
     context = {**load_cdk_json_context(), **(overrides or {})}
     _app, stack = build_app(context)
     return stack, Template.from_stack(stack)
+
+
+def run_app_py(environment: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
+    """`python app.py` as the CDK CLI runs it, with `environment` added (such as CDK_CONTEXT_JSON)."""
+    return subprocess.run(
+        [sys.executable, "app.py"],
+        cwd=REPOSITORY_ROOT,
+        env={
+            **os.environ,
+            "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "16,18,20",
+            "JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION": "1",
+            **environment,
+        },
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 # --- helpers to navigate a synthesized template -------------------------------------------------
@@ -75,6 +96,17 @@ def event_source_mapping(template: Template, handler: str) -> dict[str, Any]:
     assert len(matches) == 1, f"expected one mapping for {handler}, found {len(matches)}"
     properties: dict[str, Any] = matches[0]
     return properties
+
+
+def powertools_parameter_logical_id(template: Template) -> str:
+    """The template parameter that resolves AWS's public Powertools layer parameter at deploy time."""
+    matches = [
+        str(logical_id)
+        for logical_id, parameter in template.to_json().get("Parameters", {}).items()
+        if str(parameter.get("Default", "")).startswith("/aws/service/powertools/")
+    ]
+    assert len(matches) == 1, f"expected one Powertools layer parameter, found {matches}"
+    return matches[0]
 
 
 def role_statements(template: Template, handler: str) -> list[dict[str, Any]]:

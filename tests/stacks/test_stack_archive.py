@@ -154,7 +154,9 @@ def test_archive_mapping_is_a_second_insert_only_consumer_of_the_delta_stream(te
     mapping = event_source_mapping(template, ARCHIVE_HANDLER)
     assert mapping["EventSourceArn"] == {"Fn::GetAtt": [table_logical_id(template, "StreamShard"), "StreamArn"]}
     assert mapping["BatchSize"] == 100
-    assert json.loads(mapping["FilterCriteria"]["Filters"][0]["Pattern"]) == {"eventName": ["INSERT"]}
+    assert json.loads(mapping["FilterCriteria"]["Filters"][0]["Pattern"]) == {
+        "dynamodb": {"NewImage": {"StreamShard": {"S": [{"exists": True}]}}}
+    }
     assert (mapping["BisectBatchOnFunctionError"], mapping["MaximumRetryAttempts"]) == (False, -1)
     assert "FunctionResponseTypes" not in mapping
     assert mapping.get("ParallelizationFactor", 1) == 1

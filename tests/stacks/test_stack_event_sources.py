@@ -63,7 +63,7 @@ def test_reduce_reads_only_inserts_of_the_delta_table_stream(template: Template)
     assert mapping["EventSourceArn"] == {"Fn::GetAtt": [table_logical_id(template, "StreamShard"), "StreamArn"]}
     assert mapping["BatchSize"] == 10
     (pattern,) = [json.loads(f["Pattern"]) for f in mapping["FilterCriteria"]["Filters"]]
-    assert pattern == {"eventName": ["INSERT"]}
+    assert pattern == {"dynamodb": {"NewImage": {"StreamShard": {"S": [{"exists": True}]}}}}
 
 
 def test_reduce_has_reserved_concurrency_one(template: Template) -> None:

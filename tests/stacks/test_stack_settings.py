@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from typing import Any
 
 import pytest
 
 from stacks import SettingsError, build_app
-from stacks.functions import powertools_layer_arn
+from stacks.functions import powertools_layer_arn_for_version
 from stacks.settings import DEFAULT_CONTEXT, FAULT_INJECTION_VARIABLES, PipelineSettings
-from tests.stacks.stack_helpers import REPOSITORY_ROOT
+from tests.stacks.stack_helpers import REPOSITORY_ROOT, run_app_py
 
 
 def settings_from(context: dict[str, Any]) -> PipelineSettings:
@@ -71,10 +68,17 @@ def test_fault_injection_environment_is_per_stage() -> None:
     assert settings.fault_injection_environment("REDUCE")["FAILURE_REDUCE_LAMBDA_PCT"] == "100"
 
 
-def test_powertools_layer_is_the_aws_managed_v3_layer_for_the_runtime() -> None:
-    arn = powertools_layer_arn(settings_from({"powertoolsLayerVersion": 41}))
-    assert arn.startswith("arn:aws:lambda:")
+def test_powertools_layer_comes_from_the_public_parameter_unless_a_version_is_named() -> None:
+    assert settings_from({}).powertools_layer_version is None
+    assert settings_from({"powertoolsLayerVersion": "ssm"}).powertools_layer_version is None
+    assert settings_from({"powertoolsLayerVersion": "41"}).powertools_layer_version == 41
+    arn = powertools_layer_arn_for_version(41)
     assert arn.endswith(":017000801446:layer:AWSLambdaPowertoolsPythonV3-python314-arm64:41")
+
+
+def test_reduce_reserves_one_execution_unless_set_to_zero() -> None:
+    assert settings_from({}).reduce_reserved_concurrency == 1
+    assert settings_from({"reduceReservedConcurrency": "0"}).reduce_reserved_concurrency == 0
 
 
 @pytest.mark.parametrize(
@@ -95,7 +99,10 @@ def test_powertools_layer_is_the_aws_managed_v3_layer_for_the_runtime() -> None:
         ("reduceIdempotency", "exactly-once", "'reduceIdempotency' must be 'crt+marker' or 'crt'"),
         ("reduceIdempotency", "unsafe-add", "'reduceIdempotency' must be 'crt+marker' or 'crt'"),
         ("logRetentionDays", 10, "'logRetentionDays' must be one of 1, 3, 5, 7, 14"),
-        ("powertoolsLayerVersion", 0, "'powertoolsLayerVersion'"),
+        ("powertoolsLayerVersion", 0, "'powertoolsLayerVersion' must be 'ssm' or a layer version from 1 to 100000"),
+        ("powertoolsLayerVersion", "latest", "'powertoolsLayerVersion' must be 'ssm' or a layer version"),
+        ("reduceReservedConcurrency", 2, "'reduceReservedConcurrency' must be an integer from 0 to 1, got 2"),
+        ("reduceReservedConcurrency", "-1", "'reduceReservedConcurrency' must be an integer from 0 to 1"),
         ("removalPolicy", "snapshot", "'removalPolicy' must be 'retain' or 'destroy'"),
         ("faultInjection", [], "'faultInjection' must be an object keyed by FAILURE_STATE_LAMBDA_PCT"),
         ("faultInjection", {"FAILURE_STAT_LAMBDA_PCT": 5}, "keyed only by"),
@@ -124,21 +131,7 @@ def test_build_app_refuses_a_bad_context_value() -> None:
 
 def test_app_py_exits_with_a_one_line_error_on_a_bad_setting() -> None:
     """What a user sees from `cdk synth -c stateBatchSize=0`: one line, no traceback."""
-    environment = {
-        **os.environ,
-        "CDK_CONTEXT_JSON": json.dumps({"stateBatchSize": 0}),
-        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "1",
-        "JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION": "1",
-    }
-    result = subprocess.run(
-        [sys.executable, "app.py"],
-        cwd=REPOSITORY_ROOT,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    result = run_app_py({"CDK_CONTEXT_JSON": json.dumps({"stateBatchSize": 0})})
     assert result.returncode == 1
     error_lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert error_lines == ["error: cdk.json context 'stateBatchSize' must be an integer from 1 to 10000, got 0"]

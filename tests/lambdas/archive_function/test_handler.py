@@ -30,6 +30,7 @@ from archive_function.store import (
 from archive_function.store import read_registry as read_stored_registry
 from function_support import aws
 from function_support.faults import InjectedFailure
+from function_support.stream_records import NON_INSERT_RECORDS_SKIPPED
 from tests.lambdas.archive_function.archive_helpers import (
     WireRecorder,
     batch_hash,
@@ -40,6 +41,7 @@ from tests.lambdas.archive_function.archive_helpers import (
     s3_error_response,
 )
 from tests.lambdas.conftest import LambdaContextStub
+from tests.lambdas.metrics_helpers import emitted_metric
 
 
 def run(event: dict[str, Any]) -> dict[str, int]:
@@ -309,3 +311,28 @@ def _delta(seed: str, sequence: int = 1) -> ArchivedDelta:
 def test_an_absent_registry_reads_as_empty(wire: WireRecorder) -> None:
     registry, etag = read_stored_registry(aws.s3_client(), wire.bucket)
     assert registry == Registry() and etag is None
+
+
+def test_records_other_than_inserts_are_skipped_and_counted(
+    wire: WireRecorder, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The mapping's filter passes any record with a new image; only INSERTs are archived."""
+    event = delta_event(["a", "b"])
+    modify = {**delta_event(["c"], first_sequence=200)["Records"][0], "eventName": "MODIFY"}
+    capsys.readouterr()
+
+    summary = run({"Records": [modify, *event["Records"]]})
+
+    assert (summary["records"], summary["objects_created"], summary["objects_counted"]) == (2, 2, 2)
+    assert delta_keys(wire.bucket) == sorted(f"deltas/{batch_hash(s)[:2]}/{batch_hash(s)}.json" for s in "ab")
+    assert read_registry(wire.bucket).objects_archived == 2
+    assert emitted_metric(capsys.readouterr().out, NON_INSERT_RECORDS_SKIPPED) == [1.0]
+
+
+def test_a_batch_of_only_non_inserts_archives_nothing(wire: WireRecorder, capsys: pytest.CaptureFixture[str]) -> None:
+    modify = {**delta_event(["a"])["Records"][0], "eventName": "MODIFY"}
+    capsys.readouterr()
+
+    assert run({"Records": [modify]}) == {"records": 0}
+    assert delta_keys(wire.bucket) == [] and wire.puts == []
+    assert emitted_metric(capsys.readouterr().out, NON_INSERT_RECORDS_SKIPPED) == [1.0]

@@ -14,8 +14,10 @@ from botocore.exceptions import ClientError
 
 from aggregation.transactions import MAX_TRANSACTION_ACTIONS
 from function_support import aws
+from function_support.stream_records import NON_INSERT_RECORDS_SKIPPED
 from reduce_function import handler as reduce_handler
-from tests.lambdas.conftest import Pipeline, expected_totals, trade_message
+from tests.lambdas.conftest import LambdaContextStub, Pipeline, expected_totals, trade_message
+from tests.lambdas.metrics_helpers import emitted_metric
 
 TOKEN_WINDOW_SECONDS = 600
 Trades = dict[str, tuple[Decimal, tuple[str, str, str]]]
@@ -361,3 +363,31 @@ def test_in_token_only_mode_a_mismatch_fails_the_invocation(
     with pytest.raises(reduce_handler.TokenMismatchWithoutEvidence):
         pipeline.run_reduce(records)
     assert pipeline.aggregates()["Delta"] == (Decimal(10), 1)
+
+
+def test_records_other_than_inserts_are_skipped_and_counted(
+    pipeline: Pipeline, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The mapping's filter passes any record with a new image; the handler acts on INSERTs only."""
+    trades: Trades = {"a": (Decimal("0.1"), ("Delta", "FXSpot", "AMER")), "b": (Decimal("0.2"), ("Vega", "FX", "EMEA"))}
+    inserts = delta_records_for(pipeline, messages_for(trades))
+    modify = {**inserts[0], "eventID": "modify-of-the-first", "eventName": "MODIFY"}
+    remove = {**inserts[0], "eventID": "remove-of-the-first", "eventName": "REMOVE"}
+    remove["dynamodb"] = {key: value for key, value in inserts[0]["dynamodb"].items() if key != "NewImage"}
+    capsys.readouterr()
+
+    summary = reduce_handler.lambda_handler({"Records": [modify, *inserts, remove]}, LambdaContextStub())
+
+    assert pipeline.aggregates() == expected_totals(trades), "each INSERT applied once, nothing else"
+    assert summary["transactions"] >= 1
+    assert emitted_metric(capsys.readouterr().out, NON_INSERT_RECORDS_SKIPPED) == [2.0]
+
+
+def test_a_batch_of_only_non_inserts_applies_nothing(pipeline: Pipeline, capsys: pytest.CaptureFixture[str]) -> None:
+    (insert,) = delta_records_for(pipeline, [trade_message("a", 1, "5")])
+    capsys.readouterr()
+    modify = {**insert, "eventName": "MODIFY"}
+
+    assert reduce_handler.lambda_handler({"Records": [modify]}, LambdaContextStub()) == {"transactions": 0}
+    assert pipeline.aggregates() == {}
+    assert emitted_metric(capsys.readouterr().out, NON_INSERT_RECORDS_SKIPPED) == [1.0]

@@ -1,0 +1,344 @@
+"""Preflight: what a first `cdk deploy` needs from the account and region, read before deploying.
+
+Each check reads the account with boto3 (read-only calls) and gives one line: what passes, or
+what to request or change. A check whose API is unavailable (no permission, or an emulator that
+lacks it) says "unknown" instead of failing the run; only a known obstacle fails it.
+
+* **credentials**: `sts:GetCallerIdentity`.
+* **partition**: the region's partition must be one the Powertools layer is published in.
+* **CDK bootstrap**: the `CDKToolkit` stack and its `/cdk-bootstrap/hnb659fds/version` parameter.
+* **Powertools layer**: AWS's public SSM parameter for the pinned release, runtime and
+  architecture (or the explicitly chosen layer version) exists in the region.
+* **concurrency quota** and **reduce reservation** (`lambda:GetAccountSettings`): Lambda refuses a
+  reservation that leaves less than 100 unreserved executions, so a new account with a quota of
+  10 cannot reserve reduce's one execution; preflight says which `reduceReservedConcurrency` fits.
+* **stack**: a stack of that name left in a state `cdk deploy` cannot update.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Final
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError, UnknownRegionError
+
+from local.deployer import BOOTSTRAP_VERSION_PARAMETER, MINIMUM_BOOTSTRAP_VERSION
+from stacks.functions import (
+    POWERTOOLS_VERSION,
+    SUPPORTED_PARTITIONS,
+    powertools_layer_arn_for_version,
+    powertools_layer_parameter_name,
+)
+from stacks.settings import PipelineSettings
+
+BOOTSTRAP_STACK: Final = "CDKToolkit"
+MINIMUM_UNRESERVED_CONCURRENCY: Final = 100
+"""Lambda keeps at least this many executions unreserved (Lambda Developer Guide, reserved concurrency)."""
+ESTABLISHED_ACCOUNT_QUOTA: Final = 1000
+CONCURRENCY_QUOTA_CODE: Final = "L-B99A9384"
+"""Service Quotas code of Lambda's "Concurrent executions"."""
+KINESIS_ON_DEMAND_INITIAL_SHARDS: Final = 4
+TABLE_STREAM_CONSUMERS: Final = 3
+"""map, reduce and archive: at least one concurrent batch each (one per table stream shard)."""
+HEALTHY_STACK_STATES: Final = frozenset(
+    {"CREATE_COMPLETE", "UPDATE_COMPLETE", "UPDATE_ROLLBACK_COMPLETE", "IMPORT_COMPLETE", "IMPORT_ROLLBACK_COMPLETE"}
+)
+UNUSABLE_STACK_STATES: Final = {
+    "ROLLBACK_COMPLETE": "delete it first (`npx cdk destroy`), it cannot be updated",
+    "ROLLBACK_FAILED": "delete it first (`npx cdk destroy`), it cannot be updated",
+    "DELETE_FAILED": "finish deleting it (`aws cloudformation delete-stack`)",
+    "UPDATE_ROLLBACK_FAILED": "recover it with `aws cloudformation continue-update-rollback`",
+}
+CLIENT_CONFIG: Final = Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=5, read_timeout=20)
+PERMISSION_ERRORS: Final = frozenset({"AccessDenied", "AccessDeniedException", "UnauthorizedOperation"})
+
+
+class Status(Enum):
+    PASS = "pass"
+    WARN = "warn"
+    FAIL = "fail"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class Check:
+    """One prerequisite: its name, how it stands, and one line saying why or what to do."""
+
+    name: str
+    status: Status
+    detail: str
+
+
+@dataclass(frozen=True)
+class DeploymentPlan:
+    """What the stack will ask of the account, from the same settings `cdk deploy` reads."""
+
+    stack_name: str
+    reduce_reserved_concurrency: int
+    state_parallelization_factor: int
+    powertools_parameter: str
+    powertools_layer_version: int | None
+
+    @classmethod
+    def from_settings(cls, settings: PipelineSettings, stack_name: str | None = None) -> DeploymentPlan:
+        return cls(
+            stack_name=stack_name or settings.stack_name,
+            reduce_reserved_concurrency=settings.reduce_reserved_concurrency,
+            state_parallelization_factor=settings.state_parallelization_factor,
+            powertools_parameter=powertools_layer_parameter_name(),
+            powertools_layer_version=settings.powertools_layer_version,
+        )
+
+
+@dataclass(frozen=True)
+class Account:
+    """Where preflight looks: one session (credentials, region; `AWS_ENDPOINT_URL` honoured)."""
+
+    session: boto3.session.Session
+    region: str
+
+    def client(self, service: str) -> Any:
+        return self.session.client(service, region_name=self.region, config=CLIENT_CONFIG)  # type: ignore[call-overload]
+
+
+def error_code(error: ClientError) -> str:
+    return str(error.response.get("Error", {}).get("Code", "")) or str(
+        error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", "?")
+    )
+
+
+def unreadable(name: str, what: str, error: Exception) -> Check:
+    """A check whose API could not be read: no permission, or an emulator without it."""
+    if isinstance(error, ClientError):
+        code = error_code(error)
+        reason = f"no permission ({code})" if code in PERMISSION_ERRORS else f"the API answered {code}"
+    else:
+        reason = type(error).__name__
+    return Check(name, Status.UNKNOWN, f"could not read {what}: {reason}")
+
+
+# ------------------------------------------------------------------------- the checks
+
+
+def check_credentials(account: Account) -> tuple[Check, str | None]:
+    """The caller's identity; returns the account id too (None: nothing else can be read)."""
+    try:
+        identity = account.client("sts").get_caller_identity()
+    except (ClientError, BotoCoreError) as error:
+        detail = f"no usable AWS credentials ({type(error).__name__}): configure a profile or AWS_PROFILE first"
+        return Check("credentials", Status.FAIL, detail), None
+    return Check("credentials", Status.PASS, f"account {identity['Account']} as {identity['Arn']}"), identity["Account"]
+
+
+def check_partition(account: Account) -> tuple[Check, str]:
+    """The region's partition; returns its name too (the first supported one when unknown)."""
+    supported = ", ".join(SUPPORTED_PARTITIONS)
+    try:
+        partition = account.session.get_partition_for_region(account.region)
+    except UnknownRegionError:
+        unknown = Check("partition", Status.UNKNOWN, f"region {account.region} is unknown to this SDK")
+        return unknown, SUPPORTED_PARTITIONS[0]
+    if partition not in SUPPORTED_PARTITIONS:
+        detail = (
+            f"region {account.region} is in {partition}; deploy to an {supported} region "
+            "(the Powertools layer and its public parameter are published only there)"
+        )
+        return Check("partition", Status.FAIL, detail), partition
+    return Check("partition", Status.PASS, f"region {account.region} is in the {partition} partition"), partition
+
+
+def check_bootstrap(account: Account, account_id: str) -> Check:
+    name, bootstrap = "CDK bootstrap", f"`npx cdk bootstrap aws://{account_id}/{account.region}`"
+    try:
+        stacks = account.client("cloudformation").describe_stacks(StackName=BOOTSTRAP_STACK)["Stacks"]
+    except ClientError as error:
+        if error_code(error) == "ValidationError":  # CloudFormation's answer for "does not exist"
+            return Check(name, Status.FAIL, f"not bootstrapped: run {bootstrap}")
+        return unreadable(name, f"the {BOOTSTRAP_STACK} stack", error)
+    status = str(stacks[0]["StackStatus"])
+    if status not in HEALTHY_STACK_STATES:
+        return Check(name, Status.FAIL, f"the {BOOTSTRAP_STACK} stack is {status}: repair it, then run {bootstrap}")
+    ssm = account.client("ssm")
+    try:
+        version = int(ssm.get_parameter(Name=BOOTSTRAP_VERSION_PARAMETER)["Parameter"]["Value"])
+    except ssm.exceptions.ParameterNotFound:
+        return Check(name, Status.FAIL, f"{BOOTSTRAP_VERSION_PARAMETER} is missing: run {bootstrap} again")
+    except (ValueError, KeyError):
+        return Check(name, Status.FAIL, f"{BOOTSTRAP_VERSION_PARAMETER} is not a number: run {bootstrap} again")
+    if version < MINIMUM_BOOTSTRAP_VERSION:
+        return Check(
+            name, Status.FAIL, f"bootstrap version {version} < {MINIMUM_BOOTSTRAP_VERSION}: run {bootstrap} to upgrade"
+        )
+    return Check(name, Status.PASS, f"{BOOTSTRAP_STACK} {status}, bootstrap version {version}")
+
+
+def check_powertools_layer(account: Account, partition: str, plan: DeploymentPlan) -> Check:
+    name = "Powertools layer"
+    if plan.powertools_layer_version is not None:
+        arn = powertools_layer_arn_for_version(plan.powertools_layer_version, partition, account.region)
+        layer, version = arn.rsplit(":", 1)
+        lambda_client = account.client("lambda")
+        try:
+            lambda_client.get_layer_version(LayerName=layer, VersionNumber=int(version))
+        except lambda_client.exceptions.ResourceNotFoundException:
+            return Check(
+                name,
+                Status.FAIL,
+                f"{arn} does not exist: pick another powertoolsLayerVersion, or 'ssm' for the published one",
+            )
+        return Check(name, Status.PASS, f"{arn} (powertoolsLayerVersion override)")
+    ssm = account.client("ssm")
+    try:
+        arn = ssm.get_parameter(Name=plan.powertools_parameter)["Parameter"]["Value"]
+    except ssm.exceptions.ParameterNotFound:
+        return Check(
+            name,
+            Status.FAIL,
+            f"{account.region} publishes no {plan.powertools_parameter} (Powertools {POWERTOOLS_VERSION}): deploy to "
+            "another region, or set -c powertoolsLayerVersion=N to a layer version that exists here",
+        )
+    return Check(name, Status.PASS, f"{plan.powertools_parameter} = {arn}")
+
+
+def stack_reservations(account: Account, stack_name: str) -> int:
+    """Executions the deployed stack's functions reserve now (an update releases and re-takes them)."""
+    cloudformation, lambda_client = account.client("cloudformation"), account.client("lambda")
+    try:
+        pages = cloudformation.get_paginator("list_stack_resources").paginate(StackName=stack_name)
+        functions = [
+            summary["PhysicalResourceId"]
+            for page in pages
+            for summary in page["StackResourceSummaries"]
+            if summary["ResourceType"] == "AWS::Lambda::Function" and summary.get("PhysicalResourceId")
+        ]
+    except ClientError as error:
+        if error_code(error) == "ValidationError":  # no such stack: nothing reserved yet
+            return 0
+        raise
+    reserved = 0
+    for function in functions:
+        reserved += int(
+            lambda_client.get_function_concurrency(FunctionName=function).get("ReservedConcurrentExecutions", 0)
+        )
+    return reserved
+
+
+def concurrency_quota_check(quota: int, plan: DeploymentPlan) -> Check:
+    """Whether the account's concurrency quota runs the stages without throttling at the start."""
+    name = "concurrency quota"
+    starting = KINESIS_ON_DEMAND_INITIAL_SHARDS * plan.state_parallelization_factor + TABLE_STREAM_CONSUMERS
+    if quota >= ESTABLISHED_ACCOUNT_QUOTA:
+        return Check(name, Status.PASS, f"{quota} concurrent executions; the stages start at about {starting}")
+    return Check(
+        name,
+        Status.WARN,
+        f"{quota} concurrent executions, shared with the account's other functions, for stages that start at about "
+        f"{starting} and grow as streams split; throttled batches wait and retry (nothing is lost): request "
+        f"{ESTABLISHED_ACCOUNT_QUOTA} (Service Quotas, Lambda, Concurrent executions, {CONCURRENCY_QUOTA_CODE})",
+    )
+
+
+def reservation_check(quota: int, unreserved: int, reserved_by_stack: int, plan: DeploymentPlan) -> Check:
+    """Whether `reduceReservedConcurrency` fits: Lambda keeps 100 executions unreserved.
+
+    `unreserved` is the account's unreserved concurrency now; `reserved_by_stack` what this
+    stack's functions already reserve (an update gives it back before reserving again).
+    """
+    name = "reduce reservation"
+    reserved_by_others = quota - unreserved - reserved_by_stack
+    unreserved_after = quota - reserved_by_others - 1  # once reduce reserves its one execution
+    can_reserve = unreserved_after >= MINIMUM_UNRESERVED_CONCURRENCY
+    needed_quota = reserved_by_others + 1 + MINIMUM_UNRESERVED_CONCURRENCY
+    if plan.reduce_reserved_concurrency >= 1 and can_reserve:
+        return Check(
+            name,
+            Status.PASS,
+            f"reserving 1 execution for reduce leaves {unreserved_after} unreserved "
+            f"(Lambda keeps {MINIMUM_UNRESERVED_CONCURRENCY}): one reducer at a time",
+        )
+    if plan.reduce_reserved_concurrency >= 1:
+        return Check(
+            name,
+            Status.FAIL,
+            f"quota {quota} with {unreserved} unreserved cannot reserve 1 for reduce and keep "
+            f"{MINIMUM_UNRESERVED_CONCURRENCY} unreserved: request a quota of at least {needed_quota} "
+            f"({CONCURRENCY_QUOTA_CODE}), or deploy with -c reduceReservedConcurrency=0 (README)",
+        )
+    if can_reserve:
+        return Check(
+            name,
+            Status.WARN,
+            "no reservation: reducers may run concurrently, one per DeltaTable stream shard (exact, but conflicting "
+            "transactions are retried); this account can reserve one: -c reduceReservedConcurrency=1",
+        )
+    return Check(
+        name,
+        Status.PASS,
+        f"no reservation, as this account requires ({unreserved} unreserved, Lambda keeps "
+        f"{MINIMUM_UNRESERVED_CONCURRENCY}); a quota of {needed_quota} would allow one reducer at a time",
+    )
+
+
+def check_concurrency(account: Account, plan: DeploymentPlan) -> list[Check]:
+    lambda_client = account.client("lambda")
+    try:
+        limits = lambda_client.get_account_settings()["AccountLimit"]
+        reserved_by_stack = stack_reservations(account, plan.stack_name)
+    except (ClientError, BotoCoreError) as error:
+        return [
+            unreadable("concurrency quota", "Lambda's account settings", error),
+            unreadable("reduce reservation", "Lambda's account settings", error),
+        ]
+    quota, unreserved = int(limits["ConcurrentExecutions"]), int(limits["UnreservedConcurrentExecutions"])
+    return [concurrency_quota_check(quota, plan), reservation_check(quota, unreserved, reserved_by_stack, plan)]
+
+
+def stack_check(stack_name: str, status: str | None) -> Check:
+    """Whether `cdk deploy` can create or update a stack in `status` (None: it does not exist)."""
+    name = f"stack {stack_name}"
+    if status is None:
+        return Check(name, Status.PASS, "does not exist yet: `npx cdk deploy` creates it")
+    if status in UNUSABLE_STACK_STATES:
+        return Check(name, Status.FAIL, f"is {status}: {UNUSABLE_STACK_STATES[status]}")
+    if status.endswith("_IN_PROGRESS"):
+        return Check(name, Status.FAIL, f"is {status}: wait until it finishes")
+    return Check(name, Status.PASS, f"is {status}: `npx cdk deploy` updates it")
+
+
+def check_stack(account: Account, stack_name: str) -> Check:
+    try:
+        stacks = account.client("cloudformation").describe_stacks(StackName=stack_name)["Stacks"]
+    except ClientError as error:
+        if error_code(error) == "ValidationError":
+            return stack_check(stack_name, None)
+        raise
+    return stack_check(stack_name, str(stacks[0]["StackStatus"]))
+
+
+# ------------------------------------------------------------------------- the run
+
+
+def guarded(name: str, what: str, check: Callable[[], Check]) -> Check:
+    """Run one check; an AWS error it does not interpret itself makes it "unknown", never a crash."""
+    try:
+        return check()
+    except (ClientError, BotoCoreError) as error:
+        return unreadable(name, what, error)
+
+
+def run_preflight(account: Account, plan: DeploymentPlan) -> list[Check]:
+    """Every check, in the order a first deployment meets them."""
+    credentials, account_id = check_credentials(account)
+    if account_id is None:
+        return [credentials]
+    partition_check, partition = check_partition(account)
+    checks = [credentials, partition_check]
+    checks.append(guarded("CDK bootstrap", "the bootstrap stack", lambda: check_bootstrap(account, account_id)))
+    checks.append(guarded("Powertools layer", "the layer", lambda: check_powertools_layer(account, partition, plan)))
+    checks.extend(check_concurrency(account, plan))
+    checks.append(guarded(f"stack {plan.stack_name}", "the stack", lambda: check_stack(account, plan.stack_name)))
+    return checks
