@@ -154,7 +154,7 @@ class ArchiveStage(Construct):
             },
         )
         function = self.handler.function
-        # A retried batch must be the identical batch: its identity owns its registry claims.
+        # Retries need not repeat the batch's boundaries: claims belong to objects, not batches.
         self.event_source = consume_table_stream(
             function, tables.delta_table, batch_size=settings.archive_batch_size, inserts_only=True
         )
@@ -165,9 +165,14 @@ class ArchiveStage(Construct):
                 resources=[bucket.arn_for_objects(f"{DELTA_PREFIX}*"), bucket.arn_for_objects(REGISTRY_KEY)],
             )
         )
+        # The registry, and the delta objects' claim tags: HeadObject after a 412 (which claim
+        # created the object) and GetObject of a stale claim's object. S3 authorises HeadObject
+        # as s3:GetObject; there is no narrower action.
         self.handler.role.add_to_principal_policy(
             iam.PolicyStatement(
-                sid="ReadRegistry", actions=["s3:GetObject"], resources=[bucket.arn_for_objects(REGISTRY_KEY)]
+                sid="ReadRegistryAndDeltaObjects",
+                actions=["s3:GetObject"],
+                resources=[bucket.arn_for_objects(REGISTRY_KEY), bucket.arn_for_objects(f"{DELTA_PREFIX}*")],
             )
         )
         # Without ListBucket, S3 answers a GET of a missing key with 403 instead of 404, and the
