@@ -203,30 +203,18 @@ def new_bucket(aws_client: AwsClientFactory) -> str:
     return bucket
 
 
-def s3_client(emulator_endpoint: str, config: Config) -> S3Client:
-    client: S3Client = boto3.client(
-        "s3",
-        endpoint_url=emulator_endpoint,
-        region_name="us-east-1",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-        config=config,
-    )
-    return client
-
-
 @pytest.mark.parametrize(
     ("variant", "raised"), [("error", ClientError), ("close", ConnectionClosedError), ("timeout", ReadTimeoutError)]
 )
 def test_lost_s3_put_object_response_applies_the_conditional_write_in_every_variant(
-    emulator_endpoint: str,
+    aws_environment: str,
     aws_client: AwsClientFactory,
     emulator_faults: FaultControl,
     variant: str,
     raised: type[Exception],
 ) -> None:
     bucket = new_bucket(aws_client)
-    once = s3_client(emulator_endpoint, Config(retries={"mode": "standard", "total_max_attempts": 1}, read_timeout=0.3))
+    once: S3Client = boto3.client("s3", config=Config(retries={"total_max_attempts": 1}, read_timeout=0.3))
     emulator_faults.configure(lost("s3", table=bucket, variant=variant, hold_seconds=1))  # default: PutObject
 
     with pytest.raises(raised) as failure:
@@ -241,11 +229,11 @@ def test_lost_s3_put_object_response_applies_the_conditional_write_in_every_vari
 
 
 def test_the_sdk_retry_of_a_conditional_put_whose_response_was_lost_gets_412(
-    emulator_endpoint: str, aws_client: AwsClientFactory, emulator_faults: FaultControl
+    aws_environment: str, aws_client: AwsClientFactory, emulator_faults: FaultControl
 ) -> None:
     """The archive's case: the SDK resends the PUT it wrote, and S3 refuses the resend."""
     bucket = new_bucket(aws_client)
-    retrying = s3_client(emulator_endpoint, RETRYING)
+    retrying: S3Client = boto3.client("s3", config=RETRYING)
     created = aws_client("s3").put_object(Bucket=bucket, Key="metastore/registry.json", Body=b"1", IfNoneMatch="*")
     emulator_faults.configure(lost("s3", table=bucket, max_injections=2))
 
