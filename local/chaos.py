@@ -9,6 +9,8 @@ One run = a fresh local runtime (`lifecycle.up`) with, all at the same time:
   connection closed; reduce `TransactWriteItems`: held past the SDK's read timeout), with the
   SDK's own retries active, and throttling of reads and writes (DynamoDB, DynamoDB Streams,
   Kinesis);
+- the response of every S3 PutObject of the archive lost at the same rate (its objects and
+  its registry writes; connection closed): the SDK's resend of a conditional PUT gets 412;
 - the runner SIGKILLed mid-batch (its whole process group: the runner and the functions'
   workers, found from the pid `up` recorded, never by name) and restarted from its checkpoints;
 - bad input from the producer: duplicates, out-of-order versions, malformed records of every
@@ -76,6 +78,8 @@ WRITE_SITES: tuple[tuple[str, str, str, str], ...] = (
     ("reduce", "TransactWriteItems", "aggregate_table", "timeout"),
 )
 """(stage, DynamoDB operation, outputs key of its table, lost-response variant)."""
+S3_WRITE_SITES: tuple[tuple[str, str, str, str], ...] = (("archive", "PutObject", "archive_bucket", "close"),)
+"""(stage, S3 operation, outputs key of its bucket, lost-response variant)."""
 READ_OPERATIONS = frozenset({"GetItem", "Query", "Scan", "BatchGetItem", "TransactGetItems", "GetRecords"})
 READ_OPERATIONS_ALSO = frozenset({"GetShardIterator"})
 
@@ -169,6 +173,17 @@ def emulator_fault_config(settings: ChaosSettings, outputs: Mapping[str, str], s
                     "percent": settings.lost_response_pct,
                     "operations": [operation],
                     "table": outputs[table_key],
+                    "variant": variant,
+                }
+            )
+        for _stage, operation, bucket_key, variant in S3_WRITE_SITES:
+            rules.append(
+                {
+                    "kind": LOST_RESPONSE,
+                    "service": "s3",
+                    "percent": settings.lost_response_pct,
+                    "operations": [operation],
+                    "table": f"{outputs[bucket_key]}/",
                     "variant": variant,
                 }
             )
@@ -280,6 +295,8 @@ def emulator_fault_figures(report: Mapping[str, Any]) -> dict[str, int]:
     lost = injected.get(LOST_RESPONSE, {})
     for stage, operation, _table, variant in WRITE_SITES:
         figures[f"lost response, {stage} {operation} ({variant})"] = int(lost.get(f"dynamodb:{operation}", 0))
+    for stage, operation, _bucket, variant in S3_WRITE_SITES:
+        figures[f"lost response, {stage} {operation} ({variant})"] = int(lost.get(f"s3:{operation}", 0))
     reads = writes = 0
     for key, count in injected.get(THROTTLE, {}).items():
         operation = key.partition(":")[2]
