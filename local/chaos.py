@@ -14,6 +14,8 @@ One run = a fresh local runtime (`lifecycle.up`) with, all at the same time:
   cancelled for it to bite on;
 - failed map and reduce batches re-delivered in other boundaries by the runner: grown, shrunk
   or shifted back (`local.runner.redelivery`), as Lambda does not promise identical retries;
+- the response of every S3 PutObject of the archive lost at the same rate (its objects and
+  its registry writes; connection closed): the SDK's resend of a conditional PUT gets 412;
 - the runner SIGKILLed mid-batch (its whole process group: the runner and the functions'
   workers, found from the pid `up` recorded, never by name) and restarted from its checkpoints;
 - bad input from the producer: duplicates, out-of-order versions, malformed records of every
@@ -82,6 +84,8 @@ WRITE_SITES: tuple[tuple[str, str, str, str], ...] = (
     ("reduce", "TransactWriteItems", "aggregate_table", "timeout"),
 )
 """(stage, DynamoDB operation, outputs key of its table, lost-response variant)."""
+S3_WRITE_SITES: tuple[tuple[str, str, str, str], ...] = (("archive", "PutObject", "archive_bucket", "close"),)
+"""(stage, S3 operation, outputs key of its bucket, lost-response variant)."""
 READ_OPERATIONS = frozenset({"GetItem", "Query", "Scan", "BatchGetItem", "TransactGetItems", "GetRecords"})
 READ_OPERATIONS_ALSO = frozenset({"GetShardIterator"})
 
@@ -113,7 +117,7 @@ class ChaosSettings:
     malformed_pct: float = 2.0
     conflicting_pct: float = 1.0
     oversized_records: int = 3
-    reshaped_retries: tuple[str, ...] = ("map", "reduce")
+    reshaped_retries: tuple[str, ...] = ("map", "reduce", "archive")
     """Stages whose failed batches the runner re-delivers in other boundaries."""
     kept_tokens: bool = True
     """The emulator keeps the tokens of cancelled reduce transactions taken."""
@@ -189,6 +193,17 @@ def emulator_fault_config(settings: ChaosSettings, outputs: Mapping[str, str], s
                     "percent": settings.lost_response_pct,
                     "operations": [operation],
                     "table": outputs[table_key],
+                    "variant": variant,
+                }
+            )
+        for _stage, operation, bucket_key, variant in S3_WRITE_SITES:
+            rules.append(
+                {
+                    "kind": LOST_RESPONSE,
+                    "service": "s3",
+                    "percent": settings.lost_response_pct,
+                    "operations": [operation],
+                    "table": f"{outputs[bucket_key]}/",
                     "variant": variant,
                 }
             )
@@ -317,6 +332,8 @@ def emulator_fault_figures(report: Mapping[str, Any]) -> dict[str, int]:
     lost = injected.get(LOST_RESPONSE, {})
     for stage, operation, _table, variant in WRITE_SITES:
         figures[f"lost response, {stage} {operation} ({variant})"] = int(lost.get(f"dynamodb:{operation}", 0))
+    for stage, operation, _bucket, variant in S3_WRITE_SITES:
+        figures[f"lost response, {stage} {operation} ({variant})"] = int(lost.get(f"s3:{operation}", 0))
     reads = writes = 0
     for key, count in injected.get(THROTTLE, {}).items():
         operation = key.partition(":")[2]

@@ -37,6 +37,10 @@ stream name or ARN the request names), ``variant`` and ``hold_seconds`` (lost re
 ``error`` (throttles) and ``max_injections``. The first matching rule whose draw succeeds
 decides. Control endpoints (``/_compat/``, ``/moto-api/``) are never faulted.
 
+S3 is a REST API (no ``X-Amz-Target``): `_s3_request` names PutObject, conditional or not,
+and nothing else; a ``service: "s3"`` lost-response rule defaults to it, and its ``table``
+is a substring of ``<bucket>/<key>``.
+
 Draws come from one ``random.Random(seed)`` per configuration: a run whose requests arrive
 in the same order makes the same decisions. ``GET /_compat/faults`` returns the
 configuration with counters (`FaultInjector.report`); ``PUT`` replaces the configuration and
@@ -86,6 +90,11 @@ holds duplicates. Variants: ``error`` answers 500 with DynamoDB's (Kinesis':
 ``timeout`` holds it ``hold_seconds`` (past the caller's read timeout), then closes it.
 Injected only when moto answered 2xx (the write was applied); a failed write's error goes
 through untouched and is not counted.
+
+A lost S3 PutObject response is the same ambiguity (S3 answers 500 ``InternalError``,
+"please try again", and the SDK retries): the retry of a conditional PUT (``If-None-Match:
+*``, ``If-Match``) meets what its own first attempt wrote and gets 412 PreconditionFailed.
+The ``error`` variant answers S3's XML ``InternalError``.
 """
 
 THROTTLE = "throttle"
@@ -123,7 +132,7 @@ DEFAULT_HOLD_SECONDS = 11.0
 _DYNAMODB_WRITES = ("PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem")
 _DYNAMODB_READS = ("GetItem", "Query", "Scan", "BatchGetItem", "TransactGetItems")
 DEFAULT_OPERATIONS: dict[str, dict[str, tuple[str, ...]]] = {
-    LOST_RESPONSE: {"dynamodb": _DYNAMODB_WRITES, "kinesis": ("PutRecords", "PutRecord")},
+    LOST_RESPONSE: {"dynamodb": _DYNAMODB_WRITES, "kinesis": ("PutRecords", "PutRecord"), "s3": ("PutObject",)},
     THROTTLE: {
         "dynamodb": _DYNAMODB_READS + _DYNAMODB_WRITES,
         "dynamodbstreams": ("GetRecords", "GetShardIterator"),
@@ -280,6 +289,8 @@ def identify(environ: dict[str, Any]) -> RequestInfo | None:
         if signed is None:
             return None
         service = signed.group(1)
+    if service == "s3":  # REST: no Action, no JSON body
+        return _s3_request(environ)
     if not target:
         return RequestInfo(service, _query_action(environ))
     body = _json_object(_read_body(environ))
@@ -300,6 +311,30 @@ def identify(environ: dict[str, Any]) -> RequestInfo | None:
         with contextlib.suppress(binascii.Error, ValueError):  # Kinesis (moto): base64 "stream:shard:seq"
             resources.append(base64.b64decode(iterator).decode("utf-8", "replace"))
     return RequestInfo(service, operation, tuple(resources), len(transact_items))
+
+
+_S3_PUT_OBJECT_QUERY = {"x-id": ["PutObject"]}
+"""The only query a PutObject may carry; any other names a sub-resource (``?tagging``,
+``?uploadId=`` of UploadPart, ``?acl``...): another operation on the same path."""
+
+
+def _s3_request(environ: dict[str, Any]) -> RequestInfo:
+    """An S3 REST request: PutObject is ``PUT /<bucket>/<key>`` without a sub-resource query.
+
+    botocore addresses the emulator path-style (its endpoint is an IP address). CopyObject is
+    the same PUT with ``x-amz-copy-source``, so it is told apart by that header. PutObject,
+    conditional or not, is the only S3 operation named; every other request is named ``""``
+    (a rule reaches it only with ``"*"``). Its resource is ``<bucket>/<key>``.
+    """
+    bucket, _, key = str(environ.get("PATH_INFO", "")).lstrip("/").partition("/")
+    query = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""), keep_blank_values=True)
+    is_put_object = (
+        environ.get("REQUEST_METHOD") == "PUT"
+        and bool(bucket and key)
+        and all(_S3_PUT_OBJECT_QUERY.get(name) == values for name, values in query.items())
+        and "HTTP_X_AMZ_COPY_SOURCE" not in environ
+    )
+    return RequestInfo("s3", "PutObject" if is_put_object else "", (f"{bucket}/{key}",) if bucket else ())
 
 
 def _read_body(environ: dict[str, Any]) -> bytes:
@@ -461,6 +496,8 @@ _THROTTLE_MESSAGES = {
 def lose_response(fault: Fault, environ: dict[str, Any], start_response: StartResponse) -> list[bytes]:
     """Instead of moto's successful response: a 500, or no response at all (`fault`'s variant)."""
     rule = fault.rule
+    if rule.variant == "error" and fault.request.service == "s3":
+        return _s3_internal_error(start_response)
     if rule.variant == "error":
         code = "InternalServerError" if fault.request.service.startswith("dynamodb") else "InternalFailure"
         payload = {"message": "Internal server error"}
@@ -499,6 +536,21 @@ def _error_reply(
             ("x-amzn-RequestId", request_id),
             ("x-amzn-ErrorType", code),
         ],
+    )
+    return [body]
+
+
+def _s3_internal_error(start_response: StartResponse) -> list[bytes]:
+    """S3's HTTP 500 ``InternalError``, as S3 writes it (REST-XML: ``<Error>`` at the root)."""
+    request_id = uuid.uuid4().hex[:16].upper()
+    body = (
+        '<?xml version="1.0" encoding="UTF-8"?><Error><Code>InternalError</Code>'
+        "<Message>We encountered an internal error. Please try again.</Message>"
+        f"<RequestId>{request_id}</RequestId></Error>"
+    ).encode()
+    start_response(
+        "500 Internal Server Error",
+        [("Content-Type", "application/xml"), ("Content-Length", str(len(body))), ("x-amz-request-id", request_id)],
     )
     return [body]
 

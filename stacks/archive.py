@@ -1,7 +1,7 @@
 """The audit archive: an S3 bucket that keeps every delta item for ever, and the function filling it.
 
 The archive function is a second consumer of the DeltaTable stream, set up exactly like reduce
-(INSERT records only, identical-batch retries until success). It writes one immutable object
+(INSERT records only, retried until success). It writes one immutable object
 per delta item with ``If-None-Match: *`` and keeps ``metastore/registry.json`` by
 compare-and-swap (``If-Match``). The bucket policy makes those conditions mandatory for every
 writer, the archive role included: an unconditional ``PutObject`` on either prefix is denied.
@@ -154,7 +154,7 @@ class ArchiveStage(Construct):
             },
         )
         function = self.handler.function
-        # A retried batch must be the identical batch: its identity owns its registry claims.
+        # Retries need not repeat the batch's boundaries: claims belong to objects, not batches.
         self.event_source = consume_table_stream(
             function, tables.delta_table, batch_size=settings.archive_batch_size, inserts_only=True
         )
@@ -165,9 +165,14 @@ class ArchiveStage(Construct):
                 resources=[bucket.arn_for_objects(f"{DELTA_PREFIX}*"), bucket.arn_for_objects(REGISTRY_KEY)],
             )
         )
+        # The registry, and the delta objects' claim tags: HeadObject after a 412 (which claim
+        # created the object) and GetObject of a stale claim's object. S3 authorises HeadObject
+        # as s3:GetObject; there is no narrower action.
         self.handler.role.add_to_principal_policy(
             iam.PolicyStatement(
-                sid="ReadRegistry", actions=["s3:GetObject"], resources=[bucket.arn_for_objects(REGISTRY_KEY)]
+                sid="ReadRegistryAndDeltaObjects",
+                actions=["s3:GetObject"],
+                resources=[bucket.arn_for_objects(REGISTRY_KEY), bucket.arn_for_objects(f"{DELTA_PREFIX}*")],
             )
         )
         # Without ListBucket, S3 answers a GET of a missing key with 403 instead of 404, and the

@@ -69,7 +69,9 @@ def suppress_reviewed_findings(stack: ExactlyOnceAggregationStack) -> None:
                     "The archive function creates one object per delta item under deltas/<hh>/<batch "
                     "hash>.json; the keys are content-addressed and not known in advance, so the grant "
                     "is the deltas/ prefix. The bucket policy denies any PutObject there without "
-                    "If-None-Match, so the grant can only ever create, never overwrite."
+                    "If-None-Match, so the grant can only ever create, never overwrite. It reads them "
+                    "back (GetObject, which also authorises HeadObject) to learn which registry claim "
+                    "created an object."
                 ),
             )
         ],

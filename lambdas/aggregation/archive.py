@@ -7,26 +7,58 @@ lives here so it can be tested without S3.
 Layout of the bucket:
 
 * ``deltas/<first 2 hex characters of the batch hash>/<batch hash>.json``: one immutable
-  object per DeltaTable item, written once with ``If-None-Match: *``.
+  object per DeltaTable item, written once with ``If-None-Match: *``, its user metadata
+  ``archive-claim`` naming the registry claim it was created under.
 * ``metastore/registry.json``: what has been archived, updated by compare-and-swap
   (``If-Match: <ETag read>``) and created with ``If-None-Match: *``.
 
-Why the registry counts exactly (see `claim_objects` and `settle_objects`): a plain "count
-the objects this invocation created" loses every object created by an attempt that failed
-before its registry update (the retry sees 412 for them), and DynamoDB stream events carry
-no shard id, so a per-shard sequence watermark cannot be kept either. Instead each
-invocation *claims* its objects in the registry before writing them (a write-ahead intent
-owned by the batch) and *settles* the claims after: a claim turns into a count exactly once,
-when the settle that removes it commits. A retried batch finds its own earlier claims and
-counts the objects an earlier attempt created; a batch replayed after its settle finds no
-claim and counts nothing. The registry holds only the claims of batches in flight.
+**Why the registry counts every object exactly once.** S3's conditional write lets each key
+be created once; the registry must count each creation once although an attempt can die
+between its object writes and its registry update, a PUT whose response was lost is resent
+by the SDK and comes back 412 although it created the object, and a retried stream batch
+need not have the same boundaries (nor be the only delivery of its items). So the count is
+tied to the *object*, never to a batch:
+
+1. **claim** (`claim_objects`): before an object is written, its batch hash holds an open
+   claim in the registry: the one found there, whoever opened it, or a new one. A new
+   claim's id is the registry generation whose write opens it; every committed registry
+   version has a generation of its own (compare-and-swap), so no two claims share an id.
+2. **write**: the object is PUT with ``If-None-Match: *`` and the claim id in its metadata.
+   S3 writes the metadata atomically with the object, so every object names, for ever, the
+   claim it was created under. On 412 the writer reads that metadata (HeadObject): the
+   object is *observed* with its creator claim, be it created by this PUT's own first
+   attempt (a lost response), by an earlier attempt or long ago.
+3. **settle** (`settle_objects`): for each object observed to exist, whoever observed it
+   closes the open claim of its key, and the object counts when that claim is the one its
+   metadata names.
+
+At most once: an object counts only when its creator claim closes, which happens once (the
+settle that closes it commits by compare-and-swap; a re-applied settle finds it gone; no
+other claim has its id). Every other claim of that key, opened before or after it, closes
+without counting. At least once: the creator claim was open when the object was created
+(claims precede writes, closes follow observations) and stays open until an observer closes
+it, and the first successful invocation holding any batch with the item does observe it;
+Lambda redelivers an item until a batch containing it succeeds, whatever its boundaries.
+So with no claim open, ``ObjectsArchived`` is the number of objects.
+
+**Bounded.** Claims are open only for items in flight. The only claims nobody settles for
+their own batch are those of an invocation whose items are never delivered again (a
+duplicate delivery of an archived batch that dies): `stale_claims` lets later invocations
+close those too, by reading the objects (counting any they created). A claim whose object
+never appears stays open: an item the archive is missing, which ``audit reconcile`` reports.
+
+**Assumptions**, all documented by S3 or kept by this project: conditional writes are
+atomic and strongly consistent, metadata is written with its object, reads after writes are
+strongly consistent; delta objects are never deleted (no DeleteObject grant, versioning);
+the registry is never deleted or rolled back (its generation would repeat claim ids):
+restore its latest version instead.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from decimal import Decimal, InvalidOperation
 from typing import Any, Final
@@ -44,7 +76,7 @@ rates per prefix (about 3,500 writes/s each), so the archive's write ceiling gro
 before S3 has to split anything further. The batch hash is SHA-256, already uniform."""
 
 DELTA_DOCUMENT_FORMAT: Final = "exactly-once-delta/1"
-REGISTRY_SCHEMA_VERSION: Final = 1
+REGISTRY_SCHEMA_VERSION: Final = 2
 
 _BATCH_HASH = re.compile(r"^[0-9a-f]{64}$")
 
@@ -213,13 +245,21 @@ def archived_totals(deltas: Iterable[ArchivedDelta]) -> dict[str, NodeDelta]:
 
 # --- the registry -------------------------------------------------------------------------------
 
+CLAIM_METADATA_KEY: Final = "archive-claim"
+"""User metadata of a delta object (``x-amz-meta-archive-claim``): the id of its creator claim."""
 
-@dataclass(frozen=True)
-class Claim:
-    """An object an in-flight batch is about to write (or wrote) and has not counted yet."""
+_CLAIM_ID = re.compile(r"^[1-9][0-9]{0,17}$")
 
-    owner: str  # the archive batch's identity (SHA-256 of its stream event ids)
-    record_count: int
+
+def claim_metadata(claim_id: int) -> dict[str, str]:
+    """The object metadata naming `claim_id` as the creator claim."""
+    return {CLAIM_METADATA_KEY: str(claim_id)}
+
+
+def creator_claim(metadata: Mapping[str, str]) -> int | None:
+    """The creator claim an object's metadata names; None when it names none (written otherwise)."""
+    value = metadata.get(CLAIM_METADATA_KEY, "")
+    return int(value) if _CLAIM_ID.match(value) else None
 
 
 @dataclass(frozen=True)
@@ -236,12 +276,17 @@ class StreamProgress:
 
 @dataclass(frozen=True)
 class Registry:
-    """``metastore/registry.json``."""
+    """``metastore/registry.json``.
+
+    `generation` also makes every version's bytes, hence its ETag, unique: an ``If-Match``
+    on a stale read can never match a later version that happens to hold the same content.
+    """
 
     objects_archived: int = 0
     state_changes_archived: int = 0  # sum of RecordCount over the archived delta items
-    claims: Mapping[str, Claim] = field(default_factory=dict)  # batch hash -> claim
+    claims: Mapping[str, int] = field(default_factory=dict)  # batch hash -> id of its open claim
     streams: Mapping[str, StreamProgress] = field(default_factory=dict)  # stream ARN -> progress
+    generation: int = 0  # committed writes so far: each version's own number, and new claims' id
     last_updated: str = ""
     schema_version: int = REGISTRY_SCHEMA_VERSION
 
@@ -249,12 +294,10 @@ class Registry:
 def registry_document(registry: Registry) -> dict[str, Any]:
     return {
         "SchemaVersion": registry.schema_version,
+        "Generation": registry.generation,
         "ObjectsArchived": registry.objects_archived,
         "StateChangesArchived": registry.state_changes_archived,
-        "Claims": {
-            batch_hash: {"Owner": claim.owner, "RecordCount": claim.record_count}
-            for batch_hash, claim in sorted(registry.claims.items())
-        },
+        "Claims": dict(sorted(registry.claims.items())),
         "Streams": {
             arn: {
                 "HighestSequenceNumber": progress.highest_sequence_number,
@@ -271,18 +314,25 @@ def encode_registry(registry: Registry) -> bytes:
 
 
 def parse_registry(body: bytes) -> Registry:
-    """Read the registry; a newer schema version is refused rather than half-understood."""
+    """Read the registry; a newer schema version is refused rather than half-understood.
+
+    Schema 1 (claims owned by batch identities) is read only when it holds no open claim: its
+    claims cannot be settled by this code. Upgrade with the archive drained.
+    """
     try:
         document = json.loads(body.decode("utf-8"), parse_float=_reject_float)
         version = _parse_int(document["SchemaVersion"], "SchemaVersion")
         if version > REGISTRY_SCHEMA_VERSION:
             raise ArchiveDocumentError(f"registry schema {version} is newer than this code ({REGISTRY_SCHEMA_VERSION})")
+        if version < REGISTRY_SCHEMA_VERSION and document["Claims"]:
+            raise ArchiveDocumentError(
+                f"registry schema {version} has open claims: drain the archive with the previous version first"
+            )
         return Registry(
             objects_archived=_parse_int(document["ObjectsArchived"], "ObjectsArchived"),
             state_changes_archived=_parse_int(document["StateChangesArchived"], "StateChangesArchived"),
             claims={
-                str(batch_hash): Claim(str(claim["Owner"]), _parse_int(claim["RecordCount"], "Claims[].RecordCount"))
-                for batch_hash, claim in document["Claims"].items()
+                str(batch_hash): _parse_int(claim_id, "Claims[]") for batch_hash, claim_id in document["Claims"].items()
             },
             streams={
                 str(arn): StreamProgress(
@@ -291,62 +341,54 @@ def parse_registry(body: bytes) -> Registry:
                 )
                 for arn, progress in document["Streams"].items()
             },
+            generation=_parse_int(document.get("Generation", 0), "Generation"),
             last_updated=str(document["LastUpdated"]),
-            schema_version=version,
         )
     except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, AttributeError) as error:
         raise ArchiveDocumentError(f"malformed registry: {error!r}") from None
 
 
-@dataclass(frozen=True)
-class ClaimOutcome:
-    """The registry after claiming (None: nothing to write) and the claims found already there."""
+def claim_objects(registry: Registry, batch_hashes: Iterable[str], now: str) -> Registry | None:
+    """Open a claim for every hash that has none (the write-ahead intent); None: all are open.
 
-    registry: Registry | None
-    claimed_earlier: frozenset[str]  # batch hashes this owner had claimed in an earlier attempt
-
-
-def claim_objects(registry: Registry, owner: str, deltas: Sequence[ArchivedDelta], now: str) -> ClaimOutcome:
-    """Claim every delta of the batch before writing it (the write-ahead intent).
-
-    A delta already claimed by this owner was claimed by an earlier attempt of the same batch;
-    it is reported in `claimed_earlier`, because if its object exists now, that attempt created
-    it and never counted it. A delta claimed by another owner is left to that owner.
+    An open claim is kept whoever opened it: the object may have been created under it by an
+    attempt that died, or by one that is still running, and it must count when it closes.
     """
-    claims = dict(registry.claims)
-    earlier: set[str] = set()
-    for delta in deltas:
-        existing = claims.get(delta.batch_hash)
-        if existing is None:
-            claims[delta.batch_hash] = Claim(owner, delta.record_count)
-        elif existing.owner == owner:
-            earlier.add(delta.batch_hash)
-    if len(claims) == len(registry.claims):
-        return ClaimOutcome(None, frozenset(earlier))
-    return ClaimOutcome(replace(registry, claims=claims, last_updated=now), frozenset(earlier))
+    missing = [batch_hash for batch_hash in dict.fromkeys(batch_hashes) if batch_hash not in registry.claims]
+    if not missing:
+        return None
+    generation = registry.generation + 1
+    claims = {**registry.claims, **dict.fromkeys(missing, generation)}
+    return replace(registry, claims=claims, generation=generation, last_updated=now)
 
 
-def settle_objects(
-    registry: Registry, owner: str, deltas: Sequence[ArchivedDelta], to_count: frozenset[str], now: str
-) -> Registry | None:
-    """Turn this owner's claims into counts: +1 object for each claimed delta in `to_count`.
+@dataclass(frozen=True)
+class ObservedObject:
+    """A delta object seen to exist, and the claim its metadata names (None: no claim)."""
 
-    Only claims still held by `owner` are settled, and settling removes them, so applying the
-    same settle twice (a redrive after a lost response, a replayed batch) counts nothing twice.
-    None when there is nothing to change.
+    delta: ArchivedDelta
+    creator_claim: int | None
+
+
+def settle_objects(registry: Registry, observed: Iterable[ObservedObject], now: str) -> Registry | None:
+    """Close the open claim of every observed object: +1 object where it is the creator claim.
+
+    Closing removes the claim, so applying the same settle twice (a redrive after our own
+    write's response was lost, a replayed batch) counts nothing twice. None when no observed
+    object has an open claim.
     """
     claims = dict(registry.claims)
     streams = dict(registry.streams)
     objects = registry.objects_archived
     state_changes = registry.state_changes_archived
     changed = False
-    for delta in deltas:
-        claim = claims.get(delta.batch_hash)
-        if claim is None or claim.owner != owner:
+    for seen in observed:
+        delta = seen.delta
+        claim_id = claims.pop(delta.batch_hash, None)
+        if claim_id is None:
             continue
-        del claims[delta.batch_hash]
         changed = True
-        if delta.batch_hash not in to_count:
+        if claim_id != seen.creator_claim:
             continue
         objects += 1
         state_changes += delta.record_count
@@ -362,5 +404,21 @@ def settle_objects(
         state_changes_archived=state_changes,
         claims=claims,
         streams=streams,
+        generation=registry.generation + 1,
         last_updated=now,
+    )
+
+
+def stale_claims(registry: Registry, excluded: Iterable[str], after_generations: int) -> list[str]:
+    """Batch hashes whose claim has stayed open for `after_generations` registry writes or more.
+
+    Any invocation may close them (`settle_objects`, once their objects are observed): the
+    close counts exactly as its owner's would. The lag only spares the objects of batches
+    still in flight a useless read.
+    """
+    skip = set(excluded)
+    return sorted(
+        batch_hash
+        for batch_hash, claim_id in registry.claims.items()
+        if batch_hash not in skip and registry.generation - claim_id >= after_generations
     )

@@ -1,7 +1,6 @@
-"""Batch-level rules: which messages of a batch are worth a write, and batch identity."""
+"""Batch-level rules: which messages of a batch are worth a write."""
 
-import hashlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -58,19 +57,3 @@ def is_conflicting_duplicate(message: TradeMessage, applied_digest: str | None) 
     None when the table holds a newer version (then the message is merely stale).
     """
     return applied_digest is not None and applied_digest != message.content_digest
-
-
-def batch_identity(event_ids: Sequence[str]) -> str:
-    """SHA-256 (hex) of a stream batch's event IDs in delivery order.
-
-    Lambda retries a failed stream batch with the identical records, so a retry
-    computes the same identity; every record's event ID is unique, so two
-    different batches never share one.
-    """
-    if not event_ids:
-        raise ValueError("an empty batch has no identity")
-    digest = hashlib.sha256()
-    for event_id in event_ids:
-        digest.update(event_id.encode("utf-8"))
-        digest.update(b"\n")
-    return digest.hexdigest()

@@ -1,8 +1,15 @@
-"""The archive's S3 writes: write-once delta objects and the compare-and-swap registry.
+"""The archive's S3 calls: write-once delta objects and the compare-and-swap registry.
 
 Every PutObject carries a condition (the bucket policy denies any that does not):
-* a delta object: ``If-None-Match: *``; 412 PreconditionFailed means it already exists;
+* a delta object: ``If-None-Match: *`` and its claim id in the metadata; 412
+  PreconditionFailed means it exists, and HeadObject then tells under which claim it was
+  created (S3 reads are strongly consistent after the write that made the 412);
 * the registry: ``If-Match: <ETag read>`` to update it, ``If-None-Match: *`` to create it.
+
+A lost PutObject response is retried by the SDK; for a delta object the resend gets 412 and
+the metadata read names this writer's own claim, so the object counts all the same
+(`aggregation.archive` explains the counting). For the registry the resend gets 412 too and
+the update is redriven: it finds its own change already there.
 
 Registry updates follow the two strategies S3 documents for conditional writes:
 * **redrive** on 412 (the registry changed since it was read; or, for a create, someone
@@ -23,7 +30,19 @@ from typing import TYPE_CHECKING, Final
 
 from botocore.exceptions import ClientError
 
-from aggregation.archive import REGISTRY_KEY, ArchivedDelta, Registry, encode_delta_document, encode_registry
+from aggregation.archive import (
+    REGISTRY_KEY,
+    ArchivedDelta,
+    ArchiveDocumentError,
+    ObservedObject,
+    Registry,
+    claim_metadata,
+    creator_claim,
+    delta_object_key,
+    encode_delta_document,
+    encode_registry,
+    parse_delta_document,
+)
 from aggregation.archive import parse_registry as parse_registry_document
 from function_support.aws import error_code
 
@@ -66,8 +85,12 @@ def backoff_seconds(retry: int, rng: random.Random | None = None) -> float:
     return (rng or random).uniform(0, ceiling)
 
 
-def put_delta_object(s3: S3Client, bucket: str, delta: ArchivedDelta) -> bool:
-    """Write the delta's object once; True when this call created it, False when it existed."""
+class DeltaObjectVanished(RuntimeError):
+    """S3 refused to create an object that it then could not find: someone deleted it."""
+
+
+def put_delta_object(s3: S3Client, bucket: str, delta: ArchivedDelta, claim_id: int) -> ObservedObject:
+    """Write the delta's object once, under `claim_id`; the object as it exists afterwards."""
     try:
         s3.put_object(
             Bucket=bucket,
@@ -75,12 +98,37 @@ def put_delta_object(s3: S3Client, bucket: str, delta: ArchivedDelta) -> bool:
             Body=encode_delta_document(delta),
             ContentType=JSON_CONTENT_TYPE,
             IfNoneMatch="*",
+            Metadata=claim_metadata(claim_id),
         )
     except ClientError as error:
-        if is_precondition_failed(error):
-            return False
+        if not is_precondition_failed(error):
+            raise
+    else:
+        return ObservedObject(delta, claim_id)
+    try:  # it exists: created by our own first attempt (a lost response), or by another claim
+        metadata = s3.head_object(Bucket=bucket, Key=delta.key)["Metadata"]
+    except ClientError as error:
+        if http_status(error) == 404:
+            raise DeltaObjectVanished(f"{delta.key} existed (412) and then did not (404)") from error
         raise
-    return True
+    return ObservedObject(delta, creator_claim(metadata))
+
+
+def read_delta_object(s3: S3Client, bucket: str, batch_hash: str) -> ObservedObject | None:
+    """The object of `batch_hash` and its creator claim; None when it does not exist (yet).
+
+    Raises `aggregation.archive.ArchiveDocumentError` when the object is not a delta document.
+    """
+    try:
+        response = s3.get_object(Bucket=bucket, Key=delta_object_key(batch_hash))
+    except ClientError as error:
+        if error_code(error) in (NO_SUCH_KEY, "404"):
+            return None
+        raise
+    delta = parse_delta_document(response["Body"].read())
+    if delta.batch_hash != batch_hash:
+        raise ArchiveDocumentError(f"{delta_object_key(batch_hash)} holds the document of {delta.batch_hash}")
+    return ObservedObject(delta, creator_claim(response["Metadata"]))
 
 
 def read_registry(s3: S3Client, bucket: str) -> tuple[Registry, str | None]:

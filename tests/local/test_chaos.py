@@ -11,6 +11,7 @@ from rich.console import Console
 
 from local import chaos
 from local.__main__ import main
+from local.injected_faults import LOST_RESPONSE, RequestInfo, parse_config
 from local.paths import LocalPaths
 from producer.model import AggregateNode, TradeState
 from producer.verifier import NodeMismatch, TradeMismatch
@@ -54,7 +55,7 @@ def test_no_mismatch_is_exact() -> None:
 def test_emulator_counters_become_rows_per_write_site_and_read_or_write_throttles() -> None:
     report = {
         "injected": {
-            "lost_response": {"dynamodb:UpdateItem": 5, "dynamodb:TransactWriteItems": 2},
+            "lost_response": {"dynamodb:UpdateItem": 5, "dynamodb:TransactWriteItems": 2, "s3:PutObject": 4},
             "throttle": {"dynamodbstreams:GetRecords": 3, "kinesis:PutRecords": 4, "dynamodb:UpdateItem": 1},
         }
     }
@@ -64,8 +65,19 @@ def test_emulator_counters_become_rows_per_write_site_and_read_or_write_throttle
     assert rows["lost response, state UpdateItem (error)"] == 5
     assert rows["lost response, map PutItem (close)"] == 0
     assert rows["lost response, reduce TransactWriteItems (timeout)"] == 2
+    assert rows["lost response, archive PutObject (close)"] == 4
     assert rows["throttled reads (DynamoDB, Streams, Kinesis)"] == 3
     assert rows["throttled writes (DynamoDB, Kinesis)"] == 5
+
+
+def test_the_archive_bucket_loses_put_object_responses_at_the_lost_response_rate() -> None:
+    outputs = {"state_table": "S", "delta_table": "D", "aggregate_table": "A", "archive_bucket": "archive-b"}
+    config = chaos.emulator_fault_config(chaos.ChaosSettings(lost_response_pct=3), outputs, seed=1)
+    (rule,) = [rule for rule in parse_config(config).rules if rule.service == "s3"]
+    assert (rule.kind, rule.operations, rule.percent, rule.variant) == (LOST_RESPONSE, ("PutObject",), 3.0, "close")
+    assert rule.targets(RequestInfo("s3", "PutObject", ("archive-b/deltas/ab/x.json",)))
+    assert rule.targets(RequestInfo("s3", "PutObject", ("archive-b/metastore/registry.json",)))
+    assert not rule.targets(RequestInfo("s3", "PutObject", ("archive-b-logs/x",)))
 
 
 def test_function_counters_add_up_over_runner_lives() -> None:
@@ -105,7 +117,7 @@ def test_reduce_transactions_are_cancelled_by_throttles_and_their_tokens_kept() 
     assert ("throttle", "TransactionCanceledException", "A") in kinds
     assert kinds[-1] == ("cancelled_token_kept", None, "A")
     assert chaos.ChaosSettings().runner_environment() == {
-        "LOCAL_RUNNER_REDELIVERY": "map,reduce",
+        "LOCAL_RUNNER_REDELIVERY": "map,reduce,archive",
         "LOCAL_RUNNER_REDELIVERY_SEED": "7",
     }
     assert chaos.ChaosSettings(reshaped_retries=()).runner_environment() == {}
@@ -151,6 +163,7 @@ def test_a_small_chaos_run_is_exact_under_real_faults_and_the_unsafe_control_is_
     assert sum(real.workers_killed.values()) >= 1
     assert real.runner_restarts == 1, "a runner SIGKILLed mid-run re-delivers its in-flight batch"
     assert real.emulator_faults["lost response, state UpdateItem (error)"] > 0
+    assert real.emulator_faults["lost response, archive PutObject (close)"] > 0
     assert real.emulator_faults["throttled reads (DynamoDB, Streams, Kinesis)"] > 0
     assert real.emulator_faults["throttled writes (DynamoDB, Kinesis)"] > 0
     reshaped = [sum(c["reshaped"].values()) for name, c in real.functions.items() if chaos.stage_of(name) == "map"]

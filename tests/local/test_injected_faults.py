@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
     from mypy_boto3_kinesis import KinesisClient
+    from mypy_boto3_s3 import S3Client
 
 pytestmark = [
     pytest.mark.emulator,
@@ -197,6 +198,83 @@ def test_a_failed_write_is_not_lost_its_error_goes_through_uncounted(
     assert error_of(raised) == ("ConditionalCheckFailedException", 400)
     report = emulator_faults.report()
     assert report["total_injected"] == 0 and report["considered"][LOST_RESPONSE]["dynamodb:PutItem"] == 1
+
+
+def new_bucket(aws_client: AwsClientFactory) -> str:
+    bucket = f"faults-{uuid.uuid4().hex[:12]}"
+    aws_client("s3").create_bucket(Bucket=bucket)
+    return bucket
+
+
+@pytest.mark.parametrize(
+    ("variant", "raised"), [("error", ClientError), ("close", ConnectionClosedError), ("timeout", ReadTimeoutError)]
+)
+def test_lost_s3_put_object_response_applies_the_conditional_write_in_every_variant(
+    aws_environment: str,
+    aws_client: AwsClientFactory,
+    emulator_faults: FaultControl,
+    variant: str,
+    raised: type[Exception],
+) -> None:
+    bucket = new_bucket(aws_client)
+    once: S3Client = boto3.client("s3", config=Config(retries={"total_max_attempts": 1}, read_timeout=0.3))
+    emulator_faults.configure(lost("s3", table=bucket, variant=variant, hold_seconds=1))  # default: PutObject
+
+    with pytest.raises(raised) as failure:
+        once.put_object(Bucket=bucket, Key="deltas/a.json", Body=b"{}", IfNoneMatch="*", Metadata={"claim": "7"})
+
+    if isinstance(failure.value, ClientError):
+        response = failure.value.response
+        assert (response["Error"]["Code"], response["ResponseMetadata"]["HTTPStatusCode"]) == ("InternalError", 500)
+    written = aws_client("s3").head_object(Bucket=bucket, Key="deltas/a.json")
+    assert written["Metadata"] == {"claim": "7"}, "applied, with its metadata, though the caller saw a failure"
+    assert emulator_faults.injected(LOST_RESPONSE, "s3", "PutObject") == 1
+
+
+def test_the_sdk_retry_of_a_conditional_put_whose_response_was_lost_gets_412(
+    aws_environment: str, aws_client: AwsClientFactory, emulator_faults: FaultControl
+) -> None:
+    """The archive's case: the SDK resends the PUT it wrote, and S3 refuses the resend."""
+    bucket = new_bucket(aws_client)
+    retrying: S3Client = boto3.client("s3", config=RETRYING)
+    created = aws_client("s3").put_object(Bucket=bucket, Key="metastore/registry.json", Body=b"1", IfNoneMatch="*")
+    emulator_faults.configure(lost("s3", table=bucket, max_injections=2))
+
+    with pytest.raises(ClientError) as create:
+        retrying.put_object(Bucket=bucket, Key="deltas/a.json", Body=b"{}", IfNoneMatch="*")
+    with pytest.raises(ClientError) as update:
+        retrying.put_object(Bucket=bucket, Key="metastore/registry.json", Body=b"2", IfMatch=created["ETag"])
+
+    assert error_of(create) == error_of(update) == ("PreconditionFailed", 412)
+    assert create.value.response["ResponseMetadata"]["RetryAttempts"] == 1
+    s3 = aws_client("s3")
+    assert s3.get_object(Bucket=bucket, Key="deltas/a.json")["Body"].read() == b"{}"
+    assert s3.get_object(Bucket=bucket, Key="metastore/registry.json")["Body"].read() == b"2", "the update applied"
+    assert emulator_faults.injected(LOST_RESPONSE, "s3", "PutObject") == 2
+
+
+def test_s3_lost_responses_reach_only_put_object_on_the_targeted_keys(
+    aws_client: AwsClientFactory, emulator_faults: FaultControl
+) -> None:
+    bucket, other_bucket = new_bucket(aws_client), new_bucket(aws_client)
+    s3: S3Client = aws_client("s3")
+    s3.put_object(Bucket=bucket, Key="deltas/source.json", Body=b"{}")
+    upload = s3.create_multipart_upload(Bucket=bucket, Key="metastore/parts")
+    emulator_faults.configure(lost("s3", table=f"{bucket}/deltas/"))
+
+    s3.put_object(Bucket=bucket, Key="metastore/registry.json", Body=b"{}", IfNoneMatch="*")  # other prefix
+    s3.put_object(Bucket=other_bucket, Key="deltas/a.json", Body=b"{}")  # other bucket
+    s3.copy_object(Bucket=bucket, Key="deltas/copy.json", CopySource={"Bucket": bucket, "Key": "deltas/source.json"})
+    s3.put_object_tagging(Bucket=bucket, Key="deltas/source.json", Tagging={"TagSet": [{"Key": "k", "Value": "v"}]})
+    s3.upload_part(Bucket=bucket, Key="metastore/parts", UploadId=upload["UploadId"], PartNumber=1, Body=b"x")
+    s3.head_object(Bucket=bucket, Key="deltas/source.json")
+    s3.create_bucket(Bucket=f"faults-{uuid.uuid4().hex[:12]}")
+    assert emulator_faults.report()["total_injected"] == 0
+    with pytest.raises(ClientError) as lost_put:
+        s3.put_object(Bucket=bucket, Key="deltas/b.json", Body=b"{}")
+    assert error_of(lost_put) == ("InternalError", 500)
+    # Only that PUT was even considered: the copy, the tagging, the part and the other keys are not targets.
+    assert emulator_faults.report()["considered"][LOST_RESPONSE] == {"s3:PutObject": 1}
 
 
 @pytest.mark.parametrize(

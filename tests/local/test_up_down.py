@@ -36,7 +36,7 @@ FAULTS = {
     "FAILURE_REDUCE_LAMBDA_AFTER_WRITE_PCT": "15",
 }
 """High rates, so that even this small run fails (and retries) in every stage."""
-RESHAPED_RETRIES = {"LOCAL_RUNNER_REDELIVERY": "map,reduce", "LOCAL_RUNNER_REDELIVERY_SEED": "5"}
+RESHAPED_RETRIES = {"LOCAL_RUNNER_REDELIVERY": "map,reduce,archive", "LOCAL_RUNNER_REDELIVERY_SEED": "5"}
 """Map and reduce retries come grown, shrunk or shifted (`local.runner.redelivery`)."""
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 import boto3
@@ -162,7 +163,7 @@ def test_archive_mapping_is_a_second_insert_only_consumer_of_the_delta_stream(te
     assert mapping.get("ParallelizationFactor", 1) == 1
 
 
-def test_archive_role_may_only_write_its_prefixes_and_read_the_registry(template: Template) -> None:
+def test_archive_role_may_only_write_and_read_its_prefixes(template: Template) -> None:
     grants = {
         (action, resource)
         for statement in archive_role_statements(template)
@@ -173,6 +174,7 @@ def test_archive_role_may_only_write_its_prefixes_and_read_the_registry(template
         ("s3:PutObject", f"{BUCKET_ARN}/deltas/*"),
         ("s3:PutObject", f"{BUCKET_ARN}/metastore/registry.json"),
         ("s3:GetObject", f"{BUCKET_ARN}/metastore/registry.json"),
+        ("s3:GetObject", f"{BUCKET_ARN}/deltas/*"),  # the claim tag: HeadObject after 412, stale claims
         ("s3:ListBucket", BUCKET_ARN),
     }
 
@@ -185,9 +187,17 @@ def test_archive_bucket_name_is_a_stack_output(template: Template) -> None:
 # --- the policy's logic, evaluated ----------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class RecordedRequests:
+    """What the archive function really sends: PutObject with its condition headers, and reads."""
+
+    puts: list[tuple[str, dict[str, str]]]
+    reads: list[tuple[str, str]]
+
+
 @pytest.fixture(scope="module")
-def recorded_archive_puts(emulator: Any) -> list[tuple[str, dict[str, str]]]:
-    """The PutObject requests the archive function really sends: a first batch and a replay."""
+def recorded_archive_requests(emulator: Any) -> RecordedRequests:
+    """A first batch, then a replay (its puts get 412, so it reads the objects' claim tags)."""
     monkeypatch = pytest.MonkeyPatch()
     for name, value in {
         "AWS_ACCESS_KEY_ID": "testing",
@@ -211,18 +221,23 @@ def recorded_archive_puts(emulator: Any) -> list[tuple[str, dict[str, str]]]:
         if sent.if_match is not None:
             headers["If-Match"] = sent.if_match
         requests.append((sent.key, headers))
-    return requests
+    return RecordedRequests(requests, recorder.reads)
 
 
 def test_every_request_the_archive_sends_is_allowed(
-    template: Template, recorded_archive_puts: list[tuple[str, dict[str, str]]]
+    template: Template, recorded_archive_requests: RecordedRequests
 ) -> None:
     kinds = set()
-    for key, headers in recorded_archive_puts:
+    for key, headers in recorded_archive_requests.puts:
         assert decide(bucket_policy_statements(template), archive_role_statements(template), put(key, headers)) == ALLOW
         kinds.add((key.split("/", 1)[0], tuple(sorted(headers))))
     # Delta creation, registry creation and registry update were all exercised.
     assert kinds == {("deltas", ("If-None-Match",)), ("metastore", ("If-None-Match",)), ("metastore", ("If-Match",))}
+    for _method, key in recorded_archive_requests.reads:  # S3 authorises GET and HEAD as s3:GetObject
+        request = Request(ROLE_ARN, "s3:GetObject", object_arn(key), SECURE)
+        assert decide(bucket_policy_statements(template), archive_role_statements(template), request) == ALLOW
+    read_kinds = {(method, key.split("/", 1)[0]) for method, key in recorded_archive_requests.reads}
+    assert read_kinds == {("GET", "metastore"), ("HEAD", "deltas")}
 
 
 @pytest.mark.parametrize(
@@ -237,6 +252,8 @@ def test_every_request_the_archive_sends_is_allowed(
         # A multipart part cannot carry the header; s3:ObjectCreationOperation exempts it.
         (put("deltas/ab/" + "ab" * 32 + ".json", {}, creating=False), ALLOW),
         (Request(ROLE_ARN, "s3:GetObject", f"{BUCKET_ARN}/metastore/registry.json", SECURE), ALLOW),
+        (Request(ROLE_ARN, "s3:GetObject", f"{BUCKET_ARN}/deltas/ab/x.json", SECURE), ALLOW),
+        (Request(ROLE_ARN, "s3:GetObject", f"{BUCKET_ARN}/elsewhere/x.json", SECURE), IMPLICIT_DENY),
         (Request(ROLE_ARN, "s3:DeleteObject", f"{BUCKET_ARN}/deltas/ab/x.json", SECURE), IMPLICIT_DENY),
     ],
 )

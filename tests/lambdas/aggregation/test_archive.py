@@ -12,18 +12,22 @@ from aggregation.archive import (
     KEY_PREFIX_HEX_CHARACTERS,
     ArchivedDelta,
     ArchiveDocumentError,
-    Claim,
+    ObservedObject,
     Registry,
     StreamPosition,
+    StreamProgress,
     archived_totals,
     batch_hash_of_key,
+    claim_metadata,
     claim_objects,
+    creator_claim,
     delta_object_key,
     encode_delta_document,
     encode_registry,
     parse_delta_document,
     parse_registry,
     settle_objects,
+    stale_claims,
 )
 from aggregation.deltas import NodeDelta
 
@@ -91,52 +95,94 @@ def test_archived_totals_are_exact_and_keep_nodes_that_net_to_zero() -> None:
 
 
 def test_registry_round_trips_and_refuses_a_newer_schema() -> None:
-    registry = Registry(objects_archived=3, state_changes_archived=9, claims={"h": Claim("o", 3)}, last_updated="t")
+    registry = Registry(objects_archived=3, state_changes_archived=9, claims={"h": 4}, generation=7, last_updated="t")
     assert parse_registry(encode_registry(registry)) == registry
     newer = json.loads(encode_registry(registry))
-    newer["SchemaVersion"] = 2
+    newer["SchemaVersion"] = 3
     with pytest.raises(ArchiveDocumentError, match="newer"):
         parse_registry(json.dumps(newer).encode())
 
 
-def test_claim_then_settle_counts_each_created_object_once() -> None:
-    batch = [delta("a", sequence=5), delta("b", sequence=9)]
-    claimed = claim_objects(Registry(), "owner", batch, "t1")
-    assert claimed.registry is not None and claimed.claimed_earlier == frozenset()
-    settled = settle_objects(claimed.registry, "owner", batch, frozenset(d.batch_hash for d in batch), "t2")
+def test_a_drained_schema_1_registry_is_read_and_one_with_open_claims_is_refused() -> None:
+    version_1 = {
+        "SchemaVersion": 1,
+        "ObjectsArchived": 5,
+        "StateChangesArchived": 12,
+        "Claims": {},
+        "Streams": {"arn:stream": {"HighestSequenceNumber": "9", "ObjectsArchived": 5}},
+        "LastUpdated": "t",
+    }
+    upgraded = parse_registry(json.dumps(version_1).encode())
+    assert (upgraded.objects_archived, upgraded.generation, upgraded.schema_version) == (5, 0, 2)
+    version_1["Claims"] = {"h": {"Owner": "batch", "RecordCount": 3}}
+    with pytest.raises(ArchiveDocumentError, match="drain"):
+        parse_registry(json.dumps(version_1).encode())
+
+
+def test_claim_metadata_names_the_creator_claim_and_anything_else_names_none() -> None:
+    assert claim_metadata(17) == {"archive-claim": "17"}
+    assert creator_claim(claim_metadata(17)) == 17
+    for metadata in ({}, {"archive-claim": ""}, {"archive-claim": "017"}, {"archive-claim": "-1"}, {"other": "1"}):
+        assert creator_claim(metadata) is None, metadata
+
+
+def test_claims_are_opened_once_with_the_generation_that_opens_them() -> None:
+    first = claim_objects(Registry(), ["a", "b", "a"], "t1")
+    assert first is not None and (dict(first.claims), first.generation) == ({"a": 1, "b": 1}, 1)
+    # Open claims are kept, whoever opened them; only the missing one is opened, by the next generation.
+    second = claim_objects(first, ["b", "c"], "t2")
+    assert second is not None and dict(second.claims) == {"a": 1, "b": 1, "c": 2}
+    assert claim_objects(second, ["a", "c"], "t3") is None  # nothing to write
+
+
+def observed(item: ArchivedDelta, creator: int | None) -> ObservedObject:
+    return ObservedObject(item, creator)
+
+
+def test_settle_counts_an_object_once_when_its_creator_claim_closes() -> None:
+    a, b = delta("a", sequence=5), delta("b", sequence=9)
+    claimed = claim_objects(Registry(), [a.batch_hash, b.batch_hash], "t1")
+    assert claimed is not None
+    settled = settle_objects(claimed, [observed(a, 1), observed(b, 1)], "t2")
     assert settled is not None
     assert (settled.objects_archived, settled.state_changes_archived, dict(settled.claims)) == (2, 6, {})
-    assert settled.streams["arn:stream"].highest_sequence_number == "9"
+    assert settled.streams["arn:stream"] == StreamProgress("9", 2) and settled.generation == 2
     # Settling again (a redrive after our own write's response was lost) changes nothing.
-    assert settle_objects(settled, "owner", batch, frozenset(d.batch_hash for d in batch), "t3") is None
+    assert settle_objects(settled, [observed(a, 1), observed(b, 1)], "t3") is None
 
 
-def test_a_retry_finds_its_earlier_claims() -> None:
-    batch = [delta("a"), delta("b")]
-    first = claim_objects(Registry(), "owner", batch, "t1").registry
-    assert first is not None
-    retry = claim_objects(first, "owner", batch, "t2")
-    assert retry.registry is None  # nothing new to write
-    assert retry.claimed_earlier == frozenset(d.batch_hash for d in batch)
+def test_a_claim_that_did_not_create_its_object_closes_without_counting() -> None:
+    """A replay of an archived item opens a new claim; the object names the old one."""
+    a = delta("a")
+    archived = settle_objects(_claimed(Registry(), a), [observed(a, 1)], "t")
+    assert archived is not None and archived.objects_archived == 1
+    replay = _claimed(archived, a)
+    assert replay.claims == {a.batch_hash: 3}
+    closed = settle_objects(replay, [observed(a, 1)], "t")
+    assert closed is not None and (closed.objects_archived, dict(closed.claims)) == (1, {})
+    unknown = settle_objects(_claimed(closed, a), [observed(a, None)], "t")  # written without a claim tag
+    assert unknown is not None and (unknown.objects_archived, dict(unknown.claims)) == (1, {})
 
 
-def test_a_replay_after_settle_claims_again_and_releases_without_counting() -> None:
-    batch = [delta("a")]
-    claimed = claim_objects(Registry(), "owner", batch, "t").registry
+def test_whoever_observes_the_object_closes_its_claim_and_counts_it() -> None:
+    """A claim opened by one invocation is closed by another that saw the object (a re-formed
+    retry, a sweep): the count does not depend on who settles."""
+    a, b = delta("a"), delta("b")
+    theirs = _claimed(Registry(), a)
+    ours = claim_objects(theirs, [a.batch_hash, b.batch_hash], "t")
+    assert ours is not None and dict(ours.claims) == {a.batch_hash: 1, b.batch_hash: 2}
+    settled = settle_objects(ours, [observed(a, 1), observed(b, 2)], "t")
+    assert settled is not None and (settled.objects_archived, dict(settled.claims)) == (2, {})
+
+
+def test_stale_claims_are_those_open_for_the_lag_outside_the_batch() -> None:
+    registry = Registry(claims={"old": 1, "mine": 1, "recent": 9}, generation=10)
+    assert stale_claims(registry, ["mine"], after_generations=5) == ["old"]
+    assert stale_claims(registry, [], after_generations=1) == ["mine", "old", "recent"]
+    assert stale_claims(registry, [], after_generations=10) == []
+
+
+def _claimed(registry: Registry, item: ArchivedDelta) -> Registry:
+    claimed = claim_objects(registry, [item.batch_hash], "t")
     assert claimed is not None
-    settled = settle_objects(claimed, "owner", batch, frozenset({batch[0].batch_hash}), "t")
-    assert settled is not None
-    replay = claim_objects(settled, "owner", batch, "t")
-    assert replay.claimed_earlier == frozenset() and replay.registry is not None
-    released = settle_objects(replay.registry, "owner", batch, frozenset(), "t")  # 412 and not claimed earlier
-    assert released is not None
-    assert (released.objects_archived, dict(released.claims)) == (1, {})
-
-
-def test_another_owners_claim_is_left_alone() -> None:
-    batch = [delta("a")]
-    theirs = claim_objects(Registry(), "them", batch, "t").registry
-    assert theirs is not None
-    ours = claim_objects(theirs, "us", batch, "t")
-    assert ours.registry is None and ours.claimed_earlier == frozenset()
-    assert settle_objects(theirs, "us", batch, frozenset({batch[0].batch_hash}), "t") is None
+    return claimed

@@ -2,9 +2,7 @@
 
 from decimal import Decimal
 
-import pytest
-
-from aggregation.batches import batch_identity, is_conflicting_duplicate, select_latest_versions
+from aggregation.batches import is_conflicting_duplicate, select_latest_versions
 from aggregation.messages import TradeMessage
 
 
@@ -40,12 +38,3 @@ def test_content_digest_ignores_timestamp_and_number_spelling() -> None:
     base = trade("a", 1, "2.50")
     assert base.content_digest == TradeMessage("a", 1, Decimal("2.5"), Decimal(99), base.hierarchy).content_digest
     assert base.content_digest != TradeMessage("a", 1, Decimal("2.5"), None, ("Vega", "FX", "AMER")).content_digest
-
-
-def test_batch_identity_is_deterministic_order_sensitive_and_unambiguous() -> None:
-    assert batch_identity(["e1", "e2"]) == batch_identity(["e1", "e2"])
-    assert batch_identity(["e1", "e2"]) != batch_identity(["e2", "e1"])
-    assert batch_identity(["ab", "c"]) != batch_identity(["a", "bc"])
-    assert len(batch_identity(["e1"])) == 64
-    with pytest.raises(ValueError):
-        batch_identity([])

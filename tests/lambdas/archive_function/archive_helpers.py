@@ -2,7 +2,8 @@
 
 The wire recorder is a botocore `before-send.s3.PutObject` hook on the archive function's own
 S3 client: it sees every PutObject exactly as it leaves for S3 (headers included), and can
-answer in S3's place (to inject the 409 that moto never returns).
+answer in S3's place (to inject the 409 that moto never returns). It also notes the keys the
+function reads (GetObject, HeadObject), for the bucket-policy test.
 """
 
 from __future__ import annotations
@@ -85,12 +86,17 @@ class WireRecorder:
 
     bucket: str
     puts: list[SentPut] = field(default_factory=list)
+    reads: list[tuple[str, str]] = field(default_factory=list)  # (method, key)
     responder: Responder | None = None
 
+    def _key(self, request: AWSPreparedRequest) -> str:
+        return request.url.split("?", 1)[0].split(f"/{self.bucket}/", 1)[-1]
+
+    def before_read(self, request: AWSPreparedRequest, **_: Any) -> None:
+        self.reads.append((request.method or "", self._key(request)))
+
     def before_send(self, request: AWSPreparedRequest, **_: Any) -> AWSResponse | None:
-        path = request.url.split("?", 1)[0]
-        key = path.split(f"/{self.bucket}/", 1)[-1]
-        self.puts.append(SentPut(key, _header(request, "If-None-Match"), _header(request, "If-Match")))
+        self.puts.append(SentPut(self._key(request), _header(request, "If-None-Match"), _header(request, "If-Match")))
         return self.responder(request, self) if self.responder is not None else None
 
     def registry_puts(self) -> list[SentPut]:
@@ -138,6 +144,8 @@ def archive_bucket_environment(monkeypatch: Any) -> Iterator[WireRecorder]:
     recorder = WireRecorder(bucket)
     # botocore-stubs types handlers as returning None; a before-send handler may return a response.
     aws.s3_client().meta.events.register("before-send.s3.PutObject", recorder.before_send)  # type: ignore[arg-type]
+    for operation in ("GetObject", "HeadObject"):
+        aws.s3_client().meta.events.register(f"before-send.s3.{operation}", recorder.before_read)
     try:
         yield recorder
     finally:
@@ -164,3 +172,26 @@ def read_registry(bucket: str) -> Registry:
 def delta_keys(bucket: str) -> list[str]:
     pages = boto3.client("s3").get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix="deltas/")
     return sorted(item["Key"] for page in pages for item in page.get("Contents", []))
+
+
+class InvocationDied(RuntimeError):
+    """The archive invocation stopped here (a crash, a timeout, a killed execution environment)."""
+
+
+@dataclass
+class DieAtPut:
+    """A responder: the invocation dies as it sends its `put_number`-th PutObject (1 = the first).
+
+    PutObject is every write the archive makes (its claim, each object, its settle), so every
+    point of an invocation between two writes is reachable. Puts sent in parallel with the
+    fatal one may still go out, as they would from a real execution environment.
+    """
+
+    put_number: int
+    sent: int = 0
+
+    def __call__(self, request: AWSPreparedRequest, recorder: WireRecorder) -> AWSResponse | None:
+        self.sent += 1
+        if self.sent == self.put_number:
+            raise InvocationDied(f"died at PutObject {self.sent} ({recorder.puts[-1].key})")
+        return None

@@ -56,14 +56,16 @@ def test_each_delta_becomes_one_immutable_object_with_exact_decimal_strings(wire
     assert summary["objects_created"] == 3 and summary["objects_counted"] == 3
     hashes = sorted(batch_hash(seed) for seed in "abc")
     assert delta_keys(wire.bucket) == sorted(f"deltas/{h[:2]}/{h}.json" for h in hashes)
-    body = boto3.client("s3").get_object(Bucket=wire.bucket, Key=f"deltas/{hashes[0][:2]}/{hashes[0]}.json")["Body"]
-    document = json.loads(body.read())  # floats would show up as float here
+    stored = boto3.client("s3").get_object(Bucket=wire.bucket, Key=f"deltas/{hashes[0][:2]}/{hashes[0]}.json")
+    assert stored["Metadata"] == {"archive-claim": "1"}, "tagged with the claim the first registry write opened"
+    document = json.loads(stored["Body"].read())  # floats would show up as float here
     assert document["Deltas"]["Delta"] == {"Value": "10.5", "TradeCount": 1}
     assert document["ProducerTimestamps"] == ["1616413258.8997078"]
     assert document["RecordCount"] == 2 and isinstance(document["CreatedAt"], int)
     assert set(document["Stream"]) == {"EventSourceARN", "EventID", "SequenceNumber"}
     registry = read_registry(wire.bucket)
     assert (registry.objects_archived, registry.state_changes_archived, dict(registry.claims)) == (3, 6, {})
+    assert registry.generation == 2  # claim, settle
     assert registry.streams[event["Records"][0]["eventSourceARN"]].highest_sequence_number == "102"
     # The registry was created with If-None-Match (first write) and updated with If-Match.
     conditions = [("If-None-Match" if put.if_none_match else "If-Match") for put in wire.registry_puts()]
@@ -120,7 +122,8 @@ def test_failure_between_objects_and_registry_count_is_recovered_by_the_retry(
     """Objects created, then the settle exhausts its 409 retries: the retry must count them.
 
     This is why counting only "objects this invocation created" would not do: the retry gets
-    412 for every object; it counts them because its own earlier attempt had claimed them.
+    412 for every object; it counts them because their metadata names the claims it holds,
+    which the failed attempt opened.
     """
     event = delta_event(["a", "b"])
 
@@ -139,7 +142,7 @@ def test_failure_between_objects_and_registry_count_is_recovered_by_the_retry(
 
     wire.responder = None
     summary = run(event)
-    assert (summary["objects_created"], summary["objects_counted"]) == (0, 2)
+    assert (summary["objects_created"], summary["objects_counted"]) == (2, 2)  # created under the claims it holds
     registry = read_registry(wire.bucket)
     assert (registry.objects_archived, registry.state_changes_archived, dict(registry.claims)) == (2, 4, {})
 
@@ -161,7 +164,7 @@ def test_409_is_retried_with_bounded_jittered_backoff(wire: WireRecorder) -> Non
     slept: list[float] = []
     store = RegistryStore(aws.s3_client(), wire.bucket, sleep=slept.append)
     delta = _delta("x")
-    store.update(lambda registry: claim_objects(registry, "owner", [delta], "now").registry)
+    store.update(lambda registry: claim_objects(registry, [delta.batch_hash], "now"))
 
     assert len(slept) == 3
     for retry, delay in enumerate(slept, start=1):
@@ -178,7 +181,7 @@ def test_409_past_the_bound_fails_and_leaves_the_registry_alone(wire: WireRecord
     )
     store = RegistryStore(aws.s3_client(), wire.bucket, sleep=lambda _seconds: None)
     with pytest.raises(RegistryUpdateFailed, match="409"):
-        store.update(lambda registry: claim_objects(registry, "owner", [_delta("x")], "now").registry)
+        store.update(lambda registry: claim_objects(registry, [_delta("x").batch_hash], "now"))
     assert len(wire.registry_puts()) == MAX_CONFLICT_RETRIES + 1
     with pytest.raises(boto3.client("s3").exceptions.NoSuchKey):
         boto3.client("s3").get_object(Bucket=wire.bucket, Key=REGISTRY_KEY)
@@ -201,17 +204,18 @@ def test_412_redrives_and_keeps_the_other_writers_change(wire: WireRecorder) -> 
     def competing_update_first(request: AWSPreparedRequest, recorder: WireRecorder) -> AWSResponse | None:
         if recorder.puts[-1].key == REGISTRY_KEY and not raced[0]:
             raced[0] = True  # between our read and our write, someone else commits a change
-            competitor.update(lambda registry: claim_objects(registry, "competitor", [_delta("y")], "t").registry)
+            competitor.update(lambda registry: claim_objects(registry, [_delta("y").batch_hash], "t"))
         return None
 
     wire.responder = competing_update_first
     stats = RegistryUpdateStats()
     store = RegistryStore(aws.s3_client(), wire.bucket)
-    store.update(lambda registry: claim_objects(registry, "us", [_delta("x")], "t").registry, stats)
+    store.update(lambda registry: claim_objects(registry, [_delta("x").batch_hash], "t"), stats)
 
     assert stats.redrives == 1 and stats.writes == 1
-    claims = read_registry(wire.bucket).claims
-    assert {claims[_delta("x").batch_hash].owner, claims[_delta("y").batch_hash].owner} == {"us", "competitor"}
+    registry = read_registry(wire.bucket)
+    # The competitor's claim kept, ours opened by the next generation: each write its own claim id.
+    assert registry.claims == {_delta("y").batch_hash: 3, _delta("x").batch_hash: 4} and registry.generation == 4
     if_match = [put.if_match for put in wire.registry_puts()[-2:]]
     assert if_match[0] != if_match[1]  # the redrive used the ETag read after the competitor's write
 
@@ -275,8 +279,7 @@ def test_concurrent_writers_lose_no_update(wire: WireRecorder) -> None:
             barrier.wait()
             for batch in range(batches_per_writer):
                 deltas = [_delta(f"w{index}-b{batch}-d{d}", sequence=batch * 10 + d) for d in range(deltas_per_batch)]
-                owner = f"writer-{index}-batch-{batch}"
-                counts = archive_handler.archive_batch(deltas, owner, RegistryStore(client, wire.bucket), 4)
+                counts = archive_handler.archive_batch(deltas, RegistryStore(client, wire.bucket), 4)
                 assert counts["objects_counted"] == deltas_per_batch
                 redrives.append(counts["registry_redrives"])
         except BaseException as error:
