@@ -111,13 +111,13 @@ def test_the_default_settings_meet_issue_6() -> None:
 
 
 def test_reduce_transactions_are_cancelled_by_throttles_and_their_tokens_kept() -> None:
-    outputs = {"state_table": "S", "delta_table": "D", "aggregate_table": "A"}
+    outputs = {"state_table": "S", "delta_table": "D", "aggregate_table": "A", "archive_bucket": "B"}
     rules = chaos.emulator_fault_config(chaos.ChaosSettings(), outputs, seed=1)["rules"]
     kinds = [(rule["kind"], rule.get("error"), rule.get("table")) for rule in rules]
     assert ("throttle", "TransactionCanceledException", "A") in kinds
     assert kinds[-1] == ("cancelled_token_kept", None, "A")
     assert chaos.ChaosSettings().runner_environment() == {
-        "LOCAL_RUNNER_REDELIVERY": "map,reduce,archive",
+        "LOCAL_RUNNER_REDELIVERY": "archive,map,reduce",
         "LOCAL_RUNNER_REDELIVERY_SEED": "7",
     }
     assert chaos.ChaosSettings(reshaped_retries=()).runner_environment() == {}

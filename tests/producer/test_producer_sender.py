@@ -152,12 +152,14 @@ def test_rate_is_held() -> None:
     assert abs(taken - 10_000) <= 51
 
 
-def test_paced_send_takes_the_expected_time(pipeline: PipelineTarget) -> None:
+def test_a_paced_send_never_exceeds_its_rate(pipeline: PipelineTarget) -> None:
+    """400 messages at 400/s cannot take less than about a second (pacing is a limit, not a benchmark:
+    how much longer a loaded machine takes is not asserted)."""
     started = time.monotonic()
     summary = send_messages(pipeline, SendOptions(count=400, rate=400, seed=2, ledger_path=None), show_progress=False)
     elapsed = time.monotonic() - started
     assert summary.messages_sent == 400
-    assert 0.85 <= elapsed <= 3.0
+    assert elapsed >= 0.85
 
 
 def test_chunks_respect_kinesis_limits() -> None:
