@@ -1,9 +1,11 @@
 """The capacity model: what a target message rate needs, what it costs, and what cannot keep up.
 
-Pure (standard library only) so that two very different callers share one model: the CDK
+Pure (the standard library and the pure domain package `aggregation`, whose limits it
+reads rather than restates) so that two very different callers share one model: the CDK
 app, which refuses at synthesis settings that cannot carry the declared
 `targetMessagesPerSecond` (`stacks/capacity.py`), and the planner's command line and
-`make bench` (`python -m benchmarks.capacity`), which print the plan.
+`make bench` (`python -m benchmarks.capacity`), which print the plan. Both put `lambdas/`
+on the import path first (`stacks.lambdas_path`, `benchmarks/__init__.py`), as Lambda does.
 
 For our design and, alongside, the original design (one conditional write per message
 including duplicates, ~100 messages/s per state instance, one put per map batch, one
@@ -34,12 +36,10 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from aggregation.item_size import MAX_ITEM_BYTES
+from aggregation.transactions import MARKER_ACTIONS_PER_UNIT, MAX_TRANSACTION_ACTIONS, NODE_GROUPS, STATS_ACTIONS
 from planner.prices import SECONDS_PER_HOUR, PriceTable, load_price_table
 
-NODE_GROUPS = 2
-"""`aggregation.transactions.NODE_GROUPS` (a test keeps them equal): the Lambda asset's
-domain is not importable by the CDK app, which runs this model at synthesis."""
-MAX_TRANSACTION_ACTIONS = 100
 PER_ITEM_WRITE_UNITS_PER_SECOND = 1000  # DynamoDB's per-partition write throughput
 TABLE_WRITE_QUOTA_PER_SECOND = 40_000  # default on-demand per-table write request unit quota (adjustable)
 SHARD_RECORDS_PER_SECOND = 1000
@@ -55,7 +55,6 @@ DELTA_NODE_BYTES = 43
 DELTA_TIMESTAMP_BYTES = 10
 STATE_ITEM_OVERHEAD_BYTES = 110  # ContentDigest, attribute names, the Hierarchy map's overhead
 LAMBDA_MB_PER_VCPU = 1769  # Lambda gives one full vCPU at 1,769 MB, proportionally less below
-MAX_ITEM_BYTES = 400 * 1000  # DynamoDB's item size limit
 BUSY_LIMIT = 0.8  # a single reduce instance busier than this falls behind on any burst
 MAP_BATCH_CANDIDATES = (100, 200, 500, 1000, 2000, 5000, 10000)
 REDUCE_MEMORY_CANDIDATES = (512, 1024, 1769)  # MB; 1,769 MB is one full vCPU
@@ -398,15 +397,16 @@ def transactions_per_delta_batch(
     update per transaction. Whole groups share a transaction while they fit in 100
     actions; a larger group is packed greedily over several.
     """
-    per_unit_overhead = 1 if markers else 0
+    per_unit_overhead = MARKER_ACTIONS_PER_UNIT if markers else 0
     nodes_per_group = distinct_nodes(workload, changes * batches_per_invocation) / NODE_GROUPS
     group_actions = nodes_per_group + batches_per_invocation * per_unit_overhead
-    if group_actions + 1 <= MAX_TRANSACTION_ACTIONS:
-        groups_per_transaction = min(NODE_GROUPS, int((MAX_TRANSACTION_ACTIONS - 1) // group_actions))
+    room = MAX_TRANSACTION_ACTIONS - STATS_ACTIONS
+    if group_actions <= room:
+        groups_per_transaction = min(NODE_GROUPS, int(room // group_actions))
         transactions = math.ceil(NODE_GROUPS / groups_per_transaction)
     else:
-        transactions = NODE_GROUPS * math.ceil(group_actions / (MAX_TRANSACTION_ACTIONS - 1))
-    actions = NODE_GROUPS * group_actions + transactions
+        transactions = NODE_GROUPS * math.ceil(group_actions / room)
+    actions = NODE_GROUPS * group_actions + transactions * STATS_ACTIONS
     return transactions / batches_per_invocation, actions / transactions
 
 
@@ -487,7 +487,8 @@ def plan_design(
         if union > MAX_TRANSACTION_ACTIONS:
             plan.flags.append(
                 Flag(
-                    f"a reduce batch touches {union:.0f} nodes: more than one transaction holds (100 actions)",
+                    f"a reduce batch touches {union:.0f} nodes: more than one transaction holds "
+                    f"({MAX_TRANSACTION_ACTIONS} actions)",
                     "the original must split it (and loses one-token idempotency); lower reduceBatchSize",
                 )
             )

@@ -6,7 +6,6 @@ from dataclasses import replace
 
 import pytest
 
-from aggregation.transactions import NODE_GROUPS
 from planner import model as capacity
 from planner.model import ServiceTimes, Settings, TableCapacity, Workload, plan_capacity
 from planner.prices import DEFAULT_PRICE_TABLE, load_price_table
@@ -173,10 +172,6 @@ def test_when_batching_is_not_enough_the_reduce_gets_more_memory() -> None:
     assert found is not None and found.reduce_memory_mb > 256
     flag = next(f for f in plan_capacity(STANDARD, Settings(), heavy, PRICES).ours.flags if "reduce" in f.problem)
     assert f"set reduceMemoryMb to {found.reduce_memory_mb}" in flag.change
-
-
-def test_the_model_uses_the_domain_s_node_groups() -> None:
-    assert capacity.NODE_GROUPS == NODE_GROUPS
 
 
 def test_break_even_utilisation_is_where_both_modes_cost_the_same() -> None:
