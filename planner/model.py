@@ -9,8 +9,8 @@ on the import path first (`stacks.lambdas_path`, `benchmarks/__init__.py`), as L
 
 For our design and, alongside, the original design (one conditional write per message
 including duplicates, ~100 messages/s per state instance, one put per map batch, one
-transaction per reduce batch without markers or `#stats`), it derives from the workload
-and the settings:
+transaction per reduce batch without markers or `#stats`), each described as data by a
+`Design`, it derives from the workload and the settings:
 
 - Kinesis: shards by the per-shard write limits (1,000 records/s, 1 MiB/s), on-demand cost;
 - concurrent state, map and reduce executions by Little's law (arrival rate x time per
@@ -33,6 +33,7 @@ benchmark, which counts real calls on the same workload (docs/benchmarks.md).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -201,6 +202,35 @@ class Flag:
     problem: str
     change: str
     blocking: bool = True
+
+
+@dataclass(frozen=True)
+class ReducePacking:
+    """How a design's reduce commits delta batches, and what its packing cannot do."""
+
+    transactions_per_delta_batch: float
+    actions_per_transaction: float
+    flags: tuple[Flag, ...] = ()
+
+
+@dataclass(frozen=True)
+class Design:
+    """What sets a design apart: `plan_design` plans ours and the original from this alone.
+
+    Plain values where the designs differ in how much, functions where they differ in how
+    (`OURS` and `ORIGINAL` below).
+    """
+
+    name: str
+    state_rate: Callable[[ServiceTimes, Settings], float]
+    """Messages a second one state instance applies."""
+    selects_in_batch: bool
+    """True: writes only what the in-batch selection keeps (`Workload.state_writes_per_message`);
+    False: one conditional write per message, duplicates included."""
+    timestamps_in_delta_items: bool
+    """Each delta item carries its messages' producer timestamps (for the latency metric)."""
+    reduce_packing: Callable[[Workload, float, Settings], ReducePacking]
+    """Transactions per delta batch of `changes` state changes, and actions per transaction."""
 
 
 @dataclass(frozen=True)
@@ -410,23 +440,70 @@ def transactions_per_delta_batch(
     return transactions / batches_per_invocation, actions / transactions
 
 
+def our_reduce_packing(workload: Workload, changes: float, settings: Settings) -> ReducePacking:
+    """Node groups planned across an invocation's delta batches (`transactions_per_delta_batch`)."""
+    per_batch, actions = transactions_per_delta_batch(workload, changes, settings.reduce_batch_size, settings.markers)
+    return ReducePacking(per_batch, actions)
+
+
+def original_reduce_packing(workload: Workload, changes: float, settings: Settings) -> ReducePacking:
+    """One transaction for the union of a reduce batch's nodes, without markers or `#stats`.
+
+    A union over the action limit does not fit one transaction: the original would have to
+    split it, losing the single token that made the batch idempotent.
+    """
+    union = distinct_nodes(workload, changes * settings.reduce_batch_size)
+    transactions_per_batch = math.ceil(union / MAX_TRANSACTION_ACTIONS)
+    flags: tuple[Flag, ...] = ()
+    if union > MAX_TRANSACTION_ACTIONS:
+        flags = (
+            Flag(
+                f"a reduce batch touches {union:.0f} nodes: more than one transaction holds "
+                f"({MAX_TRANSACTION_ACTIONS} actions)",
+                "the original must split it (and loses one-token idempotency); lower reduceBatchSize",
+            ),
+        )
+    return ReducePacking(transactions_per_batch / settings.reduce_batch_size, union / transactions_per_batch, flags)
+
+
+def original_state_rate(times: ServiceTimes, settings: Settings) -> float:
+    """What the original's authors measured per instance, whatever the memory."""
+    return times.original_state_messages_per_second
+
+
+OURS = Design(
+    name="this pipeline",
+    state_rate=lambda_state_rate,
+    selects_in_batch=True,
+    timestamps_in_delta_items=True,
+    reduce_packing=our_reduce_packing,
+)
+ORIGINAL = Design(
+    name="original design",
+    state_rate=original_state_rate,
+    selects_in_batch=False,
+    timestamps_in_delta_items=False,
+    reduce_packing=original_reduce_packing,
+)
+
+
 def plan_design(
     workload: Workload,
     settings: Settings,
     times: ServiceTimes,
     prices: PriceTable,
+    design: Design,
     *,
-    original: bool,
     suggest: bool = True,
 ) -> DesignPlan:
     """The plan of one design; `suggest` False skips searching for settings that would keep up."""
-    plan = DesignPlan(design="original design" if original else "this pipeline")
+    plan = DesignPlan(design=design.name)
     rate = workload.rate
     changes_per_second = rate * workload.applied_share
 
     # Kinesis and the state function.
     plan.kinesis_shards = kinesis_shards(workload)
-    instance_rate = times.original_state_messages_per_second if original else lambda_state_rate(times, settings)
+    instance_rate = design.state_rate(times, settings)
     plan.state_executions = rate / instance_rate
     per_shard_rate = rate / plan.kinesis_shards
     plan.state_parallelization_needed = math.ceil(per_shard_rate / instance_rate)
@@ -443,8 +520,8 @@ def plan_design(
         )
     state_item = write_units_of(workload.record_bytes + STATE_ITEM_OVERHEAD_BYTES)
     # One conditional write per message, duplicates included (a failed condition is billed),
-    # except, for ours, those the in-batch selection never sends.
-    writes_per_message = 1.0 if original else workload.state_writes_per_message
+    # except those an in-batch selection never sends.
+    writes_per_message = workload.state_writes_per_message if design.selects_in_batch else 1.0
     plan.state_write_units_per_second = rate * writes_per_message * state_item
     state_invocations = rate / settings.state_batch_size
 
@@ -457,7 +534,7 @@ def plan_design(
     map_cpu = plan.effective_map_batch * times.map_cpu_us_per_record / 1e6 * cpu_slowdown(settings.map_memory_mb)
     map_seconds = map_cpu + times.write_round_trip_ms / 1e3
     plan.map_executions = plan.delta_batches_per_second * map_seconds
-    delta_bytes = delta_item_bytes(workload, plan.effective_map_batch, with_timestamps=not original)
+    delta_bytes = delta_item_bytes(workload, plan.effective_map_batch, with_timestamps=design.timestamps_in_delta_items)
     plan.delta_write_units_per_second = plan.delta_batches_per_second * write_units_of(delta_bytes)
     if delta_bytes > MAX_ITEM_BYTES:
         plan.flags.append(
@@ -477,26 +554,10 @@ def plan_design(
         )
 
     # Reduce: one instance (reserved concurrency 1) applies every delta batch.
-    if original:
-        batch_changes = plan.effective_map_batch * settings.reduce_batch_size
-        union = distinct_nodes(workload, batch_changes)
-        transactions_per_batch = math.ceil(union / MAX_TRANSACTION_ACTIONS)
-        plan.reduce_transactions_per_second = plan.delta_batches_per_second / settings.reduce_batch_size
-        plan.reduce_transactions_per_second *= transactions_per_batch
-        plan.actions_per_transaction = union / transactions_per_batch
-        if union > MAX_TRANSACTION_ACTIONS:
-            plan.flags.append(
-                Flag(
-                    f"a reduce batch touches {union:.0f} nodes: more than one transaction holds "
-                    f"({MAX_TRANSACTION_ACTIONS} actions)",
-                    "the original must split it (and loses one-token idempotency); lower reduceBatchSize",
-                )
-            )
-    else:
-        per_batch, plan.actions_per_transaction = transactions_per_delta_batch(
-            workload, plan.effective_map_batch, settings.reduce_batch_size, settings.markers
-        )
-        plan.reduce_transactions_per_second = plan.delta_batches_per_second * per_batch
+    packing = design.reduce_packing(workload, plan.effective_map_batch, settings)
+    plan.reduce_transactions_per_second = plan.delta_batches_per_second * packing.transactions_per_delta_batch
+    plan.actions_per_transaction = packing.actions_per_transaction
+    plan.flags.extend(packing.flags)
     plan.aggregate_write_units_per_second = plan.reduce_transactions_per_second * plan.actions_per_transaction * 2
     # The hottest items (`#stats`, and the root nodes every batch touches) take one
     # transactional write (2 units) per transaction.
@@ -514,7 +575,7 @@ def plan_design(
     plan.reduce_busy_fraction = reduce_seconds_per_second
     reduce_invocations = plan.delta_batches_per_second / settings.reduce_batch_size
     if plan.reduce_busy_fraction > BUSY_LIMIT and suggest:
-        better = map_batching_that_keeps_up(workload, settings, times, prices, original=original)
+        better = map_batching_that_keeps_up(workload, settings, times, prices, design)
         if better is None:
             change = "no map batching up to 10,000 records / 300 s and 1,769 MB suffices: shard the aggregates"
         else:
@@ -615,7 +676,7 @@ def table_flags(plan: DesignPlan, settings: Settings) -> list[Flag]:
 
 
 def map_batching_that_keeps_up(
-    workload: Workload, settings: Settings, times: ServiceTimes, prices: PriceTable, *, original: bool
+    workload: Workload, settings: Settings, times: ServiceTimes, prices: PriceTable, design: Design
 ) -> Settings | None:
     """The least change that lets the single reduce keep up: reduce memory first as it is, then
     the smallest map batch size and the shortest batching window (a window adds its length to
@@ -630,7 +691,7 @@ def map_batching_that_keeps_up(
                 trial = replace(
                     settings, map_batch_size=candidate, map_batching_window_seconds=window, reduce_memory_mb=memory
                 )
-                trial_plan = plan_design(workload, trial, times, prices, original=original, suggest=False)
+                trial_plan = plan_design(workload, trial, times, prices, design, suggest=False)
                 if trial_plan.reduce_busy_fraction <= BUSY_LIMIT:
                     return trial
     return None
@@ -645,13 +706,13 @@ def plan_capacity(
     settings = settings or Settings()
     times = times or ServiceTimes()
     prices = prices or load_price_table()
-    ours = plan_design(workload, settings, times, prices, original=False)
+    ours = plan_design(workload, settings, times, prices, OURS)
     return CapacityPlan(
         workload=workload,
         settings=settings,
         times=times,
         prices=prices,
         ours=ours,
-        original=plan_design(workload, settings, times, prices, original=True),
+        original=plan_design(workload, settings, times, prices, ORIGINAL),
         modes=capacity_modes(ours, settings, prices),
     )

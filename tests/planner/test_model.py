@@ -110,7 +110,7 @@ def test_50000_messages_per_second_with_the_defaults() -> None:
 
 
 def test_larger_map_batches_let_the_single_reduce_keep_up() -> None:
-    found = capacity.map_batching_that_keeps_up(STANDARD, Settings(), ServiceTimes(), PRICES, original=False)
+    found = capacity.map_batching_that_keeps_up(STANDARD, Settings(), ServiceTimes(), PRICES, capacity.OURS)
     assert found is not None and found.map_batch_size > 100 and found.map_batching_window_seconds > 0
     plan = plan_capacity(STANDARD, found, prices=PRICES)
     assert plan.ours.reduce_busy_fraction <= capacity.BUSY_LIMIT
@@ -168,7 +168,7 @@ def test_a_map_shard_that_cannot_keep_up_is_flagged() -> None:
 
 def test_when_batching_is_not_enough_the_reduce_gets_more_memory() -> None:
     heavy = replace(ServiceTimes(), reduce_cpu_us_per_message=5.0)  # 42,500 msg/s x 5 µs x 6.9 > 1 s/s at 256 MB
-    found = capacity.map_batching_that_keeps_up(STANDARD, Settings(), heavy, PRICES, original=False)
+    found = capacity.map_batching_that_keeps_up(STANDARD, Settings(), heavy, PRICES, capacity.OURS)
     assert found is not None and found.reduce_memory_mb > 256
     flag = next(f for f in plan_capacity(STANDARD, Settings(), heavy, PRICES).ours.flags if "reduce" in f.problem)
     assert f"set reduceMemoryMb to {found.reduce_memory_mb}" in flag.change
