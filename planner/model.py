@@ -17,13 +17,16 @@ transaction per reduce batch without markers or `#stats`), each described as dat
   invocation), from per-invocation rates that are parameters (`make bench` passes the
   ones it measured; the defaults are stated in `ServiceTimes`);
 - DynamoDB write units per second per table and on the hottest item, transactions per
-  second, and monthly cost per component from the dated price table, each table in its
-  capacity mode (on-demand, or provisioned with auto scaling; `capacity_modes` prices both);
-- flags: a table over its default on-demand quota or its provisioned maximum, a shard whose
-  state function cannot keep up (raise the parallelization factor), the single reduce
-  instance (reserved concurrency 1) busier than it can be at the transaction latency, an
-  item over DynamoDB's 1,000 WCU/s per-partition limit, the original's reduce transaction
-  over 100 actions. Each flag names the `cdk.json` setting to change.
+  second, the read units of map's coverage Query (a strongly consistent Query of the
+  shard's newest delta items before every write), and monthly cost per component from the
+  dated price table, each table in its capacity mode (on-demand, or provisioned with auto
+  scaling; `capacity_modes` prices both);
+- flags: a table over its default quota or its provisioned maximum, a shard whose state
+  function cannot keep up (raise the parallelization factor), the single reduce instance
+  (reserved concurrency 1) busier than it can be at the transaction latency, an item over
+  DynamoDB's 1,000 WCU/s per-partition limit, the original's reduce transaction over 100
+  actions and its delta item over the 400 KB item limit (ours splits such a batch into
+  several items, billed by bytes alike). Each flag names the `cdk.json` setting to change.
 
 Why a model and not a load test: the pipeline cannot be run at 50,000 messages/s on a
 laptop. The model's per-message write counts are checked against the write-cost
@@ -43,12 +46,18 @@ from planner.prices import SECONDS_PER_HOUR, PriceTable, load_price_table
 
 PER_ITEM_WRITE_UNITS_PER_SECOND = 1000  # DynamoDB's per-partition write throughput
 TABLE_WRITE_QUOTA_PER_SECOND = 40_000  # default on-demand per-table write request unit quota (adjustable)
+TABLE_READ_QUOTA_PER_SECOND = 40_000  # default on-demand per-table read request unit quota (adjustable)
 SHARD_RECORDS_PER_SECOND = 1000
 SHARD_BYTES_PER_SECOND = 1024 * 1024
 MAX_PARALLELIZATION_FACTOR = 10
 STREAM_POLLS_PER_SECOND = 4  # Lambda polls a DynamoDB stream shard about four times a second
 GIGABYTE = 1024**3
 KILOBYTE = 1024
+READ_UNIT_BYTES = 4 * KILOBYTE  # a strongly consistent read unit: up to 4 KB (a Query: the items read, summed)
+COVERAGE_QUERY_ITEMS = 10
+"""Items the map's coverage Query reads: its `Limit` (`map_function.handler.covered_runs`).
+DynamoDB reads, and bills, a full page of the shard's newest items (all their attributes,
+whatever the projection) although the first, the previous item, usually settles coverage."""
 # Sizes of a DeltaTable item's parts (bytes, DynamoDB's item size rules), fitted to the items
 # the write-cost benchmark records: fixed attributes, one Deltas map entry, one producer timestamp.
 DELTA_ITEM_FIXED_BYTES = 170
@@ -63,6 +72,9 @@ MAP_BATCHING_WINDOWS = (1, 2, 5, 10, 20, 30, 60, 120, 300)  # mapBatchingWindowS
 PIPELINE_TABLES = ("StateTable", "DeltaTable", "AggregateTable")
 """The tables whose capacity mode is a setting (the quarantine is always on-demand: it is
 written only for bad input, a load no one can plan)."""
+READ_TABLES = ("DeltaTable",)
+"""The tables the pipeline reads on its steady path: the map's coverage Query. (Stream
+reads by Lambda are not billed; reduce reads markers only to resolve a refused token.)"""
 
 CapacityMode = Literal["on-demand", "provisioned"]
 TABLE_SETTINGS = {
@@ -231,16 +243,23 @@ class Design:
     """Each delta item carries its messages' producer timestamps (for the latency metric)."""
     reduce_packing: Callable[[Workload, float, Settings], ReducePacking]
     """Transactions per delta batch of `changes` state changes, and actions per transaction."""
+    coverage_query_items: int
+    """DeltaTable items map reads (one strongly consistent Query) before writing a batch; 0: none."""
+    splits_delta_items: bool
+    """A batch whose delta item would exceed DynamoDB's item limit is written as several items;
+    otherwise the put is refused on every retry (flagged)."""
 
 
 @dataclass(frozen=True)
 class TableModes:
-    """One table's writes priced in both capacity modes (`capacity_modes`)."""
+    """One table's writes and reads priced in both capacity modes (`capacity_modes`)."""
 
     table: str
     write_units_per_second: float
+    read_units_per_second: float
     on_demand_usd: float
     provisioned_write_capacity: float  # what auto scaling holds at the target utilisation
+    provisioned_read_capacity: float
     provisioned_usd: float
     target_utilization_percent: int
 
@@ -263,6 +282,8 @@ class DesignPlan:
     actions_per_transaction: float = 0.0
     state_write_units_per_second: float = 0.0
     delta_write_units_per_second: float = 0.0
+    delta_items_per_batch: int = 1
+    delta_read_units_per_second: float = 0.0
     aggregate_write_units_per_second: float = 0.0
     hottest_item_write_units_per_second: float = 0.0
     components: list[Component] = field(default_factory=list)
@@ -285,6 +306,10 @@ class DesignPlan:
             "AggregateTable": self.aggregate_write_units_per_second,
         }
         return by_table[table]
+
+    def read_units_per_second(self, table: str) -> float:
+        """The read units per second one of `PIPELINE_TABLES` takes (only `READ_TABLES` are read)."""
+        return self.delta_read_units_per_second if table == "DeltaTable" else 0.0
 
 
 @dataclass(frozen=True)
@@ -357,32 +382,54 @@ def writes_monthly_usd(write_units_per_second: float, prices: PriceTable) -> flo
     return write_units_per_second * prices.seconds_per_month * prices.dynamodb_write_unit
 
 
-def provisioned_write_capacity(write_units_per_second: float, capacity: TableCapacity) -> float:
-    """The write capacity auto scaling holds for a steady load: consumption / target, at least the minimum.
+def reads_monthly_usd(read_units_per_second: float, prices: PriceTable) -> float:
+    """On-demand: every read request unit billed."""
+    return read_units_per_second * prices.seconds_per_month * prices.dynamodb_read_unit
+
+
+def held_capacity(units_per_second: float, minimum: int, capacity: TableCapacity) -> float:
+    """The capacity auto scaling holds for a steady load: consumption / target, at least the minimum.
 
     Not capped at the maximum: a load beyond it is flagged as one the table cannot carry
     (`table_flags`), and the cost shown is what carrying it takes.
     """
-    wanted = write_units_per_second / (capacity.target_utilization_percent / 100)
-    return max(float(capacity.min_write_capacity), wanted)
+    return max(float(minimum), units_per_second / (capacity.target_utilization_percent / 100))
 
 
-def provisioned_monthly_usd(write_units_per_second: float, capacity: TableCapacity, prices: PriceTable) -> float:
-    """Provisioned: capacity by the hour, writes as auto scaling holds them, reads at the minimum.
+def provisioned_write_capacity(write_units_per_second: float, capacity: TableCapacity) -> float:
+    return held_capacity(write_units_per_second, capacity.min_write_capacity, capacity)
 
-    The pipeline reads none of its tables (stream reads by Lambda are not billed), so read
-    capacity stays at its minimum; operator scans (verify, reconcile) are left out.
+
+def provisioned_read_capacity(read_units_per_second: float, capacity: TableCapacity) -> float:
+    return held_capacity(read_units_per_second, capacity.min_read_capacity, capacity)
+
+
+def provisioned_monthly_usd(
+    write_units_per_second: float, read_units_per_second: float, capacity: TableCapacity, prices: PriceTable
+) -> float:
+    """Provisioned: write and read capacity by the hour, as auto scaling holds them.
+
+    Operator scans (verify, reconcile) are left out: they are occasional, not the load.
     """
     writes = provisioned_write_capacity(write_units_per_second, capacity) * prices.dynamodb_write_capacity_unit_hour
-    reads = capacity.min_read_capacity * prices.dynamodb_read_capacity_unit_hour
+    reads = provisioned_read_capacity(read_units_per_second, capacity) * prices.dynamodb_read_capacity_unit_hour
     return (writes + reads) * prices.hours_per_month
 
 
 def table_writes_monthly_usd(write_units_per_second: float, capacity: TableCapacity, prices: PriceTable) -> float:
-    """A table's write cost in its configured mode."""
+    """A table's write cost in its configured mode; provisioned, with its minimum read capacity."""
     if capacity.provisioned:
-        return provisioned_monthly_usd(write_units_per_second, capacity, prices)
+        return provisioned_monthly_usd(write_units_per_second, 0.0, capacity, prices)
     return writes_monthly_usd(write_units_per_second, prices)
+
+
+def table_reads_monthly_usd(read_units_per_second: float, capacity: TableCapacity, prices: PriceTable) -> float:
+    """A table's read cost in its configured mode; provisioned, the read capacity above the
+    minimum (which `table_writes_monthly_usd` counts), so that the two add up to the table."""
+    if capacity.provisioned:
+        above_minimum = provisioned_read_capacity(read_units_per_second, capacity) - capacity.min_read_capacity
+        return above_minimum * prices.dynamodb_read_capacity_unit_hour * prices.hours_per_month
+    return reads_monthly_usd(read_units_per_second, prices)
 
 
 def break_even_utilization(prices: PriceTable) -> float:
@@ -398,18 +445,21 @@ def break_even_utilization(prices: PriceTable) -> float:
 
 
 def capacity_modes(plan: DesignPlan, settings: Settings, prices: PriceTable) -> list[TableModes]:
-    """Every pipeline table's writes in both modes, provisioned with the table's own min, max and target."""
+    """Every pipeline table's writes and reads in both modes, provisioned with the table's own min, max and target."""
     modes = []
     for table in PIPELINE_TABLES:
         capacity = settings.table_capacity(table)
         units = plan.write_units_per_second(table)
+        reads = plan.read_units_per_second(table)
         modes.append(
             TableModes(
                 table=table,
                 write_units_per_second=units,
-                on_demand_usd=writes_monthly_usd(units, prices),
+                read_units_per_second=reads,
+                on_demand_usd=writes_monthly_usd(units, prices) + reads_monthly_usd(reads, prices),
                 provisioned_write_capacity=provisioned_write_capacity(units, capacity),
-                provisioned_usd=provisioned_monthly_usd(units, capacity, prices),
+                provisioned_read_capacity=provisioned_read_capacity(reads, capacity),
+                provisioned_usd=provisioned_monthly_usd(units, reads, capacity, prices),
                 target_utilization_percent=capacity.target_utilization_percent,
             )
         )
@@ -477,6 +527,8 @@ OURS = Design(
     selects_in_batch=True,
     timestamps_in_delta_items=True,
     reduce_packing=our_reduce_packing,
+    coverage_query_items=COVERAGE_QUERY_ITEMS,
+    splits_delta_items=True,
 )
 ORIGINAL = Design(
     name="original design",
@@ -484,6 +536,8 @@ ORIGINAL = Design(
     selects_in_batch=False,
     timestamps_in_delta_items=False,
     reduce_packing=original_reduce_packing,
+    coverage_query_items=0,
+    splits_delta_items=False,
 )
 
 
@@ -535,14 +589,27 @@ def plan_design(
     map_seconds = map_cpu + times.write_round_trip_ms / 1e3
     plan.map_executions = plan.delta_batches_per_second * map_seconds
     delta_bytes = delta_item_bytes(workload, plan.effective_map_batch, with_timestamps=design.timestamps_in_delta_items)
-    plan.delta_write_units_per_second = plan.delta_batches_per_second * write_units_of(delta_bytes)
-    if delta_bytes > MAX_ITEM_BYTES:
+    if delta_bytes > MAX_ITEM_BYTES and not design.splits_delta_items:
         plan.flags.append(
             Flag(
                 f"a delta item would be {delta_bytes / KILOBYTE:,.0f} KB, over DynamoDB's 400 KB item limit",
                 "lower mapBatchSize",
             )
         )
+    item_bytes = delta_bytes
+    while design.splits_delta_items and item_bytes > MAX_ITEM_BYTES:  # halved, as `delta_items` does
+        plan.delta_items_per_batch *= 2
+        item_bytes = delta_item_bytes(
+            workload,
+            plan.effective_map_batch / plan.delta_items_per_batch,
+            with_timestamps=design.timestamps_in_delta_items,
+        )
+    plan.delta_write_units_per_second = (
+        plan.delta_batches_per_second * plan.delta_items_per_batch * write_units_of(item_bytes)
+    )
+    # The coverage Query reads the shard's newest items, each as large as this batch's.
+    query_bytes = design.coverage_query_items * item_bytes
+    plan.delta_read_units_per_second = plan.delta_batches_per_second * math.ceil(query_bytes / READ_UNIT_BYTES)
     fill_seconds_per_batch = plan.effective_map_batch / per_stream_shard
     if map_seconds > fill_seconds_per_batch:
         plan.flags.append(
@@ -636,6 +703,14 @@ def plan_design(
             )
             for table in PIPELINE_TABLES
         ),
+        *(
+            Component(
+                f"{table} reads",
+                f"{plan.read_units_per_second(table):,.0f} RRU/s, {settings.table_capacity(table).mode}",
+                table_reads_monthly_usd(plan.read_units_per_second(table), settings.table_capacity(table), prices),
+            )
+            for table in READ_TABLES
+        ),
     ]
     return plan
 
@@ -643,35 +718,47 @@ def plan_design(
 def table_flags(plan: DesignPlan, settings: Settings) -> list[Flag]:
     """A provisioned table whose maximum is below its load, and any table over the default quota.
 
-    A provisioned table cannot serve more than its maximum write capacity: beyond it writes
-    are throttled and the stage that writes falls behind. The per-table quota (40,000 write
-    units a second, on-demand request units or provisioned capacity) is adjustable: that
-    flag asks for an increase rather than another setting.
+    A provisioned table cannot serve more than its maximum write (or read) capacity: beyond
+    it requests are throttled and the stage that makes them falls behind. The per-table
+    quotas (40,000 write and 40,000 read units a second, on-demand request units or
+    provisioned capacity) are adjustable: those flags ask for an increase rather than
+    another setting.
     """
     flags = []
     for table in PIPELINE_TABLES:
         capacity = settings.table_capacity(table)
-        units = plan.write_units_per_second(table)
-        setting = TABLE_SETTINGS[table]
-        if capacity.provisioned and units > capacity.max_write_capacity:
-            wanted = math.ceil(units / (capacity.target_utilization_percent / 100))
-            flags.append(
-                Flag(
-                    f"{table} needs {units:,.0f} WCU/s, over its provisioned maximum "
-                    f"of {capacity.max_write_capacity:,}",
-                    f"raise maxWriteCapacity of {setting} to {wanted:,} (the load at its target utilisation)",
-                )
+        writes, reads = plan.write_units_per_second(table), plan.read_units_per_second(table)
+        flags += throughput_flags(table, "write", writes, capacity.max_write_capacity, capacity)
+        flags += throughput_flags(table, "read", reads, capacity.max_read_capacity, capacity)
+    return flags
+
+
+def throughput_flags(
+    table: str, kind: Literal["write", "read"], units: float, maximum: int, capacity: TableCapacity
+) -> list[Flag]:
+    """`table_flags` for one kind of throughput."""
+    flags = []
+    if capacity.provisioned and units > maximum:
+        wanted = math.ceil(units / (capacity.target_utilization_percent / 100))
+        flags.append(
+            Flag(
+                f"{table} needs {units:,.0f} {kind[0].upper()}CU/s, over its provisioned maximum of {maximum:,}",
+                f"raise max{kind.title()}Capacity of {TABLE_SETTINGS[table]} to {wanted:,} "
+                "(the load at its target utilisation)",
             )
-        used = provisioned_write_capacity(units, capacity) if capacity.provisioned else units
-        if used > TABLE_WRITE_QUOTA_PER_SECOND:
-            flags.append(
-                Flag(
-                    f"{table} needs {used:,.0f} write units/s ({capacity.mode}), over the default table quota "
-                    f"of {TABLE_WRITE_QUOTA_PER_SECOND:,}",
-                    "request a table-level write throughput quota increase before going live",
-                    blocking=False,
-                )
+        )
+    minimum = capacity.min_write_capacity if kind == "write" else capacity.min_read_capacity
+    used = held_capacity(units, minimum, capacity) if capacity.provisioned else units
+    quota = TABLE_WRITE_QUOTA_PER_SECOND if kind == "write" else TABLE_READ_QUOTA_PER_SECOND
+    if used > quota:
+        flags.append(
+            Flag(
+                f"{table} needs {used:,.0f} {kind} units/s ({capacity.mode}), over the default table quota "
+                f"of {quota:,}",
+                f"request a table-level {kind} throughput quota increase before going live",
+                blocking=False,
             )
+        )
     return flags
 
 
