@@ -139,7 +139,7 @@ def recommended(plan: model.CapacityPlan) -> model.Settings:
         factor = min(model.MAX_PARALLELIZATION_FACTOR, ours.state_parallelization_needed)
         settings = replace(settings, state_parallelization_factor=factor)
     if ours.reduce_busy_fraction > model.BUSY_LIMIT:
-        batching = model.map_batching_that_keeps_up(plan.workload, settings, plan.times, plan.prices, original=False)
+        batching = model.map_batching_that_keeps_up(plan.workload, settings, plan.times, plan.prices, model.OURS)
         settings = batching or settings
     return settings
 

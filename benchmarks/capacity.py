@@ -94,6 +94,11 @@ def _rows(plan: CapacityPlan) -> list[tuple[str, str, str]]:
             f"{original.delta_write_units_per_second:,.0f}",
         ),
         (
+            "DeltaTable RRU/s (map's coverage Query)",
+            f"{ours.delta_read_units_per_second:,.0f}",
+            f"{original.delta_read_units_per_second:,.0f}",
+        ),
+        (
             "AggregateTable WRU/s",
             f"{ours.aggregate_write_units_per_second:,.0f}",
             f"{original.aggregate_write_units_per_second:,.0f}",
@@ -141,8 +146,10 @@ def _mode_rows(modes: Sequence[TableModes]) -> list[tuple[str, ...]]:
         (
             m.table,
             f"{m.write_units_per_second:,.0f}",
+            f"{m.read_units_per_second:,.0f}",
             f"{m.on_demand_usd:,.0f}",
-            f"{m.provisioned_write_capacity:,.0f} ({m.target_utilization_percent} %)",
+            f"{m.provisioned_write_capacity:,.0f} / {m.provisioned_read_capacity:,.0f} "
+            f"({m.target_utilization_percent} %)",
             f"{m.provisioned_usd:,.0f}",
             m.cheaper,
         )
@@ -151,15 +158,18 @@ def _mode_rows(modes: Sequence[TableModes]) -> list[tuple[str, ...]]:
     on_demand = sum(m.on_demand_usd for m in modes)
     provisioned = sum(m.provisioned_usd for m in modes)
     cheapest = sum(min(m.on_demand_usd, m.provisioned_usd) for m in modes)
-    rows.append(("all three", "", f"{on_demand:,.0f}", "", f"{provisioned:,.0f}", f"each the cheaper: {cheapest:,.0f}"))
+    rows.append(
+        ("all three", "", "", f"{on_demand:,.0f}", "", f"{provisioned:,.0f}", f"each the cheaper: {cheapest:,.0f}")
+    )
     return rows
 
 
 MODE_COLUMNS = (
     "table",
     "WRU/s",
+    "RRU/s",
     "on-demand $/month",
-    "provisioned WCU (target)",
+    "provisioned WCU / RCU (target)",
     "provisioned $/month",
     "cheaper",
 )
@@ -172,11 +182,12 @@ def describe_modes(plan: CapacityPlan) -> str:
         f"Provisioned at {prices.dynamodb_write_capacity_unit_hour:g} $/WCU-hour against on-demand "
         f"{prices.dynamodb_write_unit * 1e6:g} $ per million WRU: provisioned writes cost less while the "
         f"average utilisation (consumed / provisioned) stays above **{break_even_utilization(prices):.1%}** "
-        "(break-even). The provisioned column assumes a steady load that auto scaling holds at each "
-        "table's target utilisation (`targetUtilizationPercent`, within its min and max) plus its minimum "
-        "read capacity; a load that swings faster than auto scaling follows (minutes) averages lower and "
-        "is throttled on its peaks until capacity catches up, so choose provisioned for steady load well "
-        "above break-even, on-demand for spiky or unknown load."
+        f"(break-even); reads are priced alike ({prices.dynamodb_read_capacity_unit_hour:g} $/RCU-hour against "
+        f"{prices.dynamodb_read_unit * 1e6:g} $ per million RRU). The provisioned columns assume a steady load "
+        "that auto scaling holds at each table's target utilisation (`targetUtilizationPercent`, within its "
+        "min and max, for writes and reads); a load that swings faster than auto scaling follows (minutes) "
+        "averages lower and is throttled on its peaks until capacity catches up, so choose provisioned for "
+        "steady load well above break-even, on-demand for spiky or unknown load."
     )
 
 
@@ -206,7 +217,7 @@ def render_rich(plan: CapacityPlan, console: Console) -> None:
 def render_modes_markdown(plan: CapacityPlan) -> str:
     lines = [
         "| " + " | ".join(MODE_COLUMNS) + " |",
-        "| --- | ---: | ---: | ---: | ---: | --- |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | --- |",
         *("| " + " | ".join(row) + " |" for row in _mode_rows(plan.modes)),
         "",
         describe_modes(plan),

@@ -1,27 +1,32 @@
 """The capacity model: what a target message rate needs, what it costs, and what cannot keep up.
 
-Pure (standard library only) so that two very different callers share one model: the CDK
+Pure (the standard library and the pure domain package `aggregation`, whose limits it
+reads rather than restates) so that two very different callers share one model: the CDK
 app, which refuses at synthesis settings that cannot carry the declared
 `targetMessagesPerSecond` (`stacks/capacity.py`), and the planner's command line and
-`make bench` (`python -m benchmarks.capacity`), which print the plan.
+`make bench` (`python -m benchmarks.capacity`), which print the plan. Both put `lambdas/`
+on the import path first (`stacks.lambdas_path`, `benchmarks/__init__.py`), as Lambda does.
 
 For our design and, alongside, the original design (one conditional write per message
 including duplicates, ~100 messages/s per state instance, one put per map batch, one
-transaction per reduce batch without markers or `#stats`), it derives from the workload
-and the settings:
+transaction per reduce batch without markers or `#stats`), each described as data by a
+`Design`, it derives from the workload and the settings:
 
 - Kinesis: shards by the per-shard write limits (1,000 records/s, 1 MiB/s), on-demand cost;
 - concurrent state, map and reduce executions by Little's law (arrival rate x time per
   invocation), from per-invocation rates that are parameters (`make bench` passes the
   ones it measured; the defaults are stated in `ServiceTimes`);
 - DynamoDB write units per second per table and on the hottest item, transactions per
-  second, and monthly cost per component from the dated price table, each table in its
-  capacity mode (on-demand, or provisioned with auto scaling; `capacity_modes` prices both);
-- flags: a table over its default on-demand quota or its provisioned maximum, a shard whose
-  state function cannot keep up (raise the parallelization factor), the single reduce
-  instance (reserved concurrency 1) busier than it can be at the transaction latency, an
-  item over DynamoDB's 1,000 WCU/s per-partition limit, the original's reduce transaction
-  over 100 actions. Each flag names the `cdk.json` setting to change.
+  second, the read units of map's coverage Query (a strongly consistent Query of the
+  shard's newest delta items before every write), and monthly cost per component from the
+  dated price table, each table in its capacity mode (on-demand, or provisioned with auto
+  scaling; `capacity_modes` prices both);
+- flags: a table over its default quota or its provisioned maximum, a shard whose state
+  function cannot keep up (raise the parallelization factor), the single reduce instance
+  (reserved concurrency 1) busier than it can be at the transaction latency, an item over
+  DynamoDB's 1,000 WCU/s per-partition limit, the original's reduce transaction over 100
+  actions and its delta item over the 400 KB item limit (ours splits such a batch into
+  several items, billed by bytes alike). Each flag names the `cdk.json` setting to change.
 
 Why a model and not a load test: the pipeline cannot be run at 50,000 messages/s on a
 laptop. The model's per-message write counts are checked against the write-cost
@@ -31,23 +36,28 @@ benchmark, which counts real calls on the same workload (docs/benchmarks.md).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from aggregation.item_size import MAX_ITEM_BYTES
+from aggregation.transactions import MARKER_ACTIONS_PER_UNIT, MAX_TRANSACTION_ACTIONS, NODE_GROUPS, STATS_ACTIONS
 from planner.prices import SECONDS_PER_HOUR, PriceTable, load_price_table
 
-NODE_GROUPS = 2
-"""`aggregation.transactions.NODE_GROUPS` (a test keeps them equal): the Lambda asset's
-domain is not importable by the CDK app, which runs this model at synthesis."""
-MAX_TRANSACTION_ACTIONS = 100
 PER_ITEM_WRITE_UNITS_PER_SECOND = 1000  # DynamoDB's per-partition write throughput
 TABLE_WRITE_QUOTA_PER_SECOND = 40_000  # default on-demand per-table write request unit quota (adjustable)
+TABLE_READ_QUOTA_PER_SECOND = 40_000  # default on-demand per-table read request unit quota (adjustable)
 SHARD_RECORDS_PER_SECOND = 1000
 SHARD_BYTES_PER_SECOND = 1024 * 1024
 MAX_PARALLELIZATION_FACTOR = 10
 STREAM_POLLS_PER_SECOND = 4  # Lambda polls a DynamoDB stream shard about four times a second
 GIGABYTE = 1024**3
 KILOBYTE = 1024
+READ_UNIT_BYTES = 4 * KILOBYTE  # a strongly consistent read unit: up to 4 KB (a Query: the items read, summed)
+COVERAGE_QUERY_ITEMS = 10
+"""Items the map's coverage Query reads: its `Limit` (`map_function.handler.covered_runs`).
+DynamoDB reads, and bills, a full page of the shard's newest items (all their attributes,
+whatever the projection) although the first, the previous item, usually settles coverage."""
 # Sizes of a DeltaTable item's parts (bytes, DynamoDB's item size rules), fitted to the items
 # the write-cost benchmark records: fixed attributes, one Deltas map entry, one producer timestamp.
 DELTA_ITEM_FIXED_BYTES = 170
@@ -55,7 +65,6 @@ DELTA_NODE_BYTES = 43
 DELTA_TIMESTAMP_BYTES = 10
 STATE_ITEM_OVERHEAD_BYTES = 110  # ContentDigest, attribute names, the Hierarchy map's overhead
 LAMBDA_MB_PER_VCPU = 1769  # Lambda gives one full vCPU at 1,769 MB, proportionally less below
-MAX_ITEM_BYTES = 400 * 1000  # DynamoDB's item size limit
 BUSY_LIMIT = 0.8  # a single reduce instance busier than this falls behind on any burst
 MAP_BATCH_CANDIDATES = (100, 200, 500, 1000, 2000, 5000, 10000)
 REDUCE_MEMORY_CANDIDATES = (512, 1024, 1769)  # MB; 1,769 MB is one full vCPU
@@ -63,6 +72,9 @@ MAP_BATCHING_WINDOWS = (1, 2, 5, 10, 20, 30, 60, 120, 300)  # mapBatchingWindowS
 PIPELINE_TABLES = ("StateTable", "DeltaTable", "AggregateTable")
 """The tables whose capacity mode is a setting (the quarantine is always on-demand: it is
 written only for bad input, a load no one can plan)."""
+READ_TABLES = ("DeltaTable",)
+"""The tables the pipeline reads on its steady path: the map's coverage Query. (Stream
+reads by Lambda are not billed; reduce reads markers only to resolve a refused token.)"""
 
 CapacityMode = Literal["on-demand", "provisioned"]
 TABLE_SETTINGS = {
@@ -205,13 +217,49 @@ class Flag:
 
 
 @dataclass(frozen=True)
+class ReducePacking:
+    """How a design's reduce commits delta batches, and what its packing cannot do."""
+
+    transactions_per_delta_batch: float
+    actions_per_transaction: float
+    flags: tuple[Flag, ...] = ()
+
+
+@dataclass(frozen=True)
+class Design:
+    """What sets a design apart: `plan_design` plans ours and the original from this alone.
+
+    Plain values where the designs differ in how much, functions where they differ in how
+    (`OURS` and `ORIGINAL` below).
+    """
+
+    name: str
+    state_rate: Callable[[ServiceTimes, Settings], float]
+    """Messages a second one state instance applies."""
+    selects_in_batch: bool
+    """True: writes only what the in-batch selection keeps (`Workload.state_writes_per_message`);
+    False: one conditional write per message, duplicates included."""
+    timestamps_in_delta_items: bool
+    """Each delta item carries its messages' producer timestamps (for the latency metric)."""
+    reduce_packing: Callable[[Workload, float, Settings], ReducePacking]
+    """Transactions per delta batch of `changes` state changes, and actions per transaction."""
+    coverage_query_items: int
+    """DeltaTable items map reads (one strongly consistent Query) before writing a batch; 0: none."""
+    splits_delta_items: bool
+    """A batch whose delta item would exceed DynamoDB's item limit is written as several items;
+    otherwise the put is refused on every retry (flagged)."""
+
+
+@dataclass(frozen=True)
 class TableModes:
-    """One table's writes priced in both capacity modes (`capacity_modes`)."""
+    """One table's writes and reads priced in both capacity modes (`capacity_modes`)."""
 
     table: str
     write_units_per_second: float
+    read_units_per_second: float
     on_demand_usd: float
     provisioned_write_capacity: float  # what auto scaling holds at the target utilisation
+    provisioned_read_capacity: float
     provisioned_usd: float
     target_utilization_percent: int
 
@@ -234,6 +282,8 @@ class DesignPlan:
     actions_per_transaction: float = 0.0
     state_write_units_per_second: float = 0.0
     delta_write_units_per_second: float = 0.0
+    delta_items_per_batch: int = 1
+    delta_read_units_per_second: float = 0.0
     aggregate_write_units_per_second: float = 0.0
     hottest_item_write_units_per_second: float = 0.0
     components: list[Component] = field(default_factory=list)
@@ -256,6 +306,10 @@ class DesignPlan:
             "AggregateTable": self.aggregate_write_units_per_second,
         }
         return by_table[table]
+
+    def read_units_per_second(self, table: str) -> float:
+        """The read units per second one of `PIPELINE_TABLES` takes (only `READ_TABLES` are read)."""
+        return self.delta_read_units_per_second if table == "DeltaTable" else 0.0
 
 
 @dataclass(frozen=True)
@@ -328,32 +382,54 @@ def writes_monthly_usd(write_units_per_second: float, prices: PriceTable) -> flo
     return write_units_per_second * prices.seconds_per_month * prices.dynamodb_write_unit
 
 
-def provisioned_write_capacity(write_units_per_second: float, capacity: TableCapacity) -> float:
-    """The write capacity auto scaling holds for a steady load: consumption / target, at least the minimum.
+def reads_monthly_usd(read_units_per_second: float, prices: PriceTable) -> float:
+    """On-demand: every read request unit billed."""
+    return read_units_per_second * prices.seconds_per_month * prices.dynamodb_read_unit
+
+
+def held_capacity(units_per_second: float, minimum: int, capacity: TableCapacity) -> float:
+    """The capacity auto scaling holds for a steady load: consumption / target, at least the minimum.
 
     Not capped at the maximum: a load beyond it is flagged as one the table cannot carry
     (`table_flags`), and the cost shown is what carrying it takes.
     """
-    wanted = write_units_per_second / (capacity.target_utilization_percent / 100)
-    return max(float(capacity.min_write_capacity), wanted)
+    return max(float(minimum), units_per_second / (capacity.target_utilization_percent / 100))
 
 
-def provisioned_monthly_usd(write_units_per_second: float, capacity: TableCapacity, prices: PriceTable) -> float:
-    """Provisioned: capacity by the hour, writes as auto scaling holds them, reads at the minimum.
+def provisioned_write_capacity(write_units_per_second: float, capacity: TableCapacity) -> float:
+    return held_capacity(write_units_per_second, capacity.min_write_capacity, capacity)
 
-    The pipeline reads none of its tables (stream reads by Lambda are not billed), so read
-    capacity stays at its minimum; operator scans (verify, reconcile) are left out.
+
+def provisioned_read_capacity(read_units_per_second: float, capacity: TableCapacity) -> float:
+    return held_capacity(read_units_per_second, capacity.min_read_capacity, capacity)
+
+
+def provisioned_monthly_usd(
+    write_units_per_second: float, read_units_per_second: float, capacity: TableCapacity, prices: PriceTable
+) -> float:
+    """Provisioned: write and read capacity by the hour, as auto scaling holds them.
+
+    Operator scans (verify, reconcile) are left out: they are occasional, not the load.
     """
     writes = provisioned_write_capacity(write_units_per_second, capacity) * prices.dynamodb_write_capacity_unit_hour
-    reads = capacity.min_read_capacity * prices.dynamodb_read_capacity_unit_hour
+    reads = provisioned_read_capacity(read_units_per_second, capacity) * prices.dynamodb_read_capacity_unit_hour
     return (writes + reads) * prices.hours_per_month
 
 
 def table_writes_monthly_usd(write_units_per_second: float, capacity: TableCapacity, prices: PriceTable) -> float:
-    """A table's write cost in its configured mode."""
+    """A table's write cost in its configured mode; provisioned, with its minimum read capacity."""
     if capacity.provisioned:
-        return provisioned_monthly_usd(write_units_per_second, capacity, prices)
+        return provisioned_monthly_usd(write_units_per_second, 0.0, capacity, prices)
     return writes_monthly_usd(write_units_per_second, prices)
+
+
+def table_reads_monthly_usd(read_units_per_second: float, capacity: TableCapacity, prices: PriceTable) -> float:
+    """A table's read cost in its configured mode; provisioned, the read capacity above the
+    minimum (which `table_writes_monthly_usd` counts), so that the two add up to the table."""
+    if capacity.provisioned:
+        above_minimum = provisioned_read_capacity(read_units_per_second, capacity) - capacity.min_read_capacity
+        return above_minimum * prices.dynamodb_read_capacity_unit_hour * prices.hours_per_month
+    return reads_monthly_usd(read_units_per_second, prices)
 
 
 def break_even_utilization(prices: PriceTable) -> float:
@@ -369,18 +445,21 @@ def break_even_utilization(prices: PriceTable) -> float:
 
 
 def capacity_modes(plan: DesignPlan, settings: Settings, prices: PriceTable) -> list[TableModes]:
-    """Every pipeline table's writes in both modes, provisioned with the table's own min, max and target."""
+    """Every pipeline table's writes and reads in both modes, provisioned with the table's own min, max and target."""
     modes = []
     for table in PIPELINE_TABLES:
         capacity = settings.table_capacity(table)
         units = plan.write_units_per_second(table)
+        reads = plan.read_units_per_second(table)
         modes.append(
             TableModes(
                 table=table,
                 write_units_per_second=units,
-                on_demand_usd=writes_monthly_usd(units, prices),
+                read_units_per_second=reads,
+                on_demand_usd=writes_monthly_usd(units, prices) + reads_monthly_usd(reads, prices),
                 provisioned_write_capacity=provisioned_write_capacity(units, capacity),
-                provisioned_usd=provisioned_monthly_usd(units, capacity, prices),
+                provisioned_read_capacity=provisioned_read_capacity(reads, capacity),
+                provisioned_usd=provisioned_monthly_usd(units, reads, capacity, prices),
                 target_utilization_percent=capacity.target_utilization_percent,
             )
         )
@@ -398,16 +477,68 @@ def transactions_per_delta_batch(
     update per transaction. Whole groups share a transaction while they fit in 100
     actions; a larger group is packed greedily over several.
     """
-    per_unit_overhead = 1 if markers else 0
+    per_unit_overhead = MARKER_ACTIONS_PER_UNIT if markers else 0
     nodes_per_group = distinct_nodes(workload, changes * batches_per_invocation) / NODE_GROUPS
     group_actions = nodes_per_group + batches_per_invocation * per_unit_overhead
-    if group_actions + 1 <= MAX_TRANSACTION_ACTIONS:
-        groups_per_transaction = min(NODE_GROUPS, int((MAX_TRANSACTION_ACTIONS - 1) // group_actions))
+    room = MAX_TRANSACTION_ACTIONS - STATS_ACTIONS
+    if group_actions <= room:
+        groups_per_transaction = min(NODE_GROUPS, int(room // group_actions))
         transactions = math.ceil(NODE_GROUPS / groups_per_transaction)
     else:
-        transactions = NODE_GROUPS * math.ceil(group_actions / (MAX_TRANSACTION_ACTIONS - 1))
-    actions = NODE_GROUPS * group_actions + transactions
+        transactions = NODE_GROUPS * math.ceil(group_actions / room)
+    actions = NODE_GROUPS * group_actions + transactions * STATS_ACTIONS
     return transactions / batches_per_invocation, actions / transactions
+
+
+def our_reduce_packing(workload: Workload, changes: float, settings: Settings) -> ReducePacking:
+    """Node groups planned across an invocation's delta batches (`transactions_per_delta_batch`)."""
+    per_batch, actions = transactions_per_delta_batch(workload, changes, settings.reduce_batch_size, settings.markers)
+    return ReducePacking(per_batch, actions)
+
+
+def original_reduce_packing(workload: Workload, changes: float, settings: Settings) -> ReducePacking:
+    """One transaction for the union of a reduce batch's nodes, without markers or `#stats`.
+
+    A union over the action limit does not fit one transaction: the original would have to
+    split it, losing the single token that made the batch idempotent.
+    """
+    union = distinct_nodes(workload, changes * settings.reduce_batch_size)
+    transactions_per_batch = math.ceil(union / MAX_TRANSACTION_ACTIONS)
+    flags: tuple[Flag, ...] = ()
+    if union > MAX_TRANSACTION_ACTIONS:
+        flags = (
+            Flag(
+                f"a reduce batch touches {union:.0f} nodes: more than one transaction holds "
+                f"({MAX_TRANSACTION_ACTIONS} actions)",
+                "the original must split it (and loses one-token idempotency); lower reduceBatchSize",
+            ),
+        )
+    return ReducePacking(transactions_per_batch / settings.reduce_batch_size, union / transactions_per_batch, flags)
+
+
+def original_state_rate(times: ServiceTimes, settings: Settings) -> float:
+    """What the original's authors measured per instance, whatever the memory."""
+    return times.original_state_messages_per_second
+
+
+OURS = Design(
+    name="this pipeline",
+    state_rate=lambda_state_rate,
+    selects_in_batch=True,
+    timestamps_in_delta_items=True,
+    reduce_packing=our_reduce_packing,
+    coverage_query_items=COVERAGE_QUERY_ITEMS,
+    splits_delta_items=True,
+)
+ORIGINAL = Design(
+    name="original design",
+    state_rate=original_state_rate,
+    selects_in_batch=False,
+    timestamps_in_delta_items=False,
+    reduce_packing=original_reduce_packing,
+    coverage_query_items=0,
+    splits_delta_items=False,
+)
 
 
 def plan_design(
@@ -415,18 +546,18 @@ def plan_design(
     settings: Settings,
     times: ServiceTimes,
     prices: PriceTable,
+    design: Design,
     *,
-    original: bool,
     suggest: bool = True,
 ) -> DesignPlan:
     """The plan of one design; `suggest` False skips searching for settings that would keep up."""
-    plan = DesignPlan(design="original design" if original else "this pipeline")
+    plan = DesignPlan(design=design.name)
     rate = workload.rate
     changes_per_second = rate * workload.applied_share
 
     # Kinesis and the state function.
     plan.kinesis_shards = kinesis_shards(workload)
-    instance_rate = times.original_state_messages_per_second if original else lambda_state_rate(times, settings)
+    instance_rate = design.state_rate(times, settings)
     plan.state_executions = rate / instance_rate
     per_shard_rate = rate / plan.kinesis_shards
     plan.state_parallelization_needed = math.ceil(per_shard_rate / instance_rate)
@@ -443,8 +574,8 @@ def plan_design(
         )
     state_item = write_units_of(workload.record_bytes + STATE_ITEM_OVERHEAD_BYTES)
     # One conditional write per message, duplicates included (a failed condition is billed),
-    # except, for ours, those the in-batch selection never sends.
-    writes_per_message = 1.0 if original else workload.state_writes_per_message
+    # except those an in-batch selection never sends.
+    writes_per_message = workload.state_writes_per_message if design.selects_in_batch else 1.0
     plan.state_write_units_per_second = rate * writes_per_message * state_item
     state_invocations = rate / settings.state_batch_size
 
@@ -457,15 +588,28 @@ def plan_design(
     map_cpu = plan.effective_map_batch * times.map_cpu_us_per_record / 1e6 * cpu_slowdown(settings.map_memory_mb)
     map_seconds = map_cpu + times.write_round_trip_ms / 1e3
     plan.map_executions = plan.delta_batches_per_second * map_seconds
-    delta_bytes = delta_item_bytes(workload, plan.effective_map_batch, with_timestamps=not original)
-    plan.delta_write_units_per_second = plan.delta_batches_per_second * write_units_of(delta_bytes)
-    if delta_bytes > MAX_ITEM_BYTES:
+    delta_bytes = delta_item_bytes(workload, plan.effective_map_batch, with_timestamps=design.timestamps_in_delta_items)
+    if delta_bytes > MAX_ITEM_BYTES and not design.splits_delta_items:
         plan.flags.append(
             Flag(
                 f"a delta item would be {delta_bytes / KILOBYTE:,.0f} KB, over DynamoDB's 400 KB item limit",
                 "lower mapBatchSize",
             )
         )
+    item_bytes = delta_bytes
+    while design.splits_delta_items and item_bytes > MAX_ITEM_BYTES:  # halved, as `delta_items` does
+        plan.delta_items_per_batch *= 2
+        item_bytes = delta_item_bytes(
+            workload,
+            plan.effective_map_batch / plan.delta_items_per_batch,
+            with_timestamps=design.timestamps_in_delta_items,
+        )
+    plan.delta_write_units_per_second = (
+        plan.delta_batches_per_second * plan.delta_items_per_batch * write_units_of(item_bytes)
+    )
+    # The coverage Query reads the shard's newest items, each as large as this batch's.
+    query_bytes = design.coverage_query_items * item_bytes
+    plan.delta_read_units_per_second = plan.delta_batches_per_second * math.ceil(query_bytes / READ_UNIT_BYTES)
     fill_seconds_per_batch = plan.effective_map_batch / per_stream_shard
     if map_seconds > fill_seconds_per_batch:
         plan.flags.append(
@@ -477,25 +621,10 @@ def plan_design(
         )
 
     # Reduce: one instance (reserved concurrency 1) applies every delta batch.
-    if original:
-        batch_changes = plan.effective_map_batch * settings.reduce_batch_size
-        union = distinct_nodes(workload, batch_changes)
-        transactions_per_batch = math.ceil(union / MAX_TRANSACTION_ACTIONS)
-        plan.reduce_transactions_per_second = plan.delta_batches_per_second / settings.reduce_batch_size
-        plan.reduce_transactions_per_second *= transactions_per_batch
-        plan.actions_per_transaction = union / transactions_per_batch
-        if union > MAX_TRANSACTION_ACTIONS:
-            plan.flags.append(
-                Flag(
-                    f"a reduce batch touches {union:.0f} nodes: more than one transaction holds (100 actions)",
-                    "the original must split it (and loses one-token idempotency); lower reduceBatchSize",
-                )
-            )
-    else:
-        per_batch, plan.actions_per_transaction = transactions_per_delta_batch(
-            workload, plan.effective_map_batch, settings.reduce_batch_size, settings.markers
-        )
-        plan.reduce_transactions_per_second = plan.delta_batches_per_second * per_batch
+    packing = design.reduce_packing(workload, plan.effective_map_batch, settings)
+    plan.reduce_transactions_per_second = plan.delta_batches_per_second * packing.transactions_per_delta_batch
+    plan.actions_per_transaction = packing.actions_per_transaction
+    plan.flags.extend(packing.flags)
     plan.aggregate_write_units_per_second = plan.reduce_transactions_per_second * plan.actions_per_transaction * 2
     # The hottest items (`#stats`, and the root nodes every batch touches) take one
     # transactional write (2 units) per transaction.
@@ -513,7 +642,7 @@ def plan_design(
     plan.reduce_busy_fraction = reduce_seconds_per_second
     reduce_invocations = plan.delta_batches_per_second / settings.reduce_batch_size
     if plan.reduce_busy_fraction > BUSY_LIMIT and suggest:
-        better = map_batching_that_keeps_up(workload, settings, times, prices, original=original)
+        better = map_batching_that_keeps_up(workload, settings, times, prices, design)
         if better is None:
             change = "no map batching up to 10,000 records / 300 s and 1,769 MB suffices: shard the aggregates"
         else:
@@ -574,6 +703,14 @@ def plan_design(
             )
             for table in PIPELINE_TABLES
         ),
+        *(
+            Component(
+                f"{table} reads",
+                f"{plan.read_units_per_second(table):,.0f} RRU/s, {settings.table_capacity(table).mode}",
+                table_reads_monthly_usd(plan.read_units_per_second(table), settings.table_capacity(table), prices),
+            )
+            for table in READ_TABLES
+        ),
     ]
     return plan
 
@@ -581,40 +718,52 @@ def plan_design(
 def table_flags(plan: DesignPlan, settings: Settings) -> list[Flag]:
     """A provisioned table whose maximum is below its load, and any table over the default quota.
 
-    A provisioned table cannot serve more than its maximum write capacity: beyond it writes
-    are throttled and the stage that writes falls behind. The per-table quota (40,000 write
-    units a second, on-demand request units or provisioned capacity) is adjustable: that
-    flag asks for an increase rather than another setting.
+    A provisioned table cannot serve more than its maximum write (or read) capacity: beyond
+    it requests are throttled and the stage that makes them falls behind. The per-table
+    quotas (40,000 write and 40,000 read units a second, on-demand request units or
+    provisioned capacity) are adjustable: those flags ask for an increase rather than
+    another setting.
     """
     flags = []
     for table in PIPELINE_TABLES:
         capacity = settings.table_capacity(table)
-        units = plan.write_units_per_second(table)
-        setting = TABLE_SETTINGS[table]
-        if capacity.provisioned and units > capacity.max_write_capacity:
-            wanted = math.ceil(units / (capacity.target_utilization_percent / 100))
-            flags.append(
-                Flag(
-                    f"{table} needs {units:,.0f} WCU/s, over its provisioned maximum "
-                    f"of {capacity.max_write_capacity:,}",
-                    f"raise maxWriteCapacity of {setting} to {wanted:,} (the load at its target utilisation)",
-                )
+        writes, reads = plan.write_units_per_second(table), plan.read_units_per_second(table)
+        flags += throughput_flags(table, "write", writes, capacity.max_write_capacity, capacity)
+        flags += throughput_flags(table, "read", reads, capacity.max_read_capacity, capacity)
+    return flags
+
+
+def throughput_flags(
+    table: str, kind: Literal["write", "read"], units: float, maximum: int, capacity: TableCapacity
+) -> list[Flag]:
+    """`table_flags` for one kind of throughput."""
+    flags = []
+    if capacity.provisioned and units > maximum:
+        wanted = math.ceil(units / (capacity.target_utilization_percent / 100))
+        flags.append(
+            Flag(
+                f"{table} needs {units:,.0f} {kind[0].upper()}CU/s, over its provisioned maximum of {maximum:,}",
+                f"raise max{kind.title()}Capacity of {TABLE_SETTINGS[table]} to {wanted:,} "
+                "(the load at its target utilisation)",
             )
-        used = provisioned_write_capacity(units, capacity) if capacity.provisioned else units
-        if used > TABLE_WRITE_QUOTA_PER_SECOND:
-            flags.append(
-                Flag(
-                    f"{table} needs {used:,.0f} write units/s ({capacity.mode}), over the default table quota "
-                    f"of {TABLE_WRITE_QUOTA_PER_SECOND:,}",
-                    "request a table-level write throughput quota increase before going live",
-                    blocking=False,
-                )
+        )
+    minimum = capacity.min_write_capacity if kind == "write" else capacity.min_read_capacity
+    used = held_capacity(units, minimum, capacity) if capacity.provisioned else units
+    quota = TABLE_WRITE_QUOTA_PER_SECOND if kind == "write" else TABLE_READ_QUOTA_PER_SECOND
+    if used > quota:
+        flags.append(
+            Flag(
+                f"{table} needs {used:,.0f} {kind} units/s ({capacity.mode}), over the default table quota "
+                f"of {quota:,}",
+                f"request a table-level {kind} throughput quota increase before going live",
+                blocking=False,
             )
+        )
     return flags
 
 
 def map_batching_that_keeps_up(
-    workload: Workload, settings: Settings, times: ServiceTimes, prices: PriceTable, *, original: bool
+    workload: Workload, settings: Settings, times: ServiceTimes, prices: PriceTable, design: Design
 ) -> Settings | None:
     """The least change that lets the single reduce keep up: reduce memory first as it is, then
     the smallest map batch size and the shortest batching window (a window adds its length to
@@ -629,7 +778,7 @@ def map_batching_that_keeps_up(
                 trial = replace(
                     settings, map_batch_size=candidate, map_batching_window_seconds=window, reduce_memory_mb=memory
                 )
-                trial_plan = plan_design(workload, trial, times, prices, original=original, suggest=False)
+                trial_plan = plan_design(workload, trial, times, prices, design, suggest=False)
                 if trial_plan.reduce_busy_fraction <= BUSY_LIMIT:
                     return trial
     return None
@@ -644,13 +793,13 @@ def plan_capacity(
     settings = settings or Settings()
     times = times or ServiceTimes()
     prices = prices or load_price_table()
-    ours = plan_design(workload, settings, times, prices, original=False)
+    ours = plan_design(workload, settings, times, prices, OURS)
     return CapacityPlan(
         workload=workload,
         settings=settings,
         times=times,
         prices=prices,
         ours=ours,
-        original=plan_design(workload, settings, times, prices, original=True),
+        original=plan_design(workload, settings, times, prices, ORIGINAL),
         modes=capacity_modes(ours, settings, prices),
     )

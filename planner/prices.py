@@ -22,6 +22,7 @@ class PriceTable:
     notice: str
     hours_per_month: float
     dynamodb_write_unit: float  # USD per write request unit (on-demand)
+    dynamodb_read_unit: float  # USD per read request unit (on-demand)
     dynamodb_write_capacity_unit_hour: float  # USD per provisioned write capacity unit and hour
     dynamodb_read_capacity_unit_hour: float  # USD per provisioned read capacity unit and hour
     kinesis_stream_hour: float
@@ -49,6 +50,7 @@ def load_price_table(path: Path = DEFAULT_PRICE_TABLE) -> PriceTable:
         notice=raw["notice"],
         hours_per_month=float(raw["hours_per_month"]),
         dynamodb_write_unit=float(dynamodb["write_request_unit_per_million"]) / 1e6,
+        dynamodb_read_unit=float(dynamodb["read_request_unit_per_million"]) / 1e6,
         dynamodb_write_capacity_unit_hour=float(dynamodb["provisioned_write_capacity_unit_hour"]),
         dynamodb_read_capacity_unit_hour=float(dynamodb["provisioned_read_capacity_unit_hour"]),
         kinesis_stream_hour=float(kinesis["on_demand_stream_hour"]),

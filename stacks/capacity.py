@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from aws_cdk import Annotations, Stack
 
-from planner.model import Flag, ServiceTimes, Settings, Workload, plan_design
+from planner.model import OURS, Flag, ServiceTimes, Settings, Workload, plan_design
 from planner.prices import load_price_table
 from stacks.settings import PipelineSettings, SettingsError
 from stacks.stages import MAP_MEMORY_MB, STATE_MEMORY_MB
@@ -54,7 +54,7 @@ def capacity_flags(settings: PipelineSettings) -> list[Flag]:
         planned_settings(settings),
         ServiceTimes(),
         load_price_table(),
-        original=False,
+        OURS,
     )
     return plan.flags
 

@@ -28,8 +28,12 @@ def test_markdown_has_both_designs_inputs_flags_and_both_capacity_modes() -> Non
     assert "| | this pipeline | original design |" in text
     assert "total $/month" in text and "Inputs: rate 50,000 msg/s" in text
     assert "→ **" in text
-    assert "| table | WRU/s | on-demand $/month | provisioned WCU (target) | provisioned $/month | cheaper |" in text
-    assert "| StateTable | 50,000 | 82,125 | 71,429 (70 %) | 33,893 | provisioned |" in text
+    header = (
+        "| table | WRU/s | RRU/s | on-demand $/month | provisioned WCU / RCU (target) | provisioned $/month | cheaper |"
+    )
+    assert header in text
+    assert "| StateTable | 50,000 | 0 | 82,125 | 71,429 / 1 (70 %) | 33,893 | provisioned |" in text
+    assert "| DeltaTable reads $/month |" in text and "| DeltaTable RRU/s (map's coverage Query) |" in text
     assert "break-even" in text and "28.9%" in text
 
 

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from aggregation.transactions import NODE_GROUPS
+from aggregation.item_size import MAX_ITEM_BYTES
 from planner import model as capacity
 from planner.model import ServiceTimes, Settings, TableCapacity, Workload, plan_capacity
 from planner.prices import DEFAULT_PRICE_TABLE, load_price_table
@@ -21,6 +21,7 @@ def test_the_price_table_is_dated_sourced_and_says_to_check_it() -> None:
     assert all(section["source"].startswith("https://") for section in (raw["dynamodb"], raw["kinesis"], raw["lambda"]))
     assert raw["dynamodb"]["provisioned_source"].startswith("https://aws.amazon.com/dynamodb/pricing/provisioned/")
     assert PRICES.dynamodb_write_unit == pytest.approx(0.625e-6)
+    assert PRICES.dynamodb_read_unit == pytest.approx(0.125e-6)
     assert PRICES.dynamodb_write_capacity_unit_hour == pytest.approx(0.00065)
     assert PRICES.dynamodb_read_capacity_unit_hour == pytest.approx(0.00013)
     assert PRICES.seconds_per_month == 730 * 3600
@@ -111,7 +112,7 @@ def test_50000_messages_per_second_with_the_defaults() -> None:
 
 
 def test_larger_map_batches_let_the_single_reduce_keep_up() -> None:
-    found = capacity.map_batching_that_keeps_up(STANDARD, Settings(), ServiceTimes(), PRICES, original=False)
+    found = capacity.map_batching_that_keeps_up(STANDARD, Settings(), ServiceTimes(), PRICES, capacity.OURS)
     assert found is not None and found.map_batch_size > 100 and found.map_batching_window_seconds > 0
     plan = plan_capacity(STANDARD, found, prices=PRICES)
     assert plan.ours.reduce_busy_fraction <= capacity.BUSY_LIMIT
@@ -152,13 +153,68 @@ def test_in_batch_selection_lowers_our_state_writes_only() -> None:
     assert plan.original.state_write_units_per_second == 50_000
 
 
-def test_a_delta_item_over_400_kb_is_flagged() -> None:
-    plan = plan_capacity(STANDARD, Settings(map_batch_size=10_000, map_batching_window_seconds=300), prices=PRICES)
+def test_a_delta_item_over_400_kb_is_split_by_ours_and_flagged_for_the_original() -> None:
+    large_batches = Settings(map_batch_size=10_000, map_batching_window_seconds=300)
+    plan = plan_capacity(STANDARD, large_batches, prices=PRICES)
     assert plan.ours.effective_map_batch == 10_000  # fits in the item limit: 10,000 timestamps are ~100 KB
-    assert not [f for f in plan.ours.flags if "item limit" in f.problem]
+    assert plan.ours.delta_items_per_batch == 1
     huge = replace(STANDARD, fan_out=(30, 30, 30))  # 27,930 nodes
-    flagged = plan_capacity(huge, Settings(map_batch_size=10_000, map_batching_window_seconds=300), prices=PRICES)
-    assert [f for f in flagged.ours.flags if "item limit" in f.problem]
+    whole_item = capacity.delta_item_bytes(huge, 10_000, with_timestamps=True)
+    assert whole_item > MAX_ITEM_BYTES
+    split = plan_capacity(huge, large_batches, prices=PRICES)
+    assert not [f for f in split.ours.flags if "item limit" in f.problem], "map writes it as several items"
+    assert split.ours.delta_items_per_batch == 2  # halved once, as map's `delta_items` does
+    half = capacity.delta_item_bytes(huge, 5_000, with_timestamps=True)
+    assert half <= MAX_ITEM_BYTES
+    expected_units = split.ours.delta_batches_per_second * 2 * capacity.write_units_of(half)
+    assert split.ours.delta_write_units_per_second == pytest.approx(expected_units)
+    # Billed by bytes: two halves cost about what the one item would (fewer bytes: nodes net per half).
+    unsplit_units = split.ours.delta_batches_per_second * capacity.write_units_of(whole_item)
+    assert 1.0 < split.ours.delta_write_units_per_second / unsplit_units < 1.5
+    assert [f for f in split.original.flags if "item limit" in f.problem], "the original writes one item a batch"
+
+
+def test_map_reads_a_page_of_previous_delta_items_before_each_write() -> None:
+    settings = Settings(map_batch_size=2000, map_batching_window_seconds=2, state_parallelization_factor=3)
+    plan = plan_capacity(STANDARD, settings, prices=PRICES)
+    item = capacity.delta_item_bytes(STANDARD, plan.ours.effective_map_batch, with_timestamps=True)
+    per_query = math.ceil(capacity.COVERAGE_QUERY_ITEMS * item / 4096)  # strongly consistent: 1 unit per 4 KB
+    assert plan.ours.delta_read_units_per_second == pytest.approx(plan.ours.delta_batches_per_second * per_query)
+    assert plan.original.delta_read_units_per_second == 0, "the original writes without reading"
+    reads = next(c for c in plan.ours.components if c.name == "DeltaTable reads")
+    assert "RRU/s, on-demand" in reads.detail
+    expected = plan.ours.delta_read_units_per_second * PRICES.seconds_per_month * 0.125e-6
+    assert reads.monthly_usd == pytest.approx(expected)
+    assert plan.ours.monthly_usd == pytest.approx(sum(c.monthly_usd for c in plan.ours.components))
+
+
+def test_provisioned_reads_are_held_at_the_target_from_the_minimum_up() -> None:
+    table = TableCapacity(mode="provisioned", min_read_capacity=50, max_read_capacity=100_000)
+    assert capacity.provisioned_read_capacity(0, table) == 50
+    assert capacity.provisioned_read_capacity(700, table) == pytest.approx(1000)
+    plan = plan_capacity(STANDARD, Settings(map_batch_size=2000, map_batching_window_seconds=2, delta_table=table))
+    reads = plan.ours.delta_read_units_per_second
+    component = {c.name: c.monthly_usd for c in plan.ours.components}
+    above_minimum = (reads / 0.7 - 50) * 0.00013 * 730  # the minimum is billed with the writes
+    assert component["DeltaTable reads"] == pytest.approx(above_minimum)
+    delta = plan.modes[1]
+    assert delta.read_units_per_second == reads and delta.provisioned_read_capacity == pytest.approx(reads / 0.7)
+    assert component["DeltaTable writes"] + component["DeltaTable reads"] == pytest.approx(delta.provisioned_usd)
+    assert delta.on_demand_usd == pytest.approx(
+        capacity.writes_monthly_usd(delta.write_units_per_second, PRICES) + reads * PRICES.seconds_per_month * 0.125e-6
+    )
+
+
+def test_a_provisioned_read_maximum_below_the_coverage_queries_cannot_keep_up() -> None:
+    small = TableCapacity(mode="provisioned", max_read_capacity=100)
+    plan = plan_capacity(STANDARD, Settings(map_batch_size=2000, map_batching_window_seconds=2, delta_table=small))
+    (flag,) = [f for f in plan.ours.stalls if "provisioned maximum" in f.problem]
+    reads = plan.ours.delta_read_units_per_second
+    assert flag.problem == f"DeltaTable needs {reads:,.0f} RCU/s, over its provisioned maximum of 100"
+    wanted = math.ceil(reads / 0.7)
+    assert (
+        flag.change == f"raise maxReadCapacity of deltaTableCapacity to {wanted:,} (the load at its target utilisation)"
+    )
 
 
 def test_a_map_shard_that_cannot_keep_up_is_flagged() -> None:
@@ -169,14 +225,10 @@ def test_a_map_shard_that_cannot_keep_up_is_flagged() -> None:
 
 def test_when_batching_is_not_enough_the_reduce_gets_more_memory() -> None:
     heavy = replace(ServiceTimes(), reduce_cpu_us_per_message=5.0)  # 42,500 msg/s x 5 µs x 6.9 > 1 s/s at 256 MB
-    found = capacity.map_batching_that_keeps_up(STANDARD, Settings(), heavy, PRICES, original=False)
+    found = capacity.map_batching_that_keeps_up(STANDARD, Settings(), heavy, PRICES, capacity.OURS)
     assert found is not None and found.reduce_memory_mb > 256
     flag = next(f for f in plan_capacity(STANDARD, Settings(), heavy, PRICES).ours.flags if "reduce" in f.problem)
     assert f"set reduceMemoryMb to {found.reduce_memory_mb}" in flag.change
-
-
-def test_the_model_uses_the_domain_s_node_groups() -> None:
-    assert capacity.NODE_GROUPS == NODE_GROUPS
 
 
 def test_break_even_utilisation_is_where_both_modes_cost_the_same() -> None:
@@ -226,8 +278,9 @@ def test_a_provisioned_table_is_billed_by_the_hour_in_the_plan() -> None:
     component = next(c for c in plan.ours.components if c.name == "StateTable writes")
     assert "provisioned" in component.detail
     assert component.monthly_usd == pytest.approx(plan.modes[0].provisioned_usd)
-    on_demand = next(c for c in plan.ours.components if c.name == "DeltaTable writes")
-    assert on_demand.monthly_usd == pytest.approx(plan.modes[1].on_demand_usd)
+    on_demand = [c for c in plan.ours.components if c.name.startswith("DeltaTable ")]
+    assert [c.name for c in on_demand] == ["DeltaTable writes", "DeltaTable reads"]
+    assert sum(c.monthly_usd for c in on_demand) == pytest.approx(plan.modes[1].on_demand_usd)
 
 
 def test_a_provisioned_maximum_below_the_load_cannot_keep_up() -> None:
