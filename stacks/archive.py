@@ -26,23 +26,18 @@ from aws_cdk import aws_s3 as s3
 from cdk_nag import NagPackSuppression, NagSuppressions
 from constructs import Construct
 
+from aggregation.names import ARCHIVE_SERVICE, DELTA_PREFIX, METASTORE_PREFIX, REGISTRY_KEY
 from stacks.functions import PipelineFunction, SharedFunctionAssets
 from stacks.settings import PipelineSettings
 from stacks.stages import consume_table_stream
 from stacks.tables import PipelineTables
-
-DELTA_PREFIX: Final = "deltas/"
-REGISTRY_KEY: Final = "metastore/registry.json"
-METASTORE_PREFIX: Final = "metastore/"
-"""The same layout as `aggregation.archive` (the Lambda asset is not importable from here;
-a test keeps the two identical)."""
 
 ACCESS_LOG_PREFIX: Final = "archive-bucket/"
 SUPERSEDED_REGISTRY_VERSION_DAYS: Final = 30
 
 
 def deny_unconditional_puts(bucket: s3.IBucket) -> list[iam.PolicyStatement]:
-    """The two Deny statements that make conditional writes mandatory (seed 003, AWS S3 guide).
+    """The two Deny statements that make conditional writes mandatory (S3's conditional-write keys).
 
     * ``deltas/*``: denied unless the request carries ``If-None-Match`` (write-once objects);
     * ``metastore/*``: denied unless it carries ``If-Match`` (a compare-and-swap update) or
@@ -142,7 +137,7 @@ class ArchiveStage(Construct):
             "Function",
             settings=settings,
             assets=assets,
-            service="archive",
+            service=ARCHIVE_SERVICE,
             handler="archive_function.handler.lambda_handler",
             description="Archives every delta item once to S3 and counts it once in the registry",
             memory_size=256,

@@ -23,6 +23,7 @@ from aws_cdk import aws_lambda_event_sources as sources
 from cdk_nag import NagPackSuppression, NagSuppressions
 from constructs import Construct
 
+from aggregation.names import MAP_SERVICE, REDUCE_SERVICE, STATE_SERVICE
 from stacks.functions import PipelineFunction, SharedFunctionAssets
 from stacks.ingest import IngestStream
 from stacks.settings import PipelineSettings
@@ -151,7 +152,7 @@ class StateStage(Construct):
             "StateFunction",
             settings=settings,
             assets=assets,
-            service="state",
+            service=STATE_SERVICE,
             handler="state_function.handler.lambda_handler",
             description="Validates trade messages and keeps the highest version of each trade",
             # Up to `stateWriteConcurrency` conditional updates in flight: more memory buys CPU
@@ -206,7 +207,7 @@ class MapStage(Construct):
             "MapFunction",
             settings=settings,
             assets=assets,
-            service="map",
+            service=MAP_SERVICE,
             handler="map_function.handler.lambda_handler",
             description="Turns a batch of state changes into one idempotent delta item",
             memory_size=MAP_MEMORY_MB,
@@ -253,7 +254,7 @@ class ReduceStage(Construct):
             "ReduceFunction",
             settings=settings,
             assets=assets,
-            service="reduce",
+            service=REDUCE_SERVICE,
             handler="reduce_function.handler.lambda_handler",
             description="Applies delta items to the aggregates exactly once",
             # CPU scales with memory, and the single reduce instance's CPU work is on the critical path.
