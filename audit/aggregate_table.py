@@ -9,12 +9,10 @@ from typing import TYPE_CHECKING, Any
 from boto3.dynamodb.types import TypeDeserializer
 
 from aggregation.deltas import NodeDelta
-from aggregation.hierarchy import BOOKKEEPING_PREFIX
+from aggregation.names import BOOKKEEPING_PREFIX, STATS_KEY
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
-
-STATS_KEY = f"{BOOKKEEPING_PREFIX}stats"
 
 _deserializer = TypeDeserializer()
 

@@ -9,8 +9,6 @@ from typing import TYPE_CHECKING
 from botocore.exceptions import ClientError
 
 from aggregation.archive import (
-    DELTA_PREFIX,
-    REGISTRY_KEY,
     ArchivedDelta,
     ArchiveDocumentError,
     Registry,
@@ -18,6 +16,7 @@ from aggregation.archive import (
     parse_delta_document,
     parse_registry,
 )
+from aggregation.names import DELTA_PREFIX, REGISTRY_KEY
 
 if TYPE_CHECKING:
     from mypy_boto3_s3.client import S3Client

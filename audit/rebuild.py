@@ -5,9 +5,11 @@ the same table as running it once:
 
 * every node the archive knows, with its exact total (`Value`, `TradeCount`);
 * `#stats` `MessagesApplied` = the archived state changes (other `#stats` attributes kept);
-* the reduce stage's idempotency markers (`#applied#<batch hash>/<part>`) of every delta
-  created within `marker_window_hours` (default 48: beyond the 24-hour stream retention), so
-  that a stream record still replayable after the rebuild is recognised as applied.
+* the reduce stage's idempotency markers of every delta created within `marker_window_hours`
+  (default 48: beyond the 24-hour stream retention), so that a stream record still replayable
+  after the rebuild is recognised as applied: one per delta unit,
+  `#applied#<batch hash>/<group>of<groups>/<slice>` (`aggregation.names.marker_id`), split
+  exactly as the reduce stage splits it (`aggregation.transactions.split_into_units`).
 
 Nodes in the table that no archived delta ever touched are deleted: after a rebuild the
 table's nodes are exactly the archive's. Stop the reduce stage first (disable its event
@@ -26,11 +28,11 @@ from boto3.dynamodb.types import TypeSerializer
 from aggregation.archive import archived_totals
 from aggregation.deltas import NodeDelta
 from aggregation.exact import dynamodb_number
+from aggregation.names import MARKER_PREFIX, STATS_KEY
 from aggregation.transactions import DeltaBatch, split_into_units
-from audit.aggregate_table import STATS_KEY, AggregateTableContents, read_aggregate_table
+from audit.aggregate_table import AggregateTableContents, read_aggregate_table
 from audit.archive_reader import ArchiveContents, read_archive
 from audit.targets import AuditError, AuditTarget
-from reduce_function.handler import MARKER_PREFIX
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient

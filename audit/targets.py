@@ -51,7 +51,7 @@ class AuditTarget:
         if self.endpoint_url:
             arguments["endpoint_url"] = self.endpoint_url
             if not os.environ.get("AWS_ACCESS_KEY_ID") and not os.environ.get("AWS_PROFILE"):
-                # The emulator accepts any credentials (DESIGN.md); none are needed locally.
+                # The emulator accepts any credentials (docs/design.md, "Local runtime"); none are needed locally.
                 arguments["aws_access_key_id"] = LOCAL_DUMMY_CREDENTIAL
                 arguments["aws_secret_access_key"] = LOCAL_DUMMY_CREDENTIAL
         return arguments

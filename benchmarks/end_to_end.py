@@ -40,10 +40,11 @@ import boto3
 from botocore.exceptions import ClientError
 from rich.console import Console
 
+from aggregation.delta_items import decode_delta_batch
+from aggregation.names import MARKER_PREFIX, batch_hash_of_marker
 from benchmarks import REPOSITORY_ROOT
 from benchmarks.harness import DUMMY_CREDENTIALS, environment, percentile
 
-MARKER_PREFIX = "#applied#"
 MARKER_POLL_SECONDS = 0.25
 RAW_RATE_THREADS = 16
 PACED_SHARE_OF_BURST_RATE = 0.5  # latency is measured at half the drained rate: steady, not queueing
@@ -160,8 +161,8 @@ def _producer_timestamps(table: str) -> dict[str, list[Decimal]]:
     batches: dict[str, list[Decimal]] = {}
     for page in client.get_paginator("scan").paginate(TableName=table):
         for item in page["Items"]:
-            stamps = item.get("ProducerTimestamps", {}).get("L", [])
-            batches[item["BatchHash"]["S"]] = [Decimal(stamp["N"]) for stamp in stamps]
+            batch = decode_delta_batch(item)
+            batches[batch.batch_hash] = list(batch.producer_timestamps)
     return batches
 
 
@@ -255,7 +256,7 @@ def _latencies(timestamps: dict[str, list[Decimal]], first_seen: dict[str, float
     """Seconds from each message's producer Timestamp to its delta batch being fully applied."""
     applied_at: dict[str, float] = {}
     for marker, seen in first_seen.items():
-        batch_hash = marker.removeprefix(MARKER_PREFIX).split("/", 1)[0]
+        batch_hash = batch_hash_of_marker(marker)
         applied_at[batch_hash] = max(seen, applied_at.get(batch_hash, seen))
     return [
         float(Decimal(repr(applied_at[batch_hash])) - stamp)

@@ -17,6 +17,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from aggregation.delta_items import decode_delta_batch
+from aggregation.names import TOKEN_AND_MARKERS
 from benchmarks.harness import DUMMY_CREDENTIALS, environment, median, quiet_handlers
 from benchmarks.stubbed_dynamodb import CannedResponses
 from benchmarks.write_cost import WorkloadEvents
@@ -149,7 +151,7 @@ def run_handler_overhead(events: WorkloadEvents, passes: int, progress: Progress
         "STATE_VERSION_CACHE_SIZE": "0",
         "DELTA_TABLE": "canned-delta",
         "AGGREGATE_TABLE": "canned-aggregate",
-        "REDUCE_IDEMPOTENCY": "crt+marker",
+        "REDUCE_IDEMPOTENCY": TOKEN_AND_MARKERS,
         "AWS_ENDPOINT_URL": CANNED_ENDPOINT,
         **DUMMY_CREDENTIALS,
     }
@@ -229,4 +231,4 @@ def _median_per_event(samples: Sequence[tuple[float, object, int]]) -> list[tupl
 
 def _messages_in(delta_records: Sequence[dict[str, Any]]) -> int:
     """Messages a reduce batch applies: the delta items' RecordCount (at least 1, to divide by)."""
-    return max(1, sum(int(r["dynamodb"]["NewImage"].get("RecordCount", {}).get("N", "0")) for r in delta_records))
+    return max(1, sum(decode_delta_batch(record["dynamodb"]["NewImage"]).record_count for record in delta_records))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from aggregation.names import TOKEN_AND_MARKERS, TOKEN_ONLY
 from benchmarks.capacity import render_markdown
 from benchmarks.end_to_end import EndToEndResult, EndToEndSkipped
 from benchmarks.handler_overhead import OverheadResult
@@ -149,7 +150,7 @@ def _write_cost_section(result: WriteCostResult) -> list[str]:
             result.stages["reduce (crt)"],
             result.original["reduce"],
         ),
-        ("**total**", ours["crt+marker"], ours["crt"], original),
+        ("**total**", ours[TOKEN_AND_MARKERS], ours[TOKEN_ONLY], original),
     ]
     for name, marker_cost, token_cost, original_cost in rows:
         cells = (
@@ -328,7 +329,7 @@ def _end_to_end_section(result: EndToEndResult | EndToEndSkipped) -> list[str]:
 def render(run: BenchmarkRun) -> str:
     machine = run.machine
     write_cost = run.write_cost
-    ours_total = write_cost.totals("crt+marker")
+    ours_total = write_cost.totals(TOKEN_AND_MARKERS)
     original_total = write_cost.totals(None)
     at_20 = next((t for t in run.throughput if t.round_trip_ms == 20.0), run.throughput[-1])
     defaults, recommended = run.plan_defaults, run.plan_recommended

@@ -25,7 +25,9 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from aggregation.delta_items import decode_delta_batch
 from aggregation.item_size import item_size_bytes
+from aggregation.names import TOKEN_AND_MARKERS, TOKEN_ONLY
 from benchmarks.harness import (
     all_stream_records,
     chunks,
@@ -47,13 +49,13 @@ from local.emulator import advance_clock
 from producer.generator import GeneratorConfig, MessageGenerator
 from tests.lambdas.conftest import Pipeline, expected_totals
 
-MODES = ("crt+marker", "crt")
+MODES = (TOKEN_AND_MARKERS, TOKEN_ONLY)
 TOKEN_WINDOW_SECONDS = 600
 STATE_BATCH_SIZE = 100
 MAP_BATCH_SIZE = 100
 REDUCE_BATCH_SIZE = 10
 LARGE_MAP_BATCH_SIZE = 1000
-LARGE_MAP_LABEL = f"crt+marker, map batch {LARGE_MAP_BATCH_SIZE}"
+LARGE_MAP_LABEL = f"{TOKEN_AND_MARKERS}, map batch {LARGE_MAP_BATCH_SIZE}"
 OUR_DELTA_ONLY_ATTRIBUTES = ("ProducerTimestamps", "RecordCount", "CreatedAt", "ExpiresAt")
 
 Progress = Callable[[str, float], None]
@@ -128,7 +130,7 @@ def _original_design(
     for batch in reduce_batches:
         nodes: set[str] = set()
         for record in batch:
-            nodes.update(record["dynamodb"]["NewImage"].get("Deltas", {}).get("M", {}).keys())
+            nodes.update(decode_delta_batch(record["dynamodb"]["NewImage"]).deltas)
         transactions = max(1, math.ceil(len(nodes) / MAX_TRANSACTION_ACTIONS_ORIGINAL))
         oversized += transactions > 1
         reduce_cost.requests += transactions
@@ -152,7 +154,7 @@ def _larger_map_batches(
     settings = {
         "DELTA_TABLE": tables["delta"],
         "AGGREGATE_TABLE": tables["aggregate"],
-        "REDUCE_IDEMPOTENCY": "crt+marker",
+        "REDUCE_IDEMPOTENCY": TOKEN_AND_MARKERS,
     }
     with environment(settings):
         with counter.labelled(f"map ({LARGE_MAP_LABEL})"):

@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
-from frontend.snapshot import BOOKKEEPING_PREFIX, LedgerState, NodeTotals
+from aggregation.names import BOOKKEEPING_PREFIX
+from frontend.snapshot import LedgerState, NodeTotals
 
 #: Where ``python -m producer send`` writes the ledger unless told otherwise.
 DEFAULT_LEDGER_PATH = Path(".local/ledger.json")

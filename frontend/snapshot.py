@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Literal
 
+from aggregation.hierarchy import KEY_SEPARATOR
+from aggregation.names import BOOKKEEPING_PREFIX
 from frontend.formatting import format_count, format_decimal
 
 #: DynamoDB numbers span 38 significant digits between 1E-130 and 1E+126, so an
@@ -33,15 +35,6 @@ EXACT_ARITHMETIC = decimal.Context(
     Emin=-999_999,
     traps=[decimal.Inexact, decimal.InvalidOperation, decimal.Overflow, decimal.DivisionByZero],
 )
-
-#: Separator between hierarchy levels in an ``AggregateKey`` (DESIGN.md).
-KEY_SEPARATOR = ":"
-
-#: Keys starting with this are bookkeeping, not hierarchy nodes (DESIGN.md).
-BOOKKEEPING_PREFIX = "#"
-
-#: The bookkeeping item holding the reduce stage's counters (architecture.md).
-STATS_KEY = "#stats"
 
 
 @dataclass(frozen=True)

@@ -18,13 +18,11 @@ from typing import TYPE_CHECKING, Any
 from boto3.dynamodb.conditions import Attr
 from botocore.exceptions import BotoCoreError, ClientError
 
-from frontend.snapshot import BOOKKEEPING_PREFIX, STATS_KEY, NodeTotals, StatsRecord, TableReadError, TableReading
+from aggregation.names import BOOKKEEPING_PREFIX, MARKER_PREFIX, STATS_KEY
+from frontend.snapshot import NodeTotals, StatsRecord, TableReadError, TableReading
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.service_resource import DynamoDBServiceResource
-
-#: Prefix of the reduce stage's idempotency markers (architecture.md).
-MARKER_PREFIX = "#applied#"
 
 #: DynamoDB's BatchGetItem limit.
 _BATCH_GET_LIMIT = 100

@@ -20,7 +20,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.service_resource import DynamoDBServiceResource
 
-#: Written by ``make up`` (DESIGN.md, local runtime contract).
+#: Written by ``make up`` (docs/design.md, "Local runtime").
 DEFAULT_OUTPUTS_PATH = Path(".local/outputs.json")
 
 #: The CloudFormation output naming the table (architecture.md, stack outputs).

@@ -1,8 +1,8 @@
-"""`make chaos`: every failure of issue 6 at once, the figures, and a negative control that must fail.
+"""`make chaos`: every failure the pipeline must survive at once, the figures, and a negative control that must fail.
 
 One run = a fresh local runtime (`lifecycle.up`) with, all at the same time:
 
-- function faults (DESIGN.md `FAILURE_*_PCT`) before and after the write, in every stage,
+- function faults (`FAILURE_*_PCT`, docs/design.md) before and after the write, in every stage,
   at several times the original demo's rates;
 - AWS-side faults the emulator injects (`local.injected_faults`): the response of an applied
   write lost at every DynamoDB write site (state `UpdateItem`: HTTP 500; map `PutItem`:
@@ -60,7 +60,7 @@ from producer.verifier import NodeMismatch, TradeMismatch, VerificationReport, v
 
 STAGES = ("state", "map", "reduce", "archive")
 ORIGINAL_FUNCTION_FAULT_PCT: Mapping[str, float] = {"state": 1.0, "map": 2.0, "reduce": 2.0, "archive": 2.0}
-"""The original design's demo rates (the blog post's); `make demo` uses them."""
+"""The original design's demo rates; `make demo` uses them."""
 DEFAULT_FAULT_MULTIPLIER = 4.0
 DEFAULT_MESSAGE_COUNT = 20_000
 DEFAULT_LOST_RESPONSE_PCT = 2.0
@@ -153,7 +153,7 @@ class ChaosSettings:
         return ORIGINAL_FUNCTION_FAULT_PCT[stage] * self.fault_multiplier
 
     def function_fault_environment(self) -> dict[str, str]:
-        """DESIGN.md's `FAILURE_*_PCT` for every stage, before and after the write."""
+        """The `FAILURE_*_PCT` of docs/design.md for every stage, before and after the write."""
         environment: dict[str, str] = {}
         for stage in STAGES:
             pct = f"{self.function_fault_pct(stage):g}"

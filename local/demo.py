@@ -1,6 +1,6 @@
 """`make demo`: the whole pipeline, locally, under injected faults, proven exact.
 
-1. `up` with the fault rates of the original blog post's demo (each overridable from the
+1. `up` with the fault rates of the original design's demo (each overridable from the
    caller's environment): some invocations fail before writing, some after.
 2. `python -m producer send`: a few thousand messages with duplicates, out-of-order
    versions, modifications and some malformed records (a subprocess: the producer is
@@ -44,7 +44,7 @@ DEMO_FAULT_RATES: Mapping[str, str] = {
     "FAILURE_REDUCE_LAMBDA_AFTER_WRITE_PCT": "2",
     "FAILURE_ARCHIVE_LAMBDA_AFTER_WRITE_PCT": "2",
 }
-"""Percentages of invocations that fail (DESIGN.md "Fault injection"); the caller's env wins."""
+"""Percentages of invocations that fail (docs/design.md, "Fault injection"); the caller's env wins."""
 
 PRODUCER_MIX = (
     "--duplicates-pct",

@@ -74,7 +74,7 @@ OUTPUT_KEYS_TO_LOCAL_NAMES: Mapping[str, str] = {
     "QuarantineTableName": "quarantine",
     "ArchiveBucketName": "archive_bucket",
 }
-"""Stack output key (docs/architecture.md) -> key in `.local/outputs.json` (DESIGN.md)."""
+"""Stack output key (docs/architecture.md) -> key in `.local/outputs.json` (docs/design.md, "Local runtime")."""
 
 REQUIRED_OUTPUT_KEYS = ("StreamName", "StateTableName", "DeltaTableName", "AggregateTableName")
 
@@ -151,7 +151,7 @@ class Deployment:
         return self.resources[logical_id].physical_id
 
     def local_outputs(self) -> dict[str, str]:
-        """The `.local/outputs.json` content (DESIGN.md "Local runtime contract")."""
+        """The `.local/outputs.json` content (docs/design.md, "Local runtime")."""
         names = {
             local_key: self.outputs[output_key]
             for output_key, local_key in OUTPUT_KEYS_TO_LOCAL_NAMES.items()

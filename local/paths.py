@@ -29,7 +29,7 @@ class LocalPaths:
 
     @property
     def outputs(self) -> Path:
-        """The contract with every client (DESIGN.md "Local runtime contract")."""
+        """The contract with every client (docs/design.md, "Local runtime")."""
         return self.state_dir / "outputs.json"
 
     @property

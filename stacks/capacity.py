@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from aws_cdk import Annotations, Stack
 
+from aggregation.names import TOKEN_AND_MARKERS
 from planner.model import OURS, Flag, ServiceTimes, Settings, Workload, plan_design
 from planner.prices import load_price_table
 from stacks.settings import PipelineSettings, SettingsError
@@ -37,7 +38,7 @@ def planned_settings(settings: PipelineSettings) -> Settings:
         map_batch_size=settings.map_batch_size,
         map_batching_window_seconds=settings.map_batching_window_seconds,
         reduce_batch_size=settings.reduce_batch_size,
-        markers=settings.reduce_idempotency == "crt+marker",
+        markers=settings.reduce_idempotency == TOKEN_AND_MARKERS,
         state_memory_mb=STATE_MEMORY_MB,
         map_memory_mb=MAP_MEMORY_MB,
         reduce_memory_mb=settings.reduce_memory_mb,

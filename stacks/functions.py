@@ -21,6 +21,7 @@ from aws_cdk import aws_ssm as ssm
 from aws_cdk.region_info import RegionInfo
 from constructs import Construct
 
+from aggregation.names import METRICS_NAMESPACE
 from stacks.settings import PipelineSettings, SettingsError
 
 LAMBDA_SOURCE_DIR: Final[Path] = Path(__file__).resolve().parent.parent / "lambdas"
@@ -46,8 +47,6 @@ SUPPORTED_PARTITIONS: Final[tuple[str, ...]] = ("aws",)
 China and GovCloud have other publisher accounts and no such parameter."""
 
 TARGET_PARTITIONS_CONTEXT: Final[str] = "@aws-cdk/core:target-partitions"
-
-METRICS_NAMESPACE: Final[str] = "ExactlyOnceAggregation"
 
 ASSET_EXCLUDES: Final[list[str]] = [
     "**/__pycache__",

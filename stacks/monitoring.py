@@ -23,13 +23,16 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
-from stacks.functions import METRICS_NAMESPACE
+from aggregation.names import (
+    ARCHIVE_SERVICE,
+    CONFLICTING_DUPLICATES,
+    METRICS_NAMESPACE,
+    NON_INSERT_RECORDS_SKIPPED,
+    QUARANTINED_RECORDS,
+    REDUCE_SERVICE,
+    STATE_SERVICE,
+)
 from stacks.settings import PipelineSettings
-
-QUARANTINED_RECORDS_METRIC = "QuarantinedRecords"
-CONFLICTING_DUPLICATES_METRIC = "ConflictingDuplicates"
-NON_INSERT_RECORDS_SKIPPED_METRIC = "NonInsertRecordsSkipped"
-"""The reduce and archive handlers' name for it (`function_support.stream_records`; a test keeps them equal)."""
 
 
 class PipelineAlarms(Construct):
@@ -64,15 +67,15 @@ class PipelineAlarms(Construct):
             )
         self.quarantine_alarm = self._metric_alarm(
             "QuarantinedRecordsAlarm",
-            "state",
-            QUARANTINED_RECORDS_METRIC,
+            STATE_SERVICE,
+            QUARANTINED_RECORDS,
             "The state function quarantined invalid input records (see the QuarantineTable for "
             "each record's bytes and reason).",
         )
         self.conflict_alarm = self._metric_alarm(
             "ConflictingDuplicatesAlarm",
-            "state",
-            CONFLICTING_DUPLICATES_METRIC,
+            STATE_SERVICE,
+            CONFLICTING_DUPLICATES,
             "A message repeated a TradeID and Version with a different Value or Hierarchy; the first "
             "applied version stands and the conflicting record is in the QuarantineTable.",
         )
@@ -80,12 +83,12 @@ class PipelineAlarms(Construct):
             service: self._metric_alarm(
                 f"{service.capitalize()}NonInsertRecordsAlarm",
                 service,
-                NON_INSERT_RECORDS_SKIPPED_METRIC,
+                NON_INSERT_RECORDS_SKIPPED,
                 f"The {service} function was given DeltaTable stream records that are not INSERTs and "
                 "skipped them: a delta item was modified (nothing in the pipeline modifies one), or the "
                 "mapping's filter no longer drops such records.",
             )
-            for service in ("reduce", "archive")
+            for service in (REDUCE_SERVICE, ARCHIVE_SERVICE)
         }
 
     def _metric_alarm(self, construct_id: str, service: str, metric_name: str, description: str) -> cloudwatch.Alarm:

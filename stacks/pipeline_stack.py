@@ -12,7 +12,6 @@ from stacks.capacity import check_capacity
 from stacks.functions import SharedFunctionAssets
 from stacks.ingest import IngestStream
 from stacks.monitoring import PipelineAlarms
-from stacks.nag import suppress_reviewed_findings
 from stacks.outputs import PipelineOutputs
 from stacks.settings import PipelineSettings
 from stacks.stages import MapStage, ReduceStage, StateStage
@@ -58,4 +57,3 @@ class ExactlyOnceAggregationStack(Stack):
         PipelineOutputs(
             self, "Outputs", ingest=self.ingest, tables=self.tables, archive_bucket=self.archive_stage.buckets.bucket
         )
-        suppress_reviewed_findings(self)

@@ -22,6 +22,7 @@ from aws_cdk import aws_logs as logs
 
 from aggregation.exact import DYNAMODB_MAX_DIGITS
 from aggregation.messages import MAX_HIERARCHY_LEVELS
+from aggregation.names import TOKEN_AND_MARKERS, TOKEN_ONLY
 from aggregation.value_domain import DEFAULT_VALUE_DOMAIN, ValueDomain
 from planner.model import CapacityMode, TableCapacity
 
@@ -41,9 +42,9 @@ FAULT_INJECTION_VARIABLES: Final[tuple[str, ...]] = (
     "FAILURE_ARCHIVE_LAMBDA_PCT",
     "FAILURE_ARCHIVE_LAMBDA_AFTER_WRITE_PCT",
 )
-"""The DESIGN.md fault-injection variables of the four functions this stack deploys."""
+"""The fault-injection variables of the four functions this stack deploys (docs/design.md, "Fault injection")."""
 
-REDUCE_IDEMPOTENCY_MODES: Final[tuple[str, ...]] = ("crt+marker", "crt")
+REDUCE_IDEMPOTENCY_MODES: Final[tuple[ReduceIdempotency, ...]] = (TOKEN_AND_MARKERS, TOKEN_ONLY)
 POWERTOOLS_LAYER_FROM_SSM: Final[str] = "ssm"
 """`powertoolsLayerVersion` value meaning "the layer ARN AWS publishes for our Powertools release"."""
 REMOVAL_POLICIES: Final[Mapping[str, RemovalPolicy]] = {
@@ -93,7 +94,7 @@ DEFAULT_CONTEXT: Final[Mapping[str, Any]] = {
     "archiveAccessLogRetentionDays": 365,
     "deltaTtlDays": 7,
     "markerTtlDays": 7,
-    "reduceIdempotency": "crt+marker",
+    "reduceIdempotency": TOKEN_AND_MARKERS,
     "iteratorAgeAlarmMs": 60000,
     "logRetentionDays": 30,
     "powertoolsLayerVersion": POWERTOOLS_LAYER_FROM_SSM,

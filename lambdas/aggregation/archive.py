@@ -65,10 +65,7 @@ from typing import Any, Final
 
 from aggregation.deltas import NodeDelta
 from aggregation.exact import ZERO, exact_sum
-
-DELTA_PREFIX: Final = "deltas/"
-METASTORE_PREFIX: Final = "metastore/"
-REGISTRY_KEY: Final = f"{METASTORE_PREFIX}registry.json"
+from aggregation.names import DELTA_PREFIX
 
 KEY_PREFIX_HEX_CHARACTERS: Final = 2
 """256 prefixes (``00``..``ff``), each taking an even 1/256 of the writes: S3 scales request

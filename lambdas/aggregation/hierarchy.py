@@ -9,7 +9,6 @@ from collections.abc import Sequence
 
 DEFAULT_HIERARCHY_LEVELS: tuple[str, ...] = ("RiskType", "TradeDesk", "Region")
 KEY_SEPARATOR = ":"
-BOOKKEEPING_PREFIX = "#"
 
 
 def parse_hierarchy_levels(setting: str) -> tuple[str, ...]:

@@ -1,4 +1,4 @@
-"""Parsing and validation of trade messages, as DESIGN.md ("Message") states, with the
+"""Parsing and validation of trade messages, as docs/design.md ("Messages") states, with the
 bounds that keep every later write storable: the Value's aggregatable domain, level
 values of at most 128 UTF-8 bytes, no lone surrogates in strings.
 
@@ -20,7 +20,7 @@ from aggregation.value_domain import DEFAULT_VALUE_DOMAIN, ValueDomain
 
 MAX_TRADE_ID_LENGTH = 256
 MAX_LEVEL_VALUE_BYTES = 128
-"""A level value's limit, in UTF-8 bytes (so at most 128 characters, as DESIGN.md says,
+"""A level value's limit, in UTF-8 bytes (so at most 128 characters, as docs/design.md says,
 and fewer when they are not ASCII). Counted in bytes because the values become
 DynamoDB keys: an aggregate key joins one value per level and must stay under the
 2048-byte partition-key limit, and a map batch's delta item, which holds up to
@@ -166,7 +166,7 @@ def _hierarchy(document: dict[str, Any], levels: Sequence[str]) -> tuple[str, ..
 
 
 def parse_trade_message(data: bytes, levels: Sequence[str], domain: ValueDomain = DEFAULT_VALUE_DOMAIN) -> TradeMessage:
-    """Parse one Kinesis record; raise `InvalidMessage` unless DESIGN.md calls it valid
+    """Parse one Kinesis record; raise `InvalidMessage` unless docs/design.md calls it valid
     and its Value lies in the aggregatable `domain` (`aggregation.value_domain`).
 
     Numbers are parsed as `Decimal` straight from the JSON text, never through a

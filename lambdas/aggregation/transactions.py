@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from aggregation.deltas import NodeDelta, add_deltas
+from aggregation.names import marker_id
 
 MAX_TRANSACTION_ACTIONS = 100
 # One action of every transaction updates the `#stats` item, one writes a marker.
@@ -112,7 +113,7 @@ def split_into_units(
     ] or [(0, 0, [])]
     return [
         DeltaUnit(
-            marker_id=f"{batch.batch_hash}/{group}of{node_groups}/{slice_index}",
+            marker_id=marker_id(batch.batch_hash, group, node_groups, slice_index),
             node_group=group,
             deltas=tuple(nodes_slice),
             record_count=batch.record_count if position == 0 else 0,

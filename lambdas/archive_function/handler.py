@@ -42,14 +42,15 @@ from aggregation.archive import (
     stale_claims,
 )
 from aggregation.delta_items import decode_delta_batch
+from aggregation.names import ARCHIVE_SERVICE, METRICS_NAMESPACE, NON_INSERT_RECORDS_SKIPPED
 from archive_function.store import RegistryStore, RegistryUpdateStats, put_delta_object, read_delta_object
 from function_support.aws import s3_client
 from function_support.faults import FailurePoint, maybe_inject_failure
-from function_support.settings import METRICS_NAMESPACE, positive_int_setting, required_setting
-from function_support.stream_records import NON_INSERT_RECORDS_SKIPPED, is_insert
+from function_support.settings import positive_int_setting, required_setting
+from function_support.stream_records import is_insert
 
 STAGE: Final = "ARCHIVE"
-SERVICE: Final = "archive"
+SERVICE: Final = ARCHIVE_SERVICE
 DEFAULT_WRITE_CONCURRENCY: Final = 8
 SWEEP_AFTER_GENERATIONS: Final = 1000
 """A claim open for this many registry writes is swept: by then it most likely belongs to an

@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING, Final
 from botocore.exceptions import ClientError
 
 from aggregation.archive import (
-    REGISTRY_KEY,
     ArchivedDelta,
     ArchiveDocumentError,
     ObservedObject,
@@ -44,6 +43,7 @@ from aggregation.archive import (
     parse_delta_document,
 )
 from aggregation.archive import parse_registry as parse_registry_document
+from aggregation.names import REGISTRY_KEY
 from function_support.aws import error_code
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""Fault injection (DESIGN.md, "Fault injection").
+"""Fault injection (docs/design.md, "Fault injection").
 
 `FAILURE_<STAGE>_LAMBDA_PCT` fails an invocation before it commits anything;
 `FAILURE_<STAGE>_LAMBDA_AFTER_WRITE_PCT` fails it after its writes were

@@ -49,7 +49,3 @@ def value_domain() -> ValueDomain:
 def ttl_seconds(name: str, default_days: int) -> int:
     """A `*_TTL_DAYS` setting in seconds."""
     return positive_int_setting(name, default_days) * SECONDS_PER_DAY
-
-
-# The metrics contract the stack's alarms are built on (docs/architecture.md, "Metrics").
-METRICS_NAMESPACE = "ExactlyOnceAggregation"

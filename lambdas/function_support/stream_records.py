@@ -4,14 +4,10 @@ Their mappings already filter on the new image's key (`stacks.stages.new_items_f
 Lambda documents for DynamoDB streams; a MODIFY would still pass that filter. A delta item is
 written once and never modified, so anything but an INSERT is not a new delta: applying or
 archiving it would count a batch twice. The handlers skip such records and count them in the
-`NonInsertRecordsSkipped` metric, which an alarm watches.
+`NonInsertRecordsSkipped` metric (`aggregation.names`), which an alarm watches.
 """
 
-from typing import Final
-
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
-
-NON_INSERT_RECORDS_SKIPPED: Final = "NonInsertRecordsSkipped"
 
 
 def is_insert(record: DynamoDBRecord) -> bool:

@@ -42,6 +42,7 @@ from aggregation.delta_items import (
 )
 from aggregation.deltas import TradeState, sum_state_changes
 from aggregation.hierarchy import hierarchy_path
+from aggregation.names import MAP_SERVICE, METRICS_NAMESPACE
 from aggregation.stream_images import decode_image
 from aggregation.stream_positions import (
     StreamRun,
@@ -53,11 +54,11 @@ from aggregation.stream_positions import (
 from aggregation.transactions import DeltaBatch
 from function_support.aws import dynamodb_client, error_code
 from function_support.faults import FailurePoint, maybe_inject_failure
-from function_support.settings import METRICS_NAMESPACE, hierarchy_levels, required_setting, ttl_seconds
+from function_support.settings import hierarchy_levels, required_setting, ttl_seconds
 
 STAGE = "MAP"
 DEFAULT_DELTA_TTL_DAYS = 7
-SERVICE = "map"
+SERVICE = MAP_SERVICE
 WRITTEN_BY = "WrittenByRequestId"
 MAX_COVERAGE_READS = 5
 """Coverage is read again after each put another writer beat; more than a few rounds means

@@ -35,10 +35,17 @@ from aws_lambda_powertools.utilities.data_classes import DynamoDBStreamEvent
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.exceptions import ClientError
 
+from aggregation import names
 from aggregation.delta_items import decode_delta_batch
 from aggregation.deltas import NodeDelta
 from aggregation.exact import dynamodb_number, exact_difference
-from aggregation.hierarchy import BOOKKEEPING_PREFIX
+from aggregation.names import (
+    MARKER_PREFIX,
+    METRICS_NAMESPACE,
+    NON_INSERT_RECORDS_SKIPPED,
+    REDUCE_SERVICE,
+    STATS_KEY,
+)
 from aggregation.transactions import (
     MAX_TRANSACTION_ACTIONS,
     DeltaUnit,
@@ -48,19 +55,17 @@ from aggregation.transactions import (
 )
 from function_support.aws import dynamodb_client, error_code, serializer
 from function_support.faults import FailurePoint, maybe_inject_failure
-from function_support.settings import METRICS_NAMESPACE, optional_setting, required_setting, ttl_seconds
-from function_support.stream_records import NON_INSERT_RECORDS_SKIPPED, is_insert
+from function_support.settings import optional_setting, required_setting, ttl_seconds
+from function_support.stream_records import is_insert
 
 STAGE = "REDUCE"
 DEFAULT_MARKER_TTL_DAYS = 7
-STATS_KEY = f"{BOOKKEEPING_PREFIX}stats"
-MARKER_PREFIX = f"{BOOKKEEPING_PREFIX}applied#"
 IN_PROGRESS_ATTEMPTS = 6
 UNPROCESSED_KEY_ATTEMPTS = 6
 RETRY_PAUSE_SECONDS = 0.1
 MAX_RETRY_PAUSE_SECONDS = 2.0
 
-SERVICE = "reduce"
+SERVICE = REDUCE_SERVICE
 
 logger = Logger(service=SERVICE)
 metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE)
@@ -75,9 +80,9 @@ class IdempotencyMode(Enum):
     catches the over-count.
     """
 
-    TOKEN_ONLY = "crt"
-    TOKEN_AND_MARKERS = "crt+marker"
-    UNSAFE_ADD = "unsafe-add"
+    TOKEN_ONLY = names.TOKEN_ONLY
+    TOKEN_AND_MARKERS = names.TOKEN_AND_MARKERS
+    UNSAFE_ADD = names.UNSAFE_ADD
 
 
 def idempotency_mode() -> IdempotencyMode:

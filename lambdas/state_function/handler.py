@@ -36,11 +36,11 @@ from botocore.exceptions import ClientError
 from aggregation.batches import is_conflicting_duplicate, select_latest_versions
 from aggregation.exact import dynamodb_number
 from aggregation.messages import InvalidMessage, TradeMessage, parse_trade_message
+from aggregation.names import CONFLICTING_DUPLICATES, METRICS_NAMESPACE, QUARANTINED_RECORDS, STATE_SERVICE
 from aggregation.versions import StoredVersion, VersionCache
 from function_support.aws import dynamodb_client, error_code, serializer
 from function_support.faults import FailurePoint, maybe_inject_failure
 from function_support.settings import (
-    METRICS_NAMESPACE,
     hierarchy_levels,
     int_setting,
     positive_int_setting,
@@ -53,7 +53,7 @@ STAGE = "STATE"
 DEFAULT_WRITE_CONCURRENCY = 16
 DEFAULT_VERSION_CACHE_SIZE = 100_000
 
-SERVICE = "state"
+SERVICE = STATE_SERVICE
 
 logger = Logger(service=SERVICE)
 metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE)
@@ -239,8 +239,8 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, i
     metrics.add_metric(name="MessagesReceived", unit=MetricUnit.Count, value=summary["received"])
     metrics.add_metric(name="MessagesWritten", unit=MetricUnit.Count, value=written)
     metrics.add_metric(name="DuplicateOrStaleMessages", unit=MetricUnit.Count, value=summary["duplicate_or_stale"])
-    metrics.add_metric(name="ConflictingDuplicates", unit=MetricUnit.Count, value=len(conflicts))
-    metrics.add_metric(name="QuarantinedRecords", unit=MetricUnit.Count, value=len(rejected))
+    metrics.add_metric(name=CONFLICTING_DUPLICATES, unit=MetricUnit.Count, value=len(conflicts))
+    metrics.add_metric(name=QUARANTINED_RECORDS, unit=MetricUnit.Count, value=len(rejected))
     metrics.add_metric(name="WritesSkippedByVersionCache", unit=MetricUnit.Count, value=skipped)
     logger.info("state batch done", extra={**summary, "skipped_by_version_cache": skipped})
     maybe_inject_failure(STAGE, FailurePoint.AFTER_WRITE)

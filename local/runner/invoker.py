@@ -35,7 +35,7 @@ def fault_injection_overrides(environ: Mapping[str, str]) -> dict[str, str]:
     """The caller's `FAILURE_*_PCT` (and `REDUCE_IDEMPOTENCY`) variables: locally they win.
 
     In AWS they are set through `cdk.json` context at deploy time; `make up` / `make demo`
-    take them from the caller's shell instead (DESIGN.md "Fault injection").
+    take them from the caller's shell instead (docs/design.md, "Fault injection").
     """
     return {
         name: value

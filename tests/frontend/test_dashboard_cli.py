@@ -27,7 +27,7 @@ REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
 
 
 def write_outputs(directory: Path, endpoint_url: str, table_name: str) -> Path:
-    """The local runtime's ``.local/outputs.json`` (DESIGN.md)."""
+    """The local runtime's ``.local/outputs.json`` (docs/design.md, "Local runtime")."""
     path = directory / ".local" / "outputs.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"endpoint_url": endpoint_url, "region": "us-east-1", "aggregate_table": table_name}))

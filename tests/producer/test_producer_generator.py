@@ -21,7 +21,7 @@ from producer.model import TradeState
 LEVELS = ("RiskType", "TradeDesk", "Region")
 
 
-# -- an independent reading of DESIGN.md's rules (shares no code with producer/ or lambdas/) --
+# -- an independent reading of docs/design.md's rules (shares no code with producer/ or lambdas/) --
 
 
 class _NonFinite:
@@ -53,7 +53,7 @@ def _outside_default_domain(value: Decimal) -> bool:
 
 
 def violation(data: bytes, levels: tuple[str, ...] = LEVELS) -> str | None:
-    """Why a record is invalid per DESIGN.md, or None when it is valid."""
+    """Why a record is invalid per docs/design.md, or None when it is valid."""
     try:
         message = parse(data)
     except ValueError as error:

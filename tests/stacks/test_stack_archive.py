@@ -17,9 +17,7 @@ import boto3
 import pytest
 from aws_cdk.assertions import Template
 
-from aggregation import archive as archive_layout
 from archive_function import handler as archive_handler
-from stacks import archive as archive_stack
 from tests.lambdas.archive_function.archive_helpers import archive_bucket_environment, delta_event
 from tests.lambdas.conftest import LambdaContextStub
 from tests.stacks.policy_evaluator import ALLOW, EXPLICIT_DENY, IMPLICIT_DENY, Request, decide, resolve
@@ -90,12 +88,6 @@ def put(key: str, headers: dict[str, str], creating: bool = True, secure: bool =
 
 
 # --- the template -------------------------------------------------------------------------------
-
-
-def test_layout_constants_match_the_domain() -> None:
-    assert archive_stack.DELTA_PREFIX == archive_layout.DELTA_PREFIX
-    assert archive_stack.METASTORE_PREFIX == archive_layout.METASTORE_PREFIX
-    assert archive_stack.REGISTRY_KEY == archive_layout.REGISTRY_KEY
 
 
 def test_bucket_policy_denies_unconditional_puts_as_seed_003_shows(template: Template) -> None:

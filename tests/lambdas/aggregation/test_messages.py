@@ -1,4 +1,4 @@
-"""Validation follows DESIGN.md's "valid when, and only when" list, rule by rule."""
+"""Validation follows the rules of docs/design.md ("Messages"), rule by rule."""
 
 import json
 from decimal import Decimal

@@ -20,7 +20,8 @@ import boto3
 from boto3.dynamodb.types import TypeSerializer
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse, HTTPHeaders
 
-from aggregation.archive import REGISTRY_KEY, Registry, parse_registry
+from aggregation.archive import Registry, parse_registry
+from aggregation.names import REGISTRY_KEY
 from function_support import aws
 
 DELTA_STREAM_ARN = "arn:aws:dynamodb:us-east-1:123456789012:table/DeltaTable/stream/2024-01-01T00:00:00.000"

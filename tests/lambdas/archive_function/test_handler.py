@@ -17,8 +17,9 @@ import boto3
 import pytest
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse
 
-from aggregation.archive import REGISTRY_KEY, ArchivedDelta, Registry, StreamPosition, claim_objects
+from aggregation.archive import ArchivedDelta, Registry, StreamPosition, claim_objects
 from aggregation.deltas import NodeDelta
+from aggregation.names import NON_INSERT_RECORDS_SKIPPED, REGISTRY_KEY
 from archive_function import handler as archive_handler
 from archive_function.store import (
     MAX_CONFLICT_RETRIES,
@@ -30,7 +31,6 @@ from archive_function.store import (
 from archive_function.store import read_registry as read_stored_registry
 from function_support import aws
 from function_support.faults import InjectedFailure
-from function_support.stream_records import NON_INSERT_RECORDS_SKIPPED
 from tests.lambdas.archive_function.archive_helpers import (
     WireRecorder,
     batch_hash,

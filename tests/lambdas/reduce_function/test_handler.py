@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from aggregation.names import NON_INSERT_RECORDS_SKIPPED
 from aggregation.transactions import MAX_TRANSACTION_ACTIONS
 from function_support import aws
-from function_support.stream_records import NON_INSERT_RECORDS_SKIPPED
 from reduce_function import handler as reduce_handler
 from tests.lambdas.conftest import LambdaContextStub, Pipeline, expected_totals, trade_message
 from tests.lambdas.metrics_helpers import emitted_metric

@@ -1,0 +1,73 @@
+"""The names that parts deployed or run separately must spell alike, each written once.
+
+Every name here is a contract between two sides that never call each other: the stack's
+alarms and the functions' metrics, the bucket policy and the archive's keys, the reduce
+stage's markers and `audit rebuild`, the settings and the reduce handler's modes, the
+AggregateTable's writer and its readers (frontend, audit, benchmarks). A name spelt twice
+can drift apart without any test noticing; imported from here, it cannot. Plain constants and
+one formatting function, no imports, so the CDK app (through `stacks/lambdas_path.py`), the
+functions and the operator tools all import it.
+
+The producer's ledger and verifier spell their own names on purpose: they are the
+independent ground truth the pipeline is checked against (docs/design.md).
+"""
+
+from typing import Final
+
+# -- AggregateTable: bookkeeping items beside the hierarchy nodes --
+
+BOOKKEEPING_PREFIX: Final = "#"
+"""Keys starting with this are bookkeeping, never hierarchy nodes."""
+
+STATS_KEY: Final = f"{BOOKKEEPING_PREFIX}stats"
+"""The reduce stage's running figures (`MessagesApplied`, `LastUpdated`, latency)."""
+
+MARKER_PREFIX: Final = f"{BOOKKEEPING_PREFIX}applied#"
+"""Key prefix of the reduce stage's idempotency markers: `#applied#<marker id>`."""
+
+
+def marker_id(batch_hash: str, node_group: int, node_groups: int, slice_index: int) -> str:
+    """The id of one delta unit: `<batch hash>/<group>of<groups>/<slice>`.
+
+    A function of the delta item alone (never of the batch it was delivered in), so a replay
+    in any boundaries finds the same markers; `audit rebuild` recreates them with it.
+    """
+    return f"{batch_hash}/{node_group}of{node_groups}/{slice_index}"
+
+
+def batch_hash_of_marker(marker_key: str) -> str:
+    """The delta item's `BatchHash` in a marker's key (`#applied#<batch hash>/...`)."""
+    return marker_key.removeprefix(MARKER_PREFIX).split("/", 1)[0]
+
+
+# -- Archive bucket layout (the bucket policy's prefixes are the function's keys) --
+
+DELTA_PREFIX: Final = "deltas/"
+METASTORE_PREFIX: Final = "metastore/"
+REGISTRY_KEY: Final = f"{METASTORE_PREFIX}registry.json"
+
+# -- Metrics: what the functions emit and the stack's alarms watch --
+
+METRICS_NAMESPACE: Final = "ExactlyOnceAggregation"
+
+STATE_SERVICE: Final = "state"
+MAP_SERVICE: Final = "map"
+REDUCE_SERVICE: Final = "reduce"
+ARCHIVE_SERVICE: Final = "archive"
+"""Each function's Powertools service: the `service` dimension of its metrics."""
+
+QUARANTINED_RECORDS: Final = "QuarantinedRecords"
+CONFLICTING_DUPLICATES: Final = "ConflictingDuplicates"
+NON_INSERT_RECORDS_SKIPPED: Final = "NonInsertRecordsSkipped"
+"""The metrics an alarm fires on at any non-zero count (state; state; reduce and archive)."""
+
+# -- Reduce idempotency modes (`reduceIdempotency`, `REDUCE_IDEMPOTENCY`) --
+
+TOKEN_AND_MARKERS: Final = "crt+marker"
+"""ClientRequestToken plus a marker per delta unit: a replay changes nothing, ever (default)."""
+
+TOKEN_ONLY: Final = "crt"
+"""ClientRequestToken only (the original design): safe for a replay within 10 minutes."""
+
+UNSAFE_ADD: Final = "unsafe-add"
+"""Plain ADDs: the chaos suite's negative control, refused by the stack's settings."""
