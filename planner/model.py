@@ -41,6 +41,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from aggregation.item_size import MAX_ITEM_BYTES
+from aggregation.stream_positions import COVERAGE_QUERY_PAGE_ITEMS
 from aggregation.transactions import MARKER_ACTIONS_PER_UNIT, MAX_TRANSACTION_ACTIONS, NODE_GROUPS, STATS_ACTIONS
 from planner.prices import SECONDS_PER_HOUR, PriceTable, load_price_table
 
@@ -54,10 +55,6 @@ STREAM_POLLS_PER_SECOND = 4  # Lambda polls a DynamoDB stream shard about four t
 GIGABYTE = 1024**3
 KILOBYTE = 1024
 READ_UNIT_BYTES = 4 * KILOBYTE  # a strongly consistent read unit: up to 4 KB (a Query: the items read, summed)
-COVERAGE_QUERY_ITEMS = 10
-"""Items the map's coverage Query reads: its `Limit` (`map_function.handler.covered_runs`).
-DynamoDB reads, and bills, a full page of the shard's newest items (all their attributes,
-whatever the projection) although the first, the previous item, usually settles coverage."""
 # Sizes of a DeltaTable item's parts (bytes, DynamoDB's item size rules), fitted to the items
 # the write-cost benchmark records: fixed attributes, one Deltas map entry, one producer timestamp.
 DELTA_ITEM_FIXED_BYTES = 170
@@ -527,7 +524,7 @@ OURS = Design(
     selects_in_batch=True,
     timestamps_in_delta_items=True,
     reduce_packing=our_reduce_packing,
-    coverage_query_items=COVERAGE_QUERY_ITEMS,
+    coverage_query_items=COVERAGE_QUERY_PAGE_ITEMS,
     splits_delta_items=True,
 )
 ORIGINAL = Design(

@@ -24,6 +24,12 @@ import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+COVERAGE_QUERY_PAGE_ITEMS = 1
+"""Items per page of the map's coverage Query (its `Limit`). A Query reads and bills every item
+of a page in full, whatever the projection, and the newest item starting at or before a batch's
+last record (the shard's previous item, for a new batch) usually settles coverage: one item a
+page, and a retry that overlaps several items pages on."""
+
 SEQUENCE_NUMBER_DIGITS = 40
 """DynamoDB Streams sequence numbers have 21 to 40 digits; stored zero-padded to 40 so that
 the sort key (a string) orders like the numbers."""

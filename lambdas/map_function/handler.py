@@ -45,6 +45,7 @@ from aggregation.hierarchy import hierarchy_path
 from aggregation.names import MAP_SERVICE, METRICS_NAMESPACE
 from aggregation.stream_images import decode_image
 from aggregation.stream_positions import (
+    COVERAGE_QUERY_PAGE_ITEMS,
     StreamRun,
     sequence_key,
     sequence_number,
@@ -158,7 +159,7 @@ def covered_runs(table: str, stream_shard: str, first: int, last: int) -> list[S
         "ProjectionExpression": "#shard, #first, #last",
         "ScanIndexForward": False,
         "ConsistentRead": True,
-        "Limit": 10,
+        "Limit": COVERAGE_QUERY_PAGE_ITEMS,
     }
     while True:
         page = dynamodb_client().query(**arguments)
