@@ -25,10 +25,12 @@ help:
 	@echo "make chaos   every failure at once, 20,000 messages, plus the unsafe negative control"
 	@echo "make bench   benchmarks and the capacity planner, written to docs/benchmarks.md"
 
-$(BIN)/.installed: requirements.txt requirements-dev.txt constraints.txt
+# The project itself goes in editable (pyproject.toml: its packages, `lambdas/`'s included).
+$(BIN)/.installed: requirements.txt requirements-dev.txt constraints.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt -c constraints.txt
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --editable .
 	touch $@
 
 node_modules/.installed: package.json package-lock.json

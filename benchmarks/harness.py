@@ -1,6 +1,6 @@
 """What every benchmark shares: the emulator, scratch tables, the handlers' environment, the machine.
 
-The handlers are driven through `tests.lambdas.conftest.Pipeline` (the suite's own helper,
+The handlers are driven through `local.inprocess.Pipeline` (the driver the tests use too,
 which reads the emulator's real DynamoDB streams), so the benchmarks exercise exactly the
 code paths the tests prove correct.
 """
@@ -14,21 +14,19 @@ import os
 import platform
 import statistics
 import time
-import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import boto3
-
 from function_support import aws
+from local import inprocess
 from local.emulator import EmulatorProcess, start_emulator
+from local.inprocess import Pipeline
 from map_function import handler as map_handler
 from reduce_function import handler as reduce_handler
 from state_function import handler as state_handler
-from tests.lambdas.conftest import LEVELS, Pipeline, _create_table
 
 DUMMY_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "benchmark",
@@ -138,34 +136,16 @@ def running_emulator(log_path: Path) -> Iterator[EmulatorProcess]:
 def create_pipeline_tables(
     aggregate_tables: Sequence[str] = ("aggregate",), extra_delta_tables: Sequence[str] = ()
 ) -> dict[str, str]:
-    """Scratch tables shaped like the stack's (docs/architecture.md "Tables"); returns role -> name."""
-    suffix = uuid.uuid4().hex[:8]
-    roles = ("state", "delta", "quarantine", *aggregate_tables, *extra_delta_tables)
-    names = {role: f"bench-{role}-{suffix}" for role in roles}
-    client = boto3.client("dynamodb")
-    _create_table(client, names["state"], "TradeID", "NEW_AND_OLD_IMAGES")
-    for role in ("delta", *extra_delta_tables):
-        _create_table(client, names[role], "StreamShard", "NEW_IMAGE", sort_key="FirstSequenceNumber")
-    _create_table(client, names["quarantine"], "RecordId", None)
-    for role in aggregate_tables:
-        _create_table(client, names[role], "AggregateKey", None)
-    return names
+    """Scratch tables shaped like the stack's, named ``bench-<role>-<suffix>``; returns role -> name."""
+    return inprocess.create_pipeline_tables("bench-", aggregate_tables, extra_delta_tables)
 
 
 def handler_environment(names: dict[str, str], aggregate_role: str = "aggregate") -> dict[str, str]:
-    return {
-        "STATE_TABLE": names["state"],
-        "DELTA_TABLE": names["delta"],
-        "AGGREGATE_TABLE": names[aggregate_role],
-        "QUARANTINE_TABLE": names["quarantine"],
-        "HIERARCHY_LEVELS": ",".join(LEVELS),
-        "POWERTOOLS_METRICS_NAMESPACE": "ExactlyOnceAggregationBenchmark",
-        "POWERTOOLS_SERVICE_NAME": "benchmark",
-    }
+    return inprocess.handler_environment(names, "ExactlyOnceAggregationBenchmark", "benchmark", aggregate_role)
 
 
 def pipeline_for(names: dict[str, str], aggregate_role: str = "aggregate") -> Pipeline:
-    """The suite's Pipeline helper on our tables (its `aggregates()` reads `aggregate_role`)."""
+    """The in-process Pipeline on our tables (its `aggregates()` reads `aggregate_role`)."""
     return Pipeline({**names, "aggregate": names[aggregate_role]})
 
 

@@ -46,8 +46,8 @@ from benchmarks.write_units import (
 )
 from function_support import aws
 from local.emulator import advance_clock
+from local.inprocess import Pipeline, expected_totals
 from producer.generator import GeneratorConfig, MessageGenerator
-from tests.lambdas.conftest import Pipeline, expected_totals
 
 MODES = (TOKEN_AND_MARKERS, TOKEN_ONLY)
 TOKEN_WINDOW_SECONDS = 600

@@ -70,40 +70,6 @@ class MessageKind(StrEnum):
     MALFORMED = "malformed"
 
 
-MALFORMED_KINDS: tuple[str, ...] = (
-    "not_utf8",
-    "not_json",
-    "not_object",
-    "trade_id_missing",
-    "trade_id_empty",
-    "trade_id_too_long",
-    "trade_id_not_string",
-    "version_missing",
-    "version_float",
-    "version_string",
-    "version_bool",
-    "version_negative",
-    "value_missing",
-    "value_nan",
-    "value_infinity",
-    "value_string",
-    "value_bool",
-    "value_too_many_digits",
-    "value_out_of_domain",
-    "timestamp_missing",
-    "timestamp_nan",
-    "timestamp_infinity",
-    "timestamp_string",
-    "hierarchy_missing",
-    "hierarchy_not_object",
-    "hierarchy_missing_level",
-    "hierarchy_empty_level",
-    "hierarchy_level_with_colon",
-    "hierarchy_level_too_long",
-    "hierarchy_level_not_string",
-)
-"""Every invalid-record kind the generator produces; each breaks exactly one DESIGN.md rule."""
-
 OVERSIZED_RECORD_KIND = "oversized_record"
 """A ~1 MB invalid record (its TradeID is far too long): the quarantine stores it truncated.
 
@@ -562,94 +528,158 @@ class MessageGenerator(Iterator[GeneratedMessage]):
 
     def _malformed_bytes(self, kind: str, trade_id: str, template: TradeState) -> bytes:
         """A record breaking exactly one DESIGN.md rule (``kind``)."""
-        rng = self._rng
-        fields = self._valid_fields(trade_id, template, decorate=False)
-        levels = dict(zip(self._levels, template.hierarchy, strict=True))
-        level = rng.choice(self._levels)
+        record = _ValidRecord(
+            rng=self._rng,
+            fields=self._valid_fields(trade_id, template, decorate=False),
+            trade_id=trade_id,
+            template=template,
+            levels=dict(zip(self._levels, template.hierarchy, strict=True)),
+            level=self._rng.choice(self._levels),
+        )
+        return MUTATIONS[kind](record)
 
-        def with_hierarchy(values: Mapping[str, str]) -> None:
-            fields["Hierarchy"] = _assemble(values)
 
-        if kind == "not_utf8":
-            fields["TradeID"] = _quote("@@NOT_UTF8@@")
-            return _assemble(fields).encode("utf-8").replace(b"@@NOT_UTF8@@", b"\xff\xfe\xc3\x28")
-        if kind == "not_json":
-            text = _assemble(fields)
-            return text[: rng.randint(1, len(text) - 1)].encode("utf-8")
-        if kind == "not_object":
-            text = rng.choice(("[" + _assemble(fields) + "]", _quote(trade_id), "42", "null", "true"))
-            return text.encode("utf-8")
-        if kind == "trade_id_missing":
-            del fields["TradeID"]
-        elif kind == "trade_id_empty":
-            fields["TradeID"] = '""'
-        elif kind == "trade_id_too_long":
-            fields["TradeID"] = _quote(trade_id.ljust(MAX_TRADE_ID_LENGTH + 1, "z"))
-        elif kind == "trade_id_not_string":
-            fields["TradeID"] = str(rng.randint(1, 10**9))
-        elif kind == "version_missing":
-            del fields["Version"]
-        elif kind == "version_float":
-            fields["Version"] = rng.choice((f"{template.version}.0", f"{template.version}.5", "1e2"))
-        elif kind == "version_string":
-            fields["Version"] = _quote(str(template.version))
-        elif kind == "version_bool":
-            fields["Version"] = rng.choice(("true", "false"))
-        elif kind == "version_negative":
-            fields["Version"] = str(-rng.randint(1, 5))
-        elif kind == "value_missing":
-            del fields["Value"]
-        elif kind == "value_nan":
-            fields["Value"] = "NaN"
-        elif kind == "value_infinity":
-            fields["Value"] = rng.choice(("Infinity", "-Infinity"))
-        elif kind == "value_string":
-            fields["Value"] = _quote(decimal_json_literal(template.value))
-        elif kind == "value_bool":
-            fields["Value"] = rng.choice(("true", "false"))
-        elif kind == "value_too_many_digits":
-            digits = rng.randint(MAX_SIGNIFICANT_DIGITS + 1, MAX_SIGNIFICANT_DIGITS + 8)
-            body = str(rng.randint(1, 9)) + "".join(str(rng.randint(0, 9)) for _ in range(digits - 2))
-            body += str(rng.randint(1, 9))
-            point = rng.randint(1, digits - 1)
-            fields["Value"] = body[:point] + "." + body[point:]
-        elif kind == "value_out_of_domain":
-            # A DynamoDB number, but one whose sums with other values could outgrow 38 digits.
-            too_large = "1" + "0" * VALUE_INTEGER_DIGITS
-            too_fine = "0." + "0" * VALUE_FRACTION_DIGITS + "1"
-            fields["Value"] = rng.choice((too_large, "-" + too_large, too_fine, "-" + too_fine, "1E+30"))
-        elif kind == "timestamp_missing":
-            del fields["Timestamp"]
-        elif kind == "timestamp_nan":
-            fields["Timestamp"] = "NaN"
-        elif kind == "timestamp_infinity":
-            fields["Timestamp"] = rng.choice(("Infinity", "-Infinity"))
-        elif kind == "timestamp_string":
-            fields["Timestamp"] = _quote(fields["Timestamp"])
-        elif kind == "hierarchy_missing":
-            del fields["Hierarchy"]
-        elif kind == "hierarchy_not_object":
-            fields["Hierarchy"] = rng.choice(
-                (
-                    "[" + ", ".join(_quote(value) for value in template.hierarchy) + "]",
-                    _quote(":".join(template.hierarchy)),
-                    "null",
-                )
-            )
-        elif kind == "hierarchy_missing_level":
-            with_hierarchy({name: _quote(value) for name, value in levels.items() if name != level})
-        elif kind == "hierarchy_empty_level":
-            with_hierarchy({name: _quote("" if name == level else value) for name, value in levels.items()})
-        elif kind == "hierarchy_level_with_colon":
-            with_hierarchy({name: _quote(f"{value}:X" if name == level else value) for name, value in levels.items()})
-        elif kind == "hierarchy_level_too_long":
-            long_value = levels[level].ljust(MAX_LEVEL_VALUE_LENGTH + 1, "y")
-            with_hierarchy({name: _quote(long_value if name == level else value) for name, value in levels.items()})
-        elif kind == "hierarchy_level_not_string":
-            with_hierarchy({name: ("7" if name == level else _quote(value)) for name, value in levels.items()})
-        else:  # pragma: no cover - MALFORMED_KINDS and this chain are kept in step by tests
-            raise AssertionError(f"unknown malformed kind {kind}")
-        return _assemble(fields).encode("utf-8")
+@dataclass(frozen=True)
+class _ValidRecord:
+    """A valid message about to be broken: its field literals and what they were made from."""
+
+    rng: Random
+    fields: dict[str, str]
+    trade_id: str
+    template: TradeState
+    levels: dict[str, str]
+    """Hierarchy level -> value, in the configured order."""
+    level: str
+    """The level a hierarchy mutation breaks."""
+
+    def assembled(self) -> bytes:
+        return _assemble(self.fields).encode("utf-8")
+
+
+Mutation = Callable[[_ValidRecord], bytes]
+Literal = Callable[[_ValidRecord], str]
+
+
+def _without(field: str) -> Mutation:
+    """The record without `field`."""
+
+    def mutate(record: _ValidRecord) -> bytes:
+        del record.fields[field]
+        return record.assembled()
+
+    return mutate
+
+
+def _with(field: str, literal: Literal) -> Mutation:
+    """The record with `field` replaced by an invalid literal."""
+
+    def mutate(record: _ValidRecord) -> bytes:
+        record.fields[field] = literal(record)
+        return record.assembled()
+
+    return mutate
+
+
+def _constant(literal: str) -> Literal:
+    return lambda _record: literal
+
+
+def _one_of(*literals: str) -> Literal:
+    return lambda record: record.rng.choice(literals)
+
+
+def _with_level(literal: Callable[[str], str | None]) -> Mutation:
+    """The record whose chosen hierarchy level's value has the literal `literal(value)`, or none if None."""
+
+    def hierarchy(record: _ValidRecord) -> str:
+        literals = {
+            name: _quote(value) if name != record.level else literal(value) for name, value in record.levels.items()
+        }
+        return _assemble({name: text for name, text in literals.items() if text is not None})
+
+    return _with("Hierarchy", hierarchy)
+
+
+def _not_utf8(record: _ValidRecord) -> bytes:
+    record.fields["TradeID"] = _quote("@@NOT_UTF8@@")
+    return record.assembled().replace(b"@@NOT_UTF8@@", b"\xff\xfe\xc3\x28")
+
+
+def _not_json(record: _ValidRecord) -> bytes:
+    text = _assemble(record.fields)
+    return text[: record.rng.randint(1, len(text) - 1)].encode("utf-8")
+
+
+def _not_object(record: _ValidRecord) -> bytes:
+    text = record.rng.choice(("[" + _assemble(record.fields) + "]", _quote(record.trade_id), "42", "null", "true"))
+    return text.encode("utf-8")
+
+
+def _value_with_too_many_digits(record: _ValidRecord) -> str:
+    rng = record.rng
+    digits = rng.randint(MAX_SIGNIFICANT_DIGITS + 1, MAX_SIGNIFICANT_DIGITS + 8)
+    body = str(rng.randint(1, 9)) + "".join(str(rng.randint(0, 9)) for _ in range(digits - 2))
+    body += str(rng.randint(1, 9))
+    point = rng.randint(1, digits - 1)
+    return body[:point] + "." + body[point:]
+
+
+def _value_out_of_domain(record: _ValidRecord) -> str:
+    """A DynamoDB number, but one whose sums with other values could outgrow 38 digits."""
+    too_large = "1" + "0" * VALUE_INTEGER_DIGITS
+    too_fine = "0." + "0" * VALUE_FRACTION_DIGITS + "1"
+    return record.rng.choice((too_large, "-" + too_large, too_fine, "-" + too_fine, "1E+30"))
+
+
+def _hierarchy_not_object(record: _ValidRecord) -> str:
+    hierarchy = record.template.hierarchy
+    return record.rng.choice(
+        ("[" + ", ".join(_quote(value) for value in hierarchy) + "]", _quote(":".join(hierarchy)), "null")
+    )
+
+
+MUTATIONS: dict[str, Mutation] = {
+    "not_utf8": _not_utf8,
+    "not_json": _not_json,
+    "not_object": _not_object,
+    "trade_id_missing": _without("TradeID"),
+    "trade_id_empty": _with("TradeID", _constant('""')),
+    "trade_id_too_long": _with("TradeID", lambda record: _quote(record.trade_id.ljust(MAX_TRADE_ID_LENGTH + 1, "z"))),
+    "trade_id_not_string": _with("TradeID", lambda record: str(record.rng.randint(1, 10**9))),
+    "version_missing": _without("Version"),
+    "version_float": _with(
+        "Version",
+        lambda record: record.rng.choice((f"{record.template.version}.0", f"{record.template.version}.5", "1e2")),
+    ),
+    "version_string": _with("Version", lambda record: _quote(str(record.template.version))),
+    "version_bool": _with("Version", _one_of("true", "false")),
+    "version_negative": _with("Version", lambda record: str(-record.rng.randint(1, 5))),
+    "value_missing": _without("Value"),
+    "value_nan": _with("Value", _constant("NaN")),
+    "value_infinity": _with("Value", _one_of("Infinity", "-Infinity")),
+    "value_string": _with("Value", lambda record: _quote(decimal_json_literal(record.template.value))),
+    "value_bool": _with("Value", _one_of("true", "false")),
+    "value_too_many_digits": _with("Value", _value_with_too_many_digits),
+    "value_out_of_domain": _with("Value", _value_out_of_domain),
+    "timestamp_missing": _without("Timestamp"),
+    "timestamp_nan": _with("Timestamp", _constant("NaN")),
+    "timestamp_infinity": _with("Timestamp", _one_of("Infinity", "-Infinity")),
+    "timestamp_string": _with("Timestamp", lambda record: _quote(record.fields["Timestamp"])),
+    "hierarchy_missing": _without("Hierarchy"),
+    "hierarchy_not_object": _with("Hierarchy", _hierarchy_not_object),
+    "hierarchy_missing_level": _with_level(lambda _value: None),
+    "hierarchy_empty_level": _with_level(lambda _value: _quote("")),
+    "hierarchy_level_with_colon": _with_level(lambda value: _quote(f"{value}:X")),
+    "hierarchy_level_too_long": _with_level(lambda value: _quote(value.ljust(MAX_LEVEL_VALUE_LENGTH + 1, "y"))),
+    "hierarchy_level_not_string": _with_level(lambda _value: "7"),
+}
+"""Each invalid-record kind the generator produces -> how it breaks a valid record.
+
+Each mutation breaks exactly one DESIGN.md rule and draws its randomness from the record's
+generator, in a fixed order, so a seed still gives the same bytes."""
+
+MALFORMED_KINDS: tuple[str, ...] = tuple(MUTATIONS)
+"""Every invalid-record kind the generator produces, in the order a kind is drawn from."""
 
 
 def generate_messages(

@@ -1,18 +1,27 @@
-"""Fixtures shared by the whole suite: one embedded emulator (moto server + compat fixes)."""
+"""Fixtures shared by the whole suite: one embedded emulator (moto server + compat fixes).
+
+Every test that uses a fixture starting an emulator process (`EMULATOR_FIXTURES`, directly
+or through `aws_environment` or `pipeline`) is marked ``emulator`` here, so
+``pytest -m "not emulator"`` runs only the tests that need no emulator.
+"""
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
+from function_support import aws
 from local.emulator import EmulatorProcess, start_emulator
+from local.inprocess import Pipeline, create_pipeline_tables, handler_environment
+from tests.environment import DUMMY_CREDENTIALS
 
-DUMMY_CREDENTIALS = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_SESSION_TOKEN": "testing",
-    "AWS_DEFAULT_REGION": "us-east-1",
-}
+EMULATOR_FIXTURES = frozenset({"emulator", "module_emulator"})
+"""The fixtures that start an emulator process (this file's and tests/local/conftest.py's)."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if EMULATOR_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.emulator)
 
 
 @pytest.fixture(scope="session")
@@ -32,5 +41,15 @@ def aws_environment(emulator: EmulatorProcess, monkeypatch: pytest.MonkeyPatch) 
     return emulator.endpoint_url
 
 
-def repository_root() -> Path:
-    return Path(__file__).resolve().parents[1]
+@pytest.fixture
+def pipeline(aws_environment: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pipeline]:
+    """The four tables in the emulator `aws_environment` names, and the handlers set up to use them.
+
+    The driver is `local.inprocess.Pipeline`, which the benchmarks use too.
+    """
+    names = create_pipeline_tables(prefix="")
+    for name, value in handler_environment(names, "ExactlyOnceAggregationTest", "test").items():
+        monkeypatch.setenv(name, value)
+    aws.dynamodb_client.cache_clear()
+    yield Pipeline(names)
+    aws.dynamodb_client.cache_clear()

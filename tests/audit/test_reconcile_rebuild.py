@@ -31,10 +31,10 @@ from audit.reconcile import reconcile, reconcile_contents
 from audit.targets import AuditTarget
 from function_support.faults import InjectedFailure
 from local.emulator import advance_clock
+from local.inprocess import LambdaContextStub, Pipeline, expected_totals
 from state_function import handler as state_handler
-from tests.conftest import repository_root
+from tests.environment import repository_root
 from tests.lambdas.archive_function.archive_helpers import WireRecorder, archive_bucket_environment
-from tests.lambdas.conftest import LambdaContextStub, Pipeline, expected_totals, pipeline  # noqa: F401 (fixture)
 from tests.lambdas.test_pipeline_chain import random_workload
 
 FAULTS = {
@@ -94,7 +94,7 @@ def archive(records: list[dict[str, Any]]) -> None:
 
 @pytest.fixture
 def faulted_run(
-    pipeline: Pipeline,  # noqa: F811 (the fixture imported above)
+    pipeline: Pipeline,
     aws_environment: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[tuple[FaultedRun, dict[str, tuple[Decimal, int]]]]:

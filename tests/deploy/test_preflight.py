@@ -32,7 +32,7 @@ from deploy.preflight import (
 )
 from local.deployer import BOOTSTRAP_VERSION_PARAMETER
 from stacks.settings import PipelineSettings
-from tests.conftest import repository_root
+from tests.environment import repository_root
 
 
 def plan(

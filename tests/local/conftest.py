@@ -6,8 +6,8 @@ for it with dummy credentials. A module of its own keeps state such as the compa
 which tests advance, away from the rest of the suite (the session-wide `emulator` fixture
 of tests/conftest.py). `emulator_faults` configures and reads the module emulator's
 injected AWS-side faults (lost responses, throttling) and clears them after each test.
-`pipeline` (tests/lambdas/conftest.py) runs the real handlers against the emulator that
-the requesting module's `aws_environment` names.
+`pipeline` (tests/conftest.py) runs the real handlers against the emulator that the
+requesting module's `aws_environment` names.
 """
 
 from collections.abc import Callable, Iterator
@@ -18,8 +18,7 @@ import pytest
 from botocore.config import Config
 
 from local.emulator import EmulatorProcess, start_emulator
-from local.injected_faults import clear_faults, configure_faults, fault_report, injected
-from tests.lambdas.conftest import pipeline  # noqa: F401  (the handlers' real tables, for tests here)
+from tests.local.fault_control import FaultControl
 
 REGION = "us-east-1"
 
@@ -54,28 +53,6 @@ def aws_client(emulator_endpoint: str) -> AwsClientFactory:
         return session.client(service_name, endpoint_url=emulator_endpoint, config=config)  # type: ignore[call-overload]
 
     return make
-
-
-class FaultControl:
-    """The module emulator's injected faults (``/_compat/faults``, `local.injected_faults`)."""
-
-    def __init__(self, endpoint_url: str) -> None:
-        self.endpoint_url = endpoint_url
-
-    def configure(self, *rules: dict[str, Any], seed: int = 0) -> dict[str, Any]:
-        """Replace the faults by `rules` (counters reset); returns the report."""
-        return configure_faults(self.endpoint_url, {"seed": seed, "rules": list(rules)})
-
-    def report(self) -> dict[str, Any]:
-        return fault_report(self.endpoint_url)
-
-    def injected(self, kind: str, service: str, operation: str) -> int:
-        """Faults of `kind` injected so far on ``service:operation``."""
-        return injected(self.report(), kind, service, operation)
-
-    def clear(self) -> dict[str, Any]:
-        """No faults any more; returns the report as it was."""
-        return clear_faults(self.endpoint_url)
 
 
 @pytest.fixture

@@ -83,7 +83,6 @@ def test_the_fallback_tolerates_harmless_gaps_and_names_the_others() -> None:
     assert deploy_what_cloudformation_skipped(template, deployed) == ["Alarm"]
 
 
-@pytest.mark.emulator
 def test_deploy_publishes_assets_bootstraps_and_reads_physical_names_back(
     module_emulator: EmulatorProcess, tmp_path: Path
 ) -> None:
@@ -119,7 +118,6 @@ def test_deploy_publishes_assets_bootstraps_and_reads_physical_names_back(
         deploy(assembly_dir, endpoint, require_outputs=["AggregateTableName"])
 
 
-@pytest.mark.emulator
 def test_public_ssm_parameters_the_template_reads_get_a_clearly_local_stand_in(
     module_emulator: EmulatorProcess,
 ) -> None:
@@ -152,7 +150,6 @@ def test_public_ssm_parameters_the_template_reads_get_a_clearly_local_stand_in(
         stand_in_public_parameters(ssm, template, "us-east-1")
 
 
-@pytest.mark.emulator
 @pytest.mark.slow
 def test_the_synthesized_stack_deploys_with_every_output_the_contract_names(
     module_emulator: EmulatorProcess,
@@ -176,7 +173,6 @@ def test_the_synthesized_stack_deploys_with_every_output_the_contract_names(
     json.dumps(deployment.to_json())
 
 
-@pytest.mark.emulator
 @pytest.mark.slow
 def test_a_provisioned_stack_deploys_with_its_auto_scaling_left_to_aws(
     module_emulator: EmulatorProcess, tmp_path: Path

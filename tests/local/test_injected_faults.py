@@ -46,16 +46,16 @@ from local.injected_faults import (
     injected,
     parse_config,
 )
-from map_function import handler as map_handler
-from state_function import handler as state_handler
-from tests.conftest import DUMMY_CREDENTIALS
-from tests.lambdas.conftest import (
+from local.inprocess import (
     LambdaContextStub,
     Pipeline,
     expected_totals,
     trade_message,
 )
-from tests.local.conftest import FaultControl
+from map_function import handler as map_handler
+from state_function import handler as state_handler
+from tests.environment import DUMMY_CREDENTIALS
+from tests.local.fault_control import FaultControl
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -63,11 +63,8 @@ if TYPE_CHECKING:
     from mypy_boto3_kinesis import KinesisClient
     from mypy_boto3_s3 import S3Client
 
-pytestmark = [
-    pytest.mark.emulator,
-    # A handler that raises mid-batch (the SDK gave up) flushes no metrics; Powertools warns.
-    pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning"),
-]
+# A handler that raises mid-batch (the SDK gave up) flushes no metrics; Powertools warns.
+pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
 
 AwsClientFactory = Callable[[str], Any]
 T = TypeVar("T")
@@ -559,6 +556,7 @@ def test_the_same_seed_makes_the_same_decisions() -> None:
     assert 60 <= sum(first) <= 120
 
 
+@pytest.mark.emulator
 def test_the_emulator_reads_its_faults_from_the_environment_at_start(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -28,8 +28,6 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodbstreams import DynamoDBStreamsClient
     from mypy_boto3_kinesis import KinesisClient
 
-pytestmark = pytest.mark.emulator
-
 AwsClientFactory = Callable[[str], Any]
 
 

@@ -32,8 +32,6 @@ from tests.local.runner_harness import (
     write_cloud_assembly,
 )
 
-pytestmark = pytest.mark.emulator
-
 Deployer = Callable[..., tuple[Deployment, Path, LocalPaths]]
 
 

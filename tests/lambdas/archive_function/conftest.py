@@ -5,7 +5,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.lambdas.archive_function.archive_helpers import WireRecorder, archive_bucket_environment
-from tests.local.conftest import FaultControl
+from tests.local.fault_control import FaultControl
 
 
 @pytest.fixture

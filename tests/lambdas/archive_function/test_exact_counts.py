@@ -24,6 +24,7 @@ import pytest
 from aggregation.archive import delta_object_key
 from archive_function import handler as archive_handler
 from local.injected_faults import LOST_RESPONSE
+from local.inprocess import LambdaContextStub
 from tests.lambdas.archive_function.archive_helpers import (
     DieAtPut,
     InvocationDied,
@@ -33,8 +34,7 @@ from tests.lambdas.archive_function.archive_helpers import (
     delta_record,
     read_registry,
 )
-from tests.lambdas.conftest import LambdaContextStub
-from tests.local.conftest import FaultControl
+from tests.local.fault_control import FaultControl
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
 

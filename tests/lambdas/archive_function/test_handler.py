@@ -31,6 +31,7 @@ from archive_function.store import (
 from archive_function.store import read_registry as read_stored_registry
 from function_support import aws
 from function_support.faults import InjectedFailure
+from local.inprocess import LambdaContextStub
 from tests.lambdas.archive_function.archive_helpers import (
     WireRecorder,
     batch_hash,
@@ -40,7 +41,6 @@ from tests.lambdas.archive_function.archive_helpers import (
     read_registry,
     s3_error_response,
 )
-from tests.lambdas.conftest import LambdaContextStub
 from tests.lambdas.metrics_helpers import emitted_metric
 
 

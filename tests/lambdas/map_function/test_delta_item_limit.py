@@ -12,8 +12,8 @@ from decimal import Decimal
 from aggregation.delta_item_size import max_records_per_delta_item
 from aggregation.item_size import MAX_ITEM_BYTES, item_size_bytes
 from aggregation.value_domain import DEFAULT_VALUE_DOMAIN
+from local.inprocess import LEVELS, Pipeline, expected_totals, trade_message
 from tests.lambdas.aggregation.test_delta_item_size import LARGEST_VALUE, LONGEST_TIMESTAMP, distinct_path
-from tests.lambdas.conftest import LEVELS, Pipeline, expected_totals, trade_message
 
 
 def test_a_batch_too_large_for_one_item_is_split_into_items_that_fit(pipeline: Pipeline) -> None:

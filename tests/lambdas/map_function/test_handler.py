@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from aggregation.stream_positions import sequence_key
+from local.inprocess import LambdaContextStub, Pipeline, expected_totals, trade_message
 from map_function import handler as map_handler
-from tests.lambdas.conftest import LambdaContextStub, Pipeline, expected_totals, trade_message
 
 
 def test_batch_becomes_one_delta_item_keyed_by_its_stream_position(pipeline: Pipeline) -> None:

@@ -9,9 +9,9 @@ import pytest
 from botocore.exceptions import ClientError
 
 from function_support import aws
+from local.inprocess import LambdaContextStub, Pipeline, expected_totals, trade_message
 from producer.generator import GeneratorConfig, MessageGenerator, MessageKind
 from state_function import handler as state_handler
-from tests.lambdas.conftest import LambdaContextStub, Pipeline, expected_totals, trade_message
 
 
 class UpdateCounter:

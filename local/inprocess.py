@@ -1,20 +1,22 @@
-"""A pipeline of real tables in the emulator, driven by calling the handlers directly.
+"""The pipeline driven in-process: the real handlers called directly against real tables.
 
-Kinesis events are built in Lambda's event format; DynamoDB stream events are
-read from the emulator's real streams, so map and reduce see exactly the stream
-records the tables produced.
+Kinesis events are built in Lambda's event format; DynamoDB stream events are read from
+the tables' real streams, so map and reduce see exactly the stream records the tables
+produced. Point boto3 at the emulator (``AWS_ENDPOINT_URL``) and set the handlers'
+environment (`handler_environment`) first. The tests prove the pipeline exact through
+these helpers and the benchmarks measure it through them, so both exercise the same
+code paths.
 """
 
 import base64
 import json
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
 import boto3
-import pytest
 
 from function_support import aws
 from local.runner import events
@@ -173,26 +175,33 @@ def _create_table(client: Any, name: str, key: str, stream_view: str | None, sor
     client.create_table(**arguments)
 
 
-@pytest.fixture
-def pipeline(aws_environment: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pipeline]:
+def create_pipeline_tables(
+    prefix: str, aggregate_tables: Sequence[str] = ("aggregate",), extra_delta_tables: Sequence[str] = ()
+) -> dict[str, str]:
+    """Scratch tables shaped like the stack's (docs/architecture.md "Tables"); returns role -> name."""
     suffix = uuid.uuid4().hex[:8]
-    names = {name: f"{name}-{suffix}" for name in ("state", "delta", "aggregate", "quarantine")}
+    roles = ("state", "delta", "quarantine", *aggregate_tables, *extra_delta_tables)
+    names = {role: f"{prefix}{role}-{suffix}" for role in roles}
     client = boto3.client("dynamodb")
     _create_table(client, names["state"], "TradeID", "NEW_AND_OLD_IMAGES")
-    _create_table(client, names["delta"], "StreamShard", "NEW_IMAGE", sort_key="FirstSequenceNumber")
-    _create_table(client, names["aggregate"], "AggregateKey", None)
+    for role in ("delta", *extra_delta_tables):
+        _create_table(client, names[role], "StreamShard", "NEW_IMAGE", sort_key="FirstSequenceNumber")
     _create_table(client, names["quarantine"], "RecordId", None)
-    environment = {
+    for role in aggregate_tables:
+        _create_table(client, names[role], "AggregateKey", None)
+    return names
+
+
+def handler_environment(
+    names: Mapping[str, str], metrics_namespace: str, service_name: str, aggregate_role: str = "aggregate"
+) -> dict[str, str]:
+    """The environment variables the stack gives the handlers, for the tables `names`."""
+    return {
         "STATE_TABLE": names["state"],
         "DELTA_TABLE": names["delta"],
-        "AGGREGATE_TABLE": names["aggregate"],
+        "AGGREGATE_TABLE": names[aggregate_role],
         "QUARANTINE_TABLE": names["quarantine"],
         "HIERARCHY_LEVELS": ",".join(LEVELS),
-        "POWERTOOLS_METRICS_NAMESPACE": "ExactlyOnceAggregationTest",
-        "POWERTOOLS_SERVICE_NAME": "test",
+        "POWERTOOLS_METRICS_NAMESPACE": metrics_namespace,
+        "POWERTOOLS_SERVICE_NAME": service_name,
     }
-    for name, value in environment.items():
-        monkeypatch.setenv(name, value)
-    aws.dynamodb_client.cache_clear()
-    yield Pipeline(names)
-    aws.dynamodb_client.cache_clear()
