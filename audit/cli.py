@@ -6,7 +6,6 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
 
 from botocore.exceptions import BotoCoreError, ClientError
 from rich.console import Console
@@ -15,18 +14,12 @@ from rich.table import Table
 from audit.rebuild import DEFAULT_MARKER_TTL_DAYS, DEFAULT_MARKER_WINDOW_HOURS, RebuildPlan, rebuild
 from audit.reconcile import ReconcileReport, reconcile
 from audit.targets import DEFAULT_OUTPUTS_PATH, AuditError, AuditTarget, target_from_outputs_file, target_from_stack
+from toolkit.cli import OneLineArgumentParser
 
 EXIT_OK = 0
 EXIT_MISMATCH = 1
 EXIT_ERROR = 2
 MAX_DIFFERENCE_ROWS = 50
-
-
-class OneLineArgumentParser(argparse.ArgumentParser):
-    """Misuse is reported in one line (`error: ...`), without the usage block or a traceback."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_ERROR, f"error: {message} (see `python -m audit {self.prog.split()[-1]} --help`)\n")
 
 
 def _positive_int(text: str) -> int:
@@ -36,8 +29,8 @@ def _positive_int(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineArgumentParser(prog="audit", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=OneLineArgumentParser)
+    parser = OneLineArgumentParser(prog="python -m audit", description=__doc__, error_prefix="error: ")
+    commands = parser.add_subparsers(dest="command", required=True)
 
     def add_target_options(command: argparse.ArgumentParser) -> None:
         where = command.add_mutually_exclusive_group()

@@ -9,7 +9,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 from rich.console import Console
@@ -18,21 +18,17 @@ from local import chaos, demo, lifecycle, status
 from local.deployer import DeploymentError
 from local.emulator import EmulatorError
 from local.paths import LocalPaths
+from toolkit.cli import EXIT_USAGE, OneLineArgumentParser
 
 PROGRAM = "python -m local"
 EXIT_FAILURE = 1
-EXIT_MISUSE = 2
+EXIT_MISUSE = EXIT_USAGE
 EXIT_INTERRUPTED = 130
 
 
-class OneLineArgumentParser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_MISUSE, f"{PROGRAM}: {message} (see --help)\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineArgumentParser(prog=PROGRAM, description="Run the pipeline locally.")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=OneLineArgumentParser)
+    parser = OneLineArgumentParser(prog=PROGRAM, description="Run the pipeline locally.", error_prefix=f"{PROGRAM}: ")
+    commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("up", help="start the emulator and runner, deploy the stack (idempotent)")
     commands.add_parser("down", help="stop everything `up` started")
     commands.add_parser("status", help="per-function invocations, errors, retries and iterator lag")

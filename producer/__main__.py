@@ -11,7 +11,6 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NoReturn
 
 from botocore.exceptions import BotoCoreError, ClientError
 from rich.console import Console
@@ -23,18 +22,12 @@ from producer.model import DEFAULT_HIERARCHY_LEVELS, parse_hierarchy_levels
 from producer.sender import SendError, SendOptions, send_messages
 from producer.targets import DEFAULT_OUTPUTS_PATH, PipelineTarget, TargetError, resolve_target
 from producer.verifier import verify_pipeline
+from toolkit.cli import OneLineArgumentParser
 
 PROGRAM = "producer"
 EXIT_MISMATCH = 1
 EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130
-
-
-class OneLineArgumentParser(argparse.ArgumentParser):
-    """argparse, but misuse is reported in one line (no usage dump)."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_ERROR, f"{PROGRAM}: error: {message} (see --help)\n")
 
 
 def _number(kind: Callable[[str], float], low: float | None, high: float | None, name: str) -> Callable[[str], float]:
@@ -72,7 +65,7 @@ def _levels(text: str) -> tuple[str, ...]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    common = OneLineArgumentParser(add_help=False)
+    common = OneLineArgumentParser(add_help=False, error_prefix=f"{PROGRAM}: error: ")
     where = common.add_argument_group("pipeline")
     where.add_argument("--stack-name", help="deployed stack whose CloudFormation outputs name the resources")
     where.add_argument("--region", help="AWS region of --stack-name (default: the usual AWS lookup)")
@@ -88,7 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
     where.add_argument("--no-progress", action="store_true", help="no live display even on a terminal")
 
     parser = OneLineArgumentParser(
-        prog=f"python -m {PROGRAM}", description="Load generator and exactly-once verifier for the pipeline."
+        prog=f"python -m {PROGRAM}",
+        description="Load generator and exactly-once verifier for the pipeline.",
+        error_prefix=f"{PROGRAM}: error: ",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="{send,verify,clear}")
 
