@@ -13,8 +13,10 @@ from rich.table import Table
 
 from audit.rebuild import DEFAULT_MARKER_TTL_DAYS, DEFAULT_MARKER_WINDOW_HOURS, RebuildPlan, rebuild
 from audit.reconcile import ReconcileReport, reconcile
-from audit.targets import DEFAULT_OUTPUTS_PATH, AuditError, AuditTarget, target_from_outputs_file, target_from_stack
+from audit.targets import AuditError, resolve_target
 from toolkit.cli import OneLineArgumentParser
+from toolkit.ledger import LedgerError
+from toolkit.pipeline import DEFAULT_OUTPUTS_PATH, TargetError
 
 EXIT_OK = 0
 EXIT_MISMATCH = 1
@@ -57,15 +59,6 @@ def build_parser() -> argparse.ArgumentParser:
         "--marker-ttl-days", type=_positive_int, default=DEFAULT_MARKER_TTL_DAYS, help="marker expiry (default 7)"
     )
     return parser
-
-
-def resolve_target(arguments: argparse.Namespace) -> AuditTarget:
-    if arguments.stack_name:
-        return target_from_stack(arguments.stack_name, arguments.region)
-    target = target_from_outputs_file(arguments.outputs or DEFAULT_OUTPUTS_PATH)
-    if arguments.region:
-        return AuditTarget(target.aggregate_table, target.archive_bucket, arguments.region, target.endpoint_url)
-    return target
 
 
 def print_reconcile_report(report: ReconcileReport, console: Console) -> None:
@@ -126,7 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         print_rebuild_plan(plan, arguments.dry_run, console)
         return EXIT_OK
-    except AuditError as error:
+    except (AuditError, LedgerError, TargetError) as error:
         print(f"error: {error}", file=sys.stderr)
     except ClientError as error:
         details = error.response.get("Error", {})

@@ -176,8 +176,8 @@ def run_end_to_end(
     from local import lifecycle  # noqa: PLC0415
     from local.paths import LocalPaths  # noqa: PLC0415
     from producer.sender import SendOptions, send_messages  # noqa: PLC0415
-    from producer.targets import target_from_outputs  # noqa: PLC0415
     from producer.verifier import verify_pipeline  # noqa: PLC0415
+    from toolkit.pipeline import target_from_outputs  # noqa: PLC0415
 
     started = time.perf_counter()
     paths = LocalPaths(Path(tempfile.mkdtemp(prefix="bench-local-")))

@@ -13,13 +13,15 @@ from pathlib import Path
 
 from botocore.exceptions import BotoCoreError
 
-from frontend.ledger import DEFAULT_LEDGER_PATH, LedgerWatcher
+from frontend.ledger import LedgerWatcher
 from frontend.snapshot import SnapshotBuilder, TableReadError
 from frontend.table_reader import AggregateTableReader
-from frontend.target import DEFAULT_OUTPUTS_PATH, TargetError, resolve_target
+from frontend.target import resolve_target
 from frontend.terminal import run_terminal
 from frontend.web import DashboardServer, SnapshotPublisher
 from toolkit.cli import EXIT_USAGE, OneLineArgumentParser
+from toolkit.ledger import DEFAULT_LEDGER_PATH
+from toolkit.pipeline import DEFAULT_OUTPUTS_PATH, TargetError
 
 PROGRAM = "python -m frontend"
 

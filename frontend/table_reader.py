@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 from boto3.dynamodb.conditions import Attr
 from botocore.exceptions import BotoCoreError, ClientError
 
-from frontend.snapshot import BOOKKEEPING_PREFIX, STATS_KEY, NodeTotals, StatsRecord, TableReadError, TableReading
+from frontend.snapshot import STATS_KEY, StatsRecord, TableReadError, TableReading
+from toolkit.ledger import BOOKKEEPING_PREFIX, NodeTotals
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.service_resource import DynamoDBServiceResource

@@ -55,8 +55,8 @@ from local.runner.redelivery import SHAPES, RedeliveryPolicy
 from local.runner.stats import read_stats
 from producer.ledger import LedgerCounts
 from producer.sender import SendOptions, SendSummary, send_messages
-from producer.targets import PipelineTarget, target_from_outputs
 from producer.verifier import NodeMismatch, TradeMismatch, VerificationReport, verify_pipeline
+from toolkit.pipeline import PipelineTarget, target_from_outputs
 
 STAGES = ("state", "map", "reduce", "archive")
 ORIGINAL_FUNCTION_FAULT_PCT: Mapping[str, float] = {"state": 1.0, "map": 2.0, "reduce": 2.0, "archive": 2.0}

@@ -17,12 +17,13 @@ from rich.console import Console
 
 from producer.cleanup import clear_pipeline
 from producer.display import render_clear_summary, render_send_summary, render_verification_report
-from producer.ledger import DEFAULT_LEDGER_PATH, LedgerError
 from producer.model import DEFAULT_HIERARCHY_LEVELS, parse_hierarchy_levels
 from producer.sender import SendError, SendOptions, send_messages
-from producer.targets import DEFAULT_OUTPUTS_PATH, PipelineTarget, TargetError, resolve_target
+from producer.targets import resolve_target
 from producer.verifier import verify_pipeline
 from toolkit.cli import OneLineArgumentParser
+from toolkit.ledger import DEFAULT_LEDGER_PATH, LedgerError
+from toolkit.pipeline import DEFAULT_OUTPUTS_PATH, PipelineTarget, TargetError
 
 PROGRAM = "producer"
 EXIT_MISMATCH = 1

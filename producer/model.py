@@ -14,8 +14,6 @@ DEFAULT_HIERARCHY_LEVELS: tuple[str, ...] = ("RiskType", "TradeDesk", "Region")
 """The configured hierarchy levels when nothing else is said (DESIGN.md)."""
 
 AGGREGATE_KEY_SEPARATOR = ":"
-BOOKKEEPING_PREFIX = "#"
-"""Aggregate-table items whose key starts with this are bookkeeping, not nodes."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,9 +38,10 @@ from producer.generator import (
     MessageGenerator,
     MessageKind,
 )
-from producer.ledger import DEFAULT_LEDGER_PATH, Ledger, LedgerCounts, tally
+from producer.ledger import Ledger, LedgerCounts, tally
 from producer.model import DEFAULT_HIERARCHY_LEVELS
-from producer.targets import PipelineTarget
+from toolkit.ledger import DEFAULT_LEDGER_PATH
+from toolkit.pipeline import PipelineTarget
 
 if TYPE_CHECKING:
     from mypy_boto3_kinesis import KinesisClient

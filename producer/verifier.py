@@ -25,9 +25,10 @@ from typing import TYPE_CHECKING, cast
 from rich.console import Console
 
 from producer.display import DrainProgressDisplay
-from producer.ledger import DEFAULT_LEDGER_PATH, Ledger, LedgerCounts
-from producer.model import BOOKKEEPING_PREFIX, AggregateNode, TradeState
-from producer.targets import PipelineTarget
+from producer.ledger import Ledger, LedgerCounts
+from producer.model import AggregateNode, TradeState
+from toolkit.ledger import BOOKKEEPING_PREFIX, DEFAULT_LEDGER_PATH, differing_keys, node_keys
+from toolkit.pipeline import PipelineTarget
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -80,20 +81,14 @@ class AggregateComparison:
 def compare_aggregates(
     expected: Mapping[str, AggregateNode], actual: Mapping[str, AggregateNode]
 ) -> AggregateComparison:
-    """Compare node totals exactly. Bookkeeping keys (``#…``) and empty nodes are ignored."""
-    wanted = {
-        key: node for key, node in expected.items() if not key.startswith(BOOKKEEPING_PREFIX) and not node.is_empty
-    }
-    found = {key: node for key, node in actual.items() if not key.startswith(BOOKKEEPING_PREFIX) and not node.is_empty}
-    mismatches: list[NodeMismatch] = []
-    matching = 0
-    for key in sorted(wanted.keys() | found.keys()):
-        want, got = wanted.get(key), found.get(key)
-        if want is not None and got is not None and want.value == got.value and want.trade_count == got.trade_count:
-            matching += 1
-        else:
-            mismatches.append(NodeMismatch(key, want, got))
-    return AggregateComparison(tuple(mismatches), len(wanted), len(found), matching)
+    """Compare node totals exactly (`toolkit.ledger`'s rule). Bookkeeping keys (``#…``) and empty nodes are ignored."""
+    wanted, found = _nodes(expected), _nodes(actual)
+    mismatches = tuple(NodeMismatch(key, wanted.get(key), found.get(key)) for key in differing_keys(wanted, found))
+    return AggregateComparison(mismatches, len(wanted), len(found), len(node_keys(wanted, found)) - len(mismatches))
+
+
+def _nodes(nodes: Mapping[str, AggregateNode]) -> dict[str, AggregateNode]:
+    return {key: node for key, node in nodes.items() if not key.startswith(BOOKKEEPING_PREFIX) and not node.is_empty}
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from producer.sender import (
     chunk_messages,
     send_messages,
 )
-from producer.targets import PipelineTarget
+from toolkit.pipeline import PipelineTarget
 
 if TYPE_CHECKING:
     from mypy_boto3_kinesis import KinesisClient

@@ -12,8 +12,8 @@ from rich.console import Console
 from producer.display import render_verification_report
 from producer.ledger import Ledger
 from producer.model import AggregateNode
-from producer.targets import PipelineTarget
 from producer.verifier import AggregateSnapshot, compare_aggregates, verify_pipeline, wait_for_drain
+from toolkit.pipeline import PipelineTarget
 
 FillTables = Callable[[PipelineTarget, Ledger], None]
 
