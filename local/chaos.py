@@ -551,9 +551,7 @@ def run_pipeline(
         restarts.finish()
         figures.emulator_faults = emulator_fault_figures(clear_faults(deployment.endpoint_url))
         console.print(f"{label}: verifying the aggregates against the ledger")
-        report = verify_pipeline(
-            target, paths.ledger, timeout=120.0, settle_seconds=5.0, console=Console(quiet=True), show_progress=False
-        )
+        report = verify_pipeline(target, paths.ledger, timeout=120.0, settle_seconds=5.0)
         figures.discrepancies = report_discrepancies(report)
         figures.verified_exact = report.exact
         figures.quarantine = count_quarantine(target)
@@ -605,9 +603,7 @@ def _send_and_drain(
 
     def send() -> None:
         try:
-            summary = send_messages(
-                target, settings.send_options(count, paths.ledger), console=Console(quiet=True), show_progress=False
-            )
+            summary = send_messages(target, settings.send_options(count, paths.ledger))
             outcome.append(summary)
         except BaseException as error:  # reported by the main thread
             outcome.append(error)

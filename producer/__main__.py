@@ -16,7 +16,13 @@ from botocore.exceptions import BotoCoreError, ClientError
 from rich.console import Console
 
 from producer.cleanup import clear_pipeline
-from producer.display import render_clear_summary, render_send_summary, render_verification_report
+from producer.display import (
+    DrainProgressDisplay,
+    SendProgressDisplay,
+    render_clear_summary,
+    render_send_summary,
+    render_verification_report,
+)
 from producer.model import DEFAULT_HIERARCHY_LEVELS, parse_hierarchy_levels
 from producer.sender import SendError, SendOptions, send_messages
 from producer.targets import resolve_target
@@ -166,22 +172,22 @@ def run_send(arguments: argparse.Namespace, console: Console, status: Console) -
     )
     options.generator_config(0)  # validate the percentages and counts before touching AWS
     target = _target(arguments)
-    summary = send_messages(target, options, console=status, show_progress=_show_progress(arguments))
+    summary = send_messages(target, options, progress=SendProgressDisplay(status, _show_progress(arguments)))
     render_send_summary(summary, console)
     return 0
 
 
 def run_verify(arguments: argparse.Namespace, console: Console, status: Console) -> int:
     target = _target(arguments)
-    report = verify_pipeline(
-        target,
-        arguments.ledger,
-        arguments.timeout,
-        settle_seconds=arguments.settle,
-        poll_interval=arguments.poll,
-        console=status,
-        show_progress=_show_progress(arguments),
-    )
+    with DrainProgressDisplay(status, _show_progress(arguments)) as display:
+        report = verify_pipeline(
+            target,
+            arguments.ledger,
+            arguments.timeout,
+            settle_seconds=arguments.settle,
+            poll_interval=arguments.poll,
+            progress=display,
+        )
     render_verification_report(report, console)
     return 0 if report.exact else EXIT_MISMATCH
 
