@@ -14,7 +14,7 @@ from rich.table import Table
 from audit.rebuild import DEFAULT_MARKER_TTL_DAYS, DEFAULT_MARKER_WINDOW_HOURS, RebuildPlan, rebuild
 from audit.reconcile import ReconcileReport, reconcile
 from audit.targets import AuditError, resolve_target
-from toolkit.cli import OneLineArgumentParser
+from toolkit.cli import OneLineArgumentParser, bounded
 from toolkit.ledger import LedgerError
 from toolkit.pipeline import DEFAULT_OUTPUTS_PATH, TargetError
 
@@ -22,12 +22,6 @@ EXIT_OK = 0
 EXIT_MISMATCH = 1
 EXIT_ERROR = 2
 MAX_DIFFERENCE_ROWS = 50
-
-
-def _positive_int(text: str) -> int:
-    if not text.isdigit() or int(text) <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
-    return int(text)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,12 +45,12 @@ def build_parser() -> argparse.ArgumentParser:
     rebuilding.add_argument("--dry-run", action="store_true", help="show what would be written, write nothing")
     rebuilding.add_argument(
         "--marker-window-hours",
-        type=_positive_int,
+        type=bounded(int, 1),
         default=DEFAULT_MARKER_WINDOW_HOURS,
         help="restore reduce markers of deltas created this recently (default %(default)s)",
     )
     rebuilding.add_argument(
-        "--marker-ttl-days", type=_positive_int, default=DEFAULT_MARKER_TTL_DAYS, help="marker expiry (default 7)"
+        "--marker-ttl-days", type=bounded(int, 1), default=DEFAULT_MARKER_TTL_DAYS, help="marker expiry (default 7)"
     )
     return parser
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -27,7 +27,7 @@ from producer.model import DEFAULT_HIERARCHY_LEVELS, parse_hierarchy_levels
 from producer.sender import SendError, SendOptions, send_messages
 from producer.targets import resolve_target
 from producer.verifier import verify_pipeline
-from toolkit.cli import OneLineArgumentParser
+from toolkit.cli import OneLineArgumentParser, bounded
 from toolkit.ledger import DEFAULT_LEDGER_PATH, LedgerError
 from toolkit.pipeline import DEFAULT_OUTPUTS_PATH, PipelineTarget, TargetError
 
@@ -37,31 +37,11 @@ EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130
 
 
-def _number(kind: Callable[[str], float], low: float | None, high: float | None, name: str) -> Callable[[str], float]:
-    def parse(text: str) -> float:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} expected, got {text!r}") from None
-        if (low is not None and value < low) or (high is not None and value > high):
-            bounds = f"at least {low}" if high is None else f"between {low} and {high}"
-            raise argparse.ArgumentTypeError(f"must be {bounds}, got {text}")
-        return value
-
-    return parse
-
-
-def _positive_int(text: str) -> int:
-    return int(_number(int, 1, None, "an integer")(text))
-
-
-def _seed(text: str) -> int:
-    return int(_number(int, 0, None, "an integer")(text))
-
-
-_percentage = _number(float, 0, 100, "a percentage")
-_non_negative = _number(float, 0, None, "a number")
-_positive = _number(float, 1e-9, None, "a number")
+_positive_int = bounded(int, 1)
+_seed = bounded(int, 0)
+_percentage = bounded(float, 0, 100)
+_non_negative = bounded(float, 0)
+_positive = bounded(float, 1e-9)
 
 
 def _levels(text: str) -> tuple[str, ...]:

@@ -9,10 +9,13 @@ scripts and tests match on it.
 from __future__ import annotations
 
 import argparse
-from typing import Any, NoReturn
+from collections.abc import Callable
+from typing import Any, NoReturn, TypeVar
 
 EXIT_USAGE = 2
 """argparse's convention for wrong arguments, kept by every tool."""
+
+Number = TypeVar("Number", bound=float)
 
 
 class OneLineArgumentParser(argparse.ArgumentParser):
@@ -49,3 +52,21 @@ class _OneLineCommands(argparse._SubParsersAction):  # type: ignore[type-arg]  #
             kwargs.setdefault("error_prefix", self._error_prefix)
         parser: argparse.ArgumentParser = super().add_parser(name, **kwargs)
         return parser
+
+
+def bounded(kind: Callable[[str], Number], low: float, high: float | None = None) -> Callable[[str], Number]:
+    """An argparse type: a number of ``kind`` (int or float) from ``low`` to ``high`` (None: no limit)."""
+
+    def parse(text: str) -> Number:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{'an integer' if kind is int else 'a number'} expected, got {text!r}"
+            ) from None
+        if value < low or (high is not None and value > high):
+            bounds = f"at least {low}" if high is None else f"between {low} and {high}"
+            raise argparse.ArgumentTypeError(f"must be {bounds}, got {text}")
+        return value
+
+    return parse
