@@ -6,7 +6,6 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
 
 from botocore.exceptions import BotoCoreError, ClientError
 from rich.console import Console
@@ -14,7 +13,10 @@ from rich.table import Table
 
 from audit.rebuild import DEFAULT_MARKER_TTL_DAYS, DEFAULT_MARKER_WINDOW_HOURS, RebuildPlan, rebuild
 from audit.reconcile import ReconcileReport, reconcile
-from audit.targets import DEFAULT_OUTPUTS_PATH, AuditError, AuditTarget, target_from_outputs_file, target_from_stack
+from audit.targets import AuditError, resolve_target
+from toolkit.cli import OneLineArgumentParser, bounded
+from toolkit.ledger import LedgerError
+from toolkit.pipeline import DEFAULT_OUTPUTS_PATH, TargetError
 
 EXIT_OK = 0
 EXIT_MISMATCH = 1
@@ -22,22 +24,9 @@ EXIT_ERROR = 2
 MAX_DIFFERENCE_ROWS = 50
 
 
-class OneLineArgumentParser(argparse.ArgumentParser):
-    """Misuse is reported in one line (`error: ...`), without the usage block or a traceback."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_ERROR, f"error: {message} (see `python -m audit {self.prog.split()[-1]} --help`)\n")
-
-
-def _positive_int(text: str) -> int:
-    if not text.isdigit() or int(text) <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
-    return int(text)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineArgumentParser(prog="audit", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=OneLineArgumentParser)
+    parser = OneLineArgumentParser(prog="python -m audit", description=__doc__, error_prefix="error: ")
+    commands = parser.add_subparsers(dest="command", required=True)
 
     def add_target_options(command: argparse.ArgumentParser) -> None:
         where = command.add_mutually_exclusive_group()
@@ -56,23 +45,14 @@ def build_parser() -> argparse.ArgumentParser:
     rebuilding.add_argument("--dry-run", action="store_true", help="show what would be written, write nothing")
     rebuilding.add_argument(
         "--marker-window-hours",
-        type=_positive_int,
+        type=bounded(int, 1),
         default=DEFAULT_MARKER_WINDOW_HOURS,
         help="restore reduce markers of deltas created this recently (default %(default)s)",
     )
     rebuilding.add_argument(
-        "--marker-ttl-days", type=_positive_int, default=DEFAULT_MARKER_TTL_DAYS, help="marker expiry (default 7)"
+        "--marker-ttl-days", type=bounded(int, 1), default=DEFAULT_MARKER_TTL_DAYS, help="marker expiry (default 7)"
     )
     return parser
-
-
-def resolve_target(arguments: argparse.Namespace) -> AuditTarget:
-    if arguments.stack_name:
-        return target_from_stack(arguments.stack_name, arguments.region)
-    target = target_from_outputs_file(arguments.outputs or DEFAULT_OUTPUTS_PATH)
-    if arguments.region:
-        return AuditTarget(target.aggregate_table, target.archive_bucket, arguments.region, target.endpoint_url)
-    return target
 
 
 def print_reconcile_report(report: ReconcileReport, console: Console) -> None:
@@ -133,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         print_rebuild_plan(plan, arguments.dry_run, console)
         return EXIT_OK
-    except AuditError as error:
+    except (AuditError, LedgerError, TargetError) as error:
         print(f"error: {error}", file=sys.stderr)
     except ClientError as error:
         details = error.response.get("Error", {})

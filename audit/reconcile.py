@@ -15,14 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from aggregation.archive import archived_totals
-from aggregation.deltas import NodeDelta
-from aggregation.exact import ZERO
 from audit.aggregate_table import AggregateTableContents, read_aggregate_table
 from audit.archive_reader import ArchiveContents, read_archive
-from audit.ledger import load_ledger_totals
 from audit.targets import AuditTarget
-
-ZERO_NODE = NodeDelta(ZERO, 0)
+from toolkit.ledger import ZERO_TOTALS, Totals, differing_keys, load_ledger
 
 
 @dataclass(frozen=True)
@@ -31,8 +27,8 @@ class NodeDifference:
 
     key: str
     source: str  # "aggregate table" or "ledger"
-    archive: NodeDelta
-    other: NodeDelta
+    archive: Totals
+    other: Totals
 
 
 @dataclass(frozen=True)
@@ -55,20 +51,16 @@ class ReconcileReport:
         return all(check.ok for check in self.checks)
 
 
-def compare_totals(
-    archive: Mapping[str, NodeDelta], other: Mapping[str, NodeDelta], source: str
-) -> list[NodeDifference]:
-    """Every node whose value or trade count differs, exactly (Decimal equality, no rounding)."""
-    differences = []
-    for key in sorted(set(archive) | set(other)):
-        expected, actual = archive.get(key, ZERO_NODE), other.get(key, ZERO_NODE)
-        if expected.value != actual.value or expected.trade_count != actual.trade_count:
-            differences.append(NodeDifference(key, source, expected, actual))
-    return differences
+def compare_totals(archive: Mapping[str, Totals], other: Mapping[str, Totals], source: str) -> list[NodeDifference]:
+    """Every node whose value or trade count differs, exactly (`toolkit.ledger`'s rule)."""
+    return [
+        NodeDifference(key, source, archive.get(key, ZERO_TOTALS), other.get(key, ZERO_TOTALS))
+        for key in differing_keys(archive, other)
+    ]
 
 
 def reconcile_contents(
-    archive: ArchiveContents, table: AggregateTableContents, ledger: Mapping[str, NodeDelta] | None = None
+    archive: ArchiveContents, table: AggregateTableContents, ledger: Mapping[str, Totals] | None = None
 ) -> ReconcileReport:
     """The comparisons, on contents already read (pure: the tests call it directly too)."""
     totals = archived_totals(archive.deltas)
@@ -131,7 +123,7 @@ def reconcile_contents(
 
 def reconcile(target: AuditTarget, ledger_path: Path | None = None) -> ReconcileReport:
     """Read the archive, the table and (optionally) the ledger, and compare."""
-    ledger = load_ledger_totals(ledger_path) if ledger_path is not None else None
+    ledger = load_ledger(ledger_path) if ledger_path is not None else None
     archive = read_archive(target.s3(), target.archive_bucket)
     table = read_aggregate_table(target.dynamodb(), target.aggregate_table)
     return reconcile_contents(archive, table, ledger)

@@ -38,7 +38,6 @@ from typing import Any
 
 import boto3
 from botocore.exceptions import ClientError
-from rich.console import Console
 
 from aggregation.delta_items import decode_delta_batch
 from aggregation.names import MARKER_PREFIX, batch_hash_of_marker
@@ -177,14 +176,13 @@ def run_end_to_end(
     from local import lifecycle  # noqa: PLC0415
     from local.paths import LocalPaths  # noqa: PLC0415
     from producer.sender import SendOptions, send_messages  # noqa: PLC0415
-    from producer.targets import target_from_outputs  # noqa: PLC0415
     from producer.verifier import verify_pipeline  # noqa: PLC0415
+    from toolkit.pipeline import target_from_outputs  # noqa: PLC0415
 
     started = time.perf_counter()
     paths = LocalPaths(Path(tempfile.mkdtemp(prefix="bench-local-")))
     runtime_environment = {k: v for k, v in os.environ.items() if not k.startswith("FAILURE_")}
     runtime_environment.pop("AWS_ENDPOINT_URL", None)
-    quiet = Console(stderr=True, quiet=True)
     progress("end to end: make up (emulator, synth, deploy, runner)", 0.05)
     try:
         lifecycle.up(paths, environment=runtime_environment, report=lambda _line: None)
@@ -206,16 +204,8 @@ def run_end_to_end(
                     seed=seed,
                     ledger_path=ledger,
                 )
-                send_messages(target, options, console=quiet, show_progress=False)
-                report = verify_pipeline(
-                    target,
-                    ledger,
-                    timeout=600.0,
-                    settle_seconds=3.0,
-                    poll_interval=0.5,
-                    console=quiet,
-                    show_progress=False,
-                )
+                send_messages(target, options)
+                report = verify_pipeline(target, ledger, timeout=600.0, settle_seconds=3.0, poll_interval=0.5)
                 time.sleep(2 * MARKER_POLL_SECONDS)
                 return report.exact
 

@@ -11,7 +11,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Final, NoReturn
+from typing import Any, Final
 
 import boto3
 from rich.console import Console
@@ -19,10 +19,11 @@ from rich.table import Table
 
 from deploy.preflight import Account, Check, DeploymentPlan, Status, run_preflight
 from stacks.settings import PipelineSettings, SettingsError
+from toolkit.cli import EXIT_USAGE, OneLineArgumentParser
 
 EXIT_READY: Final = 0
 EXIT_NOT_READY: Final = 1
-EXIT_ERROR: Final = 2
+EXIT_ERROR: Final = EXIT_USAGE
 CDK_JSON: Final = Path(__file__).resolve().parents[1] / "cdk.json"
 STATUS_STYLES: Final = {
     Status.PASS: "[green]pass[/green]",
@@ -30,13 +31,6 @@ STATUS_STYLES: Final = {
     Status.FAIL: "[bold red]FAIL[/bold red]",
     Status.UNKNOWN: "[cyan]unknown[/cyan]",
 }
-
-
-class OneLineArgumentParser(argparse.ArgumentParser):
-    """Misuse is reported in one line (`error: ...`), without the usage block or a traceback."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_ERROR, f"error: {message} (see `python -m deploy preflight --help`)\n")
 
 
 def _context_pair(text: str) -> tuple[str, str]:
@@ -47,8 +41,8 @@ def _context_pair(text: str) -> tuple[str, str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineArgumentParser(prog="deploy", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=OneLineArgumentParser)
+    parser = OneLineArgumentParser(prog="python -m deploy", description=__doc__, error_prefix="error: ")
+    commands = parser.add_subparsers(dest="command", required=True)
     preflight = commands.add_parser("preflight", help="check the account and region before the first `cdk deploy`")
     preflight.add_argument("--stack-name", help="the stack to deploy (default: cdk.json's stackName)")
     preflight.add_argument("--region", help="AWS region (default: the SDK's, e.g. AWS_REGION or the profile's)")

@@ -10,31 +10,25 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
 
 from botocore.exceptions import BotoCoreError
 
-from frontend.ledger import DEFAULT_LEDGER_PATH, LedgerWatcher
+from frontend.ledger import LedgerWatcher
 from frontend.snapshot import SnapshotBuilder, TableReadError
 from frontend.table_reader import AggregateTableReader
-from frontend.target import DEFAULT_OUTPUTS_PATH, TargetError, resolve_target
+from frontend.target import resolve_target
 from frontend.terminal import run_terminal
 from frontend.web import DashboardServer, SnapshotPublisher
+from toolkit.cli import EXIT_USAGE, OneLineArgumentParser
+from toolkit.ledger import DEFAULT_LEDGER_PATH
+from toolkit.pipeline import DEFAULT_OUTPUTS_PATH, TargetError
 
 PROGRAM = "python -m frontend"
 
 #: Exit status for wrong arguments (argparse's convention).
-USAGE_ERROR = 2
+USAGE_ERROR = EXIT_USAGE
 #: Exit status when the arguments are fine but the table cannot be reached or served.
 RUNTIME_ERROR = 1
-
-
-class OneLineArgumentParser(argparse.ArgumentParser):
-    """argparse, but an error is one line (usage is in ``--help``)."""
-
-    def error(self, message: str) -> NoReturn:
-        """Prints ``<prog>: error: <message>`` and exits with status 2."""
-        self.exit(USAGE_ERROR, f"{self.prog}: error: {message} (see --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:

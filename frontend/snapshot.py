@@ -25,6 +25,7 @@ from typing import Literal
 from aggregation.hierarchy import KEY_SEPARATOR
 from aggregation.names import BOOKKEEPING_PREFIX
 from frontend.formatting import format_count, format_decimal
+from toolkit.ledger import ZERO_TOTALS, NodeTotals, differing_keys, node_keys
 
 #: DynamoDB numbers span 38 significant digits between 1E-130 and 1E+126, so an
 #: exact sum of any of them needs a few hundred digits. ``Inexact`` is trapped:
@@ -35,17 +36,6 @@ EXACT_ARITHMETIC = decimal.Context(
     Emin=-999_999,
     traps=[decimal.Inexact, decimal.InvalidOperation, decimal.Overflow, decimal.DivisionByZero],
 )
-
-
-@dataclass(frozen=True)
-class NodeTotals:
-    """What one hierarchy node holds: the exact sum of its trades' values and how many there are."""
-
-    value: Decimal
-    trade_count: int
-
-
-ZERO_TOTALS = NodeTotals(Decimal(0), 0)
 
 
 @dataclass(frozen=True)
@@ -326,26 +316,19 @@ def verify(actual: Mapping[str, NodeTotals], ledger: LedgerState) -> Verificatio
     if ledger.nodes is None:
         status: VerificationStatus = "ledger-error" if ledger.error else "no-ledger"
         return Verification(status, ledger.path, 0, (), Decimal(0), ledger.error)
-    keys = {k for k in (*actual, *ledger.nodes) if not k.startswith(BOOKKEEPING_PREFIX)}
     differences = tuple(
         NodeDifference(key, ledger.nodes.get(key, ZERO_TOTALS), actual.get(key, ZERO_TOTALS))
-        for key in sorted(keys)
-        if not _same(actual.get(key, ZERO_TOTALS), ledger.nodes.get(key, ZERO_TOTALS))
+        for key in differing_keys(ledger.nodes, actual)
     )
     with decimal.localcontext(EXACT_ARITHMETIC):
         total = sum((abs(d.value_difference) for d in differences), Decimal(0))
     return Verification(
         status="differs" if differences else "exact",
         ledger_path=ledger.path,
-        compared_nodes=len(keys),
+        compared_nodes=len(node_keys(actual, ledger.nodes)),
         differences=differences,
         total_absolute_difference=total,
     )
-
-
-def _same(left: NodeTotals, right: NodeTotals) -> bool:
-    # Decimal equality is numeric (Decimal('1.50') == Decimal('1.5')), which is what "exact" means here.
-    return left.value == right.value and left.trade_count == right.trade_count
 
 
 # --------------------------------------------------------------------------- the snapshot

@@ -19,7 +19,8 @@ from boto3.dynamodb.conditions import Attr
 from botocore.exceptions import BotoCoreError, ClientError
 
 from aggregation.names import BOOKKEEPING_PREFIX, MARKER_PREFIX, STATS_KEY
-from frontend.snapshot import NodeTotals, StatsRecord, TableReadError, TableReading
+from frontend.snapshot import StatsRecord, TableReadError, TableReading
+from toolkit.ledger import NodeTotals
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.service_resource import DynamoDBServiceResource

@@ -16,7 +16,8 @@ from rich.table import Table
 from rich.text import Text
 
 from frontend.formatting import format_count, format_decimal, format_rate, format_seconds
-from frontend.snapshot import NodeTotals, Snapshot, SnapshotBuilder, TreeNode, VerificationStatus
+from frontend.snapshot import Snapshot, SnapshotBuilder, TreeNode, VerificationStatus
+from toolkit.ledger import NodeTotals
 
 #: How each verification status looks (rich styles).
 VERIFICATION_STYLES: dict[VerificationStatus, str] = {

@@ -23,7 +23,8 @@ from importlib import resources
 from typing import Any
 
 from frontend.formatting import format_count, format_decimal, format_rate, format_seconds
-from frontend.snapshot import NodeTotals, Snapshot, SnapshotBuilder, TreeNode
+from frontend.snapshot import Snapshot, SnapshotBuilder, TreeNode
+from toolkit.ledger import NodeTotals
 
 CONTENT_SECURITY_POLICY = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "

@@ -8,8 +8,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 from rich.console import Console
@@ -18,21 +17,17 @@ from local import chaos, demo, lifecycle, status
 from local.deployer import DeploymentError
 from local.emulator import EmulatorError
 from local.paths import LocalPaths
+from toolkit.cli import EXIT_USAGE, OneLineArgumentParser, bounded
 
 PROGRAM = "python -m local"
 EXIT_FAILURE = 1
-EXIT_MISUSE = 2
+EXIT_MISUSE = EXIT_USAGE
 EXIT_INTERRUPTED = 130
 
 
-class OneLineArgumentParser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_MISUSE, f"{PROGRAM}: {message} (see --help)\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineArgumentParser(prog=PROGRAM, description="Run the pipeline locally.")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=OneLineArgumentParser)
+    parser = OneLineArgumentParser(prog=PROGRAM, description="Run the pipeline locally.", error_prefix=f"{PROGRAM}: ")
+    commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("up", help="start the emulator and runner, deploy the stack (idempotent)")
     commands.add_parser("down", help="stop everything `up` started")
     commands.add_parser("status", help="per-function invocations, errors, retries and iterator lag")
@@ -43,21 +38,6 @@ def build_parser() -> argparse.ArgumentParser:
     demo_parser.add_argument("--drain-timeout", type=float, default=demo.DEFAULT_DRAIN_TIMEOUT_SECONDS, help="seconds")
     add_chaos_parser(commands)
     return parser
-
-
-def _number(kind: Callable[[str], float], low: float, high: float | None) -> Callable[[str], float]:
-    """An argparse type: a number of `kind` within [low, high]; misuse is one line."""
-
-    def parse(text: str) -> float:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-        if value < low or (high is not None and value > high):
-            raise argparse.ArgumentTypeError(f"must be {'at least ' + str(low) if high is None else f'{low}..{high}'}")
-        return value
-
-    return parse
 
 
 def _stages(text: str) -> tuple[str, ...]:
@@ -72,9 +52,9 @@ def add_chaos_parser(commands: Any) -> None:
     parser = commands.add_parser(
         "chaos", help="every failure at once, figures, and an unsafe negative control that must be caught"
     )
-    count, percent, number = _number(int, 1, None), _number(float, 0, 50), _number(float, 0, None)
+    count, percent, number = bounded(int, 1, None), bounded(float, 0, 50), bounded(float, 0, None)
     parser.add_argument("--count", type=count, default=defaults.count, help=f"messages (default {defaults.count})")
-    parser.add_argument("--seed", type=_number(int, 0, None), default=defaults.seed)
+    parser.add_argument("--seed", type=bounded(int, 0, None), default=defaults.seed)
     parser.add_argument(
         "--fault-multiplier",
         type=number,
@@ -96,14 +76,14 @@ def add_chaos_parser(commands: Any) -> None:
     )
     parser.add_argument(
         "--runner-kills",
-        type=_number(int, 0, None),
+        type=bounded(int, 0, None),
         default=defaults.runner_kills,
         help="SIGKILLs of the runner (and its workers) mid-batch, each followed by a restart from the checkpoints "
         f"(default {defaults.runner_kills})",
     )
     parser.add_argument(
         "--worker-kills",
-        type=_number(int, 0, None),
+        type=bounded(int, 0, None),
         default=defaults.worker_kills,
         help="SIGKILLs of one function's worker inside an invocation, stages in turn "
         f"(default {defaults.worker_kills})",
@@ -116,11 +96,11 @@ def add_chaos_parser(commands: Any) -> None:
         ("conflicting", defaults.conflicting_pct),
     ):
         parser.add_argument(
-            f"--{name}-pct", type=_number(float, 0, 100), default=default, help=f"(default {default:g})"
+            f"--{name}-pct", type=bounded(float, 0, 100), default=default, help=f"(default {default:g})"
         )
     parser.add_argument(
         "--oversized-records",
-        type=_number(int, 0, None),
+        type=bounded(int, 0, None),
         default=defaults.oversized_records,
         help=f"~1 MB invalid records (default {defaults.oversized_records})",
     )
@@ -142,7 +122,7 @@ def add_chaos_parser(commands: Any) -> None:
     )
     parser.add_argument(
         "--drain-timeout",
-        type=_number(float, 1, None),
+        type=bounded(float, 1, None),
         default=defaults.drain_timeout_seconds,
         help=f"seconds per run (default {defaults.drain_timeout_seconds:g})",
     )

@@ -55,8 +55,8 @@ from local.runner.redelivery import SHAPES, RedeliveryPolicy
 from local.runner.stats import read_stats
 from producer.ledger import LedgerCounts
 from producer.sender import SendOptions, SendSummary, send_messages
-from producer.targets import PipelineTarget, target_from_outputs
 from producer.verifier import NodeMismatch, TradeMismatch, VerificationReport, verify_pipeline
+from toolkit.pipeline import PipelineTarget, target_from_outputs
 
 STAGES = ("state", "map", "reduce", "archive")
 ORIGINAL_FUNCTION_FAULT_PCT: Mapping[str, float] = {"state": 1.0, "map": 2.0, "reduce": 2.0, "archive": 2.0}
@@ -551,9 +551,7 @@ def run_pipeline(
         restarts.finish()
         figures.emulator_faults = emulator_fault_figures(clear_faults(deployment.endpoint_url))
         console.print(f"{label}: verifying the aggregates against the ledger")
-        report = verify_pipeline(
-            target, paths.ledger, timeout=120.0, settle_seconds=5.0, console=Console(quiet=True), show_progress=False
-        )
+        report = verify_pipeline(target, paths.ledger, timeout=120.0, settle_seconds=5.0)
         figures.discrepancies = report_discrepancies(report)
         figures.verified_exact = report.exact
         figures.quarantine = count_quarantine(target)
@@ -605,9 +603,7 @@ def _send_and_drain(
 
     def send() -> None:
         try:
-            summary = send_messages(
-                target, settings.send_options(count, paths.ledger), console=Console(quiet=True), show_progress=False
-            )
+            summary = send_messages(target, settings.send_options(count, paths.ledger))
             outcome.append(summary)
         except BaseException as error:  # reported by the main thread
             outcome.append(error)

@@ -39,6 +39,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from local.paths import REPO_ROOT
+from toolkit.pipeline import DUMMY_CREDENTIAL, STACK_OUTPUT_KEYS
 
 log = logging.getLogger(__name__)
 
@@ -66,15 +67,9 @@ PUBLIC_PARAMETER_STAND_INS: Mapping[str, Callable[[str], str]] = {
 }
 """Public parameter name prefix -> the clearly local value (by region) its stand-in holds."""
 
-OUTPUT_KEYS_TO_LOCAL_NAMES: Mapping[str, str] = {
-    "StreamName": "stream_name",
-    "StateTableName": "state_table",
-    "DeltaTableName": "delta_table",
-    "AggregateTableName": "aggregate_table",
-    "QuarantineTableName": "quarantine",
-    "ArchiveBucketName": "archive_bucket",
-}
-"""Stack output key (docs/architecture.md) -> key in `.local/outputs.json` (docs/design.md, "Local runtime")."""
+OUTPUT_KEYS_TO_LOCAL_NAMES: Mapping[str, str] = STACK_OUTPUT_KEYS
+"""Stack output key (docs/architecture.md) -> key in `.local/outputs.json` (docs/design.md,
+"Local runtime"), as the tools read it."""
 
 REQUIRED_OUTPUT_KEYS = ("StreamName", "StateTableName", "DeltaTableName", "AggregateTableName")
 
@@ -202,8 +197,8 @@ def aws_client(service: str, endpoint_url: str, region: str = DEFAULT_REGION) ->
         service,  # type: ignore[call-overload]
         endpoint_url=endpoint_url,
         region_name=region,
-        aws_access_key_id="local",
-        aws_secret_access_key="local",
+        aws_access_key_id=DUMMY_CREDENTIAL,
+        aws_secret_access_key=DUMMY_CREDENTIAL,
         config=CLIENT_CONFIG,
     )
 

@@ -4,8 +4,7 @@ Pure (the standard library and the pure domain package `aggregation`, whose limi
 reads rather than restates) so that two very different callers share one model: the CDK
 app, which refuses at synthesis settings that cannot carry the declared
 `targetMessagesPerSecond` (`stacks/capacity.py`), and the planner's command line and
-`make bench` (`python -m benchmarks.capacity`), which print the plan. Both put `lambdas/`
-on the import path first (`stacks.lambdas_path`, `benchmarks/__init__.py`), as Lambda does.
+`make bench` (`python -m benchmarks.capacity`), which print the plan.
 
 For our design and, alongside, the original design (one conditional write per message
 including duplicates, ~100 messages/s per state instance, one put per map batch, one

@@ -11,10 +11,10 @@ The Python API, for in-process callers such as ``python -m local demo``::
 
 from producer.cleanup import ClearSummary, clear_pipeline
 from producer.generator import GeneratedMessage, GeneratorConfig, MessageGenerator, MessageKind
-from producer.ledger import DEFAULT_LEDGER_PATH, Ledger, LedgerError, compute_aggregates
+from producer.ledger import Ledger, compute_aggregates
 from producer.model import AggregateNode, TradeState
 from producer.sender import RetryPolicy, SendError, SendOptions, SendSummary, send_messages
-from producer.targets import PipelineTarget, TargetError, resolve_target
+from producer.targets import resolve_target
 from producer.verifier import (
     AggregateComparison,
     NodeMismatch,
@@ -24,6 +24,8 @@ from producer.verifier import (
     compare_trades,
     verify_pipeline,
 )
+from toolkit.ledger import DEFAULT_LEDGER_PATH, LedgerError
+from toolkit.pipeline import PipelineTarget, TargetError
 
 __all__ = [
     "DEFAULT_LEDGER_PATH",

@@ -9,20 +9,27 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
 
 from botocore.exceptions import BotoCoreError, ClientError
 from rich.console import Console
 
 from producer.cleanup import clear_pipeline
-from producer.display import render_clear_summary, render_send_summary, render_verification_report
-from producer.ledger import DEFAULT_LEDGER_PATH, LedgerError
+from producer.display import (
+    DrainProgressDisplay,
+    SendProgressDisplay,
+    render_clear_summary,
+    render_send_summary,
+    render_verification_report,
+)
 from producer.model import DEFAULT_HIERARCHY_LEVELS, parse_hierarchy_levels
 from producer.sender import SendError, SendOptions, send_messages
-from producer.targets import DEFAULT_OUTPUTS_PATH, PipelineTarget, TargetError, resolve_target
+from producer.targets import resolve_target
 from producer.verifier import verify_pipeline
+from toolkit.cli import OneLineArgumentParser, bounded
+from toolkit.ledger import DEFAULT_LEDGER_PATH, LedgerError
+from toolkit.pipeline import DEFAULT_OUTPUTS_PATH, PipelineTarget, TargetError
 
 PROGRAM = "producer"
 EXIT_MISMATCH = 1
@@ -30,38 +37,11 @@ EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130
 
 
-class OneLineArgumentParser(argparse.ArgumentParser):
-    """argparse, but misuse is reported in one line (no usage dump)."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_ERROR, f"{PROGRAM}: error: {message} (see --help)\n")
-
-
-def _number(kind: Callable[[str], float], low: float | None, high: float | None, name: str) -> Callable[[str], float]:
-    def parse(text: str) -> float:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} expected, got {text!r}") from None
-        if (low is not None and value < low) or (high is not None and value > high):
-            bounds = f"at least {low}" if high is None else f"between {low} and {high}"
-            raise argparse.ArgumentTypeError(f"must be {bounds}, got {text}")
-        return value
-
-    return parse
-
-
-def _positive_int(text: str) -> int:
-    return int(_number(int, 1, None, "an integer")(text))
-
-
-def _seed(text: str) -> int:
-    return int(_number(int, 0, None, "an integer")(text))
-
-
-_percentage = _number(float, 0, 100, "a percentage")
-_non_negative = _number(float, 0, None, "a number")
-_positive = _number(float, 1e-9, None, "a number")
+_positive_int = bounded(int, 1)
+_seed = bounded(int, 0)
+_percentage = bounded(float, 0, 100)
+_non_negative = bounded(float, 0)
+_positive = bounded(float, 1e-9)
 
 
 def _levels(text: str) -> tuple[str, ...]:
@@ -72,7 +52,7 @@ def _levels(text: str) -> tuple[str, ...]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    common = OneLineArgumentParser(add_help=False)
+    common = OneLineArgumentParser(add_help=False, error_prefix=f"{PROGRAM}: error: ")
     where = common.add_argument_group("pipeline")
     where.add_argument("--stack-name", help="deployed stack whose CloudFormation outputs name the resources")
     where.add_argument("--region", help="AWS region of --stack-name (default: the usual AWS lookup)")
@@ -88,7 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
     where.add_argument("--no-progress", action="store_true", help="no live display even on a terminal")
 
     parser = OneLineArgumentParser(
-        prog=f"python -m {PROGRAM}", description="Load generator and exactly-once verifier for the pipeline."
+        prog=f"python -m {PROGRAM}",
+        description="Load generator and exactly-once verifier for the pipeline.",
+        error_prefix=f"{PROGRAM}: error: ",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="{send,verify,clear}")
 
@@ -170,22 +152,22 @@ def run_send(arguments: argparse.Namespace, console: Console, status: Console) -
     )
     options.generator_config(0)  # validate the percentages and counts before touching AWS
     target = _target(arguments)
-    summary = send_messages(target, options, console=status, show_progress=_show_progress(arguments))
+    summary = send_messages(target, options, progress=SendProgressDisplay(status, _show_progress(arguments)))
     render_send_summary(summary, console)
     return 0
 
 
 def run_verify(arguments: argparse.Namespace, console: Console, status: Console) -> int:
     target = _target(arguments)
-    report = verify_pipeline(
-        target,
-        arguments.ledger,
-        arguments.timeout,
-        settle_seconds=arguments.settle,
-        poll_interval=arguments.poll,
-        console=status,
-        show_progress=_show_progress(arguments),
-    )
+    with DrainProgressDisplay(status, _show_progress(arguments)) as display:
+        report = verify_pipeline(
+            target,
+            arguments.ledger,
+            arguments.timeout,
+            settle_seconds=arguments.settle,
+            poll_interval=arguments.poll,
+            progress=display,
+        )
     render_verification_report(report, console)
     return 0 if report.exact else EXIT_MISMATCH
 

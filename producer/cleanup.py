@@ -21,8 +21,8 @@ from pathlib import Path
 from random import Random
 from typing import TYPE_CHECKING, cast
 
-from producer.ledger import DEFAULT_LEDGER_PATH
-from producer.targets import PipelineTarget
+from toolkit.ledger import DEFAULT_LEDGER_PATH
+from toolkit.pipeline import PipelineTarget
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -120,12 +120,8 @@ def clear_pipeline(
         "delta table": target.delta_table,
         "aggregate table": target.aggregate_table,
     }
-    quarantine = target.quarantine
-    if quarantine.startswith(("https://", "http://")):
-        target.client("sqs").purge_queue(QueueUrl=quarantine)
-        summary.notes.append(f"purged quarantine queue {quarantine}")
-    elif quarantine:
-        tables["quarantine table"] = quarantine
+    if target.quarantine:
+        tables["quarantine table"] = target.quarantine
     for role, table in tables.items():
         if table:
             summary.deleted_items[f"{role} {table}"] = empty_table(client, table)

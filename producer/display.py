@@ -1,7 +1,9 @@
 """Everything the producer shows people: live progress, summaries, the verdict.
 
-Kept apart so the sending, ledger and verifying logic stay free of rendering
-and usable in-process (the demo, a dashboard). Live displays only run on a
+Kept apart so the sending, ledger and verifying logic stay free of rendering and
+usable in-process (the chaos run, a benchmark): they report progress to the small
+protocols they define (`sender.SendProgress`, `verifier.DrainProgress`), which the
+displays here implement, and the CLI connects the two. Live displays only run on a
 terminal; in CI logs the same information appears as occasional plain lines.
 """
 
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING
 
@@ -18,7 +21,7 @@ from rich.table import Table
 
 if TYPE_CHECKING:
     from producer.cleanup import ClearSummary
-    from producer.sender import SendStatistics, SendSummary
+    from producer.sender import SendProgressSnapshot, SendSummary
     from producer.verifier import DrainStatus, VerificationReport
 
 MAX_ROWS = 40
@@ -26,20 +29,13 @@ PLAIN_REPORT_INTERVAL = 10.0
 
 
 class SendProgressDisplay:
-    """A live bar (sent, sent/s, retried, throttled) polling the send statistics."""
+    """A live bar (sent, sent/s, retried, throttled) polling the send counters: a `sender.SendProgress`."""
 
-    def __init__(
-        self,
-        console: Console,
-        statistics: SendStatistics,
-        total_messages: int | None,
-        duration: float | None,
-        enabled: bool | None = None,
-    ) -> None:
+    def __init__(self, console: Console, enabled: bool | None = None) -> None:
+        """``enabled`` None: live on a terminal only."""
         self._console = console
-        self._statistics = statistics
-        self._total_messages = total_messages
-        self._duration = duration
+        self._read: Callable[[], SendProgressSnapshot] | None = None
+        self._total_messages: int | None = None
         self._enabled = console.is_terminal if enabled is None else enabled
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -48,9 +44,13 @@ class SendProgressDisplay:
         self._last_sample = (time.monotonic(), 0)
         self._rate = 0.0
 
-    def __enter__(self) -> SendProgressDisplay:
+    def start(
+        self, total_messages: int | None, duration: float | None, read: Callable[[], SendProgressSnapshot]
+    ) -> None:
         if not self._enabled:
-            return self
+            return
+        self._read = read
+        self._total_messages = total_messages
         self._progress = Progress(
             SpinnerColumn(),
             TextColumn("[bold]sending"),
@@ -63,17 +63,16 @@ class SendProgressDisplay:
             console=self._console,
             transient=False,
         )
-        total = float(self._total_messages) if self._total_messages else self._duration
+        total = float(total_messages) if total_messages else duration
         self._task = self._progress.add_task("send", total=total, sent=0, rate=0.0, retried=0, throttled=0)
         self._progress.start()
         self._thread = threading.Thread(target=self._poll, name="send-progress", daemon=True)
         self._thread.start()
-        return self
 
     def _refresh(self) -> None:
-        if self._progress is None or self._task is None:
+        if self._progress is None or self._task is None or self._read is None:
             return
-        snapshot = self._statistics.snapshot()
+        snapshot = self._read()
         now = time.monotonic()
         then, sent_then = self._last_sample
         if now - then >= 0.5:
@@ -94,9 +93,7 @@ class SendProgressDisplay:
         while not self._stop.wait(0.25):
             self._refresh()
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
-    ) -> None:
+    def stop(self) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()

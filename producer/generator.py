@@ -20,7 +20,7 @@ The stream mixes, in configurable proportions:
   the pipeline must ignore);
 * conflicting duplicates (the current TradeID and Version of a trade with other
   content: the pipeline reports them and keeps the first version applied);
-* malformed records of every invalid kind DESIGN.md names, and optionally a few
+* malformed records of every invalid kind docs/design.md names, and optionally a few
   oversized (~1 MB) invalid records.
 """
 
@@ -318,7 +318,7 @@ class MessageGenerator(Iterator[GeneratedMessage]):
         while True:
             trade_id = str(uuid.UUID(int=self._rng.getrandbits(128), version=4))
             if self._rng.random() < 0.002:
-                # Boundary case: exactly the longest TradeID DESIGN.md allows.
+                # Boundary case: exactly the longest TradeID docs/design.md allows.
                 trade_id = (trade_id + "-").ljust(MAX_TRADE_ID_LENGTH, "b")
             if trade_id not in self._trades:
                 return trade_id
@@ -527,7 +527,7 @@ class MessageGenerator(Iterator[GeneratedMessage]):
         return self._emit(MessageKind.MALFORMED, data, trade_id, None, None, malformed_kind=kind)
 
     def _malformed_bytes(self, kind: str, trade_id: str, template: TradeState) -> bytes:
-        """A record breaking exactly one DESIGN.md rule (``kind``)."""
+        """A record breaking exactly one docs/design.md rule (``kind``)."""
         record = _ValidRecord(
             rng=self._rng,
             fields=self._valid_fields(trade_id, template, decorate=False),
@@ -675,7 +675,7 @@ MUTATIONS: dict[str, Mutation] = {
 }
 """Each invalid-record kind the generator produces -> how it breaks a valid record.
 
-Each mutation breaks exactly one DESIGN.md rule and draws its randomness from the record's
+Each mutation breaks exactly one docs/design.md rule and draws its randomness from the record's
 generator, in a fixed order, so a seed still gives the same bytes."""
 
 MALFORMED_KINDS: tuple[str, ...] = tuple(MUTATIONS)

@@ -40,16 +40,12 @@ from typing import Any
 
 from producer.generator import GeneratedMessage, MessageKind
 from producer.model import AGGREGATE_KEY_SEPARATOR, DEFAULT_HIERARCHY_LEVELS, AggregateNode, TradeState
+from toolkit.ledger import LedgerError
 
 LEDGER_FORMAT = "exactly-once-ledger/1"
-DEFAULT_LEDGER_PATH = Path(".local/ledger.json")
 
 _EXACT = Context(prec=400, traps=[Inexact, Rounded, InvalidOperation])
 """Decimal arithmetic that raises rather than rounds: sums here are exact or fail."""
-
-
-class LedgerError(Exception):
-    """The ledger file is missing pieces, inconsistent, or for other hierarchy levels."""
 
 
 @dataclass

@@ -11,11 +11,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 DEFAULT_HIERARCHY_LEVELS: tuple[str, ...] = ("RiskType", "TradeDesk", "Region")
-"""The configured hierarchy levels when nothing else is said (DESIGN.md)."""
+"""The configured hierarchy levels when nothing else is said (docs/design.md, "Messages")."""
 
 AGGREGATE_KEY_SEPARATOR = ":"
-BOOKKEEPING_PREFIX = "#"
-"""Aggregate-table items whose key starts with this are bookkeeping, not nodes."""
 
 
 @dataclass(frozen=True, slots=True)

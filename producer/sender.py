@@ -23,13 +23,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from random import Random
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from botocore.exceptions import ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as BotocoreConnectionError
-from rich.console import Console
 
-from producer.display import SendProgressDisplay
 from producer.generator import (
     DEFAULT_COUNT,
     DEFAULT_TIMESTAMP_EPOCH_MS,
@@ -38,9 +36,10 @@ from producer.generator import (
     MessageGenerator,
     MessageKind,
 )
-from producer.ledger import DEFAULT_LEDGER_PATH, Ledger, LedgerCounts, tally
+from producer.ledger import Ledger, LedgerCounts, tally
 from producer.model import DEFAULT_HIERARCHY_LEVELS
-from producer.targets import PipelineTarget
+from toolkit.ledger import DEFAULT_LEDGER_PATH
+from toolkit.pipeline import PipelineTarget
 
 if TYPE_CHECKING:
     from mypy_boto3_kinesis import KinesisClient
@@ -454,23 +453,115 @@ class KinesisDelivery:
         return failed, bool(accepted), False
 
 
+class SendProgress(Protocol):
+    """Someone showing a run's progress (the CLI's live display); the sender only reports to it."""
+
+    def start(
+        self, total_messages: int | None, duration: float | None, read: Callable[[], SendProgressSnapshot]
+    ) -> None:
+        """The run begins: ``read`` returns the counters now, from any thread."""
+
+    def stop(self) -> None:
+        """Every chunk is delivered or abandoned."""
+
+
+class _SendRun:
+    """One run's shared state: the ledger being recorded, the chunks in flight, the failures.
+
+    The pacing loop (:func:`_pace_and_submit`) hands full chunks to :meth:`flush`, which
+    submits them to delivery workers (at most ``2 * concurrency`` waiting); a worker
+    records what Kinesis accepted (:meth:`accepted`) and on failure stops the loop.
+    """
+
+    def __init__(self, ledger: Ledger, client: KinesisClient, target: PipelineTarget, options: SendOptions) -> None:
+        self.ledger = ledger
+        self.statistics = SendStatistics()
+        self.run_counts = LedgerCounts()
+        self.in_flight = InFlightTrades()
+        self.stop = threading.Event()
+        self.abandon = threading.Event()
+        self.failures: list[BaseException] = []
+        self.uncertain = 0
+        self._lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(options.concurrency * 2)
+        self._executor = ThreadPoolExecutor(max_workers=options.concurrency, thread_name_prefix="put-records")
+        self._delivery = KinesisDelivery(
+            client,
+            target.stream_name,
+            statistics=self.statistics,
+            on_accepted=self.accepted,
+            policy=options.retry,
+            abandon=self.abandon,
+            serialize=target.is_local if options.serialize_puts is None else options.serialize_puts,
+        )
+
+    def accepted(self, messages: Sequence[GeneratedMessage]) -> None:
+        """Kinesis took these: they are in the ground truth from now on."""
+        self.in_flight.accepted(messages)
+        with self._lock:
+            for message in messages:
+                self.ledger.record(message)
+                tally(self.run_counts, message)
+
+    def flush(self, chunk: Chunk) -> Chunk:
+        """Submit a chunk for delivery (waiting for a free slot); returns the next, empty chunk."""
+        if not chunk.messages:
+            return chunk
+        while not self._slots.acquire(timeout=0.2):
+            if self.stop.is_set():
+                return Chunk()
+        self.in_flight.add(chunk.messages)
+        self._executor.submit(self._deliver, chunk.messages)
+        return Chunk()
+
+    def _deliver(self, messages: list[GeneratedMessage]) -> None:
+        try:
+            self._delivery.deliver(messages)
+        except BaseException as error:
+            if isinstance(error, DeliveryError) and error.uncertain:
+                with self._lock:
+                    self.uncertain += error.undelivered
+            self.failures.append(error)
+            self.stop.set()
+        finally:
+            self._slots.release()
+
+    def run(self, generator: MessageGenerator, options: SendOptions) -> bool:
+        """Pace, chunk and deliver every message; True when Ctrl-C interrupted the run.
+
+        A first Ctrl-C stops generating and lets the chunks in flight finish; a second
+        abandons them (their records count as uncertain when the outcome is unknown).
+        """
+        interrupted = False
+        try:
+            _pace_and_submit(generator, options, self.stop, self.flush, self.in_flight)
+        except KeyboardInterrupt:
+            interrupted = True
+            self.stop.set()
+        try:
+            self._executor.shutdown(wait=True)
+        except KeyboardInterrupt:
+            interrupted = True
+            self.abandon.set()
+            self._executor.shutdown(wait=True)
+        return interrupted
+
+
 def send_messages(
     target: PipelineTarget,
     options: SendOptions,
     *,
-    console: Console | None = None,
-    show_progress: bool | None = None,
+    progress: SendProgress | None = None,
     kinesis_client: KinesisClient | None = None,
 ) -> SendSummary:
     """Generate and send one run, then merge its ground truth into the ledger.
 
-    ``show_progress`` None: a live display when ``console`` is a terminal.
+    ``progress`` is told when the run starts and stops (the CLI shows a live display).
     ``kinesis_client`` lets callers (and tests) supply a configured client.
     Raises SendError (after saving the ledger of what was accepted) when
     delivery fails, and re-raises KeyboardInterrupt after draining in-flight
     chunks and saving the ledger.
     """
-    console = console or Console(stderr=True)
     levels = options.hierarchy_levels
     ledger = Ledger.load(options.ledger_path, levels) if options.ledger_path else Ledger(levels)
     seed = options.seed if options.seed is not None else secrets.randbelow(2**31)
@@ -479,133 +570,86 @@ def send_messages(
     generator = MessageGenerator(config, ledger.trades, clock=clock)
     client = kinesis_client or target.kinesis(max_pool_connections=options.concurrency + 2)
 
-    statistics = SendStatistics()
-    run_counts = LedgerCounts()
-    ledger_lock = threading.Lock()
-
-    in_flight = InFlightTrades()
-
-    def on_accepted(messages: Sequence[GeneratedMessage]) -> None:
-        in_flight.accepted(messages)
-        with ledger_lock:
-            for message in messages:
-                ledger.record(message)
-                tally(run_counts, message)
-
-    abandon = threading.Event()
-    stop = threading.Event()
-    failures: list[BaseException] = []
-    uncertain = 0
-    uncertain_lock = threading.Lock()
-    delivery = KinesisDelivery(
-        client,
-        target.stream_name,
-        statistics=statistics,
-        on_accepted=on_accepted,
-        policy=options.retry,
-        abandon=abandon,
-        serialize=target.is_local if options.serialize_puts is None else options.serialize_puts,
-    )
-    slots = threading.BoundedSemaphore(options.concurrency * 2)
-
-    def deliver(messages: list[GeneratedMessage]) -> None:
-        nonlocal uncertain
-        try:
-            delivery.deliver(messages)
-        except DeliveryError as error:
-            if error.uncertain:
-                with uncertain_lock:
-                    uncertain += error.undelivered
-            failures.append(error)
-            stop.set()
-        except BaseException as error:
-            failures.append(error)
-            stop.set()
-        finally:
-            slots.release()
-
+    run = _SendRun(ledger, client, target, options)
     started_at = time.time()
-    interrupted = False
-    total = config.count if options.duration is None else None
-    with (
-        ThreadPoolExecutor(max_workers=options.concurrency, thread_name_prefix="put-records") as executor,
-        SendProgressDisplay(console, statistics, total, options.duration, show_progress),
-    ):
+    if progress is not None:
+        progress.start(config.count if options.duration is None else None, options.duration, run.statistics.snapshot)
+    try:
+        interrupted = run.run(generator, options)
+    finally:
+        if progress is not None:
+            progress.stop()
+    counters = run.statistics.snapshot()
 
-        def flush(chunk: Chunk) -> Chunk:
-            if not chunk.messages:
-                return chunk
-            while not slots.acquire(timeout=0.2):
-                if stop.is_set():
-                    return Chunk()
-            in_flight.add(chunk.messages)
-            executor.submit(deliver, chunk.messages)
-            return Chunk()
-
-        try:
-            _pace_and_submit(generator, options, stop, flush, in_flight)
-        except KeyboardInterrupt:
-            interrupted = True
-            stop.set()
-        try:
-            executor.shutdown(wait=True)
-        except KeyboardInterrupt:
-            interrupted = True
-            abandon.set()
-            executor.shutdown(wait=True)
-
-    elapsed = time.monotonic() - statistics.started
-    snapshot = statistics.snapshot()
     if options.ledger_path is not None:
-        ledger.counts.uncertain += uncertain
+        ledger.counts.uncertain += run.uncertain
         ledger.runs.append(
-            {
-                "seed": seed,
-                "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started_at)),
-                "stream": target.stream_name,
-                "messages_sent": run_counts.messages_sent,
-                "uncertain": uncertain,
-                # Floats as text: the ledger holds no binary floats, not even in metadata.
-                "options": {
-                    "count": config.count,
-                    "duration": None if options.duration is None else repr(options.duration),
-                    "rate": repr(options.rate),
-                    "trades": config.trade_budget(),
-                    "duplicates_pct": repr(options.duplicates_pct),
-                    "out_of_order_pct": repr(options.out_of_order_pct),
-                    "modifications_pct": repr(options.modifications_pct),
-                    "malformed_pct": repr(options.malformed_pct),
-                    "conflicting_pct": repr(options.conflicting_pct),
-                    "oversized_records": options.oversized_records,
-                    "hierarchy_levels": ",".join(levels),
-                },
-            }
+            _run_record(run, seed=seed, started_at=started_at, target=target, config=config, options=options)
         )
         ledger.save(options.ledger_path)
-    run_counts.uncertain = uncertain
-    summary = SendSummary(
+    run.run_counts.uncertain = run.uncertain
+    summary = _summary(seed, run, counters, ledger, options.ledger_path)
+    if interrupted:
+        raise KeyboardInterrupt
+    if run.failures:
+        error = run.failures[0]
+        raise SendError(
+            f"{_describe(error)} ({summary.messages_sent} messages were accepted and are in the ledger)"
+        ) from error
+    return summary
+
+
+def _run_record(
+    run: _SendRun,
+    *,
+    seed: int,
+    started_at: float,
+    target: PipelineTarget,
+    config: GeneratorConfig,
+    options: SendOptions,
+) -> dict[str, Any]:
+    """What the ledger keeps about one run (floats as text: the ledger holds no binary floats, not even here)."""
+    return {
+        "seed": seed,
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started_at)),
+        "stream": target.stream_name,
+        "messages_sent": run.run_counts.messages_sent,
+        "uncertain": run.uncertain,
+        "options": {
+            "count": config.count,
+            "duration": None if options.duration is None else repr(options.duration),
+            "rate": repr(options.rate),
+            "trades": config.trade_budget(),
+            "duplicates_pct": repr(options.duplicates_pct),
+            "out_of_order_pct": repr(options.out_of_order_pct),
+            "modifications_pct": repr(options.modifications_pct),
+            "malformed_pct": repr(options.malformed_pct),
+            "conflicting_pct": repr(options.conflicting_pct),
+            "oversized_records": options.oversized_records,
+            "hierarchy_levels": ",".join(options.hierarchy_levels),
+        },
+    }
+
+
+def _summary(
+    seed: int, run: _SendRun, snapshot: SendProgressSnapshot, ledger: Ledger, ledger_path: Path | None
+) -> SendSummary:
+    statistics = run.statistics
+    return SendSummary(
         seed=seed,
-        counts=run_counts,
+        counts=run.run_counts,
         messages_sent=snapshot.sent,
         bytes_sent=statistics.bytes_sent,
         put_records_calls=statistics.calls,
         retried_records=snapshot.retried,
         throttled_records=snapshot.throttled,
         call_errors=snapshot.call_errors,
-        elapsed_seconds=elapsed,
-        uncertain=uncertain,
-        ledger_path=options.ledger_path,
+        elapsed_seconds=snapshot.elapsed_seconds,
+        uncertain=run.uncertain,
+        ledger_path=ledger_path,
         ledger_trades=len(ledger.trades),
-        ledger_nodes=len(ledger.aggregates()) if options.ledger_path is not None else 0,
+        ledger_nodes=len(ledger.aggregates()) if ledger_path is not None else 0,
     )
-    if interrupted:
-        raise KeyboardInterrupt
-    if failures:
-        error = failures[0]
-        raise SendError(
-            f"{_describe(error)} ({summary.messages_sent} messages were accepted and are in the ledger)"
-        ) from error
-    return summary
 
 
 def _describe(error: BaseException) -> str:

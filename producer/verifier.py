@@ -20,14 +20,12 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from random import Random
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
-from rich.console import Console
-
-from producer.display import DrainProgressDisplay
-from producer.ledger import DEFAULT_LEDGER_PATH, Ledger, LedgerCounts
-from producer.model import BOOKKEEPING_PREFIX, AggregateNode, TradeState
-from producer.targets import PipelineTarget
+from producer.ledger import Ledger, LedgerCounts
+from producer.model import AggregateNode, TradeState
+from toolkit.ledger import BOOKKEEPING_PREFIX, DEFAULT_LEDGER_PATH, differing_keys, node_keys
+from toolkit.pipeline import PipelineTarget
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -80,20 +78,14 @@ class AggregateComparison:
 def compare_aggregates(
     expected: Mapping[str, AggregateNode], actual: Mapping[str, AggregateNode]
 ) -> AggregateComparison:
-    """Compare node totals exactly. Bookkeeping keys (``#…``) and empty nodes are ignored."""
-    wanted = {
-        key: node for key, node in expected.items() if not key.startswith(BOOKKEEPING_PREFIX) and not node.is_empty
-    }
-    found = {key: node for key, node in actual.items() if not key.startswith(BOOKKEEPING_PREFIX) and not node.is_empty}
-    mismatches: list[NodeMismatch] = []
-    matching = 0
-    for key in sorted(wanted.keys() | found.keys()):
-        want, got = wanted.get(key), found.get(key)
-        if want is not None and got is not None and want.value == got.value and want.trade_count == got.trade_count:
-            matching += 1
-        else:
-            mismatches.append(NodeMismatch(key, want, got))
-    return AggregateComparison(tuple(mismatches), len(wanted), len(found), matching)
+    """Compare node totals exactly (`toolkit.ledger`'s rule). Bookkeeping keys (``#…``) and empty nodes are ignored."""
+    wanted, found = _nodes(expected), _nodes(actual)
+    mismatches = tuple(NodeMismatch(key, wanted.get(key), found.get(key)) for key in differing_keys(wanted, found))
+    return AggregateComparison(mismatches, len(wanted), len(found), len(node_keys(wanted, found)) - len(mismatches))
+
+
+def _nodes(nodes: Mapping[str, AggregateNode]) -> dict[str, AggregateNode]:
+    return {key: node for key, node in nodes.items() if not key.startswith(BOOKKEEPING_PREFIX) and not node.is_empty}
 
 
 @dataclass(frozen=True)
@@ -316,6 +308,16 @@ def wait_for_drain(
         sleep(max(0.0, min(poll_interval, started + timeout - now)))
 
 
+class DrainProgress(Protocol):
+    """Someone showing the wait (the CLI's spinner); the verifier only reports to it."""
+
+    def update(self, status: DrainStatus) -> None:
+        """One poll of the aggregate table while it is still changing."""
+
+    def message(self, text: str) -> None:
+        """The step the verification is at."""
+
+
 def verify_pipeline(
     target: PipelineTarget,
     ledger_path: Path = DEFAULT_LEDGER_PATH,
@@ -323,29 +325,28 @@ def verify_pipeline(
     *,
     settle_seconds: float = 20.0,
     poll_interval: float = 1.0,
-    console: Console | None = None,
-    show_progress: bool | None = None,
+    progress: DrainProgress | None = None,
     dynamodb_client: DynamoDBClient | None = None,
 ) -> VerificationReport:
     """Wait for the pipeline to drain, then compare every node and every trade with the ledger.
 
-    Raises LedgerError when the ledger cannot be read; AWS errors propagate.
+    ``progress`` hears of every poll and step (the CLI shows them). Raises LedgerError
+    when the ledger cannot be read; AWS errors propagate.
     """
     ledger = Ledger.load(ledger_path)
     expected = ledger.aggregates()
     client = dynamodb_client or target.dynamodb()
-    console = console or Console(stderr=True)
-    with DrainProgressDisplay(console, show_progress) as display:
-        snapshot, settled, waited = wait_for_drain(
-            lambda: read_aggregate_table(client, target.aggregate_table),
-            expected,
-            timeout=timeout,
-            settle_seconds=settle_seconds,
-            poll_interval=poll_interval,
-            on_poll=display.update,
-        )
-        display.message("reading trade states")
-        stored = read_trade_states(client, target.state_table, ledger.trades, ledger.hierarchy_levels)
+    snapshot, settled, waited = wait_for_drain(
+        lambda: read_aggregate_table(client, target.aggregate_table),
+        expected,
+        timeout=timeout,
+        settle_seconds=settle_seconds,
+        poll_interval=poll_interval,
+        on_poll=progress.update if progress is not None else None,
+    )
+    if progress is not None:
+        progress.message("reading trade states")
+    stored = read_trade_states(client, target.state_table, ledger.trades, ledger.hierarchy_levels)
     return VerificationReport(
         aggregates=compare_aggregates(expected, snapshot.nodes),
         trade_mismatches=compare_trades(ledger.trades, stored),

@@ -8,7 +8,6 @@ from typing import Any
 
 from aws_cdk import App
 
-import stacks.lambdas_path  # noqa: F401 (first: puts the domain package on the import path)
 from stacks.functions import TARGET_PARTITIONS_CONTEXT, require_supported_partitions
 from stacks.nag import add_aws_solutions_checks
 from stacks.pipeline_stack import ExactlyOnceAggregationStack

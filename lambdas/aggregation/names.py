@@ -5,7 +5,7 @@ alarms and the functions' metrics, the bucket policy and the archive's keys, the
 stage's markers and `audit rebuild`, the settings and the reduce handler's modes, the
 AggregateTable's writer and its readers (frontend, audit, benchmarks). A name spelt twice
 can drift apart without any test noticing; imported from here, it cannot. Plain constants and
-one formatting function, no imports, so the CDK app (through `stacks/lambdas_path.py`), the
+one formatting function, no imports, so the CDK app, the
 functions and the operator tools all import it.
 
 The producer's ledger and verifier spell their own names on purpose: they are the

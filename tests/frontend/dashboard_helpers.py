@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from frontend.ledger import LedgerWatcher
-from frontend.snapshot import NodeTotals, SnapshotBuilder, StatsHistory
+from frontend.snapshot import SnapshotBuilder, StatsHistory
 from frontend.table_reader import AggregateTableReader
 from frontend.web import DashboardServer, SnapshotPublisher
+from toolkit.ledger import NodeTotals
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.service_resource import DynamoDBServiceResource, Table

@@ -17,8 +17,9 @@ import boto3
 import pytest
 
 from frontend.cli import main
-from frontend.target import TableTarget, TargetError, resolve_target
+from frontend.target import TableTarget, resolve_target
 from tests.frontend.dashboard_helpers import put_leaf_with_parents, put_stats
+from toolkit.pipeline import TargetError
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.service_resource import Table

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from frontend.ledger import LedgerError, LedgerWatcher, load_ledger
+from frontend.ledger import LedgerWatcher
 from producer.ledger import Ledger
 from producer.model import TradeState
 from tests.frontend.dashboard_helpers import totals
+from toolkit.ledger import LedgerError, load_ledger
 
 
 def test_producer_format_decimal_strings_and_integer_or_string_counts(tmp_path: Path) -> None:

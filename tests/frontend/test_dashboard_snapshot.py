@@ -9,7 +9,6 @@ import pytest
 
 from frontend.snapshot import (
     LedgerState,
-    NodeTotals,
     SnapshotBuilder,
     StatsHistory,
     StatsRecord,
@@ -21,6 +20,7 @@ from frontend.snapshot import (
     verify,
 )
 from tests.frontend.dashboard_helpers import HOSTILE_NAME, totals
+from toolkit.ledger import NodeTotals
 
 
 def shape(nodes: tuple[TreeNode, ...]) -> list[object]:

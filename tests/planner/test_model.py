@@ -7,6 +7,7 @@ from dataclasses import replace
 import pytest
 
 from aggregation.item_size import MAX_ITEM_BYTES
+from aggregation.stream_positions import COVERAGE_QUERY_PAGE_ITEMS
 from planner import model as capacity
 from planner.model import ServiceTimes, Settings, TableCapacity, Workload, plan_capacity
 from planner.prices import DEFAULT_PRICE_TABLE, load_price_table
@@ -178,7 +179,7 @@ def test_map_reads_a_page_of_previous_delta_items_before_each_write() -> None:
     settings = Settings(map_batch_size=2000, map_batching_window_seconds=2, state_parallelization_factor=3)
     plan = plan_capacity(STANDARD, settings, prices=PRICES)
     item = capacity.delta_item_bytes(STANDARD, plan.ours.effective_map_batch, with_timestamps=True)
-    per_query = math.ceil(capacity.COVERAGE_QUERY_PAGE_ITEMS * item / 4096)  # strongly consistent: 1 unit per 4 KB
+    per_query = math.ceil(COVERAGE_QUERY_PAGE_ITEMS * item / 4096)  # strongly consistent: 1 unit per 4 KB
     assert plan.ours.delta_read_units_per_second == pytest.approx(plan.ours.delta_batches_per_second * per_query)
     assert plan.original.delta_read_units_per_second == 0, "the original writes without reading"
     reads = next(c for c in plan.ours.components if c.name == "DeltaTable reads")

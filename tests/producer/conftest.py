@@ -14,7 +14,7 @@ from moto.server import ThreadedMotoServer
 
 from producer.generator import GeneratorConfig, generate_messages
 from producer.ledger import Ledger
-from producer.targets import PipelineTarget
+from toolkit.pipeline import PipelineTarget
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

@@ -14,7 +14,8 @@ import pytest
 
 from producer.cleanup import RESTART_AFTER_CLEAR, clear_pipeline
 from producer.ledger import Ledger
-from producer.targets import PipelineTarget, TargetError, resolve_target
+from producer.targets import resolve_target
+from toolkit.pipeline import PipelineTarget, TargetError
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 FillTables = Callable[[PipelineTarget, Ledger], None]

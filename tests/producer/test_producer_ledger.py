@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from producer.generator import GeneratedMessage, GeneratorConfig, MessageKind, generate_messages
-from producer.ledger import Ledger, LedgerError
+from producer.ledger import Ledger
 from producer.model import AggregateNode, TradeState
+from toolkit.ledger import LedgerError
 
 DELTA_FX_AMER = ("Delta", "FXSpot", "AMER")
 DELTA_FX_EMEA = ("Delta", "FXSpot", "EMEA")

@@ -21,7 +21,7 @@ from producer.sender import (
     chunk_messages,
     send_messages,
 )
-from producer.targets import PipelineTarget
+from toolkit.pipeline import PipelineTarget
 
 if TYPE_CHECKING:
     from mypy_boto3_kinesis import KinesisClient
@@ -98,7 +98,7 @@ def test_failed_records_and_throttled_calls_are_retried_until_accepted(
     options = SendOptions(
         count=1500, seed=17, concurrency=4, ledger_path=tmp_path / "ledger.json", timestamp_epoch_ms=1, retry=FAST_RETRY
     )
-    summary = send_messages(pipeline, options, kinesis_client=client, show_progress=False)
+    summary = send_messages(pipeline, options, kinesis_client=client)
 
     expected = generate_messages(options.generator_config(17))
     arrived = Counter(read_stream(pipeline.kinesis(), pipeline.stream_name))
@@ -126,10 +126,10 @@ def test_failed_records_and_throttled_calls_are_retried_until_accepted(
 
 def test_runs_merge_in_the_ledger_and_continue_versions(pipeline: PipelineTarget, tmp_path: Path) -> None:
     ledger_path = tmp_path / "ledger.json"
-    send_messages(pipeline, SendOptions(count=300, seed=1, ledger_path=ledger_path), show_progress=False)
+    send_messages(pipeline, SendOptions(count=300, seed=1, ledger_path=ledger_path))
     first = Ledger.load(ledger_path)
     options = SendOptions(count=300, seed=1, ledger_path=ledger_path, modifications_pct=60, duplicates_pct=5, trades=20)
-    send_messages(pipeline, options, show_progress=False)
+    send_messages(pipeline, options)
     merged = Ledger.load(ledger_path)
     assert merged.counts.messages_sent == 600
     assert len(merged.trades) == len(first.trades) + 20
@@ -156,7 +156,7 @@ def test_a_paced_send_never_exceeds_its_rate(pipeline: PipelineTarget) -> None:
     """400 messages at 400/s cannot take less than about a second (pacing is a limit, not a benchmark:
     how much longer a loaded machine takes is not asserted)."""
     started = time.monotonic()
-    summary = send_messages(pipeline, SendOptions(count=400, rate=400, seed=2, ledger_path=None), show_progress=False)
+    summary = send_messages(pipeline, SendOptions(count=400, rate=400, seed=2, ledger_path=None))
     elapsed = time.monotonic() - started
     assert summary.messages_sent == 400
     assert elapsed >= 0.85

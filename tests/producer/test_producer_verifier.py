@@ -12,8 +12,8 @@ from rich.console import Console
 from producer.display import render_verification_report
 from producer.ledger import Ledger
 from producer.model import AggregateNode
-from producer.targets import PipelineTarget
 from producer.verifier import AggregateSnapshot, compare_aggregates, verify_pipeline, wait_for_drain
+from toolkit.pipeline import PipelineTarget
 
 FillTables = Callable[[PipelineTarget, Ledger], None]
 
@@ -27,7 +27,7 @@ def _render(report: object) -> str:
 def test_exact_tables_pass(pipeline: PipelineTarget, sent_ledger: tuple[Path, Ledger], fill_tables: FillTables) -> None:
     path, ledger = sent_ledger
     fill_tables(pipeline, ledger)
-    report = verify_pipeline(pipeline, path, timeout=10, settle_seconds=0.5, poll_interval=0.1, show_progress=False)
+    report = verify_pipeline(pipeline, path, timeout=10, settle_seconds=0.5, poll_interval=0.1)
     assert report.exact
     assert report.trades_checked == len(ledger.trades)
     assert report.messages_applied == ledger.counts.messages_sent
@@ -58,7 +58,7 @@ def test_corrupted_tables_fail_loudly(
         ExpressionAttributeValues={":old": {"N": str(ledger.trades[stale_trade].version - 1)}},
     )
 
-    report = verify_pipeline(pipeline, path, timeout=10, settle_seconds=0.3, poll_interval=0.1, show_progress=False)
+    report = verify_pipeline(pipeline, path, timeout=10, settle_seconds=0.3, poll_interval=0.1)
 
     assert not report.exact
     assert report.settled

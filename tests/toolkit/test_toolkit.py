@@ -1,0 +1,100 @@
+"""The operator tools' shared kit: one-line misuse, the pipeline lookup order, the comparison rule."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from toolkit.cli import OneLineArgumentParser, bounded
+from toolkit.ledger import NodeTotals, differing_keys, node_keys
+from toolkit.pipeline import PipelineTarget, TargetError, locate_pipeline, session
+
+
+def misuse(parser: OneLineArgumentParser, arguments: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    with pytest.raises(SystemExit) as exited:
+        parser.parse_args(arguments)
+    assert exited.value.code == 2
+    return capsys.readouterr().err
+
+
+def test_subcommands_share_the_prefix_and_name_their_own_help(capsys: pytest.CaptureFixture[str]) -> None:
+    parser = OneLineArgumentParser(prog="python -m tool", error_prefix="error: ")
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("run").add_argument("--count", type=bounded(int, 1))
+    assert misuse(parser, ["run", "--count", "0"], capsys) == (
+        "error: argument --count: must be at least 1, got 0 (see `python -m tool run --help`)\n"
+    )
+    assert misuse(parser, [], capsys) == (
+        "error: the following arguments are required: command (see `python -m tool --help`)\n"
+    )
+    plain = OneLineArgumentParser(prog="python -m other")
+    assert misuse(plain, ["--what"], capsys).startswith("python -m other: error: unrecognized arguments: --what")
+
+
+def test_bounded_numbers_say_what_was_expected() -> None:
+    percentage = bounded(float, 0, 100)
+    assert percentage("12.5") == 12.5
+    with pytest.raises(argparse.ArgumentTypeError, match="must be between 0 and 100, got 101"):
+        percentage("101")
+    with pytest.raises(argparse.ArgumentTypeError, match=r"an integer expected, got '1\.5'"):
+        bounded(int, 0)("1.5")
+
+
+def write(path: Path, **outputs: str) -> Path:
+    path.write_text(json.dumps(outputs), encoding="utf-8")
+    return path
+
+
+def test_lookup_order_and_endpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
+    missing = tmp_path / "absent.json"
+    assert locate_pipeline(outputs_path=missing) is None  # nothing names a pipeline
+    with pytest.raises(TargetError, match=r"absent\.json does not exist"):
+        locate_pipeline(outputs_path=missing, outputs_must_exist=True)
+
+    outputs = write(tmp_path / "outputs.json", endpoint_url="http://127.0.0.1:1", aggregate_table="A")
+    found = locate_pipeline(outputs_path=outputs, needs=("aggregate_table",))
+    assert found == PipelineTarget(
+        aggregate_table="A", region="us-east-1", endpoint_url="http://127.0.0.1:1", source=str(outputs)
+    )
+    assert locate_pipeline(region="eu-west-3", outputs_path=outputs) == PipelineTarget(
+        aggregate_table="A", region="eu-west-3", endpoint_url="http://127.0.0.1:1", source=str(outputs)
+    )
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:2")
+    assert locate_pipeline(outputs_path=outputs) == PipelineTarget(
+        aggregate_table="A", region="us-east-1", endpoint_url="http://127.0.0.1:2", source=str(outputs)
+    )
+    with pytest.raises(TargetError, match=r"outputs.json has no stream_name, archive_bucket \(is `make up`"):
+        locate_pipeline(outputs_path=outputs, needs=("stream_name", "aggregate_table", "archive_bucket"))
+
+
+def test_a_stack_without_an_output_names_the_output() -> None:
+    with pytest.raises(TargetError, match="stack S has no output ArchiveBucketName"):
+        PipelineTarget(aggregate_table="A", source="stack S").require("aggregate_table", "archive_bucket")
+
+
+def test_dummy_credentials_only_against_an_emulator_without_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(name, raising=False)
+    credentials = session("us-east-1", "http://127.0.0.1:1").get_credentials()
+    assert credentials is not None and credentials.access_key == "testing"
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAEXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    credentials = session("us-east-1", "http://127.0.0.1:1").get_credentials()
+    assert credentials is not None and credentials.access_key == "AKIAEXAMPLE"
+
+
+def test_absent_nodes_equal_zero_and_bookkeeping_keys_are_not_nodes() -> None:
+    expected = {
+        "A": NodeTotals(Decimal("1.50"), 1),
+        "B": NodeTotals(Decimal(0), 0),
+        "#stats": NodeTotals(Decimal(9), 9),
+    }
+    actual = {"A": NodeTotals(Decimal("1.5"), 1), "C": NodeTotals(Decimal(0), 1), "D": NodeTotals(Decimal("0.1"), 0)}
+    assert node_keys(expected, actual) == ["A", "B", "C", "D"]
+    assert differing_keys(expected, actual) == ["C", "D"]
