@@ -396,6 +396,8 @@ class RunFigures:
     discrepancies: Discrepancies = field(default_factory=Discrepancies)
     verified_exact: bool = False
     reconcile_exit_code: int | None = None
+    reconcile_report: str = ""
+    """What `audit reconcile` printed: shown when the chaos run's archive disagrees."""
     elapsed_seconds: float = 0.0
 
     @property
@@ -556,7 +558,7 @@ def run_pipeline(
         figures.verified_exact = report.exact
         figures.quarantine = count_quarantine(target)
         console.print(f"{label}: python -m audit reconcile")
-        figures.reconcile_exit_code = subprocess.run(
+        reconciled = subprocess.run(
             [
                 sys.executable,
                 "-m",
@@ -569,10 +571,12 @@ def run_pipeline(
             ],
             cwd=REPO_ROOT,
             env=environment,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
             check=False,
-        ).returncode
+        )
+        figures.reconcile_exit_code = reconciled.returncode
+        figures.reconcile_report = reconciled.stdout + reconciled.stderr
     finally:
         lifecycle.down(paths, report=quiet)
     figures.elapsed_seconds = time.monotonic() - started
@@ -810,6 +814,9 @@ def run_chaos(paths: LocalPaths, console: Console, settings: ChaosSettings) -> i
     failures: list[str] = []
     if not run_passed(real):
         failures.append("the chaos run is NOT exact (see the table)")
+        if real.reconcile_exit_code != 0:
+            console.rule("audit reconcile of the chaos run")
+            console.print(real.reconcile_report, markup=False, highlight=False)
     if control is not None and not control_caught(control):
         failures.append("the negative control was NOT caught: the verifier cannot see an over-count")
     for failure in failures:
