@@ -1,0 +1,164 @@
+"""What one `make chaos` does: its settings, the function faults and the emulator's fault rules."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from local.injected_faults import CANCELLED_TOKEN_KEPT, LOST_RESPONSE, THROTTLE
+from local.runner.redelivery import RedeliveryPolicy
+from producer.sender import SendOptions
+
+STAGES = ("state", "map", "reduce", "archive")
+ORIGINAL_FUNCTION_FAULT_PCT: Mapping[str, float] = {"state": 1.0, "map": 2.0, "reduce": 2.0, "archive": 2.0}
+"""The original design's demo rates; `make demo` uses them."""
+DEFAULT_FAULT_MULTIPLIER = 4.0
+DEFAULT_MESSAGE_COUNT = 20_000
+DEFAULT_LOST_RESPONSE_PCT = 2.0
+"""Per write request at each site. Each one costs an SDK retry, the reduce one a held
+connection of 11 s (its variant is `timeout`): measured to keep the default run in budget."""
+DEFAULT_THROTTLE_PCT = 2.0
+DEFAULT_RUNNER_KILLS = 2
+DEFAULT_WORKER_KILLS = 4
+DEFAULT_DRAIN_TIMEOUT_SECONDS = 600.0
+WRITE_SITES: tuple[tuple[str, str, str, str], ...] = (
+    ("state", "UpdateItem", "state_table", "error"),
+    ("map", "PutItem", "delta_table", "close"),
+    ("reduce", "TransactWriteItems", "aggregate_table", "timeout"),
+)
+"""(stage, DynamoDB operation, outputs key of its table, lost-response variant)."""
+S3_WRITE_SITES: tuple[tuple[str, str, str, str], ...] = (("archive", "PutObject", "archive_bucket", "close"),)
+"""(stage, S3 operation, outputs key of its bucket, lost-response variant)."""
+
+
+class ChaosError(RuntimeError):
+    """The chaos run could not be carried out (not: it found a mismatch, which is exit code 1)."""
+
+
+@dataclass(frozen=True)
+class ChaosSettings:
+    """What one `make chaos` does; every field is a command-line option."""
+
+    count: int = DEFAULT_MESSAGE_COUNT
+    seed: int = 7
+    fault_multiplier: float = DEFAULT_FAULT_MULTIPLIER
+    """Function faults = the original rates times this, before and after the write."""
+    lost_response_pct: float = DEFAULT_LOST_RESPONSE_PCT
+    throttle_pct: float = DEFAULT_THROTTLE_PCT
+    runner_kills: int = DEFAULT_RUNNER_KILLS
+    worker_kills: int = DEFAULT_WORKER_KILLS
+    duplicates_pct: float = 10.0
+    out_of_order_pct: float = 10.0
+    modifications_pct: float = 20.0
+    malformed_pct: float = 2.0
+    conflicting_pct: float = 1.0
+    oversized_records: int = 3
+    reshaped_retries: tuple[str, ...] = ("map", "reduce", "archive")
+    """Stages whose failed batches the runner re-delivers in other boundaries."""
+    kept_tokens: bool = True
+    """The emulator keeps the tokens of cancelled reduce transactions taken."""
+    control: bool = True
+    control_count: int | None = None
+    """Messages of the control run (default: `count`, the same run)."""
+    drain_timeout_seconds: float = DEFAULT_DRAIN_TIMEOUT_SECONDS
+
+    def __post_init__(self) -> None:
+        if self.count < 1:
+            raise ChaosError("--count must be at least 1")
+        if self.control_count is not None and self.control_count < 1:
+            raise ChaosError("--control-count must be at least 1")
+        if self.fault_multiplier < 0 or max(ORIGINAL_FUNCTION_FAULT_PCT.values()) * self.fault_multiplier > 50:
+            raise ChaosError("--fault-multiplier must keep every function fault rate between 0 and 50 %")
+        for name, pct in (("--lost-response-pct", self.lost_response_pct), ("--throttle-pct", self.throttle_pct)):
+            if not 0 <= pct <= 50:
+                raise ChaosError(f"{name} must be between 0 and 50")
+        if self.runner_kills < 0 or self.worker_kills < 0:
+            raise ChaosError("--runner-kills and --worker-kills cannot be negative")
+        if self.drain_timeout_seconds <= 0:
+            raise ChaosError("--drain-timeout must be positive")
+        if unknown := set(self.reshaped_retries) - set(STAGES):
+            raise ChaosError(
+                f"--reshaped-retries names no stage {', '.join(sorted(unknown))} (stages: {', '.join(STAGES)})"
+            )
+        try:
+            self.send_options(self.count).generator_config(self.seed)
+        except ValueError as error:
+            raise ChaosError(str(error)) from None
+
+    def function_fault_pct(self, stage: str) -> float:
+        return ORIGINAL_FUNCTION_FAULT_PCT[stage] * self.fault_multiplier
+
+    def function_fault_environment(self) -> dict[str, str]:
+        """The `FAILURE_*_PCT` of docs/design.md for every stage, before and after the write."""
+        environment: dict[str, str] = {}
+        for stage in STAGES:
+            pct = f"{self.function_fault_pct(stage):g}"
+            environment[f"FAILURE_{stage.upper()}_LAMBDA_PCT"] = pct
+            environment[f"FAILURE_{stage.upper()}_LAMBDA_AFTER_WRITE_PCT"] = pct
+        return environment
+
+    def runner_environment(self) -> dict[str, str]:
+        """The runner's redelivery policy (`local.runner.redelivery`) for `reshaped_retries`."""
+        if not self.reshaped_retries:
+            return {}
+        return RedeliveryPolicy(frozenset(self.reshaped_retries), self.seed).as_environment()
+
+    def send_options(self, count: int, ledger: Any = None) -> SendOptions:
+        return SendOptions(
+            count=count,
+            seed=self.seed,
+            duplicates_pct=self.duplicates_pct,
+            out_of_order_pct=self.out_of_order_pct,
+            modifications_pct=self.modifications_pct,
+            malformed_pct=self.malformed_pct,
+            conflicting_pct=self.conflicting_pct,
+            oversized_records=min(self.oversized_records, count // 2),
+            ledger_path=ledger,
+        )
+
+
+def emulator_fault_config(settings: ChaosSettings, outputs: Mapping[str, str], seed: int) -> dict[str, Any]:
+    """The `/_compat/faults` configuration: lost responses per write site, then throttling."""
+    rules: list[dict[str, Any]] = []
+    if settings.lost_response_pct:
+        for _stage, operation, table_key, variant in WRITE_SITES:
+            rules.append(
+                {
+                    "kind": LOST_RESPONSE,
+                    "service": "dynamodb",
+                    "percent": settings.lost_response_pct,
+                    "operations": [operation],
+                    "table": outputs[table_key],
+                    "variant": variant,
+                }
+            )
+        for _stage, operation, bucket_key, variant in S3_WRITE_SITES:
+            rules.append(
+                {
+                    "kind": LOST_RESPONSE,
+                    "service": "s3",
+                    "percent": settings.lost_response_pct,
+                    "operations": [operation],
+                    "table": f"{outputs[bucket_key]}/",
+                    "variant": variant,
+                }
+            )
+    if settings.throttle_pct:
+        rules.append(  # reduce transactions cancelled by throttling, as DynamoDB reports it
+            {
+                "kind": THROTTLE,
+                "service": "dynamodb",
+                "percent": settings.throttle_pct,
+                "operations": ["TransactWriteItems"],
+                "table": outputs["aggregate_table"],
+                "error": "TransactionCanceledException",
+            }
+        )
+        for service in ("dynamodb", "dynamodbstreams", "kinesis"):
+            rules.append({"kind": THROTTLE, "service": service, "percent": settings.throttle_pct})
+    if settings.kept_tokens:
+        rules.append(
+            {"kind": CANCELLED_TOKEN_KEPT, "service": "dynamodb", "percent": 100, "table": outputs["aggregate_table"]}
+        )
+    return {"seed": seed, "rules": rules}
