@@ -222,13 +222,7 @@ def _parse_rule(raw: Any, index: int) -> FaultRule:
         raise ValueError(f"{where}: service must be a service name such as 'dynamodb'")
     if not isinstance(percent, int | float) or isinstance(percent, bool) or not 0 <= percent <= 100:
         raise ValueError(f"{where}: percent must be a number from 0 to 100")
-    operations = raw.get("operations", [])
-    if isinstance(operations, str):
-        operations = [operations]
-    if not isinstance(operations, list) or not all(isinstance(op, str) and op for op in operations):
-        raise ValueError(f"{where}: operations must be a list of API operation names")
-    if not operations and service not in DEFAULT_OPERATIONS[kind]:
-        raise ValueError(f"{where}: name the operations to fault on {service!r} (or '*')")
+    operations = _parse_operations(raw.get("operations", []), where, kind, service)
     table = raw.get("table")
     if table is not None and (not isinstance(table, str) or not table):
         raise ValueError(f"{where}: table must be a non-empty string")
@@ -244,7 +238,18 @@ def _parse_rule(raw: Any, index: int) -> FaultRule:
     limit = raw.get("max_injections")
     if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
         raise ValueError(f"{where}: max_injections must be a non-negative integer")
-    return FaultRule(kind, service, float(percent), tuple(operations), table, variant, float(hold), error, limit)
+    return FaultRule(kind, service, float(percent), operations, table, variant, float(hold), error, limit)
+
+
+def _parse_operations(operations: Any, where: str, kind: str, service: str) -> tuple[str, ...]:
+    """One name or a list; none only where the kind has a default for the service."""
+    if isinstance(operations, str):
+        operations = [operations]
+    if not isinstance(operations, list) or not all(isinstance(op, str) and op for op in operations):
+        raise ValueError(f"{where}: operations must be a list of API operation names")
+    if not operations and service not in DEFAULT_OPERATIONS[kind]:
+        raise ValueError(f"{where}: name the operations to fault on {service!r} (or '*')")
+    return tuple(operations)
 
 
 def config_from_environment(environ: Mapping[str, str] | None = None) -> FaultConfig:
