@@ -217,41 +217,11 @@ def up(
     paths.ensure()
     state = running_state(paths)
     if state.complete:
-        assert state.emulator is not None
-        assembly_dir = cdk_out or deployer.synthesize()
-        assembly = deployer.read_cloud_assembly(assembly_dir)
-        if assembly.template_sha256 == _recorded_template_sha256(paths) and paths.outputs.exists():
-            deployment = deployer.Deployment.from_json(json.loads(paths.deployment.read_text()))
-            running_faults = (read_stats(paths.runner_stats) or {}).get("fault_injection")
-            if running_faults is None or running_faults == fault_injection_overrides(environment):
-                report(f"already running: emulator {state.emulator.endpoint_url}, runner pid {state.runner_pid}")
-                return deployment
-            report("fault injection changed: restarting the runner (checkpoints kept)")
-            stop_runner(paths)
-            pid = start_runner(paths, environment)
-            wait_for_runner_ready(paths, pid)
-            report(f"runner ready (pid {pid}); fault injection: {fault_injection_overrides(environment) or 'off'}")
-            return deployment
-        report("the template changed: redeploying and restarting the runner")
-        deployment = deployer.deploy(assembly_dir, state.emulator.endpoint_url, require_outputs=_required())
-        _write_outputs(paths, deployment)
-        stop_runner(paths)
-        pid = start_runner(paths, environment)
-        wait_for_runner_ready(paths, pid)
-        return deployment
+        return _bring_up_to_date(paths, state, environment, report, cdk_out)
 
     started_emulator = state.emulator is None
     if state.emulator is None:
-        stop_runner(paths)  # a runner without its emulator is useless
-        stop_emulator(paths)  # a live but unresponsive one, if any
-        _forget_previous_run(paths, report)
-        started = time.monotonic()
-        emulator = start_emulator(paths.emulator_log)
-        (paths.state_dir / "emulator.json").write_text(
-            json.dumps({"pid": emulator.pid, "port": emulator.port, "endpoint_url": emulator.endpoint_url})
-        )
-        paths.emulator_pid.write_text(str(emulator.pid))
-        report(f"emulator started at {emulator.endpoint_url} in {time.monotonic() - started:.1f} s")
+        emulator = _start_fresh_emulator(paths, report)
     else:
         emulator = state.emulator
         report(f"emulator already running at {emulator.endpoint_url}")
@@ -272,6 +242,49 @@ def up(
     report(f"runner ready (pid {pid}); fault injection: {fault_injection_overrides(environment) or 'off'}")
     report(f"outputs in {paths.outputs}")
     return deployment
+
+
+def _bring_up_to_date(
+    paths: LocalPaths, state: RunningState, environment: Mapping[str, str], report: Report, cdk_out: Path | None
+) -> deployer.Deployment:
+    """A complete runtime is kept: redeploy only if the template changed, restart the runner only if needed."""
+    assert state.emulator is not None
+    assembly_dir = cdk_out or deployer.synthesize()
+    assembly = deployer.read_cloud_assembly(assembly_dir)
+    if assembly.template_sha256 == _recorded_template_sha256(paths) and paths.outputs.exists():
+        deployment = deployer.Deployment.from_json(json.loads(paths.deployment.read_text()))
+        running_faults = (read_stats(paths.runner_stats) or {}).get("fault_injection")
+        if running_faults is None or running_faults == fault_injection_overrides(environment):
+            report(f"already running: emulator {state.emulator.endpoint_url}, runner pid {state.runner_pid}")
+            return deployment
+        report("fault injection changed: restarting the runner (checkpoints kept)")
+        stop_runner(paths)
+        pid = start_runner(paths, environment)
+        wait_for_runner_ready(paths, pid)
+        report(f"runner ready (pid {pid}); fault injection: {fault_injection_overrides(environment) or 'off'}")
+        return deployment
+    report("the template changed: redeploying and restarting the runner")
+    deployment = deployer.deploy(assembly_dir, state.emulator.endpoint_url, require_outputs=_required())
+    _write_outputs(paths, deployment)
+    stop_runner(paths)
+    pid = start_runner(paths, environment)
+    wait_for_runner_ready(paths, pid)
+    return deployment
+
+
+def _start_fresh_emulator(paths: LocalPaths, report: Report) -> EmulatorProcess:
+    """Start an empty emulator, after clearing whatever described the previous one."""
+    stop_runner(paths)  # a runner without its emulator is useless
+    stop_emulator(paths)  # a live but unresponsive one, if any
+    _forget_previous_run(paths, report)
+    started = time.monotonic()
+    emulator = start_emulator(paths.emulator_log)
+    (paths.state_dir / "emulator.json").write_text(
+        json.dumps({"pid": emulator.pid, "port": emulator.port, "endpoint_url": emulator.endpoint_url})
+    )
+    paths.emulator_pid.write_text(str(emulator.pid))
+    report(f"emulator started at {emulator.endpoint_url} in {time.monotonic() - started:.1f} s")
+    return emulator
 
 
 def _required() -> tuple[str, ...]:
