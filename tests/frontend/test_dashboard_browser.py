@@ -82,47 +82,10 @@ def test_dashboard_shows_exact_live_values_and_renders_hostile_names_as_text(
     browser: Browser, aggregate_table: Table, dashboards: DashboardLauncher, tmp_path: Path
 ) -> None:
     table = aggregate_table
-    put_leaf_with_parents(table, "Delta:FXSpot:AMER", "1234567.891234", 2)
-    put_node(table, "Delta:FXSpot:EMEA", "-0.000001", 1)
-    put_node(table, "Delta:FXSpot", "1234567.891233", 3)
-    put_node(table, "Delta", "1234567.891233", 3)
-    put_leaf_with_parents(table, f"{HOSTILE_NAME}:Desk:APAC", "42.5", 1)
-    put_leaf_with_parents(table, "Vega:Rates:AMER", BIG, 1)
-    put_stats(table, messages_applied=5, last_updated=time.time(), mean="0.25", maximum="0.8")
-    for marker in range(20):
-        put_marker(table, f"batch-{marker}")
-
-    # The ledger already expects the batch the pipeline has not applied yet: one node differs.
     ledger = tmp_path / "ledger.json"
-    expected = {
-        "Delta": ("1234567.891233", 3),
-        "Delta:FXSpot": ("1234567.891233", 3),
-        "Delta:FXSpot:AMER": ("1234567.891234", 2),
-        "Delta:FXSpot:EMEA": ("-0.000001", 1),
-        HOSTILE_NAME: ("42.5", 1),
-        f"{HOSTILE_NAME}:Desk": ("42.5", 1),
-        f"{HOSTILE_NAME}:Desk:APAC": ("42.5", 1),
-        "Vega": (BIG, 1),
-        "Vega:Rates": (BIG, 1),
-        "Vega:Rates:AMER": (BIG, 1),
-        "Gamma": ("0.3", 2),
-        "Gamma:Credit": ("0.3", 2),
-        "Gamma:Credit:EMEA": ("0.3", 2),
-    }
-    write_ledger(ledger, expected)
+    seed_one_batch_behind(table, ledger)
     dashboard = dashboards.start(table.name, ledger_path=ledger)
-
-    dialogs: list[Dialog] = []
-    console_errors: list[str] = []
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
-
-    def on_dialog(dialog: Dialog) -> None:
-        dialogs.append(dialog)
-        dialog.dismiss()
-
-    page.on("dialog", on_dialog)
-    page.on("console", lambda message: _record_error(message, console_errors))
-    page.on("pageerror", lambda error: console_errors.append(str(error)))
+    page, dialogs, console_errors = open_watched_page(browser)
     response = page.goto(dashboard.url)
     assert response is not None
     assert response.ok
@@ -155,11 +118,7 @@ def test_dashboard_shows_exact_live_values_and_renders_hostile_names_as_text(
 
     # The pipeline drains: new values land in the table and the page follows without reloading.
     page.evaluate("window.__noReloadMarker = 'still the same page'")
-    put_leaf_with_parents(table, "Gamma:Credit:EMEA", "0.1", 1)
-    put_node(table, "Gamma:Credit:EMEA", "0.3", 2)  # 0.1 + 0.2, exactly
-    put_node(table, "Gamma:Credit", "0.3", 2)
-    put_node(table, "Gamma", "0.3", 2)
-    put_stats(table, messages_applied=8, last_updated=time.time(), mean="0.5", maximum="1.25")
+    apply_the_last_batch(table)
 
     expect(page.locator("#verification")).to_have_text("exact · 13 nodes match the ledger")
     expect(page.locator("#differences-panel")).to_be_hidden()
@@ -179,11 +138,69 @@ def test_dashboard_shows_exact_live_values_and_renders_hostile_names_as_text(
     assert dialogs == []
     assert console_errors == []  # includes CSP violations, which Chromium reports as console errors
 
-    screenshot = tmp_path / "dashboard.png"
+    save_screenshot(page, tmp_path / "dashboard.png")
+    page.close()
+
+
+def seed_one_batch_behind(table: Table, ledger: Path) -> None:
+    """The table before the pipeline applies its last batch, and a ledger that already expects it: one node differs."""
+    put_leaf_with_parents(table, "Delta:FXSpot:AMER", "1234567.891234", 2)
+    put_node(table, "Delta:FXSpot:EMEA", "-0.000001", 1)
+    put_node(table, "Delta:FXSpot", "1234567.891233", 3)
+    put_node(table, "Delta", "1234567.891233", 3)
+    put_leaf_with_parents(table, f"{HOSTILE_NAME}:Desk:APAC", "42.5", 1)
+    put_leaf_with_parents(table, "Vega:Rates:AMER", BIG, 1)
+    put_stats(table, messages_applied=5, last_updated=time.time(), mean="0.25", maximum="0.8")
+    for marker in range(20):
+        put_marker(table, f"batch-{marker}")
+    expected = {
+        "Delta": ("1234567.891233", 3),
+        "Delta:FXSpot": ("1234567.891233", 3),
+        "Delta:FXSpot:AMER": ("1234567.891234", 2),
+        "Delta:FXSpot:EMEA": ("-0.000001", 1),
+        HOSTILE_NAME: ("42.5", 1),
+        f"{HOSTILE_NAME}:Desk": ("42.5", 1),
+        f"{HOSTILE_NAME}:Desk:APAC": ("42.5", 1),
+        "Vega": (BIG, 1),
+        "Vega:Rates": (BIG, 1),
+        "Vega:Rates:AMER": (BIG, 1),
+        "Gamma": ("0.3", 2),
+        "Gamma:Credit": ("0.3", 2),
+        "Gamma:Credit:EMEA": ("0.3", 2),
+    }
+    write_ledger(ledger, expected)
+
+
+def apply_the_last_batch(table: Table) -> None:
+    """The pipeline drains the batch the ledger already expects: a new Gamma branch, and the stats move on."""
+    put_leaf_with_parents(table, "Gamma:Credit:EMEA", "0.1", 1)
+    put_node(table, "Gamma:Credit:EMEA", "0.3", 2)  # 0.1 + 0.2, exactly
+    put_node(table, "Gamma:Credit", "0.3", 2)
+    put_node(table, "Gamma", "0.3", 2)
+    put_stats(table, messages_applied=8, last_updated=time.time(), mean="0.5", maximum="1.25")
+
+
+def open_watched_page(browser: Browser) -> tuple[Page, list[Dialog], list[str]]:
+    """A new page whose dialogs (dismissed) and console errors, CSP violations included, are collected."""
+    dialogs: list[Dialog] = []
+    console_errors: list[str] = []
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+
+    def on_dialog(dialog: Dialog) -> None:
+        dialogs.append(dialog)
+        dialog.dismiss()
+
+    page.on("dialog", on_dialog)
+    page.on("console", lambda message: _record_error(message, console_errors))
+    page.on("pageerror", lambda error: console_errors.append(str(error)))
+    return page, dialogs, console_errors
+
+
+def save_screenshot(page: Page, screenshot: Path) -> None:
+    """Into test-output/ too, which CI keeps for a reviewer."""
     page.screenshot(path=str(screenshot), full_page=True)
     TEST_OUTPUT.mkdir(exist_ok=True)
     shutil.copy(screenshot, TEST_OUTPUT / "dashboard.png")
-    page.close()
 
 
 def _record_error(message: ConsoleMessage, errors: list[str]) -> None:
