@@ -18,6 +18,7 @@ from typing import Any
 
 import boto3
 
+from aggregation.names import STATS_KEY
 from function_support import aws
 from local.runner import events
 from map_function import handler as map_handler
@@ -159,7 +160,7 @@ class Pipeline:
         }
 
     def stats(self) -> dict[str, Any]:
-        return next(item for item in self.scan("aggregate") if item["AggregateKey"] == "#stats")
+        return next(item for item in self.scan("aggregate") if item["AggregateKey"] == STATS_KEY)
 
 
 def _create_table(client: Any, name: str, key: str, stream_view: str | None, sort_key: str | None = None) -> None:

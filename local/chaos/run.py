@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from rich.console import Console
 
+from aggregation.names import TOKEN_AND_MARKERS, UNSAFE_ADD
 from local import lifecycle
 from local.chaos.figures import (
     RunFigures,
@@ -30,7 +31,7 @@ from toolkit.pipeline import PipelineTarget, target_from_outputs
 
 DEFAULT_CONTROL_COUNT = 5_000
 """The control only has to show the over-count; a quarter of the real run keeps `make chaos` short."""
-UNSAFE_REDUCE_MODE = "unsafe-add"
+UNSAFE_REDUCE_MODE = UNSAFE_ADD
 
 Report = Callable[[str], None]
 
@@ -46,7 +47,7 @@ def run_pipeline(
 ) -> RunFigures:
     """One full run on a fresh runtime; always ends with `down`."""
     started = time.monotonic()
-    figures = RunFigures(label=label, reduce_mode=reduce_mode or "crt+marker (deployed default)")
+    figures = RunFigures(label=label, reduce_mode=reduce_mode or f"{TOKEN_AND_MARKERS} (deployed default)")
     environment = {**os.environ, **settings.function_fault_environment(), **settings.runner_environment()}
     environment.pop("REDUCE_IDEMPOTENCY", None)
     if reduce_mode is not None:
