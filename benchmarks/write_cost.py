@@ -146,11 +146,13 @@ def _exact(pipeline_aggregates: dict[str, tuple[Decimal, int]], generator: Messa
 
 
 def _larger_map_batches(
-    names: dict[str, str], state_changes: list[dict[str, Any]], counter: WriteCallCounter, progress: Progress
+    source: Pipeline, state_changes: list[dict[str, Any]], counter: WriteCallCounter, progress: Progress
 ) -> tuple[Pipeline, list[list[dict[str, Any]]]]:
     """The same state changes mapped in batches of LARGE_MAP_BATCH_SIZE, reduced (crt+marker) afresh."""
+    names = source.names
     tables = {**names, "delta": names["delta-large"], "aggregate": names["aggregate-large"]}
     pipeline = Pipeline(tables)
+    pipeline.shard_of_event.update(source.shard_of_event)  # the same StateTable stream records
     settings = {
         "DELTA_TABLE": tables["delta"],
         "AGGREGATE_TABLE": tables["aggregate"],
@@ -208,7 +210,7 @@ def run_write_cost(message_count: int, progress: Progress) -> WriteCostResult:
                     pipeline.run_reduce(records)
                     progress(f"reduce ({mode})", index / len(events.reduce_batches))
             exact[mode] = _exact(pipeline_for(names, role).aggregates(), generator)
-        large, events.large_reduce_batches = _larger_map_batches(names, state_changes, counter, progress)
+        large, events.large_reduce_batches = _larger_map_batches(pipeline, state_changes, counter, progress)
         exact[LARGE_MAP_LABEL] = _exact(large.aggregates(), generator)
         counter.detach(aws.dynamodb_client())
     original, oversized = _original_design(len(payloads), counter, "map", events.reduce_batches)
