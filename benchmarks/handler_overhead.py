@@ -163,7 +163,8 @@ def run_handler_overhead(events: WorkloadEvents, passes: int, progress: Progress
         action_counter.attach(aws.dynamodb_client())
         event_builder = Pipeline({})
         state_events = [(event_builder.kinesis_event(batch), len(batch)) for batch in events.state_batches]
-        map_events = [({"Records": batch}, len(batch)) for batch in events.map_batches]
+        event_builder.shard_of_event.update(events.shard_of_event)  # map events carry their shardId
+        map_events = [(event_builder.map_event(batch), len(batch)) for batch in events.map_batches]
         reduce_events = [
             ({"Records": [r for r in batch if r["eventName"] == "INSERT"]}, _messages_in(batch))
             for batch in events.reduce_batches

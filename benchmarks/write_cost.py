@@ -75,6 +75,7 @@ class WorkloadEvents:
     map_batches: list[list[dict[str, Any]]] = field(default_factory=list)
     reduce_batches: list[list[dict[str, Any]]] = field(default_factory=list)
     large_reduce_batches: list[list[dict[str, Any]]] = field(default_factory=list)  # map batches of 1,000
+    shard_of_event: dict[str, str] = field(default_factory=dict)  # StateTable record eventID -> shard id
 
 
 @dataclass
@@ -190,6 +191,7 @@ def run_write_cost(message_count: int, progress: Progress) -> WriteCostResult:
                 pipeline.run_state(batch)
                 progress("state", index / len(events.state_batches))
         state_changes = all_stream_records(pipeline, "state")
+        events.shard_of_event = dict(pipeline.shard_of_event)
         events.map_batches = chunks(state_changes, MAP_BATCH_SIZE)
         with counter.labelled("map"):
             for index, records in enumerate(events.map_batches, start=1):

@@ -1,16 +1,21 @@
-"""The write-cost benchmark end to end on a small workload: every way it maps and reduces stays exact.
+"""The write-cost and handler-overhead benchmarks end to end on a small workload.
 
-`make bench` is the only other caller; without this test a broken benchmark is found only
+`make bench` is their only other caller; without this test a broken benchmark is found only
 when someone runs it.
 """
 
+from benchmarks.handler_overhead import run_handler_overhead
 from benchmarks.write_cost import LARGE_MAP_LABEL, MODES, run_write_cost
 
 
-def test_a_small_write_cost_run_is_exact_in_every_mode(aws_environment: str) -> None:
+def test_a_small_write_cost_run_is_exact_in_every_mode_and_replays_through_every_handler(aws_environment: str) -> None:
     result = run_write_cost(300, lambda _stage, _fraction: None)
     assert result.messages == 300
     assert set(result.exact) == {*MODES, LARGE_MAP_LABEL}
     assert all(result.exact.values()), result.exact
     state = result.stages["state"]
     assert 0 < state.requests <= result.messages, "one request per state change at most"
+
+    overhead = run_handler_overhead(result.events, passes=1, progress=lambda _stage, _fraction: None)
+    assert [h.handler for h in overhead.handlers][:2] == ["state", "map"]
+    assert all(h.invocations > 0 for h in overhead.handlers)
