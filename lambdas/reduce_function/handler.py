@@ -47,7 +47,6 @@ from aggregation.names import (
     STATS_KEY,
 )
 from aggregation.transactions import (
-    MAX_TRANSACTION_ACTIONS,
     DeltaUnit,
     PlannedTransaction,
     plan_transactions,
@@ -62,6 +61,7 @@ STAGE = "REDUCE"
 DEFAULT_MARKER_TTL_DAYS = 7
 IN_PROGRESS_ATTEMPTS = 6
 UNPROCESSED_KEY_ATTEMPTS = 6
+BATCH_GET_MAX_KEYS = 100  # DynamoDB's limit of keys per BatchGetItem request
 RETRY_PAUSE_SECONDS = 0.1
 MAX_RETRY_PAUSE_SECONDS = 2.0
 
@@ -116,6 +116,17 @@ def node_update(table: str, key: str, delta: NodeDelta) -> dict[str, Any]:
     }
 
 
+def stats_update(table: str, record_count: int) -> dict[str, Any]:
+    """The atomic ADD of applied messages to `#stats` (a transaction's Update, or an `update_item` call)."""
+    return {
+        "TableName": table,
+        "Key": {"AggregateKey": {"S": STATS_KEY}},
+        "UpdateExpression": "ADD #applied :applied",
+        "ExpressionAttributeNames": {"#applied": "MessagesApplied"},
+        "ExpressionAttributeValues": {":applied": serializer.serialize(record_count)},
+    }
+
+
 def marker_key(marker_id: str) -> dict[str, Any]:
     return {"AggregateKey": {"S": MARKER_PREFIX + marker_id}}
 
@@ -142,17 +153,7 @@ def transaction_items(
             }
             for unit in plan.units
         )
-    items.append(
-        {
-            "Update": {
-                "TableName": table,
-                "Key": {"AggregateKey": {"S": STATS_KEY}},
-                "UpdateExpression": "ADD #applied :applied",
-                "ExpressionAttributeNames": {"#applied": "MessagesApplied"},
-                "ExpressionAttributeValues": {":applied": serializer.serialize(plan.record_count)},
-            }
-        }
-    )
+    items.append({"Update": stats_update(table, plan.record_count)})
     return items
 
 
@@ -206,13 +207,7 @@ def apply_unsafely(units: Sequence[DeltaUnit], table: str) -> dict[str, int]:
     for unit in units:
         for key, delta in unit.deltas:
             dynamodb_client().update_item(**node_update(table, key, delta))
-        dynamodb_client().update_item(
-            TableName=table,
-            Key={"AggregateKey": {"S": STATS_KEY}},
-            UpdateExpression="ADD #applied :applied",
-            ExpressionAttributeNames={"#applied": "MessagesApplied"},
-            ExpressionAttributeValues={":applied": serializer.serialize(unit.record_count)},
-        )
+        dynamodb_client().update_item(**stats_update(table, unit.record_count))
     return {"transactions": 0, "units_applied": len(units)}
 
 
@@ -225,10 +220,10 @@ class TokenMismatchWithoutEvidence(RuntimeError):
 def markers_present(table: str, marker_ids: Sequence[str]) -> set[str]:
     """Which of these markers exist, by strongly consistent reads (the evidence of an apply)."""
     present: set[str] = set()
-    for start in range(0, len(marker_ids), MAX_TRANSACTION_ACTIONS):
+    for start in range(0, len(marker_ids), BATCH_GET_MAX_KEYS):
         request: dict[str, Any] = {
             table: {
-                "Keys": [marker_key(marker_id) for marker_id in marker_ids[start : start + MAX_TRANSACTION_ACTIONS]],
+                "Keys": [marker_key(marker_id) for marker_id in marker_ids[start : start + BATCH_GET_MAX_KEYS]],
                 "ConsistentRead": True,
                 "ProjectionExpression": "AggregateKey",
             }
