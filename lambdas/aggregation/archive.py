@@ -60,12 +60,13 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any, Final
 
 from aggregation.deltas import NodeDelta
 from aggregation.exact import ZERO, exact_sum
 from aggregation.names import DELTA_PREFIX
+from aggregation.stream_images import ImageDecodingError, decode_number
 
 KEY_PREFIX_HEX_CHARACTERS: Final = 2
 """256 prefixes (``00``..``ff``), each taking an even 1/256 of the writes: S3 scales request
@@ -166,15 +167,11 @@ def _reject_float(text: str) -> Decimal:
 
 
 def _parse_decimal(value: Any, what: str) -> Decimal:
-    if not isinstance(value, str):
-        raise ArchiveDocumentError(f"{what} must be a decimal string, got {value!r}")
+    """A decimal string, read exactly as a stream image's number is (`stream_images.decode_number`)."""
     try:
-        number = Decimal(value)
-    except InvalidOperation:
-        raise ArchiveDocumentError(f"{what} is not a decimal: {value!r}") from None
-    if not number.is_finite():
-        raise ArchiveDocumentError(f"{what} is not finite: {value!r}")
-    return number
+        return decode_number(value)
+    except ImageDecodingError as error:
+        raise ArchiveDocumentError(f"{what}: {error}") from None
 
 
 def _parse_int(value: Any, what: str) -> int:
