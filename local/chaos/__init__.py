@@ -40,7 +40,7 @@ from local.chaos.figures import (
     stage_of,
 )
 from local.chaos.report import control_caught, figures_table, quarantine_matches, run_passed
-from local.chaos.run import UNSAFE_REDUCE_MODE, run_chaos, run_pipeline
+from local.chaos.run import run_chaos, run_pipeline
 from local.chaos.settings import (
     ORIGINAL_FUNCTION_FAULT_PCT,
     STAGES,
@@ -53,7 +53,6 @@ __all__ = [
     "KEPT_TOKENS_FIGURE",
     "ORIGINAL_FUNCTION_FAULT_PCT",
     "STAGES",
-    "UNSAFE_REDUCE_MODE",
     "ChaosError",
     "ChaosSettings",
     "RunFigures",

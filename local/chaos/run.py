@@ -31,7 +31,6 @@ from toolkit.pipeline import PipelineTarget, target_from_outputs
 
 DEFAULT_CONTROL_COUNT = 5_000
 """The control only has to show the over-count; a quarter of the real run keeps `make chaos` short."""
-UNSAFE_REDUCE_MODE = UNSAFE_ADD
 
 Report = Callable[[str], None]
 
@@ -171,9 +170,9 @@ def run_chaos(paths: LocalPaths, console: Console, settings: ChaosSettings) -> i
     control: RunFigures | None = None
     if settings.control:
         control_count = settings.control_count or min(settings.count, DEFAULT_CONTROL_COUNT)
-        console.rule(f"[bold]negative control[/]: the same run, reduce {UNSAFE_REDUCE_MODE}")
+        console.rule(f"[bold]negative control[/]: the same run, reduce {UNSAFE_ADD}")
         control = run_pipeline(
-            paths, console, settings, label="negative control", reduce_mode=UNSAFE_REDUCE_MODE, count=control_count
+            paths, console, settings, label="negative control", reduce_mode=UNSAFE_ADD, count=control_count
         )
     console.print(figures_table(real, control, settings))
     console.print(f"total wall time {time.monotonic() - started:.0f} s")

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from aggregation.names import UNSAFE_ADD
 from local import chaos
 from local.__main__ import main
 from local.injected_faults import LOST_RESPONSE, RequestInfo, parse_config
@@ -173,7 +174,7 @@ def test_a_small_chaos_run_is_exact_under_real_faults_and_the_unsafe_control_is_
     assert chaos.run_passed(real)
 
     control = chaos.run_pipeline(
-        paths, console, settings, label="control", reduce_mode=chaos.UNSAFE_REDUCE_MODE, count=settings.count
+        paths, console, settings, label="control", reduce_mode=UNSAFE_ADD, count=settings.count
     )
     assert chaos.control_caught(control)
     assert control.discrepancies.double_counted
