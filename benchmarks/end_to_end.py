@@ -1,6 +1,6 @@
 """Benchmark 4: the local pipeline end to end — throughput as a ratio, and latency p50 / p99.
 
-A runtime of our own (`local.lifecycle.up` on a temporary state directory, so a `make up`
+A runtime of our own (`local.deploy.lifecycle.up` on a temporary state directory, so a `make up`
 already running in `.local/` is left alone): emulator, the synthesized stack deployed
 into it, the event-source runner invoking the deployed functions. Then, in the same run:
 
@@ -173,7 +173,7 @@ def run_end_to_end(
         return EndToEndSkipped(reason)
     # Imported here: the local runtime is still being finished elsewhere, and the other
     # benchmarks must run without it.
-    from local import lifecycle  # noqa: PLC0415
+    from local.deploy import lifecycle  # noqa: PLC0415
     from local.paths import LocalPaths  # noqa: PLC0415
     from producer.sender import SendOptions, send_messages  # noqa: PLC0415
     from producer.verifier import verify_pipeline  # noqa: PLC0415

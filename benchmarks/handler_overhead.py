@@ -23,7 +23,7 @@ from benchmarks.harness import DUMMY_CREDENTIALS, environment, median, quiet_han
 from benchmarks.stubbed_dynamodb import CannedResponses
 from benchmarks.write_cost import WorkloadEvents
 from function_support import aws
-from local.inprocess import LambdaContextStub, Pipeline
+from local.runner.inprocess import LambdaContextStub, Pipeline
 from map_function import handler as map_handler
 from reduce_function import handler as reduce_handler
 from state_function import handler as state_handler

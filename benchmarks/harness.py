@@ -1,6 +1,6 @@
 """What every benchmark shares: the emulator, scratch tables, the handlers' environment, the machine.
 
-The handlers are driven through `local.inprocess.Pipeline` (the driver the tests use too,
+The handlers are driven through `local.runner.inprocess.Pipeline` (the driver the tests use too,
 which reads the emulator's real DynamoDB streams), so the benchmarks exercise exactly the
 code paths the tests prove correct.
 """
@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from function_support import aws
-from local import inprocess
-from local.emulator import EmulatorProcess, start_emulator
-from local.inprocess import Pipeline
+from local.emulator.control import EmulatorProcess, start_emulator
+from local.runner import inprocess
+from local.runner.inprocess import Pipeline
 from map_function import handler as map_handler
 from reduce_function import handler as reduce_handler
 from state_function import handler as state_handler

@@ -19,7 +19,7 @@ from benchmarks.harness import DUMMY_CREDENTIALS, chunks, environment, median, q
 from benchmarks.stubbed_dynamodb import SimulatedRoundTrip
 from benchmarks.write_cost import STATE_BATCH_SIZE, standard_workload
 from function_support import aws
-from local.inprocess import LambdaContextStub, Pipeline
+from local.runner.inprocess import LambdaContextStub, Pipeline
 from producer.generator import MessageGenerator
 from state_function import handler as state_handler
 

@@ -45,8 +45,8 @@ from benchmarks.write_units import (
     write_units,
 )
 from function_support import aws
-from local.emulator import advance_clock
-from local.inprocess import Pipeline, expected_totals
+from local.emulator.control import advance_clock
+from local.runner.inprocess import Pipeline, expected_totals
 from producer.generator import GeneratorConfig, MessageGenerator
 
 MODES = (TOKEN_AND_MARKERS, TOKEN_ONLY)

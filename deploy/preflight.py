@@ -26,7 +26,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, UnknownRegionError
 
-from local.deployer import BOOTSTRAP_VERSION_PARAMETER, MINIMUM_BOOTSTRAP_VERSION
+from local.deploy.deployer import BOOTSTRAP_VERSION_PARAMETER, MINIMUM_BOOTSTRAP_VERSION
 from stacks.functions import (
     POWERTOOLS_VERSION,
     SUPPORTED_PARTITIONS,

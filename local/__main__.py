@@ -13,10 +13,11 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 from rich.console import Console
 
-from local import chaos, demo, lifecycle, status
-from local.deployer import DeploymentError
-from local.emulator import EmulatorError
+from local.deploy import lifecycle, status
+from local.deploy.deployer import DeploymentError
+from local.emulator.control import EmulatorError
 from local.paths import LocalPaths
+from local.scenarios import chaos, demo
 from toolkit.cli import EXIT_USAGE, OneLineArgumentParser, bounded
 
 PROGRAM = "python -m local"

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import pytest
 
 from function_support import aws
-from local.emulator import EmulatorProcess, start_emulator
-from local.inprocess import Pipeline, create_pipeline_tables, handler_environment
+from local.emulator.control import EmulatorProcess, start_emulator
+from local.runner.inprocess import Pipeline, create_pipeline_tables, handler_environment
 from tests.environment import DUMMY_CREDENTIALS
 
 EMULATOR_FIXTURES = frozenset({"emulator", "module_emulator"})
@@ -45,7 +45,7 @@ def aws_environment(emulator: EmulatorProcess, monkeypatch: pytest.MonkeyPatch) 
 def pipeline(aws_environment: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pipeline]:
     """The four tables in the emulator `aws_environment` names, and the handlers set up to use them.
 
-    The driver is `local.inprocess.Pipeline`, which the benchmarks use too.
+    The driver is `local.runner.inprocess.Pipeline`, which the benchmarks use too.
     """
     names = create_pipeline_tables(prefix="")
     for name, value in handler_environment(names, "ExactlyOnceAggregationTest", "test").items():

@@ -11,7 +11,7 @@ import sys
 import threading
 from pathlib import Path
 
-from local.deployer import Deployment
+from local.deploy.deployer import Deployment
 from local.paths import LocalPaths
 from local.runner.pollers import DEFAULT_POLL_INTERVAL_SECONDS
 from local.runner.runner import Runner

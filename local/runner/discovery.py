@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from local.deployer import EMULATOR_ACCOUNT, Deployment, aws_client
+from local.deploy.deployer import EMULATOR_ACCOUNT, Deployment, aws_client
 from local.runner.filters import check_patterns
 
 log = logging.getLogger(__name__)

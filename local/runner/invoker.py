@@ -16,8 +16,8 @@ import time
 from collections.abc import Mapping
 from typing import IO, Any
 
-from local.execution_environment import ExecutionEnvironment, InvocationResult
 from local.runner.discovery import FunctionConfig
+from local.runner.execution_environment import ExecutionEnvironment, InvocationResult
 from local.runner.stats import RunnerStats
 
 log = logging.getLogger(__name__)

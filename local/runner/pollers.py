@@ -41,10 +41,10 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from local.execution_environment import InvocationResult
 from local.runner import events, filters
 from local.runner.checkpoints import CheckpointStore
 from local.runner.discovery import MappingConfig
+from local.runner.execution_environment import InvocationResult
 from local.runner.redelivery import RedeliveryPolicy, reshape
 from local.runner.stats import RunnerStats, ShardStats
 

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Mapping
 from typing import IO
 
-from local.deployer import Deployment, aws_client
+from local.deploy.deployer import Deployment, aws_client
 from local.paths import LocalPaths
 from local.runner.checkpoints import CheckpointStore
 from local.runner.discovery import MappingConfig, discover_mappings, fetch_function

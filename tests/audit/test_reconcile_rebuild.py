@@ -30,8 +30,8 @@ from audit.rebuild import rebuild
 from audit.reconcile import reconcile, reconcile_contents
 from audit.targets import AuditTarget
 from function_support.faults import InjectedFailure
-from local.emulator import advance_clock
-from local.inprocess import LambdaContextStub, Pipeline, expected_totals
+from local.emulator.control import advance_clock
+from local.runner.inprocess import LambdaContextStub, Pipeline, expected_totals
 from state_function import handler as state_handler
 from tests.environment import repository_root
 from tests.lambdas.archive_function.archive_helpers import WireRecorder, archive_bucket_environment

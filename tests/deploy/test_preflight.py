@@ -30,7 +30,7 @@ from deploy.preflight import (
     stack_check,
     stack_reservations,
 )
-from local.deployer import BOOTSTRAP_VERSION_PARAMETER
+from local.deploy.deployer import BOOTSTRAP_VERSION_PARAMETER
 from stacks.settings import PipelineSettings
 from tests.environment import repository_root
 

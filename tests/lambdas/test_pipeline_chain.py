@@ -5,7 +5,7 @@ from decimal import Decimal
 
 import pytest
 
-from local.inprocess import Pipeline, expected_totals, trade_message
+from local.runner.inprocess import Pipeline, expected_totals, trade_message
 
 PATHS = [
     (risk, desk, region)

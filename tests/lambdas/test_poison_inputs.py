@@ -9,7 +9,7 @@ from decimal import Decimal
 
 import pytest
 
-from local.inprocess import Pipeline, expected_totals, trade_message
+from local.runner.inprocess import Pipeline, expected_totals, trade_message
 
 NODE = ("Delta", "FXSpot", "AMER")
 

@@ -1,6 +1,6 @@
 """Fixtures for tests that need their own emulator process (one per test module).
 
-`emulator_endpoint` starts the embedded emulator (moto server with `local.moto_compat`) on
+`emulator_endpoint` starts the embedded emulator (moto server with `local.emulator.moto_compat`) on
 a free port for the module and yields its endpoint URL; `aws_client` builds boto3 clients
 for it with dummy credentials. A module of its own keeps state such as the compat clock,
 which tests advance, away from the rest of the suite (the session-wide `emulator` fixture
@@ -17,8 +17,8 @@ import boto3
 import pytest
 from botocore.config import Config
 
-from local.emulator import EmulatorProcess, start_emulator
-from tests.local.fault_control import FaultControl
+from local.emulator.control import EmulatorProcess, start_emulator
+from tests.local.emulator.fault_control import FaultControl
 
 REGION = "us-east-1"
 

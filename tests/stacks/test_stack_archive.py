@@ -18,7 +18,7 @@ import pytest
 from aws_cdk.assertions import Template
 
 from archive_function import handler as archive_handler
-from local.inprocess import LambdaContextStub
+from local.runner.inprocess import LambdaContextStub
 from tests.lambdas.archive_function.archive_helpers import archive_bucket_environment, delta_event
 from tests.stacks.policy_evaluator import ALLOW, EXPLICIT_DENY, IMPLICIT_DENY, Request, decide, resolve
 from tests.stacks.stack_helpers import (

@@ -5,7 +5,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.lambdas.archive_function.archive_helpers import WireRecorder, archive_bucket_environment
-from tests.local.fault_control import FaultControl
+from tests.local.emulator.fault_control import FaultControl
 
 
 @pytest.fixture
@@ -16,7 +16,7 @@ def wire(aws_environment: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Wire
 
 @pytest.fixture
 def s3_faults(aws_environment: str) -> Iterator[FaultControl]:
-    """The emulator's injected faults (`local.injected_faults`), none before and after the test.
+    """The emulator's injected faults (`local.emulator.injected_faults`), none before and after the test.
 
     Rules must target the test's own bucket (``table``): the emulator is shared by the suite.
     """

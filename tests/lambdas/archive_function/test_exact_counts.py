@@ -9,7 +9,7 @@ counted once, its RecordCount once). The two ways the registry used to miss obje
 * a re-formed retry (the batch grown, shrunk or shifted after a failed attempt): its claims
   belonged to the failed batch's identity, so nothing ever settled them.
 
-Lost responses come from the emulator (`local.injected_faults`), on the wire, with the SDK's own
+Lost responses come from the emulator (`local.emulator.injected_faults`), on the wire, with the SDK's own
 retries; an invocation dies at a chosen PutObject through `DieAtPut`.
 """
 
@@ -23,8 +23,8 @@ import pytest
 
 from aggregation.archive import delta_object_key
 from archive_function import handler as archive_handler
-from local.injected_faults import LOST_RESPONSE
-from local.inprocess import LambdaContextStub
+from local.emulator.injected_faults import LOST_RESPONSE
+from local.runner.inprocess import LambdaContextStub
 from tests.lambdas.archive_function.archive_helpers import (
     DieAtPut,
     InvocationDied,
@@ -34,7 +34,7 @@ from tests.lambdas.archive_function.archive_helpers import (
     delta_record,
     read_registry,
 )
-from tests.local.fault_control import FaultControl
+from tests.local.emulator.fault_control import FaultControl
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
 

@@ -31,7 +31,7 @@ from archive_function.store import (
 from archive_function.store import read_registry as read_stored_registry
 from function_support import aws
 from function_support.faults import InjectedFailure
-from local.inprocess import LambdaContextStub
+from local.runner.inprocess import LambdaContextStub
 from tests.lambdas.archive_function.archive_helpers import (
     WireRecorder,
     batch_hash,

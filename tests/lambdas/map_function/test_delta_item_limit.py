@@ -12,7 +12,7 @@ from decimal import Decimal
 from aggregation.delta_item_size import max_records_per_delta_item
 from aggregation.item_size import MAX_ITEM_BYTES, item_size_bytes
 from aggregation.value_domain import DEFAULT_VALUE_DOMAIN
-from local.inprocess import LEVELS, Pipeline, expected_totals, trade_message
+from local.runner.inprocess import LEVELS, Pipeline, expected_totals, trade_message
 from tests.lambdas.aggregation.test_delta_item_size import LARGEST_VALUE, LONGEST_TIMESTAMP, distinct_path
 
 

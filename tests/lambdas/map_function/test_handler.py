@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from aggregation.stream_positions import sequence_key
-from local.inprocess import LambdaContextStub, Pipeline, expected_totals, trade_message
+from local.runner.inprocess import LambdaContextStub, Pipeline, expected_totals, trade_message
 from map_function import handler as map_handler
 
 

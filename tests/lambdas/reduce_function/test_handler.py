@@ -15,7 +15,7 @@ from botocore.exceptions import ClientError
 from aggregation.names import NON_INSERT_RECORDS_SKIPPED
 from aggregation.transactions import MAX_TRANSACTION_ACTIONS
 from function_support import aws
-from local.inprocess import LambdaContextStub, Pipeline, expected_totals, trade_message
+from local.runner.inprocess import LambdaContextStub, Pipeline, expected_totals, trade_message
 from reduce_function import handler as reduce_handler
 from tests.lambdas.metrics_helpers import emitted_metric
 

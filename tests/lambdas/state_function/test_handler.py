@@ -5,7 +5,7 @@ from decimal import Decimal
 
 import pytest
 
-from local.inprocess import Pipeline, trade_message
+from local.runner.inprocess import Pipeline, trade_message
 
 
 def state_versions(pipeline: Pipeline) -> dict[str, tuple[int, Decimal]]:

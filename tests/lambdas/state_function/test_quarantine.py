@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from aggregation.item_size import MAX_ITEM_BYTES, item_size_bytes
-from local.inprocess import Pipeline
+from local.runner.inprocess import Pipeline
 
 KINESIS_MAX_RECORD_BYTES = 1024 * 1024 - len("pk")
 """1 MiB, data and partition key together."""

@@ -9,7 +9,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from function_support import aws
-from local.inprocess import LambdaContextStub, Pipeline, expected_totals, trade_message
+from local.runner.inprocess import LambdaContextStub, Pipeline, expected_totals, trade_message
 from producer.generator import GeneratorConfig, MessageGenerator, MessageKind
 from state_function import handler as state_handler
 

@@ -2,24 +2,21 @@
 
 Why its own process: the functions, the runner and the tests reach it over HTTP exactly
 as they reach AWS (``AWS_ENDPOINT_URL``), DynamoDB Streams only works through an endpoint
-(see `local.moto_compat`), and moto's GIL-bound work does not slow the caller.
+(see `local.emulator.moto_compat`), and moto's GIL-bound work does not slow the caller.
 
     emulator = start_emulator(Path(".local/emulator.log"))
     ... AWS_ENDPOINT_URL=emulator.endpoint_url ...
     emulator.stop()
 
 `attach_emulator(pid, port)` returns the same handle for a server started earlier (for
-example by ``make up``, which records the pid and port), and the server itself is
-
-    python -m local.emulator serve --port N [--host 127.0.0.1] [--verbose]
+example by ``make up``, which records the pid and port). The server itself is
+``python -m local.emulator serve`` (`local/emulator/__main__.py`).
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
-import logging
 import os
 import signal
 import socket
@@ -30,8 +27,9 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from local.paths import REPO_ROOT
+
 HOST = "127.0.0.1"
-REPOSITORY_ROOT = Path(__file__).resolve().parents[1]
 HEALTH_PATH = "/_compat/health"
 
 
@@ -155,11 +153,11 @@ def _spawn(log_path: Path, port: int) -> EmulatorProcess:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "local.emulator", "serve", "--host", HOST, "--port", str(port)]
     environment = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    environment["PYTHONPATH"] = os.pathsep.join([str(REPOSITORY_ROOT), *filter(None, [environment.get("PYTHONPATH")])])
+    environment["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), *filter(None, [environment.get("PYTHONPATH")])])
     with log_path.open("ab") as log:
         child = subprocess.Popen(
             command,
-            cwd=REPOSITORY_ROOT,
+            cwd=REPO_ROOT,
             env=environment,
             stdin=subprocess.DEVNULL,
             stdout=log,
@@ -204,51 +202,3 @@ def _wait_until_gone(pid: int, timeout_seconds: float) -> bool:
             return True
         time.sleep(0.05)
     return False
-
-
-def serve(host: str, port: int, verbose: bool = False) -> None:
-    """Serve moto, with `local.moto_compat` applied and its middleware in front, until killed."""
-    # Imported here, not at the top: callers of start_emulator should not pay for importing moto.
-    from moto.moto_server.werkzeug_app import (  # noqa: PLC0415
-        DomainDispatcherApplication,
-        MotoRequestHandler,
-        create_backend_app,
-    )
-    from werkzeug.serving import make_server  # noqa: PLC0415
-
-    from local import moto_compat  # noqa: PLC0415
-
-    moto_compat.apply()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    # One log line per request costs throughput and says little; errors still show.
-    logging.getLogger("werkzeug").setLevel(logging.INFO if verbose else logging.WARNING)
-    app = moto_compat.CompatMiddleware(DomainDispatcherApplication(create_backend_app))
-    server = make_server(host, port, app, threaded=True, request_handler=MotoRequestHandler)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    logging.getLogger(__name__).info(
-        "emulator serving on %s with fixes %s", endpoint_url_for(port, host), moto_compat.applied_fixes()
-    )
-    try:
-        server.serve_forever()
-    finally:
-        server.server_close()
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m local.emulator serve --port N``: run the server in the foreground."""
-    parser = argparse.ArgumentParser(
-        prog="python -m local.emulator", description="The embedded AWS emulator (moto with local.moto_compat)."
-    )
-    commands = parser.add_subparsers(dest="command", required=True)
-    serve_parser = commands.add_parser("serve", help="serve moto with the compat fixes until killed")
-    serve_parser.add_argument("--port", type=int, required=True)
-    serve_parser.add_argument("--host", default=HOST)
-    serve_parser.add_argument("--verbose", action="store_true", help="log every request")
-    arguments = parser.parse_args(argv)
-    if arguments.command == "serve":
-        serve(arguments.host, arguments.port, arguments.verbose)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

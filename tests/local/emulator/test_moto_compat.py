@@ -1,4 +1,4 @@
-"""Each moto correction in `local.moto_compat`, proven against a real emulator over HTTP.
+"""Each moto correction in `local.emulator.moto_compat`, proven against a real emulator over HTTP.
 
 Every test name states the AWS behaviour restored. Tables, tokens and streams are unique
 per test, so the tests share one emulator (per module) without seeing each other.
@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from botocore.exceptions import ClientError
 
-from local import moto_compat
-from local.emulator import advance_clock
+from local.emulator import moto_compat
+from local.emulator.control import advance_clock
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from local.execution_environment import InvocationResult
 from local.runner import pollers
 from local.runner.checkpoints import CheckpointStore
 from local.runner.discovery import MappingConfig
+from local.runner.execution_environment import InvocationResult
 from local.runner.pollers import ReadResult, ShardPoller, ShardReader
 from local.runner.redelivery import RedeliveryPolicy
 from local.runner.stats import RunnerStats
-from tests.local.runner_harness import wait_for
+from tests.local.runner.runner_harness import wait_for
 
 
 def record(sequence_number: int, created_at: float = 0.0) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 Real DynamoDB and Kinesis fail in two ways an exactly-once pipeline must survive, and moto
 never does either; a third kind makes the emulator stricter than AWS documents.
-`CompatMiddleware` (`local.moto_compat`) asks the `FaultInjector` about every request
+`CompatMiddleware` (`local.emulator.moto_compat`) asks the `FaultInjector` about every request
 before forwarding it to moto, so these faults reach every client (the functions, the
 runner, the producer, the tests) exactly as AWS's would, on the wire:
 

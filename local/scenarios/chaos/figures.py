@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from local.chaos.settings import S3_WRITE_SITES, STAGES, WRITE_SITES
-from local.injected_faults import CANCELLED_TOKEN_KEPT, LOST_RESPONSE, THROTTLE
+from local.emulator.injected_faults import CANCELLED_TOKEN_KEPT, LOST_RESPONSE, THROTTLE
+from local.scenarios.chaos.settings import S3_WRITE_SITES, STAGES, WRITE_SITES
 from producer.ledger import LedgerCounts
 from producer.sender import SendSummary
 from producer.verifier import NodeMismatch, TradeMismatch, VerificationReport

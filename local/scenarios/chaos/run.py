@@ -12,19 +12,19 @@ from collections.abc import Callable
 from rich.console import Console
 
 from aggregation.names import TOKEN_AND_MARKERS, UNSAFE_ADD
-from local import lifecycle
-from local.chaos.figures import (
+from local.deploy import lifecycle
+from local.emulator.injected_faults import clear_faults, configure_faults
+from local.paths import REPO_ROOT, LocalPaths
+from local.scenarios.chaos.figures import (
     RunFigures,
     count_quarantine,
     emulator_fault_figures,
     report_discrepancies,
     state_records_processed,
 )
-from local.chaos.kills import KILL_WAIT_FOR_BATCH_SECONDS, RunnerRestarts, kill_plan
-from local.chaos.report import control_caught, figures_table, run_passed
-from local.chaos.settings import ChaosError, ChaosSettings, emulator_fault_config
-from local.injected_faults import clear_faults, configure_faults
-from local.paths import REPO_ROOT, LocalPaths
+from local.scenarios.chaos.kills import KILL_WAIT_FOR_BATCH_SECONDS, RunnerRestarts, kill_plan
+from local.scenarios.chaos.report import control_caught, figures_table, run_passed
+from local.scenarios.chaos.settings import ChaosError, ChaosSettings, emulator_fault_config
 from producer.sender import SendSummary, send_messages
 from producer.verifier import verify_pipeline
 from toolkit.pipeline import PipelineTarget, target_from_outputs

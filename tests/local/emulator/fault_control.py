@@ -2,11 +2,11 @@
 
 from typing import Any
 
-from local.injected_faults import clear_faults, configure_faults, fault_report, injected
+from local.emulator.injected_faults import clear_faults, configure_faults, fault_report, injected
 
 
 class FaultControl:
-    """The module emulator's injected faults (``/_compat/faults``, `local.injected_faults`)."""
+    """The module emulator's injected faults (``/_compat/faults``, `local.emulator.injected_faults`)."""
 
     def __init__(self, endpoint_url: str) -> None:
         self.endpoint_url = endpoint_url

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from local.injected_faults import CANCELLED_TOKEN_KEPT, LOST_RESPONSE, THROTTLE
+from local.emulator.injected_faults import CANCELLED_TOKEN_KEPT, LOST_RESPONSE, THROTTLE
 from local.runner.redelivery import RedeliveryPolicy
 from producer.sender import SendOptions
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from local.deployer import (
+from local.deploy.deployer import (
     BOOTSTRAP_VERSION_PARAMETER,
     DeploymentError,
     StackResource,
@@ -24,9 +24,9 @@ from local.deployer import (
     stand_in_public_parameters,
     zip_directory,
 )
-from local.emulator import EmulatorProcess
+from local.emulator.control import EmulatorProcess
 from local.paths import REPO_ROOT
-from tests.local.runner_harness import ASSET_HASH, stream_stack_template, write_cloud_assembly
+from tests.local.runner.runner_harness import ASSET_HASH, stream_stack_template, write_cloud_assembly
 
 
 def test_zip_directory_is_deterministic_and_skips_bytecode(tmp_path: Path) -> None:
@@ -156,7 +156,7 @@ def test_the_synthesized_stack_deploys_with_every_output_the_contract_names(
 ) -> None:
     if not (REPO_ROOT / "app.py").exists():
         pytest.skip("the CDK app has not landed yet")
-    from local.deployer import OUTPUT_KEYS_TO_LOCAL_NAMES, REQUIRED_OUTPUT_KEYS, synthesize  # noqa: PLC0415
+    from local.deploy.deployer import OUTPUT_KEYS_TO_LOCAL_NAMES, REQUIRED_OUTPUT_KEYS, synthesize  # noqa: PLC0415
 
     deployment = deploy(synthesize(), module_emulator.endpoint_url, require_outputs=REQUIRED_OUTPUT_KEYS)
     outputs = deployment.local_outputs()
@@ -179,7 +179,7 @@ def test_a_provisioned_stack_deploys_with_its_auto_scaling_left_to_aws(
 ) -> None:
     """Provisioned tables are created as such; the Application Auto Scaling resources, which moto's
     CloudFormation does not know, are the harmless gaps the deployer lists (moto never throttles)."""
-    from local.deployer import REQUIRED_OUTPUT_KEYS  # noqa: PLC0415
+    from local.deploy.deployer import REQUIRED_OUTPUT_KEYS  # noqa: PLC0415
     from stacks import build_app  # noqa: PLC0415
     from tests.stacks.stack_helpers import load_cdk_json_context  # noqa: PLC0415
 

@@ -21,11 +21,11 @@ from typing import Any
 
 import pytest
 
-from local.deployer import Deployment, aws_client, deploy
-from local.emulator import EmulatorProcess
+from local.deploy.deployer import Deployment, aws_client, deploy
+from local.emulator.control import EmulatorProcess
 from local.paths import REPO_ROOT, LocalPaths
 from local.runner.runner import Runner
-from tests.local.runner_harness import (
+from tests.local.runner.runner_harness import (
     read_invocations,
     stream_stack_template,
     wait_for,

@@ -1,4 +1,4 @@
-"""Injected AWS-side faults (`local.injected_faults`): on the wire, then what they prove.
+"""Injected AWS-side faults (`local.emulator.injected_faults`): on the wire, then what they prove.
 
 Part 1 shows each fault as a client sees it from a real emulator process: a lost response
 after an applied write (HTTP 500, a closed connection, a read timeout), throttling before
@@ -34,8 +34,8 @@ from botocore.exceptions import ClientError, ConnectionClosedError, ReadTimeoutE
 from botocore.retries.standard import ExponentialBackoff
 
 from function_support import aws
-from local.emulator import EmulatorError, EmulatorProcess, start_emulator
-from local.injected_faults import (
+from local.emulator.control import EmulatorError, EmulatorProcess, start_emulator
+from local.emulator.injected_faults import (
     CANCELLED_TOKEN_KEPT,
     ENVIRONMENT_VARIABLE,
     LOST_RESPONSE,
@@ -46,7 +46,7 @@ from local.injected_faults import (
     injected,
     parse_config,
 )
-from local.inprocess import (
+from local.runner.inprocess import (
     LambdaContextStub,
     Pipeline,
     expected_totals,
@@ -55,7 +55,7 @@ from local.inprocess import (
 from map_function import handler as map_handler
 from state_function import handler as state_handler
 from tests.environment import DUMMY_CREDENTIALS
-from tests.local.fault_control import FaultControl
+from tests.local.emulator.fault_control import FaultControl
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

@@ -10,10 +10,10 @@ import pytest
 from rich.console import Console
 
 from aggregation.names import UNSAFE_ADD
-from local import chaos
 from local.__main__ import main
-from local.injected_faults import LOST_RESPONSE, RequestInfo, parse_config
+from local.emulator.injected_faults import LOST_RESPONSE, RequestInfo, parse_config
 from local.paths import LocalPaths
+from local.scenarios import chaos
 from producer.model import AggregateNode, TradeState
 from producer.verifier import NodeMismatch, TradeMismatch
 

@@ -27,8 +27,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from local import deployer
-from local.emulator import EmulatorError, EmulatorProcess, attach_emulator, start_emulator
+from local.deploy import deployer
+from local.emulator.control import EmulatorError, EmulatorProcess, attach_emulator, start_emulator
 from local.paths import REPO_ROOT, LocalPaths
 from local.runner.invoker import fault_injection_overrides
 from local.runner.stats import read_stats

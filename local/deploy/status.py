@@ -13,7 +13,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from local.lifecycle import running_state
+from local.deploy.lifecycle import running_state
 from local.paths import LocalPaths
 from local.runner.stats import read_stats
 

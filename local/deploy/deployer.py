@@ -188,7 +188,7 @@ class Deployment:
 
 
 CLIENT_CONFIG = Config(retries={"mode": "standard", "max_attempts": 10}, connect_timeout=5, read_timeout=30)
-"""Retries ride out the throttling and lost responses the emulator can inject (`local.injected_faults`)."""
+"""Retries ride out the throttling and lost responses the emulator can inject (`local.emulator.injected_faults`)."""
 
 
 def aws_client(service: str, endpoint_url: str, region: str = DEFAULT_REGION) -> Any:
@@ -424,7 +424,7 @@ def stand_in_public_parameters(ssm: Any, template: Mapping[str, Any], region: st
         if stand_in is None:
             raise DeploymentError(
                 f"template parameter {key} reads the public SSM parameter {name}, which the emulator lacks: "
-                "add a stand-in to local.deployer.PUBLIC_PARAMETER_STAND_INS"
+                "add a stand-in to local.deploy.deployer.PUBLIC_PARAMETER_STAND_INS"
             )
         local_name = LOCAL_STAND_IN_PREFIX + name
         ssm.put_parameter(Name=local_name, Value=stand_in(region), Type="String", Overwrite=True)
@@ -507,7 +507,7 @@ def deploy_what_cloudformation_skipped(template: Mapping[str, Any], deployed: Ma
         raise DeploymentError(
             "the emulator's CloudFormation did not create "
             + ", ".join(unsupported)
-            + ": add a fallback for that type in local.deployer.deploy_what_cloudformation_skipped"
+            + ": add a fallback for that type in local.deploy.deployer.deploy_what_cloudformation_skipped"
         )
     return harmless
 

@@ -12,7 +12,7 @@ to the worker's stdin; the worker answers ``{"id": ..., "result": ...}`` or
 the worker's original stdout. The handler's own prints and logs (Powertools writes JSON
 to stdout) go to stderr, which the runner sends to its log, like CloudWatch Logs.
 
-    python -m local.execution_environment <code dir> <handler string>
+    python -m local.runner.execution_environment <code dir> <handler string>
 """
 
 from __future__ import annotations
@@ -153,13 +153,13 @@ class ExecutionEnvironment:
     def start(self) -> None:
         """Start the worker and wait for its init phase (the handler import) to finish."""
         environment = dict(self.environment)
-        # The worker imports local.execution_environment from the repository; the function's
+        # The worker imports local.runner.execution_environment from the repository; the function's
         # own code directory goes first on its sys.path inside `serve`.
         environment["PYTHONPATH"] = str(REPO_ROOT)
         environment["PYTHONUNBUFFERED"] = "1"
         environment["PYTHONDONTWRITEBYTECODE"] = "1"
         self._process = subprocess.Popen(
-            [self.python, "-m", "local.execution_environment", str(self.code_dir), self.handler],
+            [self.python, "-m", "local.runner.execution_environment", str(self.code_dir), self.handler],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.log_file,  # None: the runner's own stderr, i.e. its log
@@ -276,7 +276,7 @@ class ExecutionEnvironment:
 def main(argv: list[str] | None = None) -> int:
     arguments = sys.argv[1:] if argv is None else argv
     if len(arguments) != 2:
-        print("usage: python -m local.execution_environment <code dir> <handler>", file=sys.stderr)
+        print("usage: python -m local.runner.execution_environment <code dir> <handler>", file=sys.stderr)
         return 2
     return serve(arguments[0], arguments[1])
 

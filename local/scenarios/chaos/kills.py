@@ -13,14 +13,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from local import lifecycle
-from local.chaos.figures import RunFigures, add_function_counters, stage_of
-from local.chaos.settings import ChaosError, ChaosSettings
-from local.demo import is_idle
+from local.deploy import lifecycle
 from local.paths import LocalPaths
 from local.runner.stats import read_stats
+from local.scenarios.chaos.figures import RunFigures, add_function_counters, stage_of
+from local.scenarios.chaos.settings import ChaosError, ChaosSettings
+from local.scenarios.demo import is_idle
 
-WORKER_MODULE = "local.execution_environment"
+WORKER_MODULE = "local.runner.execution_environment"
 IDLE_SECONDS_THAT_MEAN_DRAINED = 4.0
 RUNNER_WARM_SECONDS = 5.0
 """A restarted runner counts as idle only after this long: it first has to read its shards."""

@@ -20,11 +20,11 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from local import lifecycle
-from local.deployer import Deployment, aws_client
+from local.deploy import lifecycle
+from local.deploy.deployer import Deployment, aws_client
+from local.deploy.status import render_status
 from local.paths import REPO_ROOT, LocalPaths
-from local.status import render_status
-from tests.local.runner_harness import read_invocations, stream_stack_template, wait_for, write_cloud_assembly
+from tests.local.runner.runner_harness import read_invocations, stream_stack_template, wait_for, write_cloud_assembly
 
 LEVELS = ("RiskType", "TradeDesk", "Region")
 FAULTS = {

@@ -6,9 +6,9 @@ from decimal import Decimal
 
 from rich.table import Table
 
-from local.chaos.figures import KEPT_TOKENS_FIGURE, RunFigures, stage_of
-from local.chaos.settings import STAGES, ChaosSettings
 from local.runner.redelivery import SHAPES
+from local.scenarios.chaos.figures import KEPT_TOKENS_FIGURE, RunFigures, stage_of
+from local.scenarios.chaos.settings import STAGES, ChaosSettings
 
 
 def _amount(value: Decimal) -> str:

@@ -4,7 +4,7 @@ One run = a fresh local runtime (`lifecycle.up`) with, all at the same time:
 
 - function faults (`FAILURE_*_PCT`, docs/design.md) before and after the write, in every stage,
   at several times the original demo's rates;
-- AWS-side faults the emulator injects (`local.injected_faults`): the response of an applied
+- AWS-side faults the emulator injects (`local.emulator.injected_faults`): the response of an applied
   write lost at every DynamoDB write site (state `UpdateItem`: HTTP 500; map `PutItem`:
   connection closed; reduce `TransactWriteItems`: held past the SDK's read timeout), with the
   SDK's own retries active, and throttling of reads and writes (DynamoDB, DynamoDB Streams,
@@ -31,7 +31,7 @@ archive agrees, and the control is caught.
 
 from __future__ import annotations
 
-from local.chaos.figures import (
+from local.scenarios.chaos.figures import (
     KEPT_TOKENS_FIGURE,
     RunFigures,
     add_function_counters,
@@ -39,9 +39,9 @@ from local.chaos.figures import (
     emulator_fault_figures,
     stage_of,
 )
-from local.chaos.report import control_caught, figures_table, quarantine_matches, run_passed
-from local.chaos.run import run_chaos, run_pipeline
-from local.chaos.settings import (
+from local.scenarios.chaos.report import control_caught, figures_table, quarantine_matches, run_passed
+from local.scenarios.chaos.run import run_chaos, run_pipeline
+from local.scenarios.chaos.settings import (
     ORIGINAL_FUNCTION_FAULT_PCT,
     STAGES,
     ChaosError,

@@ -26,7 +26,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from local import lifecycle
+from local.deploy import lifecycle
 from local.paths import REPO_ROOT, LocalPaths
 from local.runner.stats import read_stats
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import boto3
 import pytest
 
-from local.emulator import (
+from local.emulator.control import (
     EmulatorError,
     attach_emulator,
     free_port,

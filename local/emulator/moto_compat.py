@@ -35,7 +35,7 @@ it through an endpoint URL (`AWS_ENDPOINT_URL`), as `local.emulator` does. In-pr
 `mock_aws` fails every streams call that carries a StreamArn (DescribeStream,
 GetShardIterator: "404 Not yet implemented"), because current botocore sends them to an
 account-based ``<account>.streams-ddb…`` host moto does not route; with an endpoint URL
-every call reaches moto's streams backend. tests/local/test_moto_compat.py proves each fix.
+every call reaches moto's streams backend. tests/local/emulator/test_moto_compat.py proves each fix.
 
 Control endpoints (served by `CompatMiddleware`, never forwarded to moto):
 
@@ -49,7 +49,7 @@ Control endpoints (served by `CompatMiddleware`, never forwarded to moto):
 
 - ``GET|PUT|DELETE /_compat/faults``: injected AWS-side faults (lost responses after a
   write, throttling), configured at runtime or at start from ``EMULATOR_FAULTS``; see
-  `local.injected_faults`. `CompatMiddleware.__call__` makes the one decision per request.
+  `local.emulator.injected_faults`. `CompatMiddleware.__call__` makes the one decision per request.
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ from moto.iam.models import get_account_id_from
 from moto.kinesis.models import kinesis_backends
 from moto.sqs.models import sqs_backends
 
-from local import injected_faults
+from local.emulator import injected_faults
 
 # --------------------------------------------------------------------------- clock
 
@@ -138,7 +138,7 @@ class ClientRequestTokenStore:
     """ClientRequestTokens per account and region, for 10 minutes.
 
     Those of successful transactions always; those of cancelled ones only when the
-    `cancelled_token_kept` fault (`local.injected_faults`) says so.
+    `cancelled_token_kept` fault (`local.emulator.injected_faults`) says so.
     """
 
     def __init__(self) -> None:
@@ -417,7 +417,7 @@ class CompatMiddleware:
             if path == "/moto-api/reset":
                 client_request_tokens.clear()
             return self.app(environ, start_response)
-        # Fault injection (`local.injected_faults`): one decision per request, here.
+        # Fault injection (`local.emulator.injected_faults`): one decision per request, here.
         fault, request = None, None
         if self.faults.active and (request := injected_faults.identify(environ)) is not None:
             fault = self.faults.decide(request)
