@@ -28,7 +28,15 @@ from boto3.dynamodb.types import TypeSerializer
 from aggregation.archive import archived_totals
 from aggregation.deltas import NodeDelta
 from aggregation.exact import dynamodb_number
-from aggregation.names import MARKER_PREFIX, STATS_KEY
+from aggregation.names import (
+    AGGREGATE_KEY,
+    EXPIRES_AT,
+    MARKER_PREFIX,
+    MESSAGES_APPLIED,
+    NODE_TRADE_COUNT,
+    NODE_VALUE,
+    STATS_KEY,
+)
 from aggregation.transactions import DeltaBatch, split_into_units
 from audit.aggregate_table import AggregateTableContents, read_aggregate_table
 from audit.archive_reader import ArchiveContents, read_archive
@@ -105,26 +113,26 @@ def apply_rebuild(dynamodb: DynamoDBClient, table: str, plan: RebuildPlan, now: 
         {
             "PutRequest": {
                 "Item": {
-                    "AggregateKey": {"S": key},
-                    "Value": _serializer.serialize(dynamodb_number(node.value)),
-                    "TradeCount": _serializer.serialize(node.trade_count),
+                    AGGREGATE_KEY: {"S": key},
+                    NODE_VALUE: _serializer.serialize(dynamodb_number(node.value)),
+                    NODE_TRADE_COUNT: _serializer.serialize(node.trade_count),
                 }
             }
         }
         for key, node in sorted(plan.nodes.items())
     ]
-    requests += [{"DeleteRequest": {"Key": {"AggregateKey": {"S": key}}}} for key in plan.stale_nodes]
+    requests += [{"DeleteRequest": {"Key": {AGGREGATE_KEY: {"S": key}}}} for key in plan.stale_nodes]
     expires_at = str(int(now) + marker_ttl_days * SECONDS_PER_DAY)
     requests += [
-        {"PutRequest": {"Item": {"AggregateKey": {"S": MARKER_PREFIX + marker_id}, "ExpiresAt": {"N": expires_at}}}}
+        {"PutRequest": {"Item": {AGGREGATE_KEY: {"S": MARKER_PREFIX + marker_id}, EXPIRES_AT: {"N": expires_at}}}}
         for marker_id in plan.marker_ids
     ]
     _batch_write(dynamodb, table, requests)
     dynamodb.update_item(
         TableName=table,
-        Key={"AggregateKey": {"S": STATS_KEY}},
+        Key={AGGREGATE_KEY: {"S": STATS_KEY}},
         UpdateExpression="SET #applied = :applied",
-        ExpressionAttributeNames={"#applied": "MessagesApplied"},
+        ExpressionAttributeNames={"#applied": MESSAGES_APPLIED},
         ExpressionAttributeValues={":applied": {"N": str(plan.messages_applied)}},
     )
 

@@ -35,6 +35,7 @@ from aggregation.delta_items import (
     FIRST_SEQUENCE_NUMBER,
     LAST_SEQUENCE_NUMBER,
     STREAM_SHARD,
+    WRITTEN_BY_REQUEST_ID,
     DeltaItem,
     decode_stream_run,
     encode_delta_item,
@@ -42,7 +43,7 @@ from aggregation.delta_items import (
 )
 from aggregation.deltas import TradeState, sum_state_changes
 from aggregation.hierarchy import hierarchy_path
-from aggregation.names import MAP_SERVICE, METRICS_NAMESPACE
+from aggregation.names import MAP_SERVICE, METRICS_NAMESPACE, TRADE_HIERARCHY, TRADE_TIMESTAMP, TRADE_VALUE
 from aggregation.stream_images import decode_image
 from aggregation.stream_positions import (
     COVERAGE_QUERY_PAGE_ITEMS,
@@ -60,7 +61,6 @@ from function_support.settings import hierarchy_levels, required_setting, ttl_se
 STAGE = "MAP"
 DEFAULT_DELTA_TTL_DAYS = 7
 SERVICE = MAP_SERVICE
-WRITTEN_BY = "WrittenByRequestId"
 MAX_COVERAGE_READS = 5
 """Coverage is read again after each put another writer beat; more than a few rounds means
 something keeps writing this shard concurrently, which one mapping never does: fail loudly."""
@@ -96,7 +96,7 @@ def trade_state(image: dict[str, Any], levels: tuple[str, ...]) -> TradeState | 
     """The aggregate-relevant state in a decoded stream image; None for an absent image."""
     if not image:
         return None
-    return TradeState(value=image["Value"], path=hierarchy_path(image["Hierarchy"], levels))
+    return TradeState(value=image[TRADE_VALUE], path=hierarchy_path(image[TRADE_HIERARCHY], levels))
 
 
 def state_change(record: DynamoDBRecord, levels: tuple[str, ...]) -> StateChange:
@@ -104,7 +104,7 @@ def state_change(record: DynamoDBRecord, levels: tuple[str, ...]) -> StateChange
     if stream_record is None or stream_record.sequence_number is None:
         raise ValueError(f"stream record {record.event_id} has no dynamodb payload or sequence number")
     new_image = decode_image(stream_record.raw_event.get("NewImage"))
-    timestamp = new_image.get("Timestamp")
+    timestamp = new_image.get(TRADE_TIMESTAMP)
     return StateChange(
         sequence_number=sequence_number(stream_record.sequence_number),
         old=trade_state(decode_image(stream_record.raw_event.get("OldImage")), levels),
@@ -178,7 +178,7 @@ def put_delta_item(table: str, item: DeltaItem, request_id: str) -> bool:
     try:
         dynamodb_client().put_item(
             TableName=table,
-            Item=encode_delta_item(item) | {WRITTEN_BY: {"S": request_id}},
+            Item=encode_delta_item(item) | {WRITTEN_BY_REQUEST_ID: {"S": request_id}},
             ConditionExpression="attribute_not_exists(#first)",
             ExpressionAttributeNames={"#first": FIRST_SEQUENCE_NUMBER},
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
@@ -187,7 +187,7 @@ def put_delta_item(table: str, item: DeltaItem, request_id: str) -> bool:
         if error_code(error) != "ConditionalCheckFailedException":
             raise
         stored: dict[str, Any] = error.response.get("Item", {})  # type: ignore[assignment]  # ALL_OLD
-        return bool(stored.get(WRITTEN_BY, {}).get("S") == request_id)  # our own put, response lost
+        return bool(stored.get(WRITTEN_BY_REQUEST_ID, {}).get("S") == request_id)  # our own put, response lost
     return True
 
 

@@ -36,7 +36,16 @@ from botocore.exceptions import ClientError
 from aggregation.batches import is_conflicting_duplicate, select_latest_versions
 from aggregation.exact import dynamodb_number
 from aggregation.messages import InvalidMessage, TradeMessage, parse_trade_message
-from aggregation.names import CONFLICTING_DUPLICATES, METRICS_NAMESPACE, QUARANTINED_RECORDS, STATE_SERVICE
+from aggregation.names import (
+    CONFLICTING_DUPLICATES,
+    METRICS_NAMESPACE,
+    QUARANTINED_RECORDS,
+    STATE_SERVICE,
+    TRADE_HIERARCHY,
+    TRADE_ID,
+    TRADE_TIMESTAMP,
+    TRADE_VALUE,
+)
 from aggregation.versions import StoredVersion, VersionCache
 from function_support.aws import dynamodb_client, error_code, serializer
 from function_support.faults import FailurePoint, maybe_inject_failure
@@ -130,11 +139,11 @@ def apply_state_change(
     """
     message = received.message
     names = {
-        "#trade_id": "TradeID",
+        "#trade_id": TRADE_ID,
         "#version": "Version",
-        "#value": "Value",
-        "#hierarchy": "Hierarchy",
-        "#timestamp": "Timestamp",
+        "#value": TRADE_VALUE,
+        "#hierarchy": TRADE_HIERARCHY,
+        "#timestamp": TRADE_TIMESTAMP,
         "#digest": "ContentDigest",
         "#writer": "WrittenByEventId",
     }
@@ -154,7 +163,7 @@ def apply_state_change(
     try:
         dynamodb_client().update_item(
             TableName=table_name,
-            Key={"TradeID": {"S": message.trade_id}},
+            Key={TRADE_ID: {"S": message.trade_id}},
             UpdateExpression=update,
             ConditionExpression="attribute_not_exists(#trade_id) OR #version < :version",
             ExpressionAttributeNames=names,

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aggregation.item_size import MAX_ITEM_BYTES, item_size_bytes
+from aggregation.names import QUARANTINE_RECORD_ID
 from function_support.aws import dynamodb_client, serializer
 
 BATCH_WRITE_LIMIT = 25
@@ -61,7 +62,7 @@ def quarantine_item(record: QuarantinedRecord, now: float) -> dict[str, Any]:
     except UnicodeDecodeError:
         attribute = BINARY_PAYLOAD
     described = {
-        "RecordId": origin.event_id,
+        QUARANTINE_RECORD_ID: origin.event_id,
         "Reason": record.reason,
         "PayloadBytes": len(payload),
         "PayloadSha256": hashlib.sha256(payload).hexdigest(),
