@@ -55,8 +55,10 @@ from aggregation.names import (
     STATS_KEY,
 )
 from aggregation.transactions import (
+    DEFAULT_MARKER_TTL_DAYS,
     DeltaUnit,
     PlannedTransaction,
+    marker_expires_at,
     plan_transactions,
     split_into_units,
 )
@@ -66,7 +68,6 @@ from function_support.settings import optional_setting, required_setting, ttl_se
 from function_support.stream_records import is_insert
 
 STAGE = "REDUCE"
-DEFAULT_MARKER_TTL_DAYS = 7
 IN_PROGRESS_ATTEMPTS = 6
 UNPROCESSED_KEY_ATTEMPTS = 6
 BATCH_GET_MAX_KEYS = 100  # DynamoDB's limit of keys per BatchGetItem request
@@ -155,7 +156,8 @@ def transaction_items(
             {
                 "Put": {
                     "TableName": table,
-                    "Item": marker_key(unit.marker_id) | {EXPIRES_AT: {"N": str(unit.created_at + marker_ttl)}},
+                    "Item": marker_key(unit.marker_id)
+                    | {EXPIRES_AT: {"N": str(marker_expires_at(unit.created_at, marker_ttl))}},
                     "ConditionExpression": f"attribute_not_exists({AGGREGATE_KEY})",
                 }
             }
