@@ -75,15 +75,16 @@ REQUEST_ID_BYTES = 36
 """The length of a Lambda request id (`WRITTEN_BY_REQUEST_ID`)."""
 
 
-def fits_item_limit(item: DeltaItem) -> bool:
-    """Whether DynamoDB stores the item, counted by its own rules (`aggregation.item_size`).
+def fits_item_limit(encoded: Mapping[str, Any]) -> bool:
+    """Whether DynamoDB stores an encoded item (`encode_delta_item`) once the map function adds
+    its `WRITTEN_BY_REQUEST_ID`, counted by DynamoDB's own rules (`aggregation.item_size`).
 
     An item over the limit would be refused on every retry of its map batch, stalling the
     shard; the map function splits a run until each part fits (one record always fits:
     `aggregation.delta_item_size`).
     """
     written_by = {WRITTEN_BY_REQUEST_ID: {"S": "x" * REQUEST_ID_BYTES}}
-    return item_size_bytes(encode_delta_item(item) | written_by) <= MAX_ITEM_BYTES
+    return item_size_bytes({**encoded, **written_by}) <= MAX_ITEM_BYTES
 
 
 def _integer(value: Any, name: str) -> int:

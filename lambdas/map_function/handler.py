@@ -126,16 +126,20 @@ def delta_item(stream_shard: str, changes: Sequence[StateChange], now: float, tt
     return DeltaItem(run=run, batch=batch, expires_at=int(now) + ttl)
 
 
-def delta_items(stream_shard: str, changes: Sequence[StateChange], now: float, ttl: int) -> list[DeltaItem]:
-    """The run's item, or the run split in halves until every part's item fits DynamoDB's limit.
+def delta_items(
+    stream_shard: str, changes: Sequence[StateChange], now: float, ttl: int
+) -> list[tuple[DeltaItem, dict[str, Any]]]:
+    """The run's item and its encoding (measured, then put as it is), or the run split in
+    halves until every part's item fits DynamoDB's limit.
 
     Items of one shard cover disjoint runs of records, so a run may be cut anywhere: a
     retry finds every part by its position. Usually the whole run fits in one item (its
     node deltas are netted), so splitting costs nothing until a batch is extreme.
     """
     item = delta_item(stream_shard, changes, now, ttl)
-    if len(changes) == 1 or fits_item_limit(item):
-        return [item]
+    encoded = encode_delta_item(item)
+    if len(changes) == 1 or fits_item_limit(encoded):
+        return [(item, encoded)]
     middle = len(changes) // 2
     return delta_items(stream_shard, changes[:middle], now, ttl) + delta_items(stream_shard, changes[middle:], now, ttl)
 
@@ -173,12 +177,12 @@ def covered_runs(table: str, stream_shard: str, first: int, last: int) -> list[S
         arguments["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
-def put_delta_item(table: str, item: DeltaItem, request_id: str) -> bool:
-    """Conditional put; False when another invocation wrote an item at this position first."""
+def put_delta_item(table: str, encoded: dict[str, Any], request_id: str) -> bool:
+    """Conditional put of an encoded item; False when another invocation wrote an item at this position first."""
     try:
         dynamodb_client().put_item(
             TableName=table,
-            Item=encode_delta_item(item) | {WRITTEN_BY_REQUEST_ID: {"S": request_id}},
+            Item=encoded | {WRITTEN_BY_REQUEST_ID: {"S": request_id}},
             ConditionExpression="attribute_not_exists(#first)",
             ExpressionAttributeNames={"#first": FIRST_SEQUENCE_NUMBER},
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
@@ -206,8 +210,8 @@ def map_state_changes(
             for run in uncovered_runs(numbers, covered)
             for item in delta_items(stream_shard, [by_position[number] for number in run], now, ttl)
         ]
-        for item in items:
-            if not put_delta_item(table, item, request_id):
+        for item, encoded in items:
+            if not put_delta_item(table, encoded, request_id):
                 outcome.lost_races += 1
                 break
             outcome.items_written += 1
