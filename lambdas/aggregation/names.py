@@ -71,9 +71,18 @@ TRADE_HIERARCHY: Final = "Hierarchy"
 TRADE_TIMESTAMP: Final = "Timestamp"
 """The trade's state the map function sums (and the producer timestamp it carries on)."""
 
-# QuarantineTable: written by the state function.
+# QuarantineTable: written by the state function; the chaos suite's figures read it.
 QUARANTINE_RECORD_ID: Final = "RecordId"
 """The partition key: the Kinesis record's event id."""
+
+QUARANTINE_REASON: Final = "Reason"
+QUARANTINE_TEXT_PAYLOAD: Final = "Payload"
+QUARANTINE_BINARY_PAYLOAD: Final = "PayloadBinary"
+QUARANTINE_PAYLOAD_TRUNCATED: Final = "PayloadTruncated"
+"""Why the record is there, and the record as text or else as bytes, cut if it would not fit."""
+
+CONFLICT_REASON_PREFIX: Final = "conflicting duplicate"
+"""How the `Reason` of a conflicting duplicate starts (the chaos figures count them by it)."""
 
 
 # -- Archive bucket layout (the bucket policy's prefixes are the function's keys) --

@@ -37,6 +37,7 @@ from aggregation.batches import is_conflicting_duplicate, select_latest_versions
 from aggregation.exact import dynamodb_number
 from aggregation.messages import InvalidMessage, TradeMessage, parse_trade_message
 from aggregation.names import (
+    CONFLICT_REASON_PREFIX,
     CONFLICTING_DUPLICATES,
     METRICS_NAMESPACE,
     QUARANTINED_RECORDS,
@@ -89,7 +90,7 @@ class ReceivedMessage:
 
 def conflict_reason(message: TradeMessage) -> str:
     return (
-        f"conflicting duplicate: TradeID {message.trade_id!r} Version {message.version} was already "
+        f"{CONFLICT_REASON_PREFIX}: TradeID {message.trade_id!r} Version {message.version} was already "
         "received with a different Value or Hierarchy; the first applied version stands"
     )
 
