@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from boto3.dynamodb.types import TypeDeserializer
 
 from aggregation.deltas import NodeDelta
-from aggregation.names import BOOKKEEPING_PREFIX, STATS_KEY
+from aggregation.names import AGGREGATE_KEY, BOOKKEEPING_PREFIX, NODE_TRADE_COUNT, NODE_VALUE, STATS_KEY
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
@@ -30,11 +30,11 @@ def read_aggregate_table(dynamodb: DynamoDBClient, table: str) -> AggregateTable
     for page in dynamodb.get_paginator("scan").paginate(TableName=table, ConsistentRead=True):
         for raw in page["Items"]:
             item = {name: _deserializer.deserialize(value) for name, value in raw.items()}
-            key = str(item["AggregateKey"])
+            key = str(item[AGGREGATE_KEY])
             if key == STATS_KEY:
                 contents.stats = item
             elif key.startswith(BOOKKEEPING_PREFIX):
                 contents.bookkeeping_keys.append(key)
             else:
-                contents.nodes[key] = NodeDelta(Decimal(item.get("Value", 0)), int(item.get("TradeCount", 0)))
+                contents.nodes[key] = NodeDelta(Decimal(item.get(NODE_VALUE, 0)), int(item.get(NODE_TRADE_COUNT, 0)))
     return contents

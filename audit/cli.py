@@ -11,7 +11,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 from rich.console import Console
 from rich.table import Table
 
-from audit.rebuild import DEFAULT_MARKER_TTL_DAYS, DEFAULT_MARKER_WINDOW_HOURS, RebuildPlan, rebuild
+from aggregation.transactions import DEFAULT_MARKER_TTL_DAYS
+from audit.rebuild import DEFAULT_MARKER_WINDOW_HOURS, RebuildPlan, rebuild
 from audit.reconcile import ReconcileReport, reconcile
 from audit.targets import AuditError, resolve_target
 from toolkit.cli import OneLineArgumentParser, bounded
@@ -50,7 +51,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="restore reduce markers of deltas created this recently (default %(default)s)",
     )
     rebuilding.add_argument(
-        "--marker-ttl-days", type=bounded(int, 1), default=DEFAULT_MARKER_TTL_DAYS, help="marker expiry (default 7)"
+        "--marker-ttl-days",
+        type=bounded(int, 1),
+        default=DEFAULT_MARKER_TTL_DAYS,
+        help="markers expire this many days after their delta was created, as markerTtlDays (default %(default)s)",
     )
     return parser
 
@@ -88,7 +92,7 @@ def print_reconcile_report(report: ReconcileReport, console: Console) -> None:
 def print_rebuild_plan(plan: RebuildPlan, dry_run: bool, console: Console) -> None:
     action = "would write" if dry_run else "wrote"
     console.print(
-        f"rebuild {action}: {len(plan.nodes)} nodes, {len(plan.marker_ids)} reduce markers, "
+        f"rebuild {action}: {len(plan.nodes)} nodes, {len(plan.markers)} reduce markers, "
         f"#stats MessagesApplied={plan.messages_applied}; {len(plan.stale_nodes)} nodes absent from the archive "
         f"{'would be' if dry_run else 'were'} deleted"
     )

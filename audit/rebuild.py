@@ -9,7 +9,9 @@ the same table as running it once:
   (default 48: beyond the 24-hour stream retention), so that a stream record still replayable
   after the rebuild is recognised as applied: one per delta unit,
   `#applied#<batch hash>/<group>of<groups>/<slice>` (`aggregation.names.marker_id`), split
-  exactly as the reduce stage splits it (`aggregation.transactions.split_into_units`).
+  exactly as the reduce stage splits it (`aggregation.transactions.split_into_units`), and
+  expiring when the reduce stage's would: `marker_ttl_days` (default 7, as `markerTtlDays`)
+  after the delta item's `CreatedAt` (`aggregation.transactions.marker_expires_at`).
 
 Nodes in the table that no archived delta ever touched are deleted: after a rebuild the
 table's nodes are exactly the archive's. Stop the reduce stage first (disable its event
@@ -28,8 +30,16 @@ from boto3.dynamodb.types import TypeSerializer
 from aggregation.archive import archived_totals
 from aggregation.deltas import NodeDelta
 from aggregation.exact import dynamodb_number
-from aggregation.names import MARKER_PREFIX, STATS_KEY
-from aggregation.transactions import DeltaBatch, split_into_units
+from aggregation.names import (
+    AGGREGATE_KEY,
+    EXPIRES_AT,
+    MARKER_PREFIX,
+    MESSAGES_APPLIED,
+    NODE_TRADE_COUNT,
+    NODE_VALUE,
+    STATS_KEY,
+)
+from aggregation.transactions import DEFAULT_MARKER_TTL_DAYS, DeltaBatch, marker_expires_at, split_into_units
 from audit.aggregate_table import AggregateTableContents, read_aggregate_table
 from audit.archive_reader import ArchiveContents, read_archive
 from audit.targets import AuditError, AuditTarget
@@ -40,7 +50,6 @@ if TYPE_CHECKING:
 SECONDS_PER_HOUR: Final = 3600
 SECONDS_PER_DAY: Final = 86_400
 DEFAULT_MARKER_WINDOW_HOURS: Final = 48
-DEFAULT_MARKER_TTL_DAYS: Final = 7
 BATCH_WRITE_LIMIT: Final = 25
 MAX_UNPROCESSED_ROUNDS: Final = 20
 
@@ -54,11 +63,15 @@ class RebuildPlan:
     nodes: dict[str, NodeDelta]
     stale_nodes: list[str]
     messages_applied: int
-    marker_ids: list[str] = field(default_factory=list)
+    markers: dict[str, int] = field(default_factory=dict)  # marker id -> its expiry (`ExpiresAt`)
 
 
 def plan_rebuild(
-    archive: ArchiveContents, table: AggregateTableContents, now: float, marker_window_hours: int
+    archive: ArchiveContents,
+    table: AggregateTableContents,
+    now: float,
+    marker_window_hours: int,
+    marker_ttl_days: int,
 ) -> RebuildPlan:
     """The target state, from the archive alone; refuses an archive with unreadable objects."""
     if archive.unreadable:
@@ -69,19 +82,20 @@ def plan_rebuild(
         )
     nodes = archived_totals(archive.deltas)
     window_start = now - marker_window_hours * SECONDS_PER_HOUR
-    marker_ids = [
-        unit.marker_id
+    marker_ttl = marker_ttl_days * SECONDS_PER_DAY
+    markers = {
+        unit.marker_id: marker_expires_at(unit.created_at, marker_ttl)
         for delta in archive.deltas
         if delta.created_at >= window_start
         for unit in split_into_units(
             DeltaBatch(delta.batch_hash, delta.deltas, delta.record_count, delta.producer_timestamps, delta.created_at)
         )
-    ]
+    }
     return RebuildPlan(
         nodes=nodes,
         stale_nodes=sorted(set(table.nodes) - set(nodes)),
         messages_applied=archive.state_changes,
-        marker_ids=sorted(marker_ids),
+        markers=dict(sorted(markers.items())),
     )
 
 
@@ -99,32 +113,31 @@ def _batch_write(dynamodb: DynamoDBClient, table: str, requests: Sequence[dict[s
             raise AuditError(f"DynamoDB left {len(pending)} writes unprocessed after {MAX_UNPROCESSED_ROUNDS} rounds")
 
 
-def apply_rebuild(dynamodb: DynamoDBClient, table: str, plan: RebuildPlan, now: float, marker_ttl_days: int) -> None:
+def apply_rebuild(dynamodb: DynamoDBClient, table: str, plan: RebuildPlan) -> None:
     """Write the plan: absolute node totals, stale node deletions, markers, `#stats`."""
     requests: list[dict[str, Any]] = [
         {
             "PutRequest": {
                 "Item": {
-                    "AggregateKey": {"S": key},
-                    "Value": _serializer.serialize(dynamodb_number(node.value)),
-                    "TradeCount": _serializer.serialize(node.trade_count),
+                    AGGREGATE_KEY: {"S": key},
+                    NODE_VALUE: _serializer.serialize(dynamodb_number(node.value)),
+                    NODE_TRADE_COUNT: _serializer.serialize(node.trade_count),
                 }
             }
         }
         for key, node in sorted(plan.nodes.items())
     ]
-    requests += [{"DeleteRequest": {"Key": {"AggregateKey": {"S": key}}}} for key in plan.stale_nodes]
-    expires_at = str(int(now) + marker_ttl_days * SECONDS_PER_DAY)
+    requests += [{"DeleteRequest": {"Key": {AGGREGATE_KEY: {"S": key}}}} for key in plan.stale_nodes]
     requests += [
-        {"PutRequest": {"Item": {"AggregateKey": {"S": MARKER_PREFIX + marker_id}, "ExpiresAt": {"N": expires_at}}}}
-        for marker_id in plan.marker_ids
+        {"PutRequest": {"Item": {AGGREGATE_KEY: {"S": MARKER_PREFIX + marker_id}, EXPIRES_AT: {"N": str(expires_at)}}}}
+        for marker_id, expires_at in plan.markers.items()
     ]
     _batch_write(dynamodb, table, requests)
     dynamodb.update_item(
         TableName=table,
-        Key={"AggregateKey": {"S": STATS_KEY}},
+        Key={AGGREGATE_KEY: {"S": STATS_KEY}},
         UpdateExpression="SET #applied = :applied",
-        ExpressionAttributeNames={"#applied": "MessagesApplied"},
+        ExpressionAttributeNames={"#applied": MESSAGES_APPLIED},
         ExpressionAttributeValues={":applied": {"N": str(plan.messages_applied)}},
     )
 
@@ -142,7 +155,7 @@ def rebuild(
     dynamodb = target.dynamodb()
     archive = read_archive(target.s3(), target.archive_bucket)
     table = read_aggregate_table(dynamodb, target.aggregate_table)
-    plan = plan_rebuild(archive, table, moment, marker_window_hours)
+    plan = plan_rebuild(archive, table, moment, marker_window_hours, marker_ttl_days)
     if not dry_run:
-        apply_rebuild(dynamodb, target.aggregate_table, plan, moment, marker_ttl_days)
+        apply_rebuild(dynamodb, target.aggregate_table, plan)
     return plan

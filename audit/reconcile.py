@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from aggregation.archive import Registry, archived_totals
+from aggregation.names import MESSAGES_APPLIED
 from audit.aggregate_table import AggregateTableContents, read_aggregate_table
 from audit.archive_reader import ArchiveContents, read_archive
 from audit.targets import AuditTarget
@@ -107,7 +108,7 @@ def reconcile_contents(
             f"{len(table_differences)} of {len(set(totals) | set(table.nodes))} nodes differ",
         )
     )
-    applied = int(table.stats.get("MessagesApplied", 0)) if table.stats else 0
+    applied = int(table.stats.get(MESSAGES_APPLIED, 0)) if table.stats else 0
     report.checks.append(
         Check(
             "#stats MessagesApplied = archived state changes",

@@ -40,7 +40,7 @@ import boto3
 from botocore.exceptions import ClientError
 
 from aggregation.delta_items import decode_delta_batch
-from aggregation.names import MARKER_PREFIX, batch_hash_of_marker
+from aggregation.names import AGGREGATE_KEY, MARKER_PREFIX, batch_hash_of_marker
 from benchmarks import REPOSITORY_ROOT
 from benchmarks.harness import DUMMY_CREDENTIALS, environment, percentile
 
@@ -143,13 +143,13 @@ class MarkerPoller:
             try:
                 pages = self._client.get_paginator("scan").paginate(
                     TableName=self.table,
-                    FilterExpression="begins_with(AggregateKey, :prefix)",
+                    FilterExpression=f"begins_with({AGGREGATE_KEY}, :prefix)",
                     ExpressionAttributeValues={":prefix": {"S": MARKER_PREFIX}},
-                    ProjectionExpression="AggregateKey",
+                    ProjectionExpression=AGGREGATE_KEY,
                 )
                 for page in pages:
                     for item in page["Items"]:
-                        self.first_seen.setdefault(item["AggregateKey"]["S"], seen_at)
+                        self.first_seen.setdefault(item[AGGREGATE_KEY]["S"], seen_at)
             except ClientError:
                 pass  # a missed poll only coarsens the resolution
             self._stop.wait(MARKER_POLL_SECONDS)

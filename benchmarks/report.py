@@ -59,14 +59,14 @@ def _keeps_up(plan: CapacityPlan) -> str:
 
 
 def _capacity_modes(plan: CapacityPlan) -> str:
-    """The summary line of the two capacity modes' DynamoDB write cost."""
+    """The summary line of the two capacity modes' DynamoDB cost: the tables' writes and reads."""
     on_demand = sum(m.on_demand_usd for m in plan.modes)
     provisioned = sum(m.provisioned_usd for m in plan.modes)
     targets = sorted({m.target_utilization_percent for m in plan.modes})
     cheaper = [m.table for m in plan.modes if m.cheaper == "provisioned"]
     return (
-        f"DynamoDB writes ${on_demand:,.0f} a month on-demand against ${provisioned:,.0f} provisioned with auto "
-        f"scaling at {'/'.join(map(str, targets))} % target utilisation (break-even at "
+        f"DynamoDB writes and reads ${on_demand:,.0f} a month on-demand against ${provisioned:,.0f} "
+        f"provisioned with auto scaling at {'/'.join(map(str, targets))} % target utilisation (break-even at "
         f"{break_even_utilization(plan.prices):.1%} average utilisation); provisioned is cheaper for "
         f"{', '.join(cheaper) if cheaper else 'no table'} at this steady rate"
     )

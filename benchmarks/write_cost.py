@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from aggregation.delta_items import decode_delta_batch
+from aggregation.delta_items import CREATED_AT, PRODUCER_TIMESTAMPS, RECORD_COUNT, decode_delta_batch
 from aggregation.item_size import item_size_bytes
-from aggregation.names import TOKEN_AND_MARKERS, TOKEN_ONLY
+from aggregation.names import EXPIRES_AT, TOKEN_AND_MARKERS, TOKEN_ONLY
 from benchmarks.harness import (
     all_stream_records,
     chunks,
@@ -56,7 +56,7 @@ MAP_BATCH_SIZE = 100
 REDUCE_BATCH_SIZE = 10
 LARGE_MAP_BATCH_SIZE = 1000
 LARGE_MAP_LABEL = f"{TOKEN_AND_MARKERS}, map batch {LARGE_MAP_BATCH_SIZE}"
-OUR_DELTA_ONLY_ATTRIBUTES = ("ProducerTimestamps", "RecordCount", "CreatedAt", "ExpiresAt")
+OUR_DELTA_ONLY_ATTRIBUTES = (PRODUCER_TIMESTAMPS, RECORD_COUNT, CREATED_AT, EXPIRES_AT)
 
 Progress = Callable[[str, float], None]
 

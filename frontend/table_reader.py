@@ -18,7 +18,18 @@ from typing import TYPE_CHECKING, Any
 from boto3.dynamodb.conditions import Attr
 from botocore.exceptions import BotoCoreError, ClientError
 
-from aggregation.names import BOOKKEEPING_PREFIX, MARKER_PREFIX, STATS_KEY
+from aggregation.names import (
+    AGGREGATE_KEY,
+    BOOKKEEPING_PREFIX,
+    LAST_LATENCY_MAX_SECONDS,
+    LAST_LATENCY_MEAN_SECONDS,
+    LAST_UPDATED,
+    MARKER_PREFIX,
+    MESSAGES_APPLIED,
+    NODE_TRADE_COUNT,
+    NODE_VALUE,
+    STATS_KEY,
+)
 from frontend.snapshot import StatsRecord, TableReadError, TableReading
 from toolkit.ledger import NodeTotals
 
@@ -35,20 +46,20 @@ def parse_item(item: Mapping[str, Any]) -> tuple[str, NodeTotals | StatsRecord |
     boto3's resource layer already turns DynamoDB numbers into exact
     ``Decimal``; values stay that way. Only latency and timestamps become floats.
     """
-    key = str(item["AggregateKey"])
+    key = str(item[AGGREGATE_KEY])
     if key == STATS_KEY:
         return key, StatsRecord(
-            messages_applied=_whole(item.get("MessagesApplied")),
-            last_updated=_seconds(item.get("LastUpdated")),
-            latency_mean_seconds=_seconds(item.get("LastLatencyMeanSeconds")),
-            latency_max_seconds=_seconds(item.get("LastLatencyMaxSeconds")),
+            messages_applied=_whole(item.get(MESSAGES_APPLIED)),
+            last_updated=_seconds(item.get(LAST_UPDATED)),
+            latency_mean_seconds=_seconds(item.get(LAST_LATENCY_MEAN_SECONDS)),
+            latency_max_seconds=_seconds(item.get(LAST_LATENCY_MAX_SECONDS)),
         )
     if key.startswith(BOOKKEEPING_PREFIX):
         return key, None
-    value = item.get("Value", Decimal(0))
+    value = item.get(NODE_VALUE, Decimal(0))
     if not isinstance(value, Decimal):
         raise TableReadError(f"item {key!r} has a non-numeric Value")
-    return key, NodeTotals(value=value, trade_count=_whole(item.get("TradeCount")))
+    return key, NodeTotals(value=value, trade_count=_whole(item.get(NODE_TRADE_COUNT)))
 
 
 def _whole(raw: object) -> int:
@@ -102,7 +113,7 @@ class AggregateTableReader:
         """Every item except markers (which are still read and billed, hence the large-table mode)."""
         items: list[dict[str, Any]] = []
         scanned = 0
-        arguments: dict[str, Any] = {"FilterExpression": ~Attr("AggregateKey").begins_with(MARKER_PREFIX)}
+        arguments: dict[str, Any] = {"FilterExpression": ~Attr(AGGREGATE_KEY).begins_with(MARKER_PREFIX)}
         while True:
             page = self._table.scan(**arguments)
             items.extend(page.get("Items", []))
@@ -125,7 +136,7 @@ class AggregateTableReader:
         items: list[dict[str, Any]] = []
         for start in range(0, len(keys), _BATCH_GET_LIMIT):
             request: dict[str, Any] = {
-                self._table_name: {"Keys": [{"AggregateKey": key} for key in keys[start : start + _BATCH_GET_LIMIT]]}
+                self._table_name: {"Keys": [{AGGREGATE_KEY: key} for key in keys[start : start + _BATCH_GET_LIMIT]]}
             }
             while request:
                 response = self._dynamodb.batch_get_item(RequestItems=request)

@@ -23,6 +23,7 @@ from aws_cdk import aws_logs as logs
 from aggregation.exact import DYNAMODB_MAX_DIGITS
 from aggregation.messages import MAX_HIERARCHY_LEVELS
 from aggregation.names import TOKEN_AND_MARKERS, TOKEN_ONLY
+from aggregation.transactions import DEFAULT_MARKER_TTL_DAYS
 from aggregation.value_domain import DEFAULT_VALUE_DOMAIN, ValueDomain
 from planner.model import CapacityMode, TableCapacity
 
@@ -93,7 +94,7 @@ DEFAULT_CONTEXT: Final[Mapping[str, Any]] = {
     "archiveBatchSize": 100,
     "archiveAccessLogRetentionDays": 365,
     "deltaTtlDays": 7,
-    "markerTtlDays": 7,
+    "markerTtlDays": DEFAULT_MARKER_TTL_DAYS,
     "reduceIdempotency": TOKEN_AND_MARKERS,
     "iteratorAgeAlarmMs": 60000,
     "logRetentionDays": 30,

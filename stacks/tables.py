@@ -13,10 +13,11 @@ from __future__ import annotations
 from aws_cdk import aws_dynamodb as dynamodb
 from constructs import Construct
 
+from aggregation.delta_items import FIRST_SEQUENCE_NUMBER, STREAM_SHARD
+from aggregation.names import AGGREGATE_KEY, EXPIRES_AT, QUARANTINE_RECORD_ID, TRADE_ID
 from planner.model import TableCapacity
 from stacks.settings import PipelineSettings
 
-TTL_ATTRIBUTE = "ExpiresAt"
 ON_DEMAND = TableCapacity()
 
 
@@ -36,7 +37,7 @@ class PipelineTables(Construct):
 
         self.state_table = self._table(
             "StateTable",
-            partition_key="TradeID",
+            partition_key=TRADE_ID,
             # The map function needs the old image to take a moved or revalued trade out of its
             # previous aggregates, and the new image to put it into the new ones.
             stream=dynamodb.StreamViewType.NEW_AND_OLD_IMAGES,
@@ -47,22 +48,22 @@ class PipelineTables(Construct):
             # One partition per StateTable stream shard, items ordered by their first record: the
             # map function finds which records earlier items cover with one Query
             # (`aggregation.stream_positions`).
-            partition_key="StreamShard",
-            sort_key="FirstSequenceNumber",
+            partition_key=STREAM_SHARD,
+            sort_key=FIRST_SEQUENCE_NUMBER,
             # The reduce function applies the delta item it receives; it never needs the old one
             # (there is none: delta items are only ever inserted).
             stream=dynamodb.StreamViewType.NEW_IMAGE,
-            time_to_live_attribute=TTL_ATTRIBUTE,
+            time_to_live_attribute=EXPIRES_AT,
             capacity=settings.delta_table_capacity,
         )
         self.aggregate_table = self._table(
             "AggregateTable",
-            partition_key="AggregateKey",
+            partition_key=AGGREGATE_KEY,
             # Expires the `#applied#...` idempotency markers once no stream can replay them.
-            time_to_live_attribute=TTL_ATTRIBUTE,
+            time_to_live_attribute=EXPIRES_AT,
             capacity=settings.aggregate_table_capacity,
         )
-        self.quarantine_table = self._table("QuarantineTable", partition_key="RecordId")
+        self.quarantine_table = self._table("QuarantineTable", partition_key=QUARANTINE_RECORD_ID)
 
     def _table(
         self,

@@ -24,26 +24,38 @@ The guide calls its number sizes approximate, so every number is counted
 `NUMBER_HEADROOM_BYTES` larger.
 """
 
+from aggregation.delta_items import (
+    BATCH_HASH,
+    CREATED_AT,
+    DELTAS,
+    FIRST_SEQUENCE_NUMBER,
+    LAST_SEQUENCE_NUMBER,
+    PRODUCER_TIMESTAMPS,
+    RECORD_COUNT,
+    REQUEST_ID_BYTES,
+    STREAM_SHARD,
+    WRITTEN_BY_REQUEST_ID,
+)
 from aggregation.exact import DYNAMODB_MAX_DIGITS
 from aggregation.hierarchy import KEY_SEPARATOR
 from aggregation.item_size import LIST_OR_MAP_OVERHEAD_BYTES, MAX_ITEM_BYTES, number_bytes
 from aggregation.messages import MAX_LEVEL_VALUE_BYTES
+from aggregation.names import EXPIRES_AT, NODE_TRADE_COUNT, NODE_VALUE
 from aggregation.value_domain import ValueDomain
 
 STREAM_SHARD_MAX_BYTES = 100
 SEQUENCE_NUMBER_MAX_BYTES = 40
 BATCH_HASH_BYTES = 64
-REQUEST_ID_BYTES = 36
 EPOCH_SECONDS_MAX_DIGITS = 11
 """`CreatedAt` and `ExpiresAt` (now + at most 365 days) until the year 5138."""
 NUMBER_HEADROOM_BYTES = 2
 
 FIXED_STRING_ATTRIBUTES: dict[str, int] = {
-    "StreamShard": STREAM_SHARD_MAX_BYTES,
-    "FirstSequenceNumber": SEQUENCE_NUMBER_MAX_BYTES,
-    "LastSequenceNumber": SEQUENCE_NUMBER_MAX_BYTES,
-    "BatchHash": BATCH_HASH_BYTES,
-    "WrittenByRequestId": REQUEST_ID_BYTES,
+    STREAM_SHARD: STREAM_SHARD_MAX_BYTES,
+    FIRST_SEQUENCE_NUMBER: SEQUENCE_NUMBER_MAX_BYTES,
+    LAST_SEQUENCE_NUMBER: SEQUENCE_NUMBER_MAX_BYTES,
+    BATCH_HASH: BATCH_HASH_BYTES,
+    WRITTEN_BY_REQUEST_ID: REQUEST_ID_BYTES,
 }
 """Every string attribute of a delta item, with its longest value in bytes."""
 
@@ -60,20 +72,20 @@ def worst_case_delta_item_bytes(records: int, levels: int, domain: ValueDomain) 
     """An upper bound of the size of the delta item of a map batch of `records` records."""
     count_digits = len(str(records))
     fixed = sum(len(name) + size for name, size in FIXED_STRING_ATTRIBUTES.items())
-    fixed += _named_number("RecordCount", count_digits)
-    fixed += _named_number("CreatedAt", EPOCH_SECONDS_MAX_DIGITS) + _named_number("ExpiresAt", EPOCH_SECONDS_MAX_DIGITS)
-    timestamps = len("ProducerTimestamps") + LIST_OR_MAP_OVERHEAD_BYTES
+    fixed += _named_number(RECORD_COUNT, count_digits)
+    fixed += _named_number(CREATED_AT, EPOCH_SECONDS_MAX_DIGITS) + _named_number(EXPIRES_AT, EPOCH_SECONDS_MAX_DIGITS)
+    timestamps = len(PRODUCER_TIMESTAMPS) + LIST_OR_MAP_OVERHEAD_BYTES
     timestamps += records * (1 + _number_bound(DYNAMODB_MAX_DIGITS))
     node_body = (
         LIST_OR_MAP_OVERHEAD_BYTES
-        + (1 + _named_number("Value", domain.sum_digits(2 * records)))
-        + (1 + _named_number("TradeCount", count_digits))
+        + (1 + _named_number(NODE_VALUE, domain.sum_digits(2 * records)))
+        + (1 + _named_number(NODE_TRADE_COUNT, count_digits))
     )
     path_key_bytes = sum(
         depth * MAX_LEVEL_VALUE_BYTES + (depth - 1) * len(KEY_SEPARATOR) for depth in range(1, levels + 1)
     )
     per_path = levels * (1 + node_body) + path_key_bytes  # one map element per node, plus its key
-    deltas = len("Deltas") + LIST_OR_MAP_OVERHEAD_BYTES + records * 2 * per_path
+    deltas = len(DELTAS) + LIST_OR_MAP_OVERHEAD_BYTES + records * 2 * per_path
     return fixed + timestamps + deltas
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from aggregation.deltas import NodeDelta
 from aggregation.exact import dynamodb_number
 from aggregation.item_size import MAX_ITEM_BYTES, item_size_bytes
+from aggregation.names import EXPIRES_AT, NODE_TRADE_COUNT, NODE_VALUE
 from aggregation.stream_images import ImageDecodingError, decode_image
 from aggregation.stream_positions import StreamRun, sequence_key, sequence_number
 from aggregation.transactions import DeltaBatch
@@ -27,9 +28,9 @@ DELTAS = "Deltas"
 RECORD_COUNT = "RecordCount"
 PRODUCER_TIMESTAMPS = "ProducerTimestamps"
 CREATED_AT = "CreatedAt"
-EXPIRES_AT = "ExpiresAt"
-NODE_VALUE = "Value"
-NODE_TRADE_COUNT = "TradeCount"
+WRITTEN_BY_REQUEST_ID = "WrittenByRequestId"
+"""Added to the item by the map function: the Lambda request id of the invocation that wrote it."""
+# `ExpiresAt` (the TTL) and a node's `Value` and `TradeCount`: `aggregation.names`.
 
 
 @dataclass(frozen=True)
@@ -71,18 +72,19 @@ def encode_delta_item(item: DeltaItem) -> dict[str, Any]:
 
 
 REQUEST_ID_BYTES = 36
-"""`WrittenByRequestId`, added to the item by the map function (a Lambda request id)."""
+"""The length of a Lambda request id (`WRITTEN_BY_REQUEST_ID`)."""
 
 
-def fits_item_limit(item: DeltaItem) -> bool:
-    """Whether DynamoDB stores the item, counted by its own rules (`aggregation.item_size`).
+def fits_item_limit(encoded: Mapping[str, Any]) -> bool:
+    """Whether DynamoDB stores an encoded item (`encode_delta_item`) once the map function adds
+    its `WRITTEN_BY_REQUEST_ID`, counted by DynamoDB's own rules (`aggregation.item_size`).
 
     An item over the limit would be refused on every retry of its map batch, stalling the
     shard; the map function splits a run until each part fits (one record always fits:
     `aggregation.delta_item_size`).
     """
-    written_by = {"WrittenByRequestId": {"S": "x" * REQUEST_ID_BYTES}}
-    return item_size_bytes(encode_delta_item(item) | written_by) <= MAX_ITEM_BYTES
+    written_by = {WRITTEN_BY_REQUEST_ID: {"S": "x" * REQUEST_ID_BYTES}}
+    return item_size_bytes({**encoded, **written_by}) <= MAX_ITEM_BYTES
 
 
 def _integer(value: Any, name: str) -> int:

@@ -3,7 +3,8 @@
 Every name here is a contract between two sides that never call each other: the stack's
 alarms and the functions' metrics, the bucket policy and the archive's keys, the reduce
 stage's markers and `audit rebuild`, the settings and the reduce handler's modes, the
-AggregateTable's writer and its readers (frontend, audit, benchmarks). A name spelt twice
+AggregateTable's writer and its readers (frontend, audit, benchmarks), the tables' keys in
+the stack and the items the functions write. A name spelt twice
 can drift apart without any test noticing; imported from here, it cannot. Plain constants and
 one formatting function, no imports, so the CDK app, the
 functions and the operator tools all import it.
@@ -38,6 +39,50 @@ def marker_id(batch_hash: str, node_group: int, node_groups: int, slice_index: i
 def batch_hash_of_marker(marker_key: str) -> str:
     """The delta item's `BatchHash` in a marker's key (`#applied#<batch hash>/...`)."""
     return marker_key.removeprefix(MARKER_PREFIX).split("/", 1)[0]
+
+
+# -- Table attributes: the stack's keys and TTLs, the functions' writes, the readers' reads --
+# (The DeltaTable's are the delta item codec's, `aggregation.delta_items`.)
+
+EXPIRES_AT: Final = "ExpiresAt"
+"""The TTL attribute of the DeltaTable's items and of the AggregateTable's markers (epoch seconds)."""
+
+# AggregateTable: written by the reduce stage (and `audit rebuild`); read by the frontend,
+# `audit`, the benchmarks and the local runtime.
+AGGREGATE_KEY: Final = "AggregateKey"
+"""The partition key: a node's hierarchy path, or a bookkeeping key (`#...`)."""
+
+NODE_VALUE: Final = "Value"
+NODE_TRADE_COUNT: Final = "TradeCount"
+"""A node's exact total and trade count (a delta item's `Deltas` map spells a node's change alike)."""
+
+MESSAGES_APPLIED: Final = "MessagesApplied"
+LAST_UPDATED: Final = "LastUpdated"
+LAST_LATENCY_MEAN_SECONDS: Final = "LastLatencyMeanSeconds"
+LAST_LATENCY_MAX_SECONDS: Final = "LastLatencyMaxSeconds"
+"""The `#stats` item's figures."""
+
+# StateTable: written by the state function, read from its stream by the map function.
+TRADE_ID: Final = "TradeID"
+"""The partition key: one item per trade."""
+
+TRADE_VALUE: Final = "Value"
+TRADE_HIERARCHY: Final = "Hierarchy"
+TRADE_TIMESTAMP: Final = "Timestamp"
+"""The trade's state the map function sums (and the producer timestamp it carries on)."""
+
+# QuarantineTable: written by the state function; the chaos suite's figures read it.
+QUARANTINE_RECORD_ID: Final = "RecordId"
+"""The partition key: the Kinesis record's event id."""
+
+QUARANTINE_REASON: Final = "Reason"
+QUARANTINE_TEXT_PAYLOAD: Final = "Payload"
+QUARANTINE_BINARY_PAYLOAD: Final = "PayloadBinary"
+QUARANTINE_PAYLOAD_TRUNCATED: Final = "PayloadTruncated"
+"""Why the record is there, and the record as text or else as bytes, cut if it would not fit."""
+
+CONFLICT_REASON_PREFIX: Final = "conflicting duplicate"
+"""How the `Reason` of a conflicting duplicate starts (the chaos figures count them by it)."""
 
 
 # -- Archive bucket layout (the bucket policy's prefixes are the function's keys) --

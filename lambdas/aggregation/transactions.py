@@ -48,6 +48,11 @@ CLIENT_REQUEST_TOKEN_LENGTH = 36
 # hierarchy (~105 nodes) at about 53 nodes + 10 markers + #stats per transaction.
 NODE_GROUPS = 2
 
+DEFAULT_MARKER_TTL_DAYS = 7
+"""How long a marker outlives its delta item's creation unless configured (`markerTtlDays`,
+`MARKER_TTL_DAYS`, `audit rebuild --marker-ttl-days`): far beyond the 24-hour stream
+retention, so no replay of the delta item outlives its markers."""
+
 
 @dataclass(frozen=True)
 class DeltaBatch:
@@ -87,6 +92,16 @@ class PlannedTransaction:
     @property
     def marker_ids(self) -> tuple[str, ...]:
         return tuple(unit.marker_id for unit in self.units)
+
+
+def marker_expires_at(created_at: int, ttl_seconds: int) -> int:
+    """When a unit's marker expires (epoch seconds, the AggregateTable's TTL): `ttl_seconds`
+    after its delta item's `CreatedAt`.
+
+    Never the clock: a retried transaction must carry identical parameters under its token,
+    and `audit rebuild` recreates the very marker the reduce stage wrote.
+    """
+    return created_at + ttl_seconds
 
 
 def node_group(aggregate_key: str, node_groups: int = NODE_GROUPS) -> int:

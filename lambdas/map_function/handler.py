@@ -35,6 +35,7 @@ from aggregation.delta_items import (
     FIRST_SEQUENCE_NUMBER,
     LAST_SEQUENCE_NUMBER,
     STREAM_SHARD,
+    WRITTEN_BY_REQUEST_ID,
     DeltaItem,
     decode_stream_run,
     encode_delta_item,
@@ -42,7 +43,7 @@ from aggregation.delta_items import (
 )
 from aggregation.deltas import TradeState, sum_state_changes
 from aggregation.hierarchy import hierarchy_path
-from aggregation.names import MAP_SERVICE, METRICS_NAMESPACE
+from aggregation.names import MAP_SERVICE, METRICS_NAMESPACE, TRADE_HIERARCHY, TRADE_TIMESTAMP, TRADE_VALUE
 from aggregation.stream_images import decode_image
 from aggregation.stream_positions import (
     COVERAGE_QUERY_PAGE_ITEMS,
@@ -60,7 +61,6 @@ from function_support.settings import hierarchy_levels, required_setting, ttl_se
 STAGE = "MAP"
 DEFAULT_DELTA_TTL_DAYS = 7
 SERVICE = MAP_SERVICE
-WRITTEN_BY = "WrittenByRequestId"
 MAX_COVERAGE_READS = 5
 """Coverage is read again after each put another writer beat; more than a few rounds means
 something keeps writing this shard concurrently, which one mapping never does: fail loudly."""
@@ -96,7 +96,7 @@ def trade_state(image: dict[str, Any], levels: tuple[str, ...]) -> TradeState | 
     """The aggregate-relevant state in a decoded stream image; None for an absent image."""
     if not image:
         return None
-    return TradeState(value=image["Value"], path=hierarchy_path(image["Hierarchy"], levels))
+    return TradeState(value=image[TRADE_VALUE], path=hierarchy_path(image[TRADE_HIERARCHY], levels))
 
 
 def state_change(record: DynamoDBRecord, levels: tuple[str, ...]) -> StateChange:
@@ -104,7 +104,7 @@ def state_change(record: DynamoDBRecord, levels: tuple[str, ...]) -> StateChange
     if stream_record is None or stream_record.sequence_number is None:
         raise ValueError(f"stream record {record.event_id} has no dynamodb payload or sequence number")
     new_image = decode_image(stream_record.raw_event.get("NewImage"))
-    timestamp = new_image.get("Timestamp")
+    timestamp = new_image.get(TRADE_TIMESTAMP)
     return StateChange(
         sequence_number=sequence_number(stream_record.sequence_number),
         old=trade_state(decode_image(stream_record.raw_event.get("OldImage")), levels),
@@ -126,16 +126,20 @@ def delta_item(stream_shard: str, changes: Sequence[StateChange], now: float, tt
     return DeltaItem(run=run, batch=batch, expires_at=int(now) + ttl)
 
 
-def delta_items(stream_shard: str, changes: Sequence[StateChange], now: float, ttl: int) -> list[DeltaItem]:
-    """The run's item, or the run split in halves until every part's item fits DynamoDB's limit.
+def delta_items(
+    stream_shard: str, changes: Sequence[StateChange], now: float, ttl: int
+) -> list[tuple[DeltaItem, dict[str, Any]]]:
+    """The run's item and its encoding (measured, then put as it is), or the run split in
+    halves until every part's item fits DynamoDB's limit.
 
     Items of one shard cover disjoint runs of records, so a run may be cut anywhere: a
     retry finds every part by its position. Usually the whole run fits in one item (its
     node deltas are netted), so splitting costs nothing until a batch is extreme.
     """
     item = delta_item(stream_shard, changes, now, ttl)
-    if len(changes) == 1 or fits_item_limit(item):
-        return [item]
+    encoded = encode_delta_item(item)
+    if len(changes) == 1 or fits_item_limit(encoded):
+        return [(item, encoded)]
     middle = len(changes) // 2
     return delta_items(stream_shard, changes[:middle], now, ttl) + delta_items(stream_shard, changes[middle:], now, ttl)
 
@@ -173,12 +177,12 @@ def covered_runs(table: str, stream_shard: str, first: int, last: int) -> list[S
         arguments["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
-def put_delta_item(table: str, item: DeltaItem, request_id: str) -> bool:
-    """Conditional put; False when another invocation wrote an item at this position first."""
+def put_delta_item(table: str, encoded: dict[str, Any], request_id: str) -> bool:
+    """Conditional put of an encoded item; False when another invocation wrote an item at this position first."""
     try:
         dynamodb_client().put_item(
             TableName=table,
-            Item=encode_delta_item(item) | {WRITTEN_BY: {"S": request_id}},
+            Item=encoded | {WRITTEN_BY_REQUEST_ID: {"S": request_id}},
             ConditionExpression="attribute_not_exists(#first)",
             ExpressionAttributeNames={"#first": FIRST_SEQUENCE_NUMBER},
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
@@ -187,7 +191,7 @@ def put_delta_item(table: str, item: DeltaItem, request_id: str) -> bool:
         if error_code(error) != "ConditionalCheckFailedException":
             raise
         stored: dict[str, Any] = error.response.get("Item", {})  # type: ignore[assignment]  # ALL_OLD
-        return bool(stored.get(WRITTEN_BY, {}).get("S") == request_id)  # our own put, response lost
+        return bool(stored.get(WRITTEN_BY_REQUEST_ID, {}).get("S") == request_id)  # our own put, response lost
     return True
 
 
@@ -206,8 +210,8 @@ def map_state_changes(
             for run in uncovered_runs(numbers, covered)
             for item in delta_items(stream_shard, [by_position[number] for number in run], now, ttl)
         ]
-        for item in items:
-            if not put_delta_item(table, item, request_id):
+        for item, encoded in items:
+            if not put_delta_item(table, encoded, request_id):
                 outcome.lost_races += 1
                 break
             outcome.items_written += 1

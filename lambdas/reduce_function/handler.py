@@ -40,15 +40,25 @@ from aggregation.delta_items import decode_delta_batch
 from aggregation.deltas import NodeDelta
 from aggregation.exact import dynamodb_number, exact_difference
 from aggregation.names import (
+    AGGREGATE_KEY,
+    EXPIRES_AT,
+    LAST_LATENCY_MAX_SECONDS,
+    LAST_LATENCY_MEAN_SECONDS,
+    LAST_UPDATED,
     MARKER_PREFIX,
+    MESSAGES_APPLIED,
     METRICS_NAMESPACE,
+    NODE_TRADE_COUNT,
+    NODE_VALUE,
     NON_INSERT_RECORDS_SKIPPED,
     REDUCE_SERVICE,
     STATS_KEY,
 )
 from aggregation.transactions import (
+    DEFAULT_MARKER_TTL_DAYS,
     DeltaUnit,
     PlannedTransaction,
+    marker_expires_at,
     plan_transactions,
     split_into_units,
 )
@@ -58,7 +68,6 @@ from function_support.settings import optional_setting, required_setting, ttl_se
 from function_support.stream_records import is_insert
 
 STAGE = "REDUCE"
-DEFAULT_MARKER_TTL_DAYS = 7
 IN_PROGRESS_ATTEMPTS = 6
 UNPROCESSED_KEY_ATTEMPTS = 6
 BATCH_GET_MAX_KEYS = 100  # DynamoDB's limit of keys per BatchGetItem request
@@ -106,9 +115,9 @@ def node_update(table: str, key: str, delta: NodeDelta) -> dict[str, Any]:
     """The atomic ADD of one node's delta (a transaction's Update, or an `update_item` call)."""
     return {
         "TableName": table,
-        "Key": {"AggregateKey": {"S": key}},
+        "Key": {AGGREGATE_KEY: {"S": key}},
         "UpdateExpression": "ADD #value :value, #count :count",
-        "ExpressionAttributeNames": {"#value": "Value", "#count": "TradeCount"},
+        "ExpressionAttributeNames": {"#value": NODE_VALUE, "#count": NODE_TRADE_COUNT},
         "ExpressionAttributeValues": {
             ":value": serializer.serialize(dynamodb_number(delta.value)),
             ":count": serializer.serialize(delta.trade_count),
@@ -120,15 +129,15 @@ def stats_update(table: str, record_count: int) -> dict[str, Any]:
     """The atomic ADD of applied messages to `#stats` (a transaction's Update, or an `update_item` call)."""
     return {
         "TableName": table,
-        "Key": {"AggregateKey": {"S": STATS_KEY}},
+        "Key": {AGGREGATE_KEY: {"S": STATS_KEY}},
         "UpdateExpression": "ADD #applied :applied",
-        "ExpressionAttributeNames": {"#applied": "MessagesApplied"},
+        "ExpressionAttributeNames": {"#applied": MESSAGES_APPLIED},
         "ExpressionAttributeValues": {":applied": serializer.serialize(record_count)},
     }
 
 
 def marker_key(marker_id: str) -> dict[str, Any]:
-    return {"AggregateKey": {"S": MARKER_PREFIX + marker_id}}
+    return {AGGREGATE_KEY: {"S": MARKER_PREFIX + marker_id}}
 
 
 def transaction_items(
@@ -147,8 +156,9 @@ def transaction_items(
             {
                 "Put": {
                     "TableName": table,
-                    "Item": marker_key(unit.marker_id) | {"ExpiresAt": {"N": str(unit.created_at + marker_ttl)}},
-                    "ConditionExpression": "attribute_not_exists(AggregateKey)",
+                    "Item": marker_key(unit.marker_id)
+                    | {EXPIRES_AT: {"N": str(marker_expires_at(unit.created_at, marker_ttl))}},
+                    "ConditionExpression": f"attribute_not_exists({AGGREGATE_KEY})",
                 }
             }
             for unit in plan.units
@@ -165,16 +175,16 @@ def record_progress(table: str, producer_timestamps: Sequence[Decimal], now: flo
     """
     now_exact = Decimal(repr(now))
     update = "SET #updated = :updated"
-    names = {"#updated": "LastUpdated"}
+    names = {"#updated": LAST_UPDATED}
     values: dict[str, Any] = {":updated": serializer.serialize(now_exact.quantize(Decimal("0.001")))}
     latency = _latency_seconds(producer_timestamps, now_exact)
     if latency is not None:
         update += ", #mean = :mean, #max = :max"
-        names |= {"#mean": "LastLatencyMeanSeconds", "#max": "LastLatencyMaxSeconds"}
+        names |= {"#mean": LAST_LATENCY_MEAN_SECONDS, "#max": LAST_LATENCY_MAX_SECONDS}
         values |= {":mean": serializer.serialize(latency[0]), ":max": serializer.serialize(latency[1])}
     dynamodb_client().update_item(
         TableName=table,
-        Key={"AggregateKey": {"S": STATS_KEY}},
+        Key={AGGREGATE_KEY: {"S": STATS_KEY}},
         UpdateExpression=update,
         ExpressionAttributeNames=names,
         ExpressionAttributeValues=values,
@@ -195,7 +205,7 @@ def already_applied_markers(error: ClientError, items: Sequence[dict[str, Any]])
         code = reason.get("Code", "None")
         if code in ("None", None):
             continue
-        key = item.get("Put", {}).get("Item", {}).get("AggregateKey", {}).get("S", "")
+        key = item.get("Put", {}).get("Item", {}).get(AGGREGATE_KEY, {}).get("S", "")
         if code != "ConditionalCheckFailed" or not key.startswith(MARKER_PREFIX):
             return None
         applied.add(key.removeprefix(MARKER_PREFIX))
@@ -225,13 +235,13 @@ def markers_present(table: str, marker_ids: Sequence[str]) -> set[str]:
             table: {
                 "Keys": [marker_key(marker_id) for marker_id in marker_ids[start : start + BATCH_GET_MAX_KEYS]],
                 "ConsistentRead": True,
-                "ProjectionExpression": "AggregateKey",
+                "ProjectionExpression": AGGREGATE_KEY,
             }
         }
         for attempt in range(UNPROCESSED_KEY_ATTEMPTS):
             response = dynamodb_client().batch_get_item(RequestItems=request)
             present.update(
-                item["AggregateKey"]["S"].removeprefix(MARKER_PREFIX) for item in response["Responses"].get(table, [])
+                item[AGGREGATE_KEY]["S"].removeprefix(MARKER_PREFIX) for item in response["Responses"].get(table, [])
             )
             request = response.get("UnprocessedKeys") or {}
             if not request:

@@ -36,7 +36,17 @@ from botocore.exceptions import ClientError
 from aggregation.batches import is_conflicting_duplicate, select_latest_versions
 from aggregation.exact import dynamodb_number
 from aggregation.messages import InvalidMessage, TradeMessage, parse_trade_message
-from aggregation.names import CONFLICTING_DUPLICATES, METRICS_NAMESPACE, QUARANTINED_RECORDS, STATE_SERVICE
+from aggregation.names import (
+    CONFLICT_REASON_PREFIX,
+    CONFLICTING_DUPLICATES,
+    METRICS_NAMESPACE,
+    QUARANTINED_RECORDS,
+    STATE_SERVICE,
+    TRADE_HIERARCHY,
+    TRADE_ID,
+    TRADE_TIMESTAMP,
+    TRADE_VALUE,
+)
 from aggregation.versions import StoredVersion, VersionCache
 from function_support.aws import dynamodb_client, error_code, serializer
 from function_support.faults import FailurePoint, maybe_inject_failure
@@ -80,7 +90,7 @@ class ReceivedMessage:
 
 def conflict_reason(message: TradeMessage) -> str:
     return (
-        f"conflicting duplicate: TradeID {message.trade_id!r} Version {message.version} was already "
+        f"{CONFLICT_REASON_PREFIX}: TradeID {message.trade_id!r} Version {message.version} was already "
         "received with a different Value or Hierarchy; the first applied version stands"
     )
 
@@ -130,11 +140,11 @@ def apply_state_change(
     """
     message = received.message
     names = {
-        "#trade_id": "TradeID",
+        "#trade_id": TRADE_ID,
         "#version": "Version",
-        "#value": "Value",
-        "#hierarchy": "Hierarchy",
-        "#timestamp": "Timestamp",
+        "#value": TRADE_VALUE,
+        "#hierarchy": TRADE_HIERARCHY,
+        "#timestamp": TRADE_TIMESTAMP,
         "#digest": "ContentDigest",
         "#writer": "WrittenByEventId",
     }
@@ -154,7 +164,7 @@ def apply_state_change(
     try:
         dynamodb_client().update_item(
             TableName=table_name,
-            Key={"TradeID": {"S": message.trade_id}},
+            Key={TRADE_ID: {"S": message.trade_id}},
             UpdateExpression=update,
             ConditionExpression="attribute_not_exists(#trade_id) OR #version < :version",
             ExpressionAttributeNames=names,

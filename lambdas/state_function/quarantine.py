@@ -18,12 +18,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from aggregation.item_size import MAX_ITEM_BYTES, item_size_bytes
+from aggregation.names import (
+    QUARANTINE_BINARY_PAYLOAD,
+    QUARANTINE_PAYLOAD_TRUNCATED,
+    QUARANTINE_REASON,
+    QUARANTINE_RECORD_ID,
+    QUARANTINE_TEXT_PAYLOAD,
+)
 from function_support.aws import dynamodb_client, serializer
 
 BATCH_WRITE_LIMIT = 25
 MAX_UNPROCESSED_ROUNDS = 8
-TEXT_PAYLOAD = "Payload"
-BINARY_PAYLOAD = "PayloadBinary"
 
 
 @dataclass(frozen=True)
@@ -57,15 +62,15 @@ def quarantine_item(record: QuarantinedRecord, now: float) -> dict[str, Any]:
     payload = origin.payload
     try:
         payload.decode("utf-8")
-        attribute = TEXT_PAYLOAD
+        attribute = QUARANTINE_TEXT_PAYLOAD
     except UnicodeDecodeError:
-        attribute = BINARY_PAYLOAD
+        attribute = QUARANTINE_BINARY_PAYLOAD
     described = {
-        "RecordId": origin.event_id,
-        "Reason": record.reason,
+        QUARANTINE_RECORD_ID: origin.event_id,
+        QUARANTINE_REASON: record.reason,
         "PayloadBytes": len(payload),
         "PayloadSha256": hashlib.sha256(payload).hexdigest(),
-        "PayloadTruncated": False,
+        QUARANTINE_PAYLOAD_TRUNCATED: False,
         "PartitionKey": origin.partition_key,
         "SequenceNumber": origin.sequence_number,
         "ShardId": origin.shard_id,
@@ -74,12 +79,12 @@ def quarantine_item(record: QuarantinedRecord, now: float) -> dict[str, Any]:
     item = {name: serializer.serialize(value) for name, value in described.items()}
     room = max(0, MAX_ITEM_BYTES - item_size_bytes(item) - len(attribute))
     cut = min(len(payload), room)
-    if attribute == TEXT_PAYLOAD:
+    if attribute == QUARANTINE_TEXT_PAYLOAD:
         cut = _character_boundary(payload, cut)
-        item[TEXT_PAYLOAD] = {"S": payload[:cut].decode("utf-8")}
+        item[QUARANTINE_TEXT_PAYLOAD] = {"S": payload[:cut].decode("utf-8")}
     else:
-        item[BINARY_PAYLOAD] = {"B": payload[:cut]}
-    item["PayloadTruncated"] = {"BOOL": cut < len(payload)}
+        item[QUARANTINE_BINARY_PAYLOAD] = {"B": payload[:cut]}
+    item[QUARANTINE_PAYLOAD_TRUNCATED] = {"BOOL": cut < len(payload)}
     return item
 
 

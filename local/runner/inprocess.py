@@ -18,7 +18,16 @@ from typing import Any
 
 import boto3
 
-from aggregation.names import STATS_KEY
+from aggregation.delta_items import FIRST_SEQUENCE_NUMBER, STREAM_SHARD
+from aggregation.names import (
+    AGGREGATE_KEY,
+    BOOKKEEPING_PREFIX,
+    NODE_TRADE_COUNT,
+    NODE_VALUE,
+    QUARANTINE_RECORD_ID,
+    STATS_KEY,
+    TRADE_ID,
+)
 from function_support import aws
 from local.runner import events
 from map_function import handler as map_handler
@@ -154,13 +163,13 @@ class Pipeline:
 
     def aggregates(self) -> dict[str, tuple[Decimal, int]]:
         return {
-            item["AggregateKey"]: (item["Value"], int(item["TradeCount"]))
+            item[AGGREGATE_KEY]: (item[NODE_VALUE], int(item[NODE_TRADE_COUNT]))
             for item in self.scan("aggregate")
-            if not item["AggregateKey"].startswith("#")
+            if not item[AGGREGATE_KEY].startswith(BOOKKEEPING_PREFIX)
         }
 
     def stats(self) -> dict[str, Any]:
-        return next(item for item in self.scan("aggregate") if item["AggregateKey"] == STATS_KEY)
+        return next(item for item in self.scan("aggregate") if item[AGGREGATE_KEY] == STATS_KEY)
 
 
 def _create_table(client: Any, name: str, key: str, stream_view: str | None, sort_key: str | None = None) -> None:
@@ -184,12 +193,12 @@ def create_pipeline_tables(
     roles = ("state", "delta", "quarantine", *aggregate_tables, *extra_delta_tables)
     names = {role: f"{prefix}{role}-{suffix}" for role in roles}
     client = boto3.client("dynamodb")
-    _create_table(client, names["state"], "TradeID", "NEW_AND_OLD_IMAGES")
+    _create_table(client, names["state"], TRADE_ID, "NEW_AND_OLD_IMAGES")
     for role in ("delta", *extra_delta_tables):
-        _create_table(client, names[role], "StreamShard", "NEW_IMAGE", sort_key="FirstSequenceNumber")
-    _create_table(client, names["quarantine"], "RecordId", None)
+        _create_table(client, names[role], STREAM_SHARD, "NEW_IMAGE", sort_key=FIRST_SEQUENCE_NUMBER)
+    _create_table(client, names["quarantine"], QUARANTINE_RECORD_ID, None)
     for role in aggregate_tables:
-        _create_table(client, names[role], "AggregateKey", None)
+        _create_table(client, names[role], AGGREGATE_KEY, None)
     return names
 
 

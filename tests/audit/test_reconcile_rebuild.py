@@ -121,6 +121,15 @@ def nonzero(nodes: dict[str, tuple[Decimal, int]]) -> dict[str, tuple[Decimal, i
     return {key: value for key, value in nodes.items() if value != (Decimal(0), 0)}
 
 
+def marker_expiries(run: FaultedRun) -> dict[str, int]:
+    """Every reduce marker in the table, with its `ExpiresAt`."""
+    return {
+        item["AggregateKey"]: int(item["ExpiresAt"])
+        for item in run.pipeline.scan("aggregate")
+        if item["AggregateKey"].startswith("#applied#")
+    }
+
+
 def write_outputs(tmp_path: Path, run: FaultedRun) -> Path:
     outputs = tmp_path / "outputs.json"
     outputs.write_text(
@@ -186,6 +195,7 @@ def test_rebuild_restores_a_wiped_table_exactly_and_idempotently(
 ) -> None:
     run, expected = faulted_run
     before = run.pipeline.stats()["MessagesApplied"]
+    reduce_markers = marker_expiries(run)
     dynamodb = boto3.client("dynamodb")
     for item in run.pipeline.scan("aggregate"):
         dynamodb.delete_item(TableName=run.target.aggregate_table, Key={"AggregateKey": {"S": item["AggregateKey"]}})
@@ -198,6 +208,17 @@ def test_rebuild_restores_a_wiped_table_exactly_and_idempotently(
     assert plan.stale_nodes == ["Bogus"]
     assert nonzero(aggregate_nodes(run)) == expected
     assert run.pipeline.stats()["MessagesApplied"] == before
+    # Each marker expires 7 days (the default TTL) after its delta item's CreatedAt, exactly
+    # when the one the reduce stage wrote did.
+    created_at = {
+        image["BatchHash"]["S"]: int(image["CreatedAt"]["N"])
+        for image in (record["dynamodb"]["NewImage"] for record in run.delta_records)
+    }
+    rebuilt_markers = marker_expiries(run)
+    assert rebuilt_markers == {
+        key: created_at[key.removeprefix("#applied#").split("/")[0]] + 7 * 86_400 for key in rebuilt_markers
+    }
+    assert rebuilt_markers == reduce_markers
     first = sorted(run.pipeline.scan("aggregate"), key=lambda item: item["AggregateKey"])
 
     rebuild(run.target)  # again: the same table

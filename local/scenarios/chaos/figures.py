@@ -7,6 +7,12 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from aggregation.names import (
+    CONFLICT_REASON_PREFIX,
+    QUARANTINE_BINARY_PAYLOAD,
+    QUARANTINE_PAYLOAD_TRUNCATED,
+    QUARANTINE_REASON,
+)
 from local.emulator.injected_faults import CANCELLED_TOKEN_KEPT, LOST_RESPONSE, THROTTLE
 from local.scenarios.chaos.settings import S3_WRITE_SITES, STAGES, WRITE_SITES
 from producer.ledger import LedgerCounts
@@ -156,14 +162,14 @@ def count_quarantine(target: PipelineTarget) -> QuarantineFigures:
     records = conflicts = truncated = binary = 0
     for page in client.get_paginator("scan").paginate(
         TableName=target.quarantine,
-        ProjectionExpression="#r, PayloadTruncated, PayloadBinary",
-        ExpressionAttributeNames={"#r": "Reason"},
+        ProjectionExpression=f"#r, {QUARANTINE_PAYLOAD_TRUNCATED}, {QUARANTINE_BINARY_PAYLOAD}",
+        ExpressionAttributeNames={"#r": QUARANTINE_REASON},
     ):
         for item in page.get("Items", []):
             records += 1
-            conflicts += item.get("Reason", {}).get("S", "").startswith("conflicting duplicate")
-            truncated += bool(item.get("PayloadTruncated", {}).get("BOOL"))
-            binary += "PayloadBinary" in item
+            conflicts += item.get(QUARANTINE_REASON, {}).get("S", "").startswith(CONFLICT_REASON_PREFIX)
+            truncated += bool(item.get(QUARANTINE_PAYLOAD_TRUNCATED, {}).get("BOOL"))
+            binary += QUARANTINE_BINARY_PAYLOAD in item
     return QuarantineFigures(records, conflicts, truncated, binary)
 
 
