@@ -11,7 +11,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from rich.console import Console
 from rich.table import Table
 
-from aggregation.transactions import DEFAULT_MARKER_TTL_DAYS
+from aggregation.transactions import DEFAULT_MARKER_TTL_DAYS, MIN_MARKER_TTL_DAYS
 from audit.rebuild import DEFAULT_MARKER_WINDOW_HOURS, RebuildPlan, rebuild
 from audit.reconcile import ReconcileReport, reconcile
 from audit.targets import AuditError, resolve_target
@@ -52,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rebuilding.add_argument(
         "--marker-ttl-days",
-        type=bounded(int, 1),
+        type=bounded(int, MIN_MARKER_TTL_DAYS),
         default=DEFAULT_MARKER_TTL_DAYS,
         help="markers expire this many days after their delta was created, as markerTtlDays (default %(default)s)",
     )

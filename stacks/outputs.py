@@ -10,6 +10,14 @@ from aws_cdk import CfnOutput
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from aggregation.names import (
+    AGGREGATE_TABLE_OUTPUT,
+    ARCHIVE_BUCKET_OUTPUT,
+    DELTA_TABLE_OUTPUT,
+    QUARANTINE_TABLE_OUTPUT,
+    STATE_TABLE_OUTPUT,
+    STREAM_OUTPUT,
+)
 from stacks.ingest import IngestStream
 from stacks.tables import PipelineTables
 
@@ -28,12 +36,12 @@ class PipelineOutputs(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         values = {
-            "StreamName": (ingest.stream.stream_name, "Kinesis stream the producer writes trades to"),
-            "StateTableName": (tables.state_table.table_name, "Latest version of every trade"),
-            "DeltaTableName": (tables.delta_table.table_name, "One delta item per map batch"),
-            "AggregateTableName": (tables.aggregate_table.table_name, "The aggregates"),
-            "QuarantineTableName": (tables.quarantine_table.table_name, "Invalid input records"),
-            "ArchiveBucketName": (archive_bucket.bucket_name, "Audit archive: every delta item, written once"),
+            STREAM_OUTPUT: (ingest.stream.stream_name, "Kinesis stream the producer writes trades to"),
+            STATE_TABLE_OUTPUT: (tables.state_table.table_name, "Latest version of every trade"),
+            DELTA_TABLE_OUTPUT: (tables.delta_table.table_name, "One delta item per map batch"),
+            AGGREGATE_TABLE_OUTPUT: (tables.aggregate_table.table_name, "The aggregates"),
+            QUARANTINE_TABLE_OUTPUT: (tables.quarantine_table.table_name, "Invalid input records"),
+            ARCHIVE_BUCKET_OUTPUT: (archive_bucket.bucket_name, "Audit archive: every delta item, written once"),
         }
         for key, (value, description) in values.items():
             output = CfnOutput(self, key, value=value, description=description)

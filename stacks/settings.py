@@ -20,10 +20,11 @@ from typing import Any, Final, Literal, cast
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_logs as logs
 
+from aggregation.delta_items import DEFAULT_DELTA_TTL_DAYS, MIN_DELTA_TTL_DAYS
 from aggregation.exact import DYNAMODB_MAX_DIGITS
 from aggregation.messages import MAX_HIERARCHY_LEVELS
 from aggregation.names import TOKEN_AND_MARKERS, TOKEN_ONLY
-from aggregation.transactions import DEFAULT_MARKER_TTL_DAYS
+from aggregation.transactions import DEFAULT_MARKER_TTL_DAYS, MIN_MARKER_TTL_DAYS
 from aggregation.value_domain import DEFAULT_VALUE_DOMAIN, ValueDomain
 from planner.model import CapacityMode, TableCapacity
 
@@ -93,7 +94,7 @@ DEFAULT_CONTEXT: Final[Mapping[str, Any]] = {
     "reduceBatchSize": 10,
     "archiveBatchSize": 100,
     "archiveAccessLogRetentionDays": 365,
-    "deltaTtlDays": 7,
+    "deltaTtlDays": DEFAULT_DELTA_TTL_DAYS,
     "markerTtlDays": DEFAULT_MARKER_TTL_DAYS,
     "reduceIdempotency": TOKEN_AND_MARKERS,
     "iteratorAgeAlarmMs": 60000,
@@ -190,11 +191,9 @@ class PipelineSettings:
             # Lambda's limit for DynamoDB stream batches.
             archive_batch_size=_integer(raw, "archiveBatchSize", 1, 10000),
             archive_access_log_retention_days=_integer(raw, "archiveAccessLogRetentionDays", 1, 3653),
-            # Both TTLs must outlive the 24-hour stream retention: a map batch replayed after its
-            # delta item expired would be written (and counted) a second time, and a reduce unit
-            # replayed after its marker expired would be applied twice.
-            delta_ttl_days=_integer(raw, "deltaTtlDays", 2, 365),
-            marker_ttl_days=_integer(raw, "markerTtlDays", 2, 365),
+            # Both TTLs must outlive the 24-hour stream retention (the minimums say why).
+            delta_ttl_days=_integer(raw, "deltaTtlDays", MIN_DELTA_TTL_DAYS, 365),
+            marker_ttl_days=_integer(raw, "markerTtlDays", MIN_MARKER_TTL_DAYS, 365),
             reduce_idempotency=_reduce_idempotency(raw("reduceIdempotency")),
             iterator_age_alarm_ms=_integer(raw, "iteratorAgeAlarmMs", 1000, 7 * 24 * 3600 * 1000),
             log_retention_days=_log_retention_days(raw("logRetentionDays")),

@@ -32,6 +32,15 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from aggregation.names import (
+    AGGREGATE_TABLE_OUTPUT,
+    ARCHIVE_BUCKET_OUTPUT,
+    DELTA_TABLE_OUTPUT,
+    QUARANTINE_TABLE_OUTPUT,
+    STATE_TABLE_OUTPUT,
+    STREAM_OUTPUT,
+)
+
 if TYPE_CHECKING:
     from mypy_boto3_cloudformation import CloudFormationClient
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -44,12 +53,12 @@ DUMMY_CREDENTIAL: Final = "testing"
 """Access key and secret for the emulator, which accepts any."""
 
 STACK_OUTPUT_KEYS: Final = {
-    "StreamName": "stream_name",
-    "StateTableName": "state_table",
-    "DeltaTableName": "delta_table",
-    "AggregateTableName": "aggregate_table",
-    "QuarantineTableName": "quarantine",
-    "ArchiveBucketName": "archive_bucket",
+    STREAM_OUTPUT: "stream_name",
+    STATE_TABLE_OUTPUT: "state_table",
+    DELTA_TABLE_OUTPUT: "delta_table",
+    AGGREGATE_TABLE_OUTPUT: "aggregate_table",
+    QUARANTINE_TABLE_OUTPUT: "quarantine",
+    ARCHIVE_BUCKET_OUTPUT: "archive_bucket",
 }
 """CloudFormation output key (docs/architecture.md) -> key in ``.local/outputs.json`` and field here."""
 

@@ -85,6 +85,17 @@ CONFLICT_REASON_PREFIX: Final = "conflicting duplicate"
 """How the `Reason` of a conflicting duplicate starts (the chaos figures count them by it)."""
 
 
+# -- Stack outputs: the stack declares them, the operator tools and the local deployer read them --
+
+STREAM_OUTPUT: Final = "StreamName"
+STATE_TABLE_OUTPUT: Final = "StateTableName"
+DELTA_TABLE_OUTPUT: Final = "DeltaTableName"
+AGGREGATE_TABLE_OUTPUT: Final = "AggregateTableName"
+QUARANTINE_TABLE_OUTPUT: Final = "QuarantineTableName"
+ARCHIVE_BUCKET_OUTPUT: Final = "ArchiveBucketName"
+"""CloudFormation output keys (logical IDs pinned by the stack): what a client looks the pipeline up by."""
+
+
 # -- Archive bucket layout (the bucket policy's prefixes are the function's keys) --
 
 DELTA_PREFIX: Final = "deltas/"

@@ -53,6 +53,11 @@ DEFAULT_MARKER_TTL_DAYS = 7
 `MARKER_TTL_DAYS`, `audit rebuild --marker-ttl-days`): far beyond the 24-hour stream
 retention, so no replay of the delta item outlives its markers."""
 
+MIN_MARKER_TTL_DAYS = 2
+"""The shortest marker TTL accepted: a unit replayed after its marker expired would be applied
+twice, and a replay is possible for 24 hours after the delta item's stream record, which is
+written a little after its `CreatedAt`: a whole day beyond that keeps the margin obvious."""
+
 
 @dataclass(frozen=True)
 class DeltaBatch:

@@ -32,6 +32,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.exceptions import ClientError
 
 from aggregation.delta_items import (
+    DEFAULT_DELTA_TTL_DAYS,
     FIRST_SEQUENCE_NUMBER,
     LAST_SEQUENCE_NUMBER,
     STREAM_SHARD,
@@ -59,7 +60,6 @@ from function_support.faults import FailurePoint, maybe_inject_failure
 from function_support.settings import hierarchy_levels, required_setting, ttl_seconds
 
 STAGE = "MAP"
-DEFAULT_DELTA_TTL_DAYS = 7
 SERVICE = MAP_SERVICE
 MAX_COVERAGE_READS = 5
 """Coverage is read again after each put another writer beat; more than a few rounds means

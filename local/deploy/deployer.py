@@ -38,6 +38,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
+from aggregation.names import AGGREGATE_TABLE_OUTPUT, DELTA_TABLE_OUTPUT, STATE_TABLE_OUTPUT, STREAM_OUTPUT
 from local.paths import REPO_ROOT
 from toolkit.pipeline import DUMMY_CREDENTIAL, STACK_OUTPUT_KEYS
 
@@ -71,7 +72,7 @@ OUTPUT_KEYS_TO_LOCAL_NAMES: Mapping[str, str] = STACK_OUTPUT_KEYS
 """Stack output key (docs/architecture.md) -> key in `.local/outputs.json` (docs/design.md,
 "Local runtime"), as the tools read it."""
 
-REQUIRED_OUTPUT_KEYS = ("StreamName", "StateTableName", "DeltaTableName", "AggregateTableName")
+REQUIRED_OUTPUT_KEYS = (STREAM_OUTPUT, STATE_TABLE_OUTPUT, DELTA_TABLE_OUTPUT, AGGREGATE_TABLE_OUTPUT)
 
 SOURCES_THAT_SHAPE_THE_TEMPLATE = ("app.py", "cdk.json", "stacks", "lambdas")
 """What `cdk synth` reads: `cdk.out/` older than any of these is stale."""

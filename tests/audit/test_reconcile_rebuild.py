@@ -240,7 +240,7 @@ def test_rebuild_restores_a_wiped_table_exactly_and_idempotently(
     [
         [],
         ["reconcile", "--outputs", "missing.json"],
-        ["rebuild", "--marker-ttl-days", "0"],
+        ["rebuild", "--marker-ttl-days", "1"],
         ["reconcile", "--outputs", "x", "--stack-name", "y"],
         ["reconcile", "--ledger"],
     ],
