@@ -125,7 +125,7 @@ def add_chaos_parser(commands: Any) -> None:
         "--drain-timeout",
         type=bounded(float, 1, None),
         default=defaults.drain_timeout_seconds,
-        help=f"seconds per run (default {defaults.drain_timeout_seconds:g})",
+        help=f"seconds without a completed record before a run fails (default {defaults.drain_timeout_seconds:g})",
     )
 
 

@@ -37,6 +37,7 @@ from local.scenarios.chaos.figures import (
     add_function_counters,
     discrepancies,
     emulator_fault_figures,
+    records_processed,
     stage_of,
 )
 from local.scenarios.chaos.report import control_caught, figures_table, quarantine_matches, run_passed
@@ -63,6 +64,7 @@ __all__ = [
     "emulator_fault_figures",
     "figures_table",
     "quarantine_matches",
+    "records_processed",
     "run_chaos",
     "run_passed",
     "run_pipeline",

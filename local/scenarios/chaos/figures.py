@@ -199,6 +199,6 @@ class RunFigures:
         return self.sent.counts if self.sent else LedgerCounts()
 
 
-def state_records_processed(functions: Mapping[str, Mapping[str, Any]]) -> int:
-    """Kinesis records the state function completed (replays after a failure or a kill included)."""
-    return sum(int(c.get("records_processed", 0)) for name, c in functions.items() if stage_of(name) == "state")
+def records_processed(functions: Mapping[str, Mapping[str, Any]], stage: str | None = None) -> int:
+    """Records the functions of `stage` (every stage: None) completed, replays after a failure or a kill included."""
+    return sum(int(c.get("records_processed", 0)) for name, c in functions.items() if stage in (None, stage_of(name)))

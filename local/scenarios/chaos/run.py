@@ -19,8 +19,8 @@ from local.scenarios.chaos.figures import (
     RunFigures,
     count_quarantine,
     emulator_fault_figures,
+    records_processed,
     report_discrepancies,
-    state_records_processed,
 )
 from local.scenarios.chaos.kills import KILL_WAIT_FOR_BATCH_SECONDS, RunnerRestarts, kill_plan
 from local.scenarios.chaos.report import control_caught, figures_table, run_passed
@@ -120,11 +120,15 @@ def _send_and_drain(
     sender.start()
     kills = kill_plan(settings)
     kill_points = [count * (index + 1) / (len(kills) + 1) for index in range(len(kills))]
-    deadline = time.monotonic() + settings.drain_timeout_seconds
+    # A stall, not a slow run, is a failure: the limit counts from the last record any function completed.
     last_line = 0.0
+    progress, progress_at = -1, time.monotonic()
     while True:
         stats = restarts.stats()
-        processed = state_records_processed(figures.functions) + state_records_processed(stats.get("functions", {}))
+        lives = (figures.functions, stats.get("functions", {}))  # earlier runner lives, this one
+        processed = sum(records_processed(functions, "state") for functions in lives)
+        if (completed := sum(records_processed(functions) for functions in lives)) != progress:
+            progress, progress_at = completed, time.monotonic()
         if kill_points and processed >= kill_points[0]:
             kill_points.pop(0)
             victim = kills.pop(0)
@@ -144,8 +148,11 @@ def _send_and_drain(
             raise ChaosError(f"the producer failed: {outcome[0]}")
         if sent and not kill_points and restarts.drained():
             break
-        if time.monotonic() > deadline:
-            raise ChaosError(f"the pipeline did not drain within {settings.drain_timeout_seconds:.0f} s")
+        if time.monotonic() - progress_at > settings.drain_timeout_seconds:
+            raise ChaosError(
+                f"the pipeline completed no record for {settings.drain_timeout_seconds:.0f} s "
+                f"({processed:,} of {count:,} state records processed)"
+            )
         now = time.monotonic()
         if now - last_line >= 10:
             last_line = now

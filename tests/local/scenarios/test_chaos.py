@@ -104,6 +104,18 @@ def test_function_counters_add_up_over_runner_lives() -> None:
     assert chaos.stage_of("Stack-MapFunction1") == "map"
 
 
+def test_progress_counts_records_of_every_stage_and_the_state_figure_only_its_own() -> None:
+    functions = {
+        "Stack-StateStateFunction1": {"records_processed": 100},
+        "Stack-MapMapFunction2": {"records_processed": 85},
+        "Stack-ReduceReduceFunction3": {"records_processed": 2},
+        "Stack-ArchiveFunction4": {"records_processed": 2},
+    }
+    assert chaos.records_processed(functions) == 189
+    assert chaos.records_processed(functions, "state") == 100
+    assert chaos.records_processed({}, "state") == 0
+
+
 def test_the_default_settings_meet_issue_6() -> None:
     settings = chaos.ChaosSettings()
     assert settings.count >= 20_000
