@@ -29,6 +29,8 @@ RECORD_COUNT = "RecordCount"
 PRODUCER_TIMESTAMPS = "ProducerTimestamps"
 CREATED_AT = "CreatedAt"
 WRITTEN_BY_REQUEST_ID = "WrittenByRequestId"
+"""Added to the item by the map function: the Lambda request id of the invocation that wrote it."""
+# `ExpiresAt` (the TTL) and a node's `Value` and `TradeCount`: `aggregation.names`.
 
 DEFAULT_DELTA_TTL_DAYS = 7
 """How long a delta item is kept unless configured (`deltaTtlDays`, `DELTA_TTL_DAYS`)."""
@@ -36,8 +38,6 @@ DEFAULT_DELTA_TTL_DAYS = 7
 MIN_DELTA_TTL_DAYS = 2
 """The shortest delta TTL accepted: a map batch replayed (from the 24-hour StateTable stream)
 after its delta item expired would find no coverage and be written, and counted, again."""
-"""Added to the item by the map function: the Lambda request id of the invocation that wrote it."""
-# `ExpiresAt` (the TTL) and a node's `Value` and `TradeCount`: `aggregation.names`.
 
 
 @dataclass(frozen=True)
