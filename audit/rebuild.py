@@ -32,14 +32,18 @@ from aggregation.deltas import NodeDelta
 from aggregation.exact import dynamodb_number
 from aggregation.names import (
     AGGREGATE_KEY,
-    EXPIRES_AT,
-    MARKER_PREFIX,
     MESSAGES_APPLIED,
     NODE_TRADE_COUNT,
     NODE_VALUE,
     STATS_KEY,
 )
-from aggregation.transactions import DEFAULT_MARKER_TTL_DAYS, DeltaBatch, marker_expires_at, split_into_units
+from aggregation.transactions import (
+    DEFAULT_MARKER_TTL_DAYS,
+    DeltaBatch,
+    marker_expires_at,
+    marker_item,
+    split_into_units,
+)
 from audit.aggregate_table import AggregateTableContents, read_aggregate_table
 from audit.archive_reader import ArchiveContents, read_archive
 from audit.targets import AuditError, AuditTarget
@@ -129,8 +133,7 @@ def apply_rebuild(dynamodb: DynamoDBClient, table: str, plan: RebuildPlan) -> No
     ]
     requests += [{"DeleteRequest": {"Key": {AGGREGATE_KEY: {"S": key}}}} for key in plan.stale_nodes]
     requests += [
-        {"PutRequest": {"Item": {AGGREGATE_KEY: {"S": MARKER_PREFIX + marker_id}, EXPIRES_AT: {"N": str(expires_at)}}}}
-        for marker_id, expires_at in plan.markers.items()
+        {"PutRequest": {"Item": marker_item(marker_id, expires_at)}} for marker_id, expires_at in plan.markers.items()
     ]
     _batch_write(dynamodb, table, requests)
     dynamodb.update_item(

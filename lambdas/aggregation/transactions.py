@@ -30,9 +30,10 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import Any
 
 from aggregation.deltas import NodeDelta, add_deltas
-from aggregation.names import marker_id
+from aggregation.names import AGGREGATE_KEY, EXPIRES_AT, MARKER_PREFIX, marker_id
 
 MAX_TRANSACTION_ACTIONS = 100
 # One action of every transaction updates the `#stats` item, one writes a marker.
@@ -107,6 +108,16 @@ def marker_expires_at(created_at: int, ttl_seconds: int) -> int:
     and `audit rebuild` recreates the very marker the reduce stage wrote.
     """
     return created_at + ttl_seconds
+
+
+def marker_key(marker_id: str) -> dict[str, Any]:
+    """A unit's marker's key in the AggregateTable (DynamoDB JSON)."""
+    return {AGGREGATE_KEY: {"S": MARKER_PREFIX + marker_id}}
+
+
+def marker_item(marker_id: str, expires_at: int) -> dict[str, Any]:
+    """A unit's marker as the reduce stage puts it and `audit rebuild` recreates it (DynamoDB JSON)."""
+    return marker_key(marker_id) | {EXPIRES_AT: {"N": str(expires_at)}}
 
 
 def node_group(aggregate_key: str, node_groups: int = NODE_GROUPS) -> int:

@@ -41,7 +41,6 @@ from aggregation.deltas import NodeDelta
 from aggregation.exact import dynamodb_number, exact_difference
 from aggregation.names import (
     AGGREGATE_KEY,
-    EXPIRES_AT,
     LAST_LATENCY_MAX_SECONDS,
     LAST_LATENCY_MEAN_SECONDS,
     LAST_UPDATED,
@@ -59,6 +58,8 @@ from aggregation.transactions import (
     DeltaUnit,
     PlannedTransaction,
     marker_expires_at,
+    marker_item,
+    marker_key,
     plan_transactions,
     split_into_units,
 )
@@ -136,10 +137,6 @@ def stats_update(table: str, record_count: int) -> dict[str, Any]:
     }
 
 
-def marker_key(marker_id: str) -> dict[str, Any]:
-    return {AGGREGATE_KEY: {"S": MARKER_PREFIX + marker_id}}
-
-
 def transaction_items(
     plan: PlannedTransaction, table: str, mode: IdempotencyMode, marker_ttl: int
 ) -> list[dict[str, Any]]:
@@ -156,8 +153,7 @@ def transaction_items(
             {
                 "Put": {
                     "TableName": table,
-                    "Item": marker_key(unit.marker_id)
-                    | {EXPIRES_AT: {"N": str(marker_expires_at(unit.created_at, marker_ttl))}},
+                    "Item": marker_item(unit.marker_id, marker_expires_at(unit.created_at, marker_ttl)),
                     "ConditionExpression": f"attribute_not_exists({AGGREGATE_KEY})",
                 }
             }
