@@ -458,23 +458,19 @@ def _deployed_template_body(cloudformation: Any, stack_name: str) -> str | None:
 def deploy_stack(cloudformation: Any, assembly: CloudAssembly, parameters: Iterable[Mapping[str, str]] = ()) -> str:
     """Create the stack, or update it when its template changed; returns what was done."""
     deployed = _deployed_template_body(cloudformation, assembly.stack_name)
-    if deployed is None:
-        cloudformation.create_stack(
-            StackName=assembly.stack_name,
-            TemplateBody=assembly.template_body,
-            Parameters=list(parameters),
-            Capabilities=["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM", "CAPABILITY_AUTO_EXPAND"],
-        )
-        action = "created"
-    elif deployed.strip() == assembly.template_body.strip():
+    if deployed is not None and deployed.strip() == assembly.template_body.strip():
         return "unchanged"
+    stack = {
+        "StackName": assembly.stack_name,
+        "TemplateBody": assembly.template_body,
+        "Parameters": list(parameters),
+        "Capabilities": ["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM", "CAPABILITY_AUTO_EXPAND"],
+    }
+    if deployed is None:
+        cloudformation.create_stack(**stack)
+        action = "created"
     else:
-        cloudformation.update_stack(
-            StackName=assembly.stack_name,
-            TemplateBody=assembly.template_body,
-            Parameters=list(parameters),
-            Capabilities=["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM", "CAPABILITY_AUTO_EXPAND"],
-        )
+        cloudformation.update_stack(**stack)
         action = "updated"
     status = _wait_for_stack(cloudformation, assembly.stack_name)
     if status not in ("CREATE_COMPLETE", "UPDATE_COMPLETE"):
