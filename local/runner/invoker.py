@@ -23,7 +23,7 @@ from local.runner.stats import RunnerStats
 log = logging.getLogger(__name__)
 
 FAULT_INJECTION_PREFIX = "FAILURE_"
-FAULT_INJECTION_SUFFIX = "_PCT"
+FAULT_INJECTION_SUFFIXES = ("_PCT", "_FIRST")
 REDUCE_IDEMPOTENCY_VARIABLE = "REDUCE_IDEMPOTENCY"
 """Also overridable locally: the chaos command's negative control runs the reduce function with
 `unsafe-add`, a mode the CDK settings refuse, so only the local runtime can ever set it."""
@@ -32,7 +32,7 @@ INJECTED_FAILURE_ERROR_TYPE = "InjectedFailure"
 
 
 def fault_injection_overrides(environ: Mapping[str, str]) -> dict[str, str]:
-    """The caller's `FAILURE_*_PCT` (and `REDUCE_IDEMPOTENCY`) variables: locally they win.
+    """The caller's `FAILURE_*_PCT`, `FAILURE_*_FIRST` (and `REDUCE_IDEMPOTENCY`) variables: locally they win.
 
     In AWS they are set through `cdk.json` context at deploy time; `make up` / `make demo`
     take them from the caller's shell instead (docs/design.md, "Fault injection").
@@ -40,7 +40,7 @@ def fault_injection_overrides(environ: Mapping[str, str]) -> dict[str, str]:
     return {
         name: value
         for name, value in environ.items()
-        if (name.startswith(FAULT_INJECTION_PREFIX) and name.endswith(FAULT_INJECTION_SUFFIX))
+        if (name.startswith(FAULT_INJECTION_PREFIX) and name.endswith(FAULT_INJECTION_SUFFIXES))
         or name == REDUCE_IDEMPOTENCY_VARIABLE
     }
 
@@ -48,12 +48,13 @@ def fault_injection_overrides(environ: Mapping[str, str]) -> dict[str, str]:
 def injected_failure_point(error: Mapping[str, Any] | None) -> str | None:
     """`before_write` / `after_write` when an invocation failed by fault injection, else None.
 
-    The message names the variable that fired (`FAILURE_MAP_LAMBDA_AFTER_WRITE_PCT=6`), which
-    tells the two points apart; the chaos command reports them per stage.
+    The message names the variable that fired (`FAILURE_MAP_LAMBDA_AFTER_WRITE_PCT=6`,
+    `FAILURE_REDUCE_LAMBDA_AFTER_WRITE_FIRST=1`), which tells the two points apart; the chaos
+    command reports them per stage.
     """
     if not error or error.get("errorType") != INJECTED_FAILURE_ERROR_TYPE:
         return None
-    return "after_write" if "_AFTER_WRITE_PCT" in str(error.get("errorMessage", "")) else "before_write"
+    return "after_write" if "_AFTER_WRITE_" in str(error.get("errorMessage", "")) else "before_write"
 
 
 def function_environment(

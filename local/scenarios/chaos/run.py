@@ -51,6 +51,8 @@ def run_pipeline(
     environment.pop("REDUCE_IDEMPOTENCY", None)
     if reduce_mode is not None:
         environment["REDUCE_IDEMPOTENCY"] = reduce_mode
+    if reduce_mode == UNSAFE_ADD:
+        environment.update(settings.control_environment())
     quiet: Report = lambda _: None  # noqa: E731
     lifecycle.down(paths, report=quiet)  # a fresh emulator: the run's tables hold only this run
     console.print(f"[bold]{label}[/]: starting a fresh runtime (reduce {figures.reduce_mode})")

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from function_support.faults import first_invocations_variable
 from local.emulator.injected_faults import CANCELLED_TOKEN_KEPT, LOST_RESPONSE, THROTTLE
 from local.runner.redelivery import RedeliveryPolicy
 from producer.sender import SendOptions
@@ -97,6 +98,15 @@ class ChaosSettings:
             environment[f"FAILURE_{stage.upper()}_LAMBDA_PCT"] = pct
             environment[f"FAILURE_{stage.upper()}_LAMBDA_AFTER_WRITE_PCT"] = pct
         return environment
+
+    def control_environment(self) -> dict[str, str]:
+        """The negative control's reduce fails after its first commit in every execution environment.
+
+        Random faults alone made the control flaky: a small run could see no reduce invocation
+        fail after its writes, and then even `unsafe-add` comes out exact. With this, the first
+        invocation's retry re-applies what it committed, so the unsafe mode must double count.
+        """
+        return {first_invocations_variable("reduce"): "1"}
 
     def runner_environment(self) -> dict[str, str]:
         """The runner's redelivery policy (`local.runner.redelivery`) for `reshaped_retries`."""

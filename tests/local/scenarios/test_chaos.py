@@ -136,6 +136,12 @@ def test_reduce_transactions_are_cancelled_by_throttles_and_their_tokens_kept() 
     assert chaos.ChaosSettings(reshaped_retries=()).runner_environment() == {}
 
 
+def test_the_control_fails_its_first_reduce_invocation_after_the_commit_and_the_real_run_does_not() -> None:
+    settings = chaos.ChaosSettings()
+    assert settings.control_environment() == {"FAILURE_REDUCE_LAMBDA_AFTER_WRITE_FIRST": "1"}
+    assert not set(settings.control_environment()) & set(settings.function_fault_environment())
+
+
 def test_cli_misuse_is_one_line_and_non_zero(capsys: pytest.CaptureFixture[str]) -> None:
     for argv in (
         ["chaos", "--count", "0"],
@@ -188,5 +194,7 @@ def test_a_small_chaos_run_is_exact_under_real_faults_and_the_unsafe_control_is_
     control = chaos.run_pipeline(
         paths, console, settings, label="control", reduce_mode=UNSAFE_ADD, count=settings.count
     )
+    control_reduce = [c["injected"] for name, c in control.functions.items() if chaos.stage_of(name) == "reduce"]
+    assert sum(injected.get("after_write", 0) for injected in control_reduce) >= 1, "deterministic, not by chance"
     assert chaos.control_caught(control)
     assert control.discrepancies.double_counted
