@@ -93,11 +93,12 @@ def print_rebuild_plan(plan: RebuildPlan, dry_run: bool, console: Console) -> No
     action = "would write" if dry_run else "wrote"
     console.print(
         f"rebuild {action}: {len(plan.nodes)} nodes, {len(plan.markers)} reduce markers, "
-        f"#stats MessagesApplied={plan.messages_applied}; {len(plan.stale_nodes)} nodes absent from the archive "
-        f"{'would be' if dry_run else 'were'} deleted"
+        f"#stats MessagesApplied={plan.messages_applied}; {len(plan.stale_items)} other node items "
+        f"(nodes absent from the archive, other slices, the layout before slices) {'would be' if dry_run else 'were'} "
+        "deleted"
     )
-    for key in plan.stale_nodes[:MAX_DIFFERENCE_ROWS]:
-        console.print(f"  stale node: {key}")
+    for key in plan.stale_items[:MAX_DIFFERENCE_ROWS]:
+        console.print(f"  stale node item: {key}", markup=False, highlight=False)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

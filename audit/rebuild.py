@@ -13,9 +13,11 @@ the same table as running it once:
   expiring when the reduce stage's would: `marker_ttl_days` (default 7, as `markerTtlDays`)
   after the delta item's `CreatedAt` (`aggregation.transactions.marker_expires_at`).
 
-Nodes in the table that no archived delta ever touched are deleted: after a rebuild the
-table's nodes are exactly the archive's. Stop the reduce stage first (disable its event
-source mapping) so that no transaction lands between the read and the writes.
+Each node is written whole into its slice 0 (`aggregation.aggregate_items`); every other node
+item is deleted: the node's other slices, items of the layout before slices, and nodes that no
+archived delta ever touched. After a rebuild the table's nodes are exactly the archive's. Stop
+the reduce stage first (disable its event source mapping) so that no transaction lands between
+the read and the writes.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from boto3.dynamodb.types import TypeSerializer
 
+from aggregation.aggregate_items import node_item_key
 from aggregation.archive import archived_totals
 from aggregation.deltas import NodeDelta
 from aggregation.exact import dynamodb_number
@@ -65,7 +68,8 @@ class RebuildPlan:
     """What the table will hold after the rebuild."""
 
     nodes: dict[str, NodeDelta]
-    stale_nodes: list[str]
+    stale_items: list[str]
+    """Node items the rebuild deletes (`AggregateKey`s): no node, or not the slice it writes."""
     messages_applied: int
     markers: dict[str, int] = field(default_factory=dict)  # marker id -> its expiry (`ExpiresAt`)
 
@@ -97,7 +101,7 @@ def plan_rebuild(
     }
     return RebuildPlan(
         nodes=nodes,
-        stale_nodes=sorted(set(table.nodes) - set(nodes)),
+        stale_items=sorted(set(table.node_item_keys) - {node_item_key(path_key) for path_key in nodes}),
         messages_applied=archive.state_changes,
         markers=dict(sorted(markers.items())),
     )
@@ -118,20 +122,20 @@ def _batch_write(dynamodb: DynamoDBClient, table: str, requests: Sequence[dict[s
 
 
 def apply_rebuild(dynamodb: DynamoDBClient, table: str, plan: RebuildPlan) -> None:
-    """Write the plan: absolute node totals, stale node deletions, markers, `#stats`."""
+    """Write the plan: absolute node totals, stale node item deletions, markers, `#stats`."""
     requests: list[dict[str, Any]] = [
         {
             "PutRequest": {
                 "Item": {
-                    AGGREGATE_KEY: {"S": key},
+                    AGGREGATE_KEY: {"S": node_item_key(path_key)},
                     NODE_VALUE: _serializer.serialize(dynamodb_number(node.value)),
                     NODE_TRADE_COUNT: _serializer.serialize(node.trade_count),
                 }
             }
         }
-        for key, node in sorted(plan.nodes.items())
+        for path_key, node in sorted(plan.nodes.items())
     ]
-    requests += [{"DeleteRequest": {"Key": {AGGREGATE_KEY: {"S": key}}}} for key in plan.stale_nodes]
+    requests += [{"DeleteRequest": {"Key": {AGGREGATE_KEY: {"S": key}}}} for key in plan.stale_items]
     requests += [
         {"PutRequest": {"Item": marker_item(marker_id, expires_at)}} for marker_id, expires_at in plan.markers.items()
     ]

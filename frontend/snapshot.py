@@ -23,7 +23,6 @@ from decimal import Decimal
 from typing import Literal
 
 from aggregation.hierarchy import KEY_SEPARATOR
-from aggregation.names import BOOKKEEPING_PREFIX
 from frontend.formatting import format_count, format_decimal
 from toolkit.ledger import ZERO_TOTALS, NodeTotals, differing_keys, node_keys
 
@@ -85,13 +84,12 @@ def build_tree(nodes: Mapping[str, NodeTotals]) -> tuple[TreeNode, ...]:
     """The hierarchy rooted at the top level, children sorted by name.
 
     Keys are the level values joined by ``:`` (``Delta:FXSpot:AMER``); the
-    parent of a key is the key without its last level. Bookkeeping keys
-    (``#…``) are not part of the hierarchy and are skipped.
+    parent of a key is the key without its last level. Every key is a node: the
+    table reader has already left the bookkeeping items out
+    (``aggregation.aggregate_items``), so a level value such as ``#1 desk`` shows.
     """
     children_of: dict[str, set[str]] = {"": set()}
     for key in nodes:
-        if key.startswith(BOOKKEEPING_PREFIX):
-            continue
         child = key
         while True:
             parent, separator, _ = child.rpartition(KEY_SEPARATOR)
@@ -394,7 +392,7 @@ class SnapshotBuilder:
             generated_at=now,
             tree=tree,
             grand_total=sum_totals(node.totals for node in tree),
-            node_count=sum(1 for key in reading.nodes if not key.startswith(BOOKKEEPING_PREFIX)),
+            node_count=len(reading.nodes),
             stats=reading.stats,
             applied_per_second=self._history.applied_per_second(),
             latency=self._history.latency(now),

@@ -1,4 +1,5 @@
-"""Reading the AggregateTable: hierarchy nodes and ``#stats``, never the ``#applied#`` markers.
+"""Reading the AggregateTable: hierarchy nodes (the sums of their slices) and ``#stats``, never the
+``#applied#`` markers.
 
 The table also holds one ``#applied#…`` marker per applied delta unit (kept
 for days), so under a long load test markers vastly outnumber nodes. A scan
@@ -18,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 from boto3.dynamodb.conditions import Attr
 from botocore.exceptions import BotoCoreError, ClientError
 
+from aggregation.aggregate_items import node_path_of, sum_node_slices
 from aggregation.names import (
     AGGREGATE_KEY,
-    BOOKKEEPING_PREFIX,
     LAST_LATENCY_MAX_SECONDS,
     LAST_LATENCY_MEAN_SECONDS,
     LAST_UPDATED,
@@ -41,7 +42,7 @@ _BATCH_GET_LIMIT = 100
 
 
 def parse_item(item: Mapping[str, Any]) -> tuple[str, NodeTotals | StatsRecord | None]:
-    """One table item as the dashboard sees it: a node, the stats, or nothing (other bookkeeping).
+    """One table item as the dashboard sees it: a slice of a node, the stats, or nothing (other bookkeeping).
 
     boto3's resource layer already turns DynamoDB numbers into exact
     ``Decimal``; values stay that way. Only latency and timestamps become floats.
@@ -54,7 +55,7 @@ def parse_item(item: Mapping[str, Any]) -> tuple[str, NodeTotals | StatsRecord |
             latency_mean_seconds=_seconds(item.get(LAST_LATENCY_MEAN_SECONDS)),
             latency_max_seconds=_seconds(item.get(LAST_LATENCY_MAX_SECONDS)),
         )
-    if key.startswith(BOOKKEEPING_PREFIX):
+    if node_path_of(key) is None:
         return key, None
     value = item.get(NODE_VALUE, Decimal(0))
     if not isinstance(value, Decimal):
@@ -122,16 +123,16 @@ class AggregateTableReader:
                 break
             arguments["ExclusiveStartKey"] = page["LastEvaluatedKey"]
         self.full_scans += 1
-        reading = _reading_from(items)
+        reading, node_item_keys = _reading_from(items)
         if scanned >= self._large_table_items:
-            self._known_keys = sorted(reading.nodes)
+            self._known_keys = node_item_keys
             self._scanned_at = self._clock()
         else:
             self._known_keys = None  # small table: a scan is the cheapest way to see everything
         return reading
 
     def _get_known(self) -> TableReading:
-        """The nodes found by the last scan, plus ``#stats``, by key."""
+        """The node items (slices) found by the last scan, plus ``#stats``, by key."""
         keys = [STATS_KEY, *(self._known_keys or [])]
         items: list[dict[str, Any]] = []
         for start in range(0, len(keys), _BATCH_GET_LIMIT):
@@ -144,16 +145,20 @@ class AggregateTableReader:
                 request = dict(response.get("UnprocessedKeys") or {})
                 if request:
                     time.sleep(0.05)  # throttled: back off briefly before asking for the rest
-        return _reading_from(items)
+        return _reading_from(items)[0]
 
 
-def _reading_from(items: list[dict[str, Any]]) -> TableReading:
-    nodes: dict[str, NodeTotals] = {}
+def _reading_from(items: list[dict[str, Any]]) -> tuple[TableReading, list[str]]:
+    """The reading (each node the sum of its slices) and the keys of the node items read, sorted."""
+    slices: list[tuple[str, Decimal, int]] = []
     stats: StatsRecord | None = None
     for item in items:
         key, parsed = parse_item(item)
         if isinstance(parsed, NodeTotals):
-            nodes[key] = parsed
+            slices.append((key, parsed.value, parsed.trade_count))
         elif isinstance(parsed, StatsRecord):
             stats = parsed
-    return TableReading(nodes, stats)
+    nodes = {
+        path_key: NodeTotals(total.value, total.trade_count) for path_key, total in sum_node_slices(slices).items()
+    }
+    return TableReading(nodes, stats), sorted(key for key, _, _ in slices)

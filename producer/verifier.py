@@ -22,9 +22,11 @@ from pathlib import Path
 from random import Random
 from typing import TYPE_CHECKING, Protocol, cast
 
+from aggregation.aggregate_items import sum_node_slices
+from aggregation.names import BOOKKEEPING_PREFIX
 from producer.ledger import Ledger, LedgerCounts
 from producer.model import AggregateNode, TradeState
-from toolkit.ledger import BOOKKEEPING_PREFIX, DEFAULT_LEDGER_PATH, differing_keys, node_keys
+from toolkit.ledger import DEFAULT_LEDGER_PATH, differing_keys, node_keys
 from toolkit.pipeline import PipelineTarget
 
 if TYPE_CHECKING:
@@ -78,14 +80,14 @@ class AggregateComparison:
 def compare_aggregates(
     expected: Mapping[str, AggregateNode], actual: Mapping[str, AggregateNode]
 ) -> AggregateComparison:
-    """Compare node totals exactly (`toolkit.ledger`'s rule). Bookkeeping keys (``#…``) and empty nodes are ignored."""
+    """Compare node totals exactly (`toolkit.ledger`'s rule), node path by node path. Empty nodes are ignored."""
     wanted, found = _nodes(expected), _nodes(actual)
     mismatches = tuple(NodeMismatch(key, wanted.get(key), found.get(key)) for key in differing_keys(wanted, found))
     return AggregateComparison(mismatches, len(wanted), len(found), len(node_keys(wanted, found)) - len(mismatches))
 
 
 def _nodes(nodes: Mapping[str, AggregateNode]) -> dict[str, AggregateNode]:
-    return {key: node for key, node in nodes.items() if not key.startswith(BOOKKEEPING_PREFIX) and not node.is_empty}
+    return {key: node for key, node in nodes.items() if not node.is_empty}
 
 
 @dataclass(frozen=True)
@@ -159,8 +161,12 @@ def _number(attribute: Mapping[str, object] | None, default: str = "0") -> Decim
 
 
 def read_aggregate_table(client: DynamoDBClient, table: str) -> AggregateSnapshot:
-    """Every node (bookkeeping items filtered out server-side) plus ``#stats``."""
-    nodes: dict[str, AggregateNode] = {}
+    """Every node, the sum of its slices (bookkeeping items filtered out server-side), plus ``#stats``.
+
+    The table's key layout is decoded by the domain's one reader (``aggregation.aggregate_items``):
+    reading what the pipeline wrote, not computing what it should hold, which stays the ledger's.
+    """
+    slices: list[tuple[str, Decimal, int]] = []
     paginator = client.get_paginator("scan")
     pages = paginator.paginate(
         TableName=table,
@@ -171,12 +177,11 @@ def read_aggregate_table(client: DynamoDBClient, table: str) -> AggregateSnapsho
     )
     for page in pages:
         for item in page.get("Items", []):
-            key = item["AggregateKey"]["S"]
-            if key.startswith(BOOKKEEPING_PREFIX):
-                continue
-            nodes[key] = AggregateNode(
-                value=_number(item.get("Value")), trade_count=int(_number(item.get("TradeCount")))
-            )
+            slices.append((item["AggregateKey"]["S"], _number(item.get("Value")), int(_number(item.get("TradeCount")))))
+    nodes = {
+        path_key: AggregateNode(value=total.value, trade_count=total.trade_count)
+        for path_key, total in sum_node_slices(slices).items()
+    }
     stats = client.get_item(TableName=table, Key={"AggregateKey": {"S": STATS_KEY}}, ConsistentRead=True)
     applied_attribute = stats.get("Item", {}).get("MessagesApplied")
     applied = int(_number(applied_attribute)) if applied_attribute else None

@@ -5,7 +5,9 @@ trades and counts it merges runs with. The dashboard's badge, ``python -m audit
 reconcile`` and the verifier only need the expected totals per node, and all compare them
 with the same rule: Decimal equality of ``Value``, integer equality of ``TradeCount``, a
 node absent on one side equal to a node at zero (the table keeps the item of a node
-every trade has left, the ledger does not list it), ``#`` bookkeeping keys never nodes.
+every trade has left, the ledger does not list it). Every key compared is a node path: the
+readers of the aggregate table leave its bookkeeping items out, so a level value such as
+``#1 desk`` is compared like any other.
 
 Nothing here imports the pipeline's code: the ground truth must not share a bug with
 what it checks.
@@ -22,9 +24,6 @@ from typing import Final, Protocol
 
 DEFAULT_LEDGER_PATH: Final = Path(".local/ledger.json")
 """Where ``python -m producer send`` writes the ledger unless told otherwise."""
-
-BOOKKEEPING_PREFIX: Final = "#"
-"""Aggregate-table (and ledger) keys starting with this are bookkeeping, not hierarchy nodes."""
 
 
 class Totals(Protocol):
@@ -53,8 +52,8 @@ class LedgerError(Exception):
 
 
 def node_keys(*sides: Iterable[str]) -> list[str]:
-    """Every hierarchy node named on any side, sorted; bookkeeping keys left out."""
-    return sorted({key for side in sides for key in side if not key.startswith(BOOKKEEPING_PREFIX)})
+    """Every hierarchy node named on any side, sorted."""
+    return sorted({key for side in sides for key in side})
 
 
 def same_totals(left: Totals | None, right: Totals | None) -> bool:
@@ -78,7 +77,8 @@ def load_ledger(path: Path) -> dict[str, NodeTotals]:
     key as ``AggregateKey``/``key``; values may be decimal strings or JSON numbers (parsed
     as exact decimals, never floats); counts may be integers or integer strings; field
     names may be ``Value``/``value`` and ``TradeCount``/``trade_count``/``tradeCount``/
-    ``count``. Bookkeeping keys (``#…``) and unrelated top-level fields are ignored.
+    ``count``. Unrelated top-level fields are ignored; every entry of the map is a node, whatever
+    its key starts with.
     """
     try:
         text = path.read_text(encoding="utf-8")
@@ -91,8 +91,6 @@ def load_ledger(path: Path) -> dict[str, NodeTotals]:
     entries, whole_document = _entries(document, path)
     nodes: dict[str, NodeTotals] = {}
     for key, entry in entries:
-        if key.startswith(BOOKKEEPING_PREFIX):
-            continue
         if not isinstance(entry, dict):
             if whole_document:
                 continue  # a top-level field of a document without an aggregates map

@@ -36,6 +36,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.exceptions import ClientError
 
 from aggregation import names
+from aggregation.aggregate_items import node_item_key
 from aggregation.delta_items import decode_delta_batch
 from aggregation.deltas import NodeDelta
 from aggregation.exact import dynamodb_number, exact_difference
@@ -112,11 +113,12 @@ def _latency_seconds(timestamps: Sequence[Decimal], now: Decimal) -> tuple[Decim
     return mean.quantize(Decimal("0.001")), max(latencies).quantize(Decimal("0.001"))
 
 
-def node_update(table: str, key: str, delta: NodeDelta) -> dict[str, Any]:
-    """The atomic ADD of one node's delta (a transaction's Update, or an `update_item` call)."""
+def node_update(table: str, path_key: str, delta: NodeDelta) -> dict[str, Any]:
+    """The atomic ADD of one node's delta (a transaction's Update, or an `update_item` call),
+    to the node's slice 0 in the table's node key space (`aggregation.aggregate_items`)."""
     return {
         "TableName": table,
-        "Key": {AGGREGATE_KEY: {"S": key}},
+        "Key": {AGGREGATE_KEY: {"S": node_item_key(path_key)}},
         "UpdateExpression": "ADD #value :value, #count :count",
         "ExpressionAttributeNames": {"#value": NODE_VALUE, "#count": NODE_TRADE_COUNT},
         "ExpressionAttributeValues": {

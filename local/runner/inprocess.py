@@ -18,10 +18,10 @@ from typing import Any
 
 import boto3
 
+from aggregation.aggregate_items import sum_node_slices
 from aggregation.delta_items import FIRST_SEQUENCE_NUMBER, STREAM_SHARD
 from aggregation.names import (
     AGGREGATE_KEY,
-    BOOKKEEPING_PREFIX,
     NODE_TRADE_COUNT,
     NODE_VALUE,
     QUARANTINE_RECORD_ID,
@@ -162,11 +162,12 @@ class Pipeline:
         return [{k: aws.deserializer.deserialize(v) for k, v in item.items()} for item in items]
 
     def aggregates(self) -> dict[str, tuple[Decimal, int]]:
-        return {
-            item[AGGREGATE_KEY]: (item[NODE_VALUE], int(item[NODE_TRADE_COUNT]))
+        """Each node path's totals, the sum of its slices."""
+        slices = [
+            (item[AGGREGATE_KEY], item.get(NODE_VALUE, Decimal(0)), int(item.get(NODE_TRADE_COUNT, 0)))
             for item in self.scan("aggregate")
-            if not item[AGGREGATE_KEY].startswith(BOOKKEEPING_PREFIX)
-        }
+        ]
+        return {path_key: (total.value, total.trade_count) for path_key, total in sum_node_slices(slices).items()}
 
     def stats(self) -> dict[str, Any]:
         return next(item for item in self.scan("aggregate") if item[AGGREGATE_KEY] == STATS_KEY)

@@ -205,7 +205,7 @@ def test_rebuild_restores_a_wiped_table_exactly_and_idempotently(
     )
 
     plan = rebuild(run.target)
-    assert plan.stale_nodes == ["Bogus"]
+    assert plan.stale_items == ["Bogus"]
     assert nonzero(aggregate_nodes(run)) == expected
     assert run.pipeline.stats()["MessagesApplied"] == before
     # Each marker expires 7 days (the default TTL) after its delta item's CreatedAt, exactly

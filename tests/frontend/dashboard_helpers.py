@@ -8,6 +8,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from aggregation.aggregate_items import node_item_key
 from frontend.ledger import LedgerWatcher
 from frontend.snapshot import SnapshotBuilder, StatsHistory
 from frontend.table_reader import AggregateTableReader
@@ -22,8 +23,8 @@ HOSTILE_NAME = "<img src=x onerror=alert(1)>"
 
 
 def put_node(table: Table, key: str, value: str, trade_count: int) -> None:
-    """Writes one hierarchy node as the reduce stage does."""
-    table.put_item(Item={"AggregateKey": key, "Value": Decimal(value), "TradeCount": trade_count})
+    """Writes one hierarchy node as the reduce stage does: into its slice 0."""
+    table.put_item(Item={"AggregateKey": node_item_key(key), "Value": Decimal(value), "TradeCount": trade_count})
 
 
 def put_leaf_with_parents(table: Table, leaf_key: str, value: str, trade_count: int) -> None:

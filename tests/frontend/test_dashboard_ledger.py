@@ -26,14 +26,15 @@ def test_producer_format_decimal_strings_and_integer_or_string_counts(tmp_path: 
                 "aggregates": {
                     "Delta": {"Value": "1234567.891234", "TradeCount": 2},
                     "Delta:FXSpot": {"Value": "12345678901234567890.123456789012345678", "TradeCount": "7"},
-                    "#stats": {"Value": "0", "TradeCount": 0},
+                    "#1 desk": {"Value": "0.5", "TradeCount": 1},
                 },
             }
         )
     )
-    assert load_ledger(path) == {
+    assert load_ledger(path) == {  # every key of the map is a node, `#…` ones too
         "Delta": totals("1234567.891234", 2),
         "Delta:FXSpot": totals("12345678901234567890.123456789012345678", 7),
+        "#1 desk": totals("0.5", 1),
     }
 
 

@@ -27,7 +27,7 @@ def shape(nodes: tuple[TreeNode, ...]) -> list[object]:
     return [(node.key, node.name, node.depth, shape(node.children)) for node in nodes]
 
 
-def test_tree_nests_keys_by_level_sorted_and_skips_bookkeeping() -> None:
+def test_tree_nests_keys_by_level_sorted_and_a_level_value_starting_with_hash_is_a_node() -> None:
     nodes = {
         "Vega": totals("1", 1),
         "Delta:FXSpot:EMEA": totals("2", 1),
@@ -35,11 +35,11 @@ def test_tree_nests_keys_by_level_sorted_and_skips_bookkeeping() -> None:
         "Delta:FXSpot": totals("5", 2),
         "Delta:FXSpot:AMER": totals("3", 1),
         "Vega:Rates": totals("1", 1),
-        "#stats": totals("0", 0),
-        "#applied#abc": totals("0", 0),
+        "#1 desk": totals("4", 1),
     }
     tree = build_tree(nodes)
     assert shape(tree) == [
+        ("#1 desk", "#1 desk", 0, []),
         (
             "Delta",
             "Delta",
@@ -55,7 +55,7 @@ def test_tree_nests_keys_by_level_sorted_and_skips_bookkeeping() -> None:
         ),
         ("Vega", "Vega", 0, [("Vega:Rates", "Rates", 1, [])]),
     ]
-    assert tree[0].totals == totals("5", 2)
+    assert tree[1].totals == totals("5", 2)
 
 
 def test_tree_keeps_a_parent_without_its_own_item_and_hostile_names_verbatim() -> None:
@@ -136,10 +136,10 @@ def test_a_cleared_table_restarts_the_history() -> None:
 
 def test_verification_is_exact_when_every_node_matches_numerically() -> None:
     actual = {"Delta": totals("1.50", 2), "Gone": totals("0", 0), "#stats": totals("9", 9)}
-    expected = {"Delta": totals("1.5", 2)}
+    expected = {"Delta": totals("1.5", 2), "#stats": totals("9", 9)}  # `#stats` here is a node's name
     verification = verify(actual, LedgerState("ledger.json", expected))
     assert verification.status == "exact"
-    assert verification.label == "exact · 2 nodes match the ledger"
+    assert verification.label == "exact · 3 nodes match the ledger"
     assert verification.differences == ()
 
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from aggregation.aggregate_items import node_item_key
 from frontend.snapshot import StatsRecord, TableReadError
 from frontend.table_reader import AggregateTableReader
 from tests.frontend.dashboard_helpers import put_leaf_with_parents, put_marker, put_node, put_stats, totals
@@ -60,7 +61,7 @@ def test_large_table_reads_known_keys_and_rescans_for_new_ones(
     assert reader.full_scans == 2
 
     put_stats(aggregate_table, messages_applied=0, last_updated=time.time(), mean="0", maximum="0")
-    aggregate_table.delete_item(Key={"AggregateKey": "Vega"})
+    aggregate_table.delete_item(Key={"AggregateKey": node_item_key("Vega")})
     now[0] = 11.0
     assert "Vega" not in reader().nodes  # the count went backwards: cleared, so rescan at once
     assert reader.full_scans == 3

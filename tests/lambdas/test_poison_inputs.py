@@ -7,9 +7,14 @@ totals compared to an independent sum of the messages that should count.
 
 from decimal import Decimal
 
+import boto3
 import pytest
 
+from audit.aggregate_table import read_aggregate_table as read_audit_table
+from frontend.snapshot import build_tree
+from frontend.table_reader import AggregateTableReader
 from local.runner.inprocess import Pipeline, expected_totals, trade_message
+from producer.verifier import read_aggregate_table as read_verifier_snapshot
 
 NODE = ("Delta", "FXSpot", "AMER")
 
@@ -60,3 +65,30 @@ def test_an_absurd_timestamp_no_longer_poisons_the_reduce_latency_figures(pipeli
     assert pipeline.aggregates() == expected_totals({"a": (Decimal(5), NODE), "b": (Decimal(7), NODE)})
     assert pipeline.stats()["MessagesApplied"] == 2
     assert "Timestamp" not in next(item for item in pipeline.scan("state") if item["TradeID"] == "a")
+
+
+def test_level_values_that_look_like_bookkeeping_are_nodes_every_reader_shows(pipeline: Pipeline) -> None:
+    """`#stats` as a top-level value made reduce put two actions on one item (a batch failing for
+    ever); any other `#…` value was aggregated but hidden from the verifier, the dashboard and
+    audit. Node keys now have a space of their own (`aggregation.aggregate_items`)."""
+    trades = {
+        "stats-like": (Decimal("1.25"), ("#stats", "FXSpot", "AMER")),
+        "desk": (Decimal("2.50"), ("Delta", "#1 desk", "AMER")),
+        "marker-like": (Decimal("-4"), ("#applied#abc/0of2/0", "FXSpot", "EMEA")),
+        "slice-like": (Decimal("8"), ("node#0#Delta", "FXSpot", "AMER")),
+        "plain": (Decimal("16"), NODE),
+    }
+    pipeline.run_all_stages([trade_message(trade, 1, str(value), path) for trade, (value, path) in trades.items()])
+    expected = expected_totals(trades)
+    assert pipeline.aggregates() == expected
+    assert pipeline.stats()["MessagesApplied"] == len(trades)
+
+    table = pipeline.names["aggregate"]
+    verifier_nodes = read_verifier_snapshot(pipeline.dynamodb, table).nodes
+    assert {key: (node.value, node.trade_count) for key, node in verifier_nodes.items()} == expected
+    dashboard = AggregateTableReader(boto3.resource("dynamodb"), table)()
+    assert {key: (node.value, node.trade_count) for key, node in dashboard.nodes.items()} == expected
+    assert {node.key for node in build_tree(dashboard.nodes)} >= {"#stats", "Delta", "#applied#abc/0of2/0"}
+    audit = read_audit_table(pipeline.dynamodb, table)
+    assert {key: (node.value, node.trade_count) for key, node in audit.nodes.items()} == expected
+    assert audit.stats is not None and audit.stats["MessagesApplied"] == len(trades)

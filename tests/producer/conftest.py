@@ -12,6 +12,7 @@ import boto3
 import pytest
 from moto.server import ThreadedMotoServer
 
+from aggregation.aggregate_items import node_item_key
 from producer.generator import GeneratorConfig, generate_messages
 from producer.ledger import Ledger
 from toolkit.pipeline import PipelineTarget
@@ -113,7 +114,7 @@ def write_pipeline_result(target: PipelineTarget, ledger: Ledger) -> None:
             {
                 "PutRequest": {
                     "Item": {
-                        "AggregateKey": {"S": key},
+                        "AggregateKey": {"S": node_item_key(key)},
                         "Value": {"N": str(node.value)},
                         "TradeCount": {"N": str(node.trade_count)},
                     }
@@ -124,7 +125,7 @@ def write_pipeline_result(target: PipelineTarget, ledger: Ledger) -> None:
         {"AggregateKey": {"S": "#stats"}, "MessagesApplied": {"N": str(ledger.counts.messages_sent)}},
         {"AggregateKey": {"S": "#applied#batch-1"}, "ExpiresAt": {"N": "1900000000"}},
         # A node every trade has left: equal to an absent one.
-        {"AggregateKey": {"S": "Theta:Emptied:AMER"}, "Value": {"N": "0"}, "TradeCount": {"N": "0"}},
+        {"AggregateKey": {"S": node_item_key("Theta:Emptied:AMER")}, "Value": {"N": "0"}, "TradeCount": {"N": "0"}},
     ]
     requests[target.aggregate_table].extend({"PutRequest": {"Item": item}} for item in bookkeeping)
     for table, writes in requests.items():

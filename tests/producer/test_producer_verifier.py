@@ -79,9 +79,10 @@ def test_compare_aggregates_is_exact_and_symmetric() -> None:
         "Delta": AggregateNode(Decimal("0.30"), 2),  # trailing zeros are the same number
         "Delta:FXSpot": AggregateNode(Decimal("0.3"), 2),
         "Gamma": AggregateNode(Decimal("0"), 0),  # emptied node: equal to absent
-        "#stats": AggregateNode(Decimal("5"), 0),  # bookkeeping: ignored
     }
     assert compare_aggregates(expected, same).exact
+    hash_named = compare_aggregates(expected, {**same, "#stats": AggregateNode(Decimal("5"), 1)})
+    assert [m.key for m in hash_named.mismatches] == ["#stats"]  # a node's name, compared like any other
     off = compare_aggregates(expected, {"Delta": AggregateNode(Decimal("0.30000000000000004"), 2)})
     assert [m.key for m in off.mismatches] == ["Delta", "Delta:FXSpot"]
     assert off.mismatches[1].actual is None

@@ -89,12 +89,12 @@ def test_dummy_credentials_only_against_an_emulator_without_credentials(monkeypa
     assert credentials is not None and credentials.access_key == "AKIAEXAMPLE"
 
 
-def test_absent_nodes_equal_zero_and_bookkeeping_keys_are_not_nodes() -> None:
+def test_absent_nodes_equal_zero_and_keys_starting_with_hash_are_nodes_like_any_other() -> None:
     expected = {
         "A": NodeTotals(Decimal("1.50"), 1),
         "B": NodeTotals(Decimal(0), 0),
-        "#stats": NodeTotals(Decimal(9), 9),
+        "#1 desk": NodeTotals(Decimal(9), 9),
     }
     actual = {"A": NodeTotals(Decimal("1.5"), 1), "C": NodeTotals(Decimal(0), 1), "D": NodeTotals(Decimal("0.1"), 0)}
-    assert node_keys(expected, actual) == ["A", "B", "C", "D"]
-    assert differing_keys(expected, actual) == ["C", "D"]
+    assert node_keys(expected, actual) == ["#1 desk", "A", "B", "C", "D"]
+    assert differing_keys(expected, actual) == ["#1 desk", "C", "D"]

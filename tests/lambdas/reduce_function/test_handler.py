@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from aggregation.aggregate_items import node_path_of
 from aggregation.names import NON_INSERT_RECORDS_SKIPPED
 from aggregation.transactions import MAX_TRANSACTION_ACTIONS
 from function_support import aws
@@ -74,12 +75,9 @@ class TransactionRecorder:
         return self._send(**arguments)
 
     def node_updates(self) -> list[str]:
-        return [
-            item["Update"]["Key"]["AggregateKey"]["S"]
-            for call in self.calls
-            for item in call
-            if "Update" in item and not item["Update"]["Key"]["AggregateKey"]["S"].startswith("#")
-        ]
+        """The node paths the transactions sent updated, in order."""
+        keys = [item["Update"]["Key"]["AggregateKey"]["S"] for call in self.calls for item in call if "Update" in item]
+        return [path for key in keys if (path := node_path_of(key)) is not None]
 
 
 def markers(pipeline: Pipeline) -> list[str]:
