@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from benchmarks import capacity
+from benchmarks.emulator_transactions import run_emulator_transactions
 from benchmarks.end_to_end import EndToEndResult, run_end_to_end
 from benchmarks.handler_overhead import run_handler_overhead
 from benchmarks.harness import describe_machine, running_emulator
@@ -78,6 +79,7 @@ def run(arguments: argparse.Namespace, console: Console) -> int:
         with tempfile.TemporaryDirectory(prefix="bench-") as scratch, running_emulator(Path(scratch) / "emulator.log"):
             write_cost = run_write_cost(arguments.messages, report)
         throughput = run_state_throughput(arguments.repetitions, report)
+        emulator_transactions = run_emulator_transactions(report)
         overhead = run_handler_overhead(write_cost.events, arguments.passes, report)
         if arguments.skip_end_to_end:
             from benchmarks.end_to_end import EndToEndSkipped  # noqa: PLC0415
@@ -116,6 +118,7 @@ def run(arguments: argparse.Namespace, console: Console) -> int:
             throughput=throughput,
             overhead=overhead,
             end_to_end=end_to_end,
+            emulator_transactions=emulator_transactions,
             plan_defaults=defaults,
             plan_recommended=plan_recommended,
             recommended_change=change,

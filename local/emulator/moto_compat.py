@@ -10,6 +10,9 @@ Fixes (see each function):
 
 - `fix_transact_write_items_client_request_token`: TransactWriteItems honours
   ClientRequestToken (10-minute idempotency window, IdempotentParameterMismatchException).
+- `fix_transaction_rollback_copies_only_what_it_touches`: a cancelled TransactWriteItems
+  restores the items it touched and drops their stream records; moto deep-copies every
+  table it touches before every transaction (time and memory grow with the table).
 - `fix_update_item_single_stream_record`: an UpdateItem that creates an item emits one
   INSERT stream record holding the full new image (moto emits a key-only INSERT first).
 - `fix_number_arithmetic`: ADD and `SET a = a + :b` work on any number DynamoDB accepts
@@ -71,6 +74,7 @@ from typing import Any
 
 from moto.awslambda.models import LambdaBackend
 from moto.cloudformation.parsing import ResourceMap
+from moto.dynamodb import models as moto_models
 from moto.dynamodb.exceptions import ERROR_TYPE_PREFIX, DynamodbException, MockValidationException
 from moto.dynamodb.models import DynamoDBBackend, dynamodb_backends
 from moto.dynamodb.models.dynamo_type import DDBType, DynamoType
@@ -232,6 +236,109 @@ def fix_transact_write_items_client_request_token() -> None:
 
     transact_write_items._compat_fix = True  # type: ignore[attr-defined]
     DynamoHandler.transact_write_items = transact_write_items  # type: ignore[method-assign]
+
+
+# ------------------------------------------- TransactWriteItems rollback journal
+
+_transaction_rollback = threading.local()
+
+
+@dataclass
+class _TouchedItem:
+    """One item a transaction is about to write, as it was before: the image to restore."""
+
+    table: Table
+    hash_value: DynamoType
+    range_value: DynamoType | None
+    before: Any  # a deep copy of moto's Item, or None when the item did not exist
+
+
+class _TransactionJournal:
+    """What a cancelled TransactWriteItems must undo: its items and its stream records, nothing else."""
+
+    def __init__(self, backend: DynamoDBBackend, transact_items: list[dict[str, Any]]) -> None:
+        self.touched: list[_TouchedItem] = []
+        self.stream_lengths: dict[int, tuple[StreamShard, int]] = {}
+        for action in transact_items:
+            operation = next(iter(action.values()), None)
+            if not isinstance(operation, dict) or operation.get("TableName") not in backend.tables:
+                continue  # moto itself refuses it before writing anything
+            table = backend.tables[operation["TableName"]]
+            key = operation.get("Item") if "Put" in action else operation.get("Key")
+            if not isinstance(key, dict) or table.hash_key_attr not in key:
+                continue
+            hash_value = DynamoType(key[table.hash_key_attr])
+            range_value = DynamoType(key[table.range_key_attr]) if table.range_key_attr in key else None
+            before = table.get_item(hash_value, range_value) if range_value or not table.range_key_attr else None
+            self.touched.append(_TouchedItem(table, hash_value, range_value, copy.deepcopy(before)))
+            if table.stream_shard is not None:
+                self.stream_lengths.setdefault(id(table), (table.stream_shard, len(table.stream_shard.items)))
+
+    def roll_back(self) -> None:
+        for touched in reversed(self.touched):
+            items = touched.table.items
+            if touched.range_value is None:
+                if touched.before is None:
+                    items.pop(touched.hash_value, None)
+                else:
+                    items[touched.hash_value] = touched.before
+            elif touched.before is None:
+                items.get(touched.hash_value, {}).pop(touched.range_value, None)
+            else:
+                items[touched.hash_value][touched.range_value] = touched.before
+        for shard, length in self.stream_lengths.values():
+            del shard.items[length:]
+
+
+class _TablesAreNotCopied:
+    """Stands in for moto's `copy` module inside TransactWriteItems: a Table is not deep-copied
+    (the journal restores what the transaction touched); anything else is copied as before."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(copy, name)
+
+    @staticmethod
+    def deepcopy(value: Any, memo: Any = None) -> Any:
+        if isinstance(value, Table) and getattr(_transaction_rollback, "journaled", False):
+            return value
+        return copy.deepcopy(value, memo)
+
+
+def fix_transaction_rollback_copies_only_what_it_touches() -> None:
+    """A cancelled TransactWriteItems restores the items it touched, in time independent of table size.
+
+    AWS (DynamoDB API Reference, TransactWriteItems): the actions succeed or fail together,
+    and a transaction's cost depends on its items, not on the size of the tables (it writes
+    at most 100 items). moto 5.2.5 deep-copies every table a transaction touches, items and
+    stream records included, before every transaction, as its rollback copy: a transaction
+    against a table of 8,000 items took 0.8 s (4.4 s with a stream) and the copies held
+    gigabytes, so the local pipeline slowed down and swelled the longer it ran. This keeps
+    moto's all-or-nothing semantics with a journal instead: before the transaction it copies
+    only the items its actions name and notes each touched table's stream length; if moto
+    raises (a cancellation, a validation error) the journal puts those items back and drops
+    the stream records written since. moto's own rollback then reassigns the very same table
+    objects, a no-op. The upstream report: docs/moto-upstream.md. Patches
+    `DynamoDBBackend.transact_write_items` and the `copy` name of `moto.dynamodb.models`.
+    """
+    original = DynamoDBBackend.transact_write_items
+    if getattr(original, "_compat_fix", False):
+        return
+    moto_models.copy = _TablesAreNotCopied()  # type: ignore[assignment,attr-defined]
+
+    @functools.wraps(original)
+    def transact_write_items(self: DynamoDBBackend, transact_items: list[dict[str, Any]]) -> None:
+        journal = _TransactionJournal(self, transact_items)
+        _transaction_rollback.journaled = True
+        try:
+            original(self, transact_items)
+        except BaseException:
+            journal.roll_back()
+            raise
+        finally:
+            _transaction_rollback.journaled = False
+
+    transact_write_items._compat_fix = True  # type: ignore[attr-defined]
+    DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
 
 
 # ------------------------------------------------------ UpdateItem stream records
@@ -657,6 +764,7 @@ def fix_item_size_follows_the_developer_guide() -> None:
 
 FIXES: tuple[Callable[[], None], ...] = (
     fix_transact_write_items_client_request_token,
+    fix_transaction_rollback_copies_only_what_it_touches,
     fix_update_item_single_stream_record,
     fix_number_arithmetic,
     fix_item_size_follows_the_developer_guide,

@@ -18,6 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from botocore.exceptions import ClientError
+from moto.dynamodb import models as moto_models
+from moto.dynamodb.models import DynamoDBBackend
+from moto.dynamodb.models.dynamo_type import DynamoType
 
 from local.emulator import moto_compat
 from local.emulator.control import advance_clock
@@ -425,6 +428,68 @@ def test_transact_write_items_emit_one_record_per_item_and_none_when_cancelled(
     assert records[0]["dynamodb"]["NewImage"] == {"pk": {"S": "node"}, "amount": {"N": "5"}}
     assert records[2]["dynamodb"]["OldImage"]["amount"] == {"N": "5"}
     assert records[2]["dynamodb"]["NewImage"]["amount"] == {"N": "7"}
+
+
+def test_a_transaction_cancelled_midway_leaves_every_item_and_the_stream_as_they_were(
+    dynamodb: DynamoDBClient, streams: DynamoDBStreamsClient
+) -> None:
+    """The rollback journal restores created, modified, overwritten and deleted items alike."""
+    table = create_table(dynamodb, "NEW_AND_OLD_IMAGES")
+    for key, amount in (("kept", 1), ("overwritten", 2), ("deleted", 3), ("bystander", 4)):
+        dynamodb.put_item(TableName=table, Item={"pk": {"S": key}, "amount": {"N": str(amount)}})
+    before = sorted(dynamodb.scan(TableName=table, ConsistentRead=True)["Items"], key=lambda i: i["pk"]["S"])
+    records_before = stream_records(dynamodb, streams, table)
+
+    with pytest.raises(ClientError, match="TransactionCanceledException"):
+        dynamodb.transact_write_items(
+            TransactItems=[
+                add_to_counter(table, "kept", 10),
+                add_to_counter(table, "created", 10),
+                {"Put": {"TableName": table, "Item": {"pk": {"S": "overwritten"}, "other": {"S": "x"}}}},
+                {"Delete": {"TableName": table, "Key": {"pk": {"S": "deleted"}}}},
+                require_existing(table, "missing"),  # the last action fails: nothing may remain
+            ]
+        )
+
+    after = sorted(dynamodb.scan(TableName=table, ConsistentRead=True)["Items"], key=lambda i: i["pk"]["S"])
+    assert after == before
+    assert stream_records(dynamodb, streams, table) == records_before
+    dynamodb.transact_write_items(TransactItems=[add_to_counter(table, "kept", 10)])  # the table still works
+    assert counter(dynamodb, table, "kept") == 11
+    assert [r["eventName"] for r in stream_records(dynamodb, streams, table)][len(records_before) :] == ["MODIFY"]
+
+
+def test_a_transaction_does_not_copy_the_tables_it_touches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """moto deep-copied every touched table before every transaction; inside one, tables are not copied."""
+    moto_compat.fix_transaction_rollback_copies_only_what_it_touches()
+    backend = DynamoDBBackend("us-east-1", "123456789012")
+    table = backend.create_table(
+        "t",
+        schema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        throughput=None,
+        attr=[{"AttributeName": "pk", "AttributeType": "S"}],
+        global_indexes=None,
+        indexes=None,
+        streams=None,
+        billing_mode="PAY_PER_REQUEST",
+        sse_specification=None,
+        tags=[],
+        deletion_protection_enabled=False,
+        warm_throughput=None,
+    )
+    copies: list[Any] = []
+    shim = moto_models.copy  # type: ignore[attr-defined]
+    original_deepcopy = shim.deepcopy
+
+    def recording_deepcopy(value: Any, memo: Any = None) -> Any:
+        result = original_deepcopy(value, memo)
+        copies.append((value, result))
+        return result
+
+    monkeypatch.setattr(shim, "deepcopy", recording_deepcopy)
+    backend.transact_write_items([{"Put": {"TableName": "t", "Item": {"pk": {"S": "a"}}}}])
+    assert [result for value, result in copies if value is table] == [table]  # moto's rollback copy is no copy
+    assert backend.tables["t"] is table and table.get_item(DynamoType({"S": "a"})) is not None
 
 
 # ------------------------------------------------------------------- DynamoDB Streams
