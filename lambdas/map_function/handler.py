@@ -228,8 +228,13 @@ def batch_stream_shard(event: dict[str, Any], records: Sequence[DynamoDBRecord])
 
 
 def map_event(event: dict[str, Any], request_id: str) -> MapOutcome:
-    """Parse, map and write one invocation's batch; what it did, for the log and metrics."""
-    records = list(DynamoDBStreamEvent(event).records)
+    """Parse, map and write one invocation's batch; what it did, for the log and metrics.
+
+    An event without a `Records` key, or with `"Records": null`, is an empty batch (a window
+    invocation with nothing to map): it is answered like any other window invocation, not
+    with an exception that Lambda would retry for ever.
+    """
+    records = list(DynamoDBStreamEvent(event).records) if event.get("Records") else []
     if not records:  # the tumbling window's closing invocation, or nothing to do
         return MapOutcome()
     levels = hierarchy_levels()
