@@ -71,6 +71,11 @@ TRADE_HIERARCHY: Final = "Hierarchy"
 TRADE_TIMESTAMP: Final = "Timestamp"
 """The trade's state the map function sums (and the producer timestamp it carries on)."""
 
+TRADE_NODE_PATH: Final = "NodePath"
+"""The trade's hierarchy values in the level order configured when its version was written (L of S):
+the map function adds and later subtracts the trade at exactly these nodes, whatever the levels
+are by then (`aggregation.deltas.image_node_path`)."""
+
 # QuarantineTable: written by the state function; the chaos suite's figures read it.
 QUARANTINE_RECORD_ID: Final = "RecordId"
 """The partition key: the Kinesis record's event id."""
