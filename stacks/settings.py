@@ -24,6 +24,7 @@ from aggregation.delta_items import DEFAULT_DELTA_TTL_DAYS, MIN_DELTA_TTL_DAYS
 from aggregation.exact import DYNAMODB_MAX_DIGITS
 from aggregation.hierarchy import LEVEL_LIST_SEPARATOR, hierarchy_levels_violation
 from aggregation.names import TOKEN_AND_MARKERS, TOKEN_ONLY
+from aggregation.setting_changes import StateSettings
 from aggregation.transactions import DEFAULT_MARKER_TTL_DAYS, MIN_MARKER_TTL_DAYS
 from aggregation.value_domain import DEFAULT_VALUE_DOMAIN, ValueDomain
 from planner.model import CapacityMode, TableCapacity
@@ -155,6 +156,16 @@ class PipelineSettings:
     target_messages_per_second: int
     capacity_check: CapacityCheck
     reduce_reserved_concurrency: int
+
+    @property
+    def state_settings(self) -> StateSettings:
+        """The settings stored state depends on: a deploy over state compares them (`aggregation.setting_changes`)."""
+        return StateSettings(
+            hierarchy_levels=self.hierarchy_levels,
+            value_domain=self.value_domain,
+            marker_ttl_days=self.marker_ttl_days,
+            reduce_idempotency=self.reduce_idempotency,
+        )
 
     @property
     def removal_policy(self) -> RemovalPolicy:
