@@ -7,6 +7,7 @@ from typing import Any
 from aws_cdk import Stack
 from constructs import Construct
 
+from aggregation.setting_changes import STATE_SETTINGS_METADATA
 from stacks.archive import ArchiveStage
 from stacks.capacity import check_capacity
 from stacks.functions import SharedFunctionAssets
@@ -33,6 +34,9 @@ class ExactlyOnceAggregationStack(Stack):
             **kwargs,
         )
         self.settings = settings
+        # What a deploy over existing state checks before anything runs with new settings
+        # (`aggregation.setting_changes`; the local deployer reads it from both templates).
+        self.template_options.metadata = {STATE_SETTINGS_METADATA: settings.state_settings.properties()}
         check_capacity(self, settings)
         self.ingest = IngestStream(self, "Ingest", settings=settings)
         self.tables = PipelineTables(self, "Tables", settings=settings)

@@ -22,8 +22,9 @@ from aws_cdk import aws_logs as logs
 
 from aggregation.delta_items import DEFAULT_DELTA_TTL_DAYS, MIN_DELTA_TTL_DAYS
 from aggregation.exact import DYNAMODB_MAX_DIGITS
-from aggregation.messages import MAX_HIERARCHY_LEVELS
+from aggregation.hierarchy import LEVEL_LIST_SEPARATOR, hierarchy_levels_violation
 from aggregation.names import TOKEN_AND_MARKERS, TOKEN_ONLY
+from aggregation.setting_changes import StateSettings
 from aggregation.transactions import DEFAULT_MARKER_TTL_DAYS, MIN_MARKER_TTL_DAYS
 from aggregation.value_domain import DEFAULT_VALUE_DOMAIN, ValueDomain
 from planner.model import CapacityMode, TableCapacity
@@ -157,6 +158,16 @@ class PipelineSettings:
     reduce_reserved_concurrency: int
 
     @property
+    def state_settings(self) -> StateSettings:
+        """The settings stored state depends on: a deploy over state compares them (`aggregation.setting_changes`)."""
+        return StateSettings(
+            hierarchy_levels=self.hierarchy_levels,
+            value_domain=self.value_domain,
+            marker_ttl_days=self.marker_ttl_days,
+            reduce_idempotency=self.reduce_idempotency,
+        )
+
+    @property
     def removal_policy(self) -> RemovalPolicy:
         """What CloudFormation does with the stream, tables and log groups on stack deletion."""
         return REMOVAL_POLICIES[self.removal_policy_name]
@@ -242,21 +253,15 @@ def _stack_name(value: Any) -> str:
 
 
 def _hierarchy_levels(value: Any) -> tuple[str, ...]:
-    expected = "a non-empty list of distinct level names (1-128 characters, no ':' or ',')"
+    """A JSON list, or on the command line its comma spelling (`-c hierarchyLevels=Desk,Book`, spaces
+    after the commas allowed there only); the names are then checked by the functions' own rule."""
     if isinstance(value, str):
-        value = _json_or(value, lambda text: [part.strip() for part in text.split(",")])
-    if not isinstance(value, list) or not value:
-        raise _fail("hierarchyLevels", expected, value)
-    levels = tuple(value)
-    for level in levels:
-        if not isinstance(level, str) or not 1 <= len(level) <= 128 or ":" in level or "," in level:
-            raise _fail("hierarchyLevels", expected, value)
-    if len(set(levels)) != len(levels):
-        raise _fail("hierarchyLevels", expected, value)
-    if len(levels) > MAX_HIERARCHY_LEVELS:
-        # The deepest aggregate key joins one value (up to 128 bytes) per level.
-        raise _fail("hierarchyLevels", f"at most {MAX_HIERARCHY_LEVELS} levels (DynamoDB's 2048-byte key)", value)
-    return cast(tuple[str, ...], levels)
+        value = _json_or(value, lambda text: [part.strip() for part in text.split(LEVEL_LIST_SEPARATOR)])
+    levels = value if isinstance(value, list) else [value]
+    violation = hierarchy_levels_violation(levels)
+    if violation is not None:
+        raise _fail("hierarchyLevels", violation, value)
+    return tuple(cast(list[str], levels))
 
 
 def _value_domain(raw: Callable[[str], Any]) -> ValueDomain:

@@ -22,13 +22,7 @@ from collections.abc import Iterable
 from decimal import Decimal
 
 from aggregation.deltas import NodeDelta
-from aggregation.names import BOOKKEEPING_PREFIX
-
-NODE_PREFIX = "node#"
-SLICE_SEPARATOR = "#"
-MAX_NODE_PREFIX_BYTES = len(NODE_PREFIX) + len("9999") + len(SLICE_SEPARATOR)
-"""The most a node's path key grows by in the table (slices below 10,000): the deepest path
-plus this still fits DynamoDB's 2,048-byte partition key (`aggregation.messages`)."""
+from aggregation.names import BOOKKEEPING_PREFIX, NODE_PREFIX, SLICE_SEPARATOR
 
 
 def node_item_key(path_key: str, slice_index: int = 0) -> str:

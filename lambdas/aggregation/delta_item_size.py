@@ -37,9 +37,8 @@ from aggregation.delta_items import (
     WRITTEN_BY_REQUEST_ID,
 )
 from aggregation.exact import DYNAMODB_MAX_DIGITS
-from aggregation.hierarchy import KEY_SEPARATOR
+from aggregation.hierarchy import KEY_SEPARATOR, MAX_LEVEL_VALUE_BYTES
 from aggregation.item_size import LIST_OR_MAP_OVERHEAD_BYTES, MAX_ITEM_BYTES, number_bytes
-from aggregation.messages import MAX_LEVEL_VALUE_BYTES
 from aggregation.names import EXPIRES_AT, NODE_TRADE_COUNT, NODE_VALUE
 from aggregation.value_domain import ValueDomain
 

@@ -7,12 +7,14 @@ new leaf; where the two paths share nodes the amounts net out, so a trade that
 moves desks changes only the nodes it really leaves and enters.
 """
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import Any
 
 from aggregation.exact import ZERO, exact_difference, exact_sum
 from aggregation.hierarchy import aggregate_keys
+from aggregation.names import TRADE_HIERARCHY, TRADE_NODE_PATH
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,42 @@ class TradeState:
 
     value: Decimal
     path: tuple[str, ...]  # hierarchy values in level order
+
+
+def image_node_path(image: Mapping[str, Any], levels: Sequence[str]) -> tuple[str, ...] | None:
+    """The nodes a decoded StateTable image is counted in (its path), or None for no node at all.
+
+    A trade must be subtracted from exactly the nodes it was added to. Both sides of that
+    are computed from the same image (a version's NewImage when it arrives, the identical
+    OldImage when the next version replaces it), so a function of the image alone makes them
+    agree: the stored `NodePath`, written by the state function in the level order configured
+    then, is used whenever the image has it, and `levels` (the current `hierarchyLevels`)
+    never enter. Reordering or adding levels therefore moves each trade, at its next version,
+    from its old nodes to its new ones, and never leaves a count 0 with a value behind.
+
+    An image written by a release that stored no path falls back to its `Hierarchy` read with
+    the current `levels`: the same nodes as before exactly when the levels have not changed
+    since it was written (README, "Known limits"). When the current levels cannot place it at
+    all (a level was added since: `Hierarchy` holds only the levels configured then, each one
+    validated present), it is counted in no node, on both sides, rather than raising:
+
+    - raising would fail the map batch on every retry (the image never changes), stalling its
+      shard until the stream record expires, and then losing every record behind it;
+    - any node computed now is a guess: subtracting from a node the trade never entered
+      would corrupt a second node without repairing the first;
+    - "no node" is consistent with itself: such a NewImage is added nowhere, and when it
+      becomes the OldImage of the next version it is subtracted from nowhere, so that
+      trade's later versions are exact. Only the contribution made under the old levels stays
+      where it was, which is the documented limit (change levels on a stack whose state items
+      all carry a path, or on a fresh stack); the map function counts such images in a metric.
+    """
+    stored = image.get(TRADE_NODE_PATH)
+    if isinstance(stored, list) and stored and all(isinstance(value, str) for value in stored):
+        return tuple(stored)
+    hierarchy = image.get(TRADE_HIERARCHY)
+    if not isinstance(hierarchy, Mapping) or not all(isinstance(hierarchy.get(level), str) for level in levels):
+        return None
+    return tuple(str(hierarchy[level]) for level in levels)
 
 
 def add_deltas(total: dict[str, NodeDelta], more: Mapping[str, NodeDelta]) -> None:

@@ -14,24 +14,11 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, NoReturn, TypeGuard
 
-from aggregation.aggregate_items import MAX_NODE_PREFIX_BYTES
 from aggregation.exact import EXACT, is_dynamodb_number
-from aggregation.hierarchy import KEY_SEPARATOR
+from aggregation.hierarchy import KEY_SEPARATOR, MAX_LEVEL_VALUE_BYTES
 from aggregation.value_domain import DEFAULT_VALUE_DOMAIN, ValueDomain
 
 MAX_TRADE_ID_LENGTH = 256
-MAX_LEVEL_VALUE_BYTES = 128
-"""A level value's limit, in UTF-8 bytes (so at most 128 characters, as docs/design.md says,
-and fewer when they are not ASCII). Counted in bytes because the values become
-DynamoDB keys: an aggregate key joins one value per level and must stay under the
-2048-byte partition-key limit, and a map batch's delta item, which holds up to
-2 x levels keys per record, under the 400 KB item limit (`aggregation.item_size`)."""
-DYNAMODB_MAX_KEY_BYTES = 2048
-MAX_HIERARCHY_LEVELS = (DYNAMODB_MAX_KEY_BYTES - MAX_NODE_PREFIX_BYTES + len(KEY_SEPARATOR)) // (
-    MAX_LEVEL_VALUE_BYTES + len(KEY_SEPARATOR)
-)
-"""15: the deepest aggregate key, every value at its limit, fits a DynamoDB partition key with
-the node prefix and slice in front of it (`aggregation.aggregate_items`)."""
 LATEST_TIMESTAMP = Decimal(10) ** 11
 """Timestamps (seconds since the epoch) from 0 up to this (year 5138) are kept for latency;
 others are dropped, so no absurd figure can break the reduce stage's latency arithmetic."""

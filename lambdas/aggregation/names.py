@@ -23,6 +23,14 @@ BOOKKEEPING_PREFIX: Final = "#"
 STATS_KEY: Final = f"{BOOKKEEPING_PREFIX}stats"
 """The reduce stage's running figures (`MessagesApplied`, `LastUpdated`, latency)."""
 
+NODE_PREFIX: Final = "node#"
+SLICE_SEPARATOR: Final = "#"
+"""A node slice's key is `node#<slice>#<path key>` (`aggregation.aggregate_items`)."""
+
+MAX_NODE_PREFIX_BYTES: Final = len(NODE_PREFIX) + len("9999") + len(SLICE_SEPARATOR)
+"""The most a node's path key grows by in the table (slices below 10,000): the deepest path
+plus this still fits DynamoDB's 2,048-byte partition key (`aggregation.hierarchy`)."""
+
 MARKER_PREFIX: Final = f"{BOOKKEEPING_PREFIX}applied#"
 """Key prefix of the reduce stage's idempotency markers: `#applied#<marker id>`."""
 
@@ -70,6 +78,11 @@ TRADE_VALUE: Final = "Value"
 TRADE_HIERARCHY: Final = "Hierarchy"
 TRADE_TIMESTAMP: Final = "Timestamp"
 """The trade's state the map function sums (and the producer timestamp it carries on)."""
+
+TRADE_NODE_PATH: Final = "NodePath"
+"""The trade's hierarchy values in the level order configured when its version was written (L of S):
+the map function adds and later subtracts the trade at exactly these nodes, whatever the levels
+are by then (`aggregation.deltas.image_node_path`)."""
 
 # QuarantineTable: written by the state function; the chaos suite's figures read it.
 QUARANTINE_RECORD_ID: Final = "RecordId"

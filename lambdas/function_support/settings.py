@@ -34,8 +34,10 @@ def positive_int_setting(name: str, default: int) -> int:
 
 
 def hierarchy_levels() -> tuple[str, ...]:
-    raw = os.environ.get("HIERARCHY_LEVELS", "").strip()
-    return parse_hierarchy_levels(raw) if raw else DEFAULT_HIERARCHY_LEVELS
+    """`HIERARCHY_LEVELS` exactly as the stack wrote it (never trimmed: the rule is the one synthesis
+    applied, `aggregation.hierarchy.hierarchy_levels_violation`); the default levels only when unset."""
+    raw = os.environ.get("HIERARCHY_LEVELS")
+    return DEFAULT_HIERARCHY_LEVELS if raw is None else parse_hierarchy_levels(raw)
 
 
 def value_domain() -> ValueDomain:

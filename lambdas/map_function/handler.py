@@ -1,7 +1,9 @@
 """Map function: sum each state change of the StateTable stream into a DeltaTable item, once.
 
 Every INSERT, MODIFY and REMOVE record of the stream is a trade's state going from its old
-image to its new one. The map function is idempotent per stream position
+image to its new one, each counted at the nodes of the path it stored (`NodePath`), never at
+nodes computed from the levels configured now (`aggregation.deltas.image_node_path`). The map
+function is idempotent per stream position
 (`aggregation.stream_positions`): a delta item is keyed by the batch's shard and first
 sequence number and records its last one. Before writing, a strongly consistent Query of
 the shard's items finds the records earlier items already cover; those are skipped and
@@ -42,9 +44,8 @@ from aggregation.delta_items import (
     encode_delta_item,
     fits_item_limit,
 )
-from aggregation.deltas import TradeState, sum_state_changes
-from aggregation.hierarchy import hierarchy_path
-from aggregation.names import MAP_SERVICE, METRICS_NAMESPACE, TRADE_HIERARCHY, TRADE_TIMESTAMP, TRADE_VALUE
+from aggregation.deltas import TradeState, image_node_path, sum_state_changes
+from aggregation.names import MAP_SERVICE, METRICS_NAMESPACE, TRADE_TIMESTAMP, TRADE_VALUE
 from aggregation.stream_images import decode_image
 from aggregation.stream_positions import (
     COVERAGE_QUERY_PAGE_ITEMS,
@@ -77,11 +78,13 @@ class StateChange:
     old: TradeState | None
     new: TradeState | None
     producer_timestamp: Decimal | None
+    unplaced_images: int = 0  # images present but counted in no node (`aggregation.deltas.image_node_path`)
 
 
 @dataclass
 class MapOutcome:
     records: int = 0
+    unplaced_images: int = 0
     records_written: int = 0  # the rest were covered already (by an earlier attempt or batch)
     items_written: int = 0
     lost_races: int = 0  # puts another writer beat at the same position
@@ -93,23 +96,26 @@ def tumbling_window_response() -> dict[str, Any]:
 
 
 def trade_state(image: dict[str, Any], levels: tuple[str, ...]) -> TradeState | None:
-    """The aggregate-relevant state in a decoded stream image; None for an absent image."""
-    if not image:
-        return None
-    return TradeState(value=image[TRADE_VALUE], path=hierarchy_path(image[TRADE_HIERARCHY], levels))
+    """The aggregate-relevant state in a decoded stream image; None for an absent image, or one
+    counted in no node (its path, never the current levels when it stored one: `image_node_path`)."""
+    path = image_node_path(image, levels) if image else None
+    return None if path is None else TradeState(value=image[TRADE_VALUE], path=path)
 
 
 def state_change(record: DynamoDBRecord, levels: tuple[str, ...]) -> StateChange:
     stream_record = record.dynamodb
     if stream_record is None or stream_record.sequence_number is None:
         raise ValueError(f"stream record {record.event_id} has no dynamodb payload or sequence number")
+    old_image = decode_image(stream_record.raw_event.get("OldImage"))
     new_image = decode_image(stream_record.raw_event.get("NewImage"))
+    old, new = trade_state(old_image, levels), trade_state(new_image, levels)
     timestamp = new_image.get(TRADE_TIMESTAMP)
     return StateChange(
         sequence_number=sequence_number(stream_record.sequence_number),
-        old=trade_state(decode_image(stream_record.raw_event.get("OldImage")), levels),
-        new=trade_state(new_image, levels),
+        old=old,
+        new=new,
         producer_timestamp=timestamp if isinstance(timestamp, Decimal) else None,
+        unplaced_images=sum(bool(image) and state is None for image, state in ((old_image, old), (new_image, new))),
     )
 
 
@@ -228,19 +234,27 @@ def batch_stream_shard(event: dict[str, Any], records: Sequence[DynamoDBRecord])
 
 
 def map_event(event: dict[str, Any], request_id: str) -> MapOutcome:
-    """Parse, map and write one invocation's batch; what it did, for the log and metrics."""
-    records = list(DynamoDBStreamEvent(event).records)
+    """Parse, map and write one invocation's batch; what it did, for the log and metrics.
+
+    An event without a `Records` key, or with `"Records": null`, is an empty batch (a window
+    invocation with nothing to map): it is answered like any other window invocation, not
+    with an exception that Lambda would retry for ever.
+    """
+    records = list(DynamoDBStreamEvent(event).records) if event.get("Records") else []
     if not records:  # the tumbling window's closing invocation, or nothing to do
         return MapOutcome()
     levels = hierarchy_levels()
-    return map_state_changes(
+    changes = [state_change(record, levels) for record in records]
+    outcome = map_state_changes(
         required_setting("DELTA_TABLE"),
         batch_stream_shard(event, records),
-        [state_change(record, levels) for record in records],
+        changes,
         request_id=request_id,
         now=time.time(),
         ttl=ttl_seconds("DELTA_TTL_DAYS", DEFAULT_DELTA_TTL_DAYS),
     )
+    outcome.unplaced_images = sum(change.unplaced_images for change in changes)
+    return outcome
 
 
 @metrics.log_metrics
@@ -252,6 +266,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     already_mapped = outcome.records - outcome.records_written
     metrics.add_metric(name="StateChangesAlreadyMapped", unit=MetricUnit.Count, value=already_mapped)
     metrics.add_metric(name="DeltaItemsWritten", unit=MetricUnit.Count, value=outcome.items_written)
+    metrics.add_metric(name="StateImagesCountedInNoNode", unit=MetricUnit.Count, value=outcome.unplaced_images)
     logger.info("map batch done", extra={"shard": event.get("shardId"), **vars(outcome)})
     maybe_inject_failure(STAGE, FailurePoint.AFTER_WRITE)
     return tumbling_window_response()

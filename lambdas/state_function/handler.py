@@ -7,6 +7,10 @@ failed condition means the table already holds this or a newer version: the
 message is a duplicate or stale and changes nothing. Writes for distinct TradeIDs
 are independent, so they run concurrently in a bounded pool.
 
+Each item stores the trade's node path (`NodePath`: its hierarchy values in the level order
+configured now), so the map function subtracts a later version's predecessor from exactly the
+nodes it was added to, whatever `hierarchyLevels` has become by then.
+
 Each item records the Kinesis event ID that wrote it, so a condition failure
 caused by this very record (the SDK retrying an update whose response was lost,
 or Lambda retrying the batch) is reported as written, not as a duplicate.
@@ -44,6 +48,7 @@ from aggregation.names import (
     STATE_SERVICE,
     TRADE_HIERARCHY,
     TRADE_ID,
+    TRADE_NODE_PATH,
     TRADE_TIMESTAMP,
     TRADE_VALUE,
 )
@@ -144,6 +149,7 @@ def apply_state_change(
         "#version": "Version",
         "#value": TRADE_VALUE,
         "#hierarchy": TRADE_HIERARCHY,
+        "#path": TRADE_NODE_PATH,
         "#timestamp": TRADE_TIMESTAMP,
         "#digest": "ContentDigest",
         "#writer": "WrittenByEventId",
@@ -152,10 +158,14 @@ def apply_state_change(
         ":version": serializer.serialize(message.version),
         ":value": serializer.serialize(dynamodb_number(message.value)),
         ":hierarchy": serializer.serialize(dict(zip(levels, message.hierarchy, strict=True))),
+        ":path": serializer.serialize(list(message.hierarchy)),
         ":digest": {"S": message.content_digest},
         ":writer": {"S": received.origin.event_id},
     }
-    assignments = "#value = :value, #version = :version, #hierarchy = :hierarchy, #digest = :digest, #writer = :writer"
+    assignments = (
+        "#value = :value, #version = :version, #hierarchy = :hierarchy, #path = :path, "
+        "#digest = :digest, #writer = :writer"
+    )
     if message.timestamp is None:
         update = f"SET {assignments} REMOVE #timestamp"
     else:

@@ -39,6 +39,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from aggregation.names import AGGREGATE_TABLE_OUTPUT, DELTA_TABLE_OUTPUT, STATE_TABLE_OUTPUT, STREAM_OUTPUT
+from aggregation.setting_changes import STATE_SETTINGS_METADATA, StateSettings, change_refusal
 from local.paths import REPO_ROOT
 from toolkit.pipeline import DUMMY_CREDENTIAL, STACK_OUTPUT_KEYS
 
@@ -61,6 +62,17 @@ LOCAL_POWERTOOLS_LAYER_NAME = "LocalStandInPowertoolsIsTheRunnersOwnPython"
 def _local_powertools_layer_arn(region: str) -> str:
     """The Powertools layer locally: the runner imports Powertools from its own Python instead."""
     return f"arn:aws:lambda:{region}:{EMULATOR_ACCOUNT}:layer:{LOCAL_POWERTOOLS_LAYER_NAME}:1"
+
+
+def ensure_local_powertools_layer(lambda_client: Any) -> None:
+    """Publish the stand-in layer (empty) once, as version 1, so that the ARN the stand-in parameter
+    names exists: moto creates functions with any layer ARN but refuses to update one whose layer
+    is missing, so without it no redeploy of a changed function could succeed."""
+    if lambda_client.list_layer_versions(LayerName=LOCAL_POWERTOOLS_LAYER_NAME)["LayerVersions"]:
+        return
+    empty = io.BytesIO()
+    zipfile.ZipFile(empty, "w").close()
+    lambda_client.publish_layer_version(LayerName=LOCAL_POWERTOOLS_LAYER_NAME, Content={"ZipFile": empty.getvalue()})
 
 
 PUBLIC_PARAMETER_STAND_INS: Mapping[str, Callable[[str], str]] = {
@@ -455,11 +467,30 @@ def _deployed_template_body(cloudformation: Any, stack_name: str) -> str | None:
     return body if isinstance(body, str) else json.dumps(body)
 
 
+def refuse_unsafe_setting_changes(deployed_template: Mapping[str, Any], new_template: Mapping[str, Any]) -> None:
+    """Stop an update whose settings the state already stored would not survive, before any change.
+
+    Both templates carry their state settings as metadata (`STATE_SETTINGS_METADATA`), and
+    `aggregation.setting_changes.change_refusal` decides, the one rule for every deployer. A
+    deployed template without them comes from a release before the check: nothing to compare.
+    """
+    before = deployed_template.get("Metadata", {}).get(STATE_SETTINGS_METADATA)
+    after = new_template.get("Metadata", {}).get(STATE_SETTINGS_METADATA)
+    if before is None or after is None:
+        return
+    refusal = change_refusal(StateSettings.from_properties(before), StateSettings.from_properties(after))
+    if refusal is not None:
+        raise DeploymentError(f"refused: {refusal}")
+
+
 def deploy_stack(cloudformation: Any, assembly: CloudAssembly, parameters: Iterable[Mapping[str, str]] = ()) -> str:
-    """Create the stack, or update it when its template changed; returns what was done."""
+    """Create the stack, or update it when its template changed (and its state survives the new
+    settings: `refuse_unsafe_setting_changes`); returns what was done."""
     deployed = _deployed_template_body(cloudformation, assembly.stack_name)
     if deployed is not None and deployed.strip() == assembly.template_body.strip():
         return "unchanged"
+    if deployed is not None:
+        refuse_unsafe_setting_changes(json.loads(deployed), assembly.template)
     stack = {
         "StackName": assembly.stack_name,
         "TemplateBody": assembly.template_body,
@@ -549,6 +580,7 @@ def deploy(
     ssm = aws_client("ssm", endpoint_url, region)
     ensure_bootstrap_version(ssm, assembly.required_bootstrap_version)
     parameters = stand_in_public_parameters(ssm, assembly.template, region)
+    ensure_local_powertools_layer(aws_client("lambda", endpoint_url, region))
     cloudformation = aws_client("cloudformation", endpoint_url, region)
     try:
         action = deploy_stack(cloudformation, assembly, parameters)

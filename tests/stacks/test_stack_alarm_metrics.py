@@ -93,7 +93,7 @@ def test_the_scan_finds_what_each_handler_emits(template: Template) -> None:
             "QuarantinedRecords",
             "WritesSkippedByVersionCache",
         },
-        "map": {"StateChangesMapped", "StateChangesAlreadyMapped", "DeltaItemsWritten"},
+        "map": {"StateChangesMapped", "StateChangesAlreadyMapped", "DeltaItemsWritten", "StateImagesCountedInNoNode"},
         "reduce": {"TransactionsCommitted", "DeltaUnitsAlreadyApplied", "NonInsertRecordsSkipped"},
         "archive": {
             "DeltaObjectsArchived",

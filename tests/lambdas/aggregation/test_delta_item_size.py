@@ -13,9 +13,9 @@ from boto3.dynamodb.types import TypeSerializer
 
 from aggregation.delta_item_size import max_records_per_delta_item, worst_case_delta_item_bytes
 from aggregation.exact import is_dynamodb_number
-from aggregation.hierarchy import aggregate_keys
+from aggregation.hierarchy import MAX_LEVEL_VALUE_BYTES, aggregate_keys
 from aggregation.item_size import MAX_ITEM_BYTES, item_size_bytes
-from aggregation.messages import MAX_LEVEL_VALUE_BYTES, parse_trade_message
+from aggregation.messages import parse_trade_message
 from aggregation.value_domain import DEFAULT_VALUE_DOMAIN
 
 LARGEST_VALUE = Decimal("-999999999999999999.9999999999")

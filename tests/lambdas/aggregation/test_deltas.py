@@ -4,7 +4,7 @@ from decimal import Decimal
 
 import pytest
 
-from aggregation.deltas import NodeDelta, TradeState, state_change_deltas, sum_state_changes
+from aggregation.deltas import NodeDelta, TradeState, image_node_path, state_change_deltas, sum_state_changes
 from aggregation.exact import exact_sum
 from aggregation.hierarchy import aggregate_keys, parse_hierarchy_levels
 
@@ -18,11 +18,11 @@ def test_aggregate_keys_cover_leaf_and_ancestors() -> None:
 
 
 def test_hierarchy_levels_setting() -> None:
-    assert parse_hierarchy_levels(" RiskType, TradeDesk ,Region") == ("RiskType", "TradeDesk", "Region")
-    with pytest.raises(ValueError, match="repeats"):
+    assert parse_hierarchy_levels("RiskType,TradeDesk,Region") == ("RiskType", "TradeDesk", "Region")
+    with pytest.raises(ValueError, match="HIERARCHY_LEVELS='A,A': the levels must be distinct"):
         parse_hierarchy_levels("A,A")
-    with pytest.raises(ValueError, match="no level"):
-        parse_hierarchy_levels(" , ")
+    with pytest.raises(ValueError, match="1 to 128 characters"):
+        parse_hierarchy_levels("")
 
 
 def test_new_trade_adds_value_and_one_trade_to_every_level() -> None:
@@ -79,3 +79,13 @@ def test_sums_beyond_the_default_28_digit_context_stay_exact() -> None:
     assert exact_sum(big, tiny) - big == tiny
     total = sum_state_changes([(None, TradeState(big, DELTA_FX_AMER)), (None, TradeState(tiny, DELTA_FX_AMER))])
     assert str(total["Delta"].value) == "12345678901234567890123456789012345678." + "0" * 37 + "1"
+
+
+def test_an_image_is_counted_at_its_stored_path_whatever_the_levels_now() -> None:
+    hierarchy = {"RiskType": "Delta", "TradeDesk": "FXSpot", "Region": "AMER"}
+    stored = {"Hierarchy": hierarchy, "NodePath": ["Delta", "FXSpot", "AMER"]}
+    for levels in (("Region", "RiskType", "TradeDesk"), ("RiskType", "TradeDesk", "Region", "Book"), ("Book",)):
+        assert image_node_path(stored, levels) == DELTA_FX_AMER
+    previous_release = {"Hierarchy": {"RiskType": "Delta", "TradeDesk": "FXSpot"}}
+    assert image_node_path(previous_release, ("TradeDesk", "RiskType")) == ("FXSpot", "Delta")
+    assert image_node_path(previous_release, ("RiskType", "TradeDesk", "Region")) is None

@@ -133,6 +133,15 @@ def test_window_closing_invocation_without_records_writes_nothing(pipeline: Pipe
     assert pipeline.scan("delta") == []
 
 
+def test_window_invocation_without_records_key_or_with_null_records_writes_nothing(pipeline: Pipeline) -> None:
+    pipeline.run_state([trade_message("a", 1, "5")])
+    event = pipeline.map_event(pipeline.new_stream_records("state")) | {"isFinalInvokeForWindow": True}
+    del event["Records"]
+    assert map_handler.lambda_handler(event, LambdaContextStub()) == {"state": {}}
+    assert map_handler.lambda_handler(event | {"Records": None}, LambdaContextStub()) == {"state": {}}
+    assert pipeline.scan("delta") == []
+
+
 def test_an_event_without_shard_id_is_refused_before_any_write(pipeline: Pipeline) -> None:
     """A mapping without its tumbling window cannot tell the shard: fail loudly, write nothing."""
     pipeline.run_state([trade_message("a", 1, "5")])

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from aggregation.aggregate_items import sum_node_slices
 from local.deploy import lifecycle
 from local.deploy.deployer import Deployment, aws_client
 from local.deploy.status import render_status
@@ -93,16 +94,23 @@ def generate_messages(seed: int, trades: int = 120) -> tuple[list[bytes], dict[s
 
 
 def actual_aggregates(deployment: Deployment) -> dict[str, Decimal | int]:
+    """Each node's totals, the sum of its slices (`aggregation.aggregate_items`), emptied nodes left out."""
     dynamodb = aws_client("dynamodb", deployment.endpoint_url)
+    pages = dynamodb.get_paginator("scan").paginate(TableName=deployment.outputs["AggregateTableName"])
+    slices = [
+        (
+            item["AggregateKey"]["S"],
+            Decimal(item.get("Value", {"N": "0"})["N"]),
+            int(item.get("TradeCount", {"N": "0"})["N"]),
+        )
+        for page in pages
+        for item in page["Items"]
+    ]
     found: dict[str, Decimal | int] = {}
-    for page in dynamodb.get_paginator("scan").paginate(TableName=deployment.outputs["AggregateTableName"]):
-        for item in page["Items"]:
-            key = item["AggregateKey"]["S"]
-            count = int(item.get("TradeCount", {"N": "0"})["N"])
-            if key.startswith("#") or count == 0:
-                continue
-            found[key] = Decimal(item["Value"]["N"])
-            found[key + "#count"] = count
+    for key, node in sum_node_slices(slices).items():
+        if node.trade_count:
+            found[key] = node.value
+            found[key + "#count"] = node.trade_count
     return found
 
 

@@ -1,0 +1,134 @@
+"""Which changes of a deployed stack's settings the state it already holds survives.
+
+Some settings shape what is stored: the value domain bounds every stored total, the number
+of node groups and the idempotency mode name and write the reduce markers, the marker TTL
+decides how long a replay is recognised, the hierarchy levels place every trade. A deploy
+that changes one of them over existing state must either be safe by construction or be
+refused, with one line naming the setting and what to do, before any function runs with it.
+`change_refusal` is that decision, a pure function of the settings deployed and the settings
+to deploy (`StateSettings`, carried as the template's `STATE_SETTINGS_METADATA` in the string
+form CloudFormation gives a resource's properties), so every deployer applies the same rule.
+
+- `hierarchyLevels`: always safe. Every StateTable item stores its node path and the map
+  function counts a trade at its stored path (`aggregation.deltas.image_node_path`), so a
+  trade moves to its new nodes at its next version and leaves its old ones exactly.
+- `markerTtlDays`: safe while at least `MIN_MARKER_TTL_DAYS` (synthesis refuses less). A
+  marker's expiry is fixed when it is written (its delta item's `CreatedAt` plus the TTL
+  then), so every existing marker still outlives the 24-hour stream retention, and so does
+  every marker written under the new TTL.
+- the value domain (`valueIntegerDigits`, `valueFractionDigits`): safe exactly when neither
+  bound shrinks. Proof. Invariant: every Value ever admitted lies in the domain D(i, f)
+  deployed now (|v| < 10^i, v x 10^f an integer). It holds on a fresh stack. A change to
+  D(i', f') with i' >= i and f' >= f keeps it, because D(i, f) is contained in D(i', f') and
+  the state function admits only D(i', f'). Under the invariant every node total and every
+  `ADD` operand is a sum of values of D(i', f'), which needs at most i' + f' + ceil(log10 n)
+  digits for n terms, and synthesis keeps i' + f' <= 38 - `MIN_SUM_HEADROOM_DIGITS`
+  (`aggregation.value_domain`): sums of up to 10^9 values fit DynamoDB's 38 digits. A
+  shrinking bound breaks the invariant: stored values outside the new domain stay in the
+  totals, and since only the deployed and the new settings are compared (nothing remembers
+  the wider domain), a later widening of the other bound would be accepted and would mix
+  their digits with new ones beyond 38: 18+10 -> 28+1 makes a stored 1E-10 plus two
+  28-digit values a 39-digit total that DynamoDB refuses on every retry, stalling reduce.
+  So a narrower domain needs a fresh stack.
+- `reduceIdempotency` (`crt+marker` <-> `crt`): refused. A retry that spans the switch is
+  no longer the identical request (markers are added or dropped from the transaction under
+  the same ClientRequestToken): DynamoDB answers `IdempotentParameterMismatchException`; in
+  mode `crt` that fails the invocation, and crt+marker finds no marker of a transaction
+  committed under `crt`, so either way the batch retries until the token expires after
+  10 minutes and is then applied a second time. Whether a retry is pending cannot be seen
+  from the settings, so the switch needs a fresh stack (or a drained DeltaTable stream, which
+  no deploy can check).
+- `NODE_GROUPS` (a code constant, carried so a release that changes it is caught): refused
+  for the same reason. It is part of every marker id, so a replay of a delta applied under
+  the old grouping finds none of its markers and is applied again.
+"""
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from aggregation.hierarchy import LEVEL_LIST_SEPARATOR
+from aggregation.transactions import MIN_MARKER_TTL_DAYS, NODE_GROUPS
+from aggregation.value_domain import ValueDomain
+
+STATE_SETTINGS_METADATA: Final = "ExactlyOnceAggregation::StateSettings"
+"""The template's top-level `Metadata` key holding the deployed `StateSettings` (string values)."""
+
+HIERARCHY_LEVELS: Final = "HierarchyLevels"
+VALUE_INTEGER_DIGITS: Final = "ValueIntegerDigits"
+VALUE_FRACTION_DIGITS: Final = "ValueFractionDigits"
+NODE_GROUPS_PROPERTY: Final = "NodeGroups"
+MARKER_TTL_DAYS: Final = "MarkerTtlDays"
+REDUCE_IDEMPOTENCY: Final = "ReduceIdempotency"
+
+
+class UnreadableStateSettings(ValueError):
+    """The properties are not the string form `StateSettings.properties` writes."""
+
+
+@dataclass(frozen=True)
+class StateSettings:
+    """The settings the stored state depends on."""
+
+    hierarchy_levels: tuple[str, ...]
+    value_domain: ValueDomain
+    marker_ttl_days: int
+    reduce_idempotency: str
+    node_groups: int = NODE_GROUPS
+
+    def properties(self) -> dict[str, str]:
+        """As strings: CloudFormation hands every property of a resource over as a string."""
+        return {
+            HIERARCHY_LEVELS: LEVEL_LIST_SEPARATOR.join(self.hierarchy_levels),
+            VALUE_INTEGER_DIGITS: str(self.value_domain.integer_digits),
+            VALUE_FRACTION_DIGITS: str(self.value_domain.fraction_digits),
+            NODE_GROUPS_PROPERTY: str(self.node_groups),
+            MARKER_TTL_DAYS: str(self.marker_ttl_days),
+            REDUCE_IDEMPOTENCY: self.reduce_idempotency,
+        }
+
+    @classmethod
+    def from_properties(cls, properties: Mapping[str, Any]) -> "StateSettings":
+        try:
+            return cls(
+                hierarchy_levels=tuple(str(properties[HIERARCHY_LEVELS]).split(LEVEL_LIST_SEPARATOR)),
+                value_domain=ValueDomain(int(properties[VALUE_INTEGER_DIGITS]), int(properties[VALUE_FRACTION_DIGITS])),
+                marker_ttl_days=int(properties[MARKER_TTL_DAYS]),
+                reduce_idempotency=str(properties[REDUCE_IDEMPOTENCY]),
+                node_groups=int(properties[NODE_GROUPS_PROPERTY]),
+            )
+        except (KeyError, TypeError, ValueError) as error:
+            raise UnreadableStateSettings(f"not state settings: {dict(properties)!r} ({error})") from None
+
+
+def change_refusal(deployed: StateSettings, new: StateSettings) -> str | None:
+    """One line naming the setting and what to do when `new` is unsafe over state kept under
+    `deployed`; None when every stored total, marker and trade stays exact (module docstring)."""
+    old_domain, new_domain = deployed.value_domain, new.value_domain
+    for name, before, after in (
+        ("valueIntegerDigits", old_domain.integer_digits, new_domain.integer_digits),
+        ("valueFractionDigits", old_domain.fraction_digits, new_domain.fraction_digits),
+    ):
+        if after < before:
+            return (
+                f"{name} {before} -> {after} narrows the value domain of a stack that holds totals summed in the "
+                "wider one, which later sums could push past 38 digits: keep it at least "
+                f"{before} (a domain may only widen), or deploy the narrower domain as a new stack"
+            )
+    if new.node_groups != deployed.node_groups:
+        return (
+            f"NODE_GROUPS {deployed.node_groups} -> {new.node_groups} renames every reduce marker, so a replayed "
+            "delta would be applied twice: deploy this release as a new stack"
+        )
+    if new.reduce_idempotency != deployed.reduce_idempotency:
+        return (
+            f"reduceIdempotency {deployed.reduce_idempotency} -> {new.reduce_idempotency} changes the transactions "
+            "a pending retry sends under the same token, which then applies it twice: keep "
+            f"{deployed.reduce_idempotency}, or deploy the new mode as a new stack"
+        )
+    if new.marker_ttl_days < MIN_MARKER_TTL_DAYS:
+        return (
+            f"markerTtlDays {new.marker_ttl_days} would let markers expire before the 24 h a stream replays: "
+            f"keep it at least {MIN_MARKER_TTL_DAYS}"
+        )
+    return None
