@@ -1,8 +1,9 @@
 """Everything the producer shows people: live progress, summaries, the verdict.
 
-Kept apart so the sending, ledger and verifying logic stay free of rendering and
+Kept apart so the sending, ledger, verifying and clearing logic stay free of rendering and
 usable in-process (the chaos run, a benchmark): they report progress to the small
-protocols they define (`sender.SendProgress`, `verifier.DrainProgress`), which the
+protocols they define (`sender.SendProgress`, `verifier.DrainProgress`,
+`cleanup.ClearProgress`), which the
 displays here implement, and the CLI connects the two. Live displays only run on a
 terminal; in CI logs the same information appears as occasional plain lines.
 """
