@@ -18,6 +18,23 @@ item is deleted: the node's other slices, items of the layout before slices, and
 archived delta ever touched. After a rebuild the table's nodes are exactly the archive's. Stop
 the reduce stage first (disable its event source mapping) so that no transaction lands between
 the read and the writes.
+
+**Refused while the archive lags behind reduce** (`archive_lag`). The archive function consumes
+the DeltaTable stream beside reduce, so it may trail it; a rebuild then would leave the
+deltas reduce applied but the archive does not yet hold out of the totals, while their markers
+stay in the table, so no replay would ever apply them again: totals silently wrong for good.
+Two facts of the table prove the lag, and either refuses the whole rebuild (one line, nothing
+written, dry run included): a reduce marker naming a batch the archive lacks
+(`aggregation.names.batch_hash_of_marker`; markers expire by TTL, archived objects never do, so
+every live marker's batch must be archived), or `#stats` `MessagesApplied` above the state
+changes archived (mode `crt` writes no markers; that counter covers it). Rebuilding only the
+provable part instead would need the lagging deltas' markers removed, or they would stay
+applied-but-absent; and a partial rebuild is easy to mistake for a finished one. Refusing costs
+a wait: the archive catches up by itself (its mapping retries until success), or a deleted
+object is restored (README, "Audit archive"). What no check can see: a table already wiped (no
+markers, no `#stats`), which is the disaster rebuild is for; and in mode `crt` a replay after
+the token window over-counts `MessagesApplied` too, which this refusal reads as lag: check
+`audit reconcile`'s registry line (the archive's own counts) before concluding either way.
 """
 
 from __future__ import annotations
@@ -35,10 +52,12 @@ from aggregation.deltas import NodeDelta
 from aggregation.exact import dynamodb_number
 from aggregation.names import (
     AGGREGATE_KEY,
+    MARKER_PREFIX,
     MESSAGES_APPLIED,
     NODE_TRADE_COUNT,
     NODE_VALUE,
     STATS_KEY,
+    batch_hash_of_marker,
 )
 from aggregation.transactions import (
     DEFAULT_MARKER_TTL_DAYS,
@@ -74,6 +93,24 @@ class RebuildPlan:
     markers: dict[str, int] = field(default_factory=dict)  # marker id -> its expiry (`ExpiresAt`)
 
 
+def archive_lag(archive: ArchiveContents, table: AggregateTableContents) -> str | None:
+    """Why the archive provably lacks deltas the table holds (module docstring), or None."""
+    archived = {delta.batch_hash for delta in archive.deltas}
+    unarchived = sorted(
+        {
+            batch_hash_of_marker(key)
+            for key in table.bookkeeping_keys
+            if key.startswith(MARKER_PREFIX) and batch_hash_of_marker(key) not in archived
+        }
+    )
+    if unarchived:
+        return f"{len(unarchived)} batch(es) the reduce markers name are not archived (first: {unarchived[0]})"
+    applied = int(table.stats.get(MESSAGES_APPLIED, 0)) if table.stats else 0
+    if applied > archive.state_changes:
+        return f"#stats MessagesApplied is {applied}, but the archive holds {archive.state_changes} state changes"
+    return None
+
+
 def plan_rebuild(
     archive: ArchiveContents,
     table: AggregateTableContents,
@@ -81,12 +118,18 @@ def plan_rebuild(
     marker_window_hours: int,
     marker_ttl_days: int,
 ) -> RebuildPlan:
-    """The target state, from the archive alone; refuses an archive with unreadable objects."""
+    """The target state, from the archive alone; refuses an archive with unreadable objects or lagging deltas."""
     if archive.unreadable:
         key, reason = archive.unreadable[0]
         raise AuditError(
             f"{len(archive.unreadable)} archived object(s) are not valid deltas (first: {key}: {reason}); "
             "refusing to rebuild from a damaged archive"
+        )
+    lag = archive_lag(archive, table)
+    if lag is not None:
+        raise AuditError(
+            f"refusing to rebuild: the archive lags behind reduce: {lag}; wait for the archive function "
+            "to catch up (or restore deleted objects) and run again"
         )
     nodes = archived_totals(archive.deltas)
     window_start = now - marker_window_hours * SECONDS_PER_HOUR

@@ -9,7 +9,7 @@ The Python API, for in-process callers such as ``python -m local demo``::
     report = verify_pipeline(target, timeout=120)  # report.exact
 """
 
-from producer.cleanup import ClearSummary, clear_pipeline
+from producer.cleanup import ClearSummary, ClearTimeout, clear_pipeline
 from producer.generator import GeneratedMessage, GeneratorConfig, MessageGenerator, MessageKind
 from producer.ledger import Ledger, compute_aggregates
 from producer.model import AggregateNode, TradeState
@@ -32,6 +32,7 @@ __all__ = [
     "AggregateComparison",
     "AggregateNode",
     "ClearSummary",
+    "ClearTimeout",
     "GeneratedMessage",
     "GeneratorConfig",
     "Ledger",

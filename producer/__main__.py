@@ -1,7 +1,8 @@
 """``python -m producer send | verify | clear``: a thin shell over the Python API.
 
-Exit codes: 0 success (``verify``: exact), 1 ``verify`` found a mismatch,
-2 misuse or an operational error (AWS, ledger, target), 130 interrupted.
+Exit codes: 0 success (``verify``: exact; ``clear``: every node back at zero), 1 ``verify``
+found a mismatch or ``clear`` timed out with nodes or state items left, 2 misuse or an
+operational error (AWS, ledger, target), 130 interrupted.
 Every error is one line on stderr, never a traceback.
 """
 
@@ -15,8 +16,9 @@ from pathlib import Path
 from botocore.exceptions import BotoCoreError, ClientError
 from rich.console import Console
 
-from producer.cleanup import clear_pipeline
+from producer.cleanup import DEFAULT_CLEAR_TIMEOUT_SECONDS, ClearTimeout, clear_pipeline
 from producer.display import (
+    ClearProgressDisplay,
     DrainProgressDisplay,
     SendProgressDisplay,
     render_clear_summary,
@@ -120,7 +122,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     verify.add_argument("--poll", type=_positive, default=1.0, help="seconds between polls (default 1)")
 
-    commands.add_parser("clear", parents=[common], help="empty every table and delete the ledger")
+    clear = commands.add_parser(
+        "clear",
+        parents=[common],
+        help="delete every trade through the pipeline (wait until every node is zero) and delete the ledger",
+    )
+    clear.add_argument(
+        "--timeout",
+        type=_positive,
+        default=DEFAULT_CLEAR_TIMEOUT_SECONDS,
+        help=f"seconds to wait for every node to reach zero (default {DEFAULT_CLEAR_TIMEOUT_SECONDS:g})",
+    )
+    clear.add_argument("--poll", type=_positive, default=1.0, help="seconds between rounds (default 1)")
     return parser
 
 
@@ -173,8 +186,11 @@ def run_verify(arguments: argparse.Namespace, console: Console, status: Console)
 
 
 def run_clear(arguments: argparse.Namespace, console: Console, status: Console) -> int:
-    del status
-    summary = clear_pipeline(_target(arguments), arguments.ledger)
+    target = _target(arguments)
+    with ClearProgressDisplay(status, _show_progress(arguments)) as display:
+        summary = clear_pipeline(
+            target, arguments.ledger, timeout=arguments.timeout, poll_interval=arguments.poll, progress=display
+        )
     render_clear_summary(summary, console)
     return 0
 
@@ -197,6 +213,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         errors.print(f"{PROGRAM}: AWS error: {_one_line(str(error))}", markup=False)
     except SendError as error:
         errors.print(f"{PROGRAM}: send failed: {_one_line(str(error))}", markup=False)
+    except ClearTimeout as error:
+        errors.print(f"{PROGRAM}: clear not finished: {_one_line(str(error))}", markup=False)
+        return EXIT_MISMATCH
     except (TargetError, LedgerError) as error:
         errors.print(f"{PROGRAM}: {_one_line(str(error))}", markup=False)
     except ValueError as error:

@@ -1,8 +1,9 @@
 """Everything the producer shows people: live progress, summaries, the verdict.
 
-Kept apart so the sending, ledger and verifying logic stay free of rendering and
+Kept apart so the sending, ledger, verifying and clearing logic stay free of rendering and
 usable in-process (the chaos run, a benchmark): they report progress to the small
-protocols they define (`sender.SendProgress`, `verifier.DrainProgress`), which the
+protocols they define (`sender.SendProgress`, `verifier.DrainProgress`,
+`cleanup.ClearProgress`), which the
 displays here implement, and the CLI connects the two. Live displays only run on a
 terminal; in CI logs the same information appears as occasional plain lines.
 """
@@ -13,14 +14,14 @@ import threading
 import time
 from collections.abc import Callable
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Self
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 if TYPE_CHECKING:
-    from producer.cleanup import ClearSummary
+    from producer.cleanup import ClearStatus, ClearSummary
     from producer.sender import SendProgressSnapshot, SendSummary
     from producer.verifier import DrainStatus, VerificationReport
 
@@ -102,30 +103,21 @@ class SendProgressDisplay:
             self._progress.stop()
 
 
-class DrainProgressDisplay:
-    """A spinner while the verifier waits for the pipeline; plain lines when not a terminal."""
+class _StatusDisplay:
+    """A spinner with one line of status on a terminal; plain lines now and then otherwise."""
 
-    def __init__(self, console: Console, enabled: bool | None = None) -> None:
+    def __init__(self, console: Console, enabled: bool | None, first_line: str) -> None:
         """``enabled`` None: live on a terminal, plain lines otherwise; False: silent."""
         self._console = console
         self._silent = enabled is False
         self._live = console.is_terminal if enabled is None else enabled
-        self._status = console.status("waiting for the pipeline to drain") if self._live else None
+        self._status = console.status(first_line) if self._live else None
         self._last_plain = 0.0
 
-    def __enter__(self) -> DrainProgressDisplay:
+    def __enter__(self) -> Self:
         if self._status is not None:
             self._status.start()
         return self
-
-    def update(self, status: DrainStatus) -> None:
-        applied = f" · {status.messages_applied:,} messages applied" if status.messages_applied is not None else ""
-        text = (
-            f"waiting for the pipeline: {status.matching_nodes}/{status.expected_nodes} nodes match{applied}"
-            f" · unchanged {status.unchanged_seconds:.0f} s"
-            f" · {status.elapsed_seconds:.0f}/{status.timeout_seconds:.0f} s"
-        )
-        self.message(text)
 
     def message(self, text: str) -> None:
         if self._status is not None:
@@ -141,6 +133,38 @@ class DrainProgressDisplay:
     ) -> None:
         if self._status is not None:
             self._status.stop()
+
+
+class DrainProgressDisplay(_StatusDisplay):
+    """A spinner while the verifier waits for the pipeline: a `verifier.DrainProgress`."""
+
+    def __init__(self, console: Console, enabled: bool | None = None) -> None:
+        """``enabled`` None: live on a terminal, plain lines otherwise; False: silent."""
+        super().__init__(console, enabled, "waiting for the pipeline to drain")
+
+    def update(self, status: DrainStatus) -> None:
+        applied = f" · {status.messages_applied:,} messages applied" if status.messages_applied is not None else ""
+        text = (
+            f"waiting for the pipeline: {status.matching_nodes}/{status.expected_nodes} nodes match{applied}"
+            f" · unchanged {status.unchanged_seconds:.0f} s"
+            f" · {status.elapsed_seconds:.0f}/{status.timeout_seconds:.0f} s"
+        )
+        self.message(text)
+
+
+class ClearProgressDisplay(_StatusDisplay):
+    """A spinner while ``clear`` waits for the pipeline to take the deleted trades out: a `cleanup.ClearProgress`."""
+
+    def __init__(self, console: Console, enabled: bool | None = None) -> None:
+        """``enabled`` None: live on a terminal, plain lines otherwise; False: silent."""
+        super().__init__(console, enabled, "deleting state items")
+
+    def update(self, status: ClearStatus) -> None:
+        self.message(
+            f"clearing through the pipeline: {status.state_items_deleted:,} state items deleted"
+            f" · {status.nonzero_nodes:,} nodes not yet at zero"
+            f" · {status.elapsed_seconds:.0f}/{status.timeout_seconds:.0f} s"
+        )
 
 
 def render_send_summary(summary: SendSummary, console: Console) -> None:
@@ -237,9 +261,14 @@ def render_verification_report(report: VerificationReport, console: Console) -> 
 
 
 def render_clear_summary(summary: ClearSummary, console: Console) -> None:
-    """What ``clear`` deleted."""
+    """What ``clear`` deleted, and how long the pipeline took to bring every node to zero."""
     for name, deleted in summary.deleted_items.items():
         console.print(f"cleared {name}: {deleted:,} items deleted", highlight=False)
+    console.print(
+        f"[bold green]cleared[/bold green]: every aggregate node is back at zero "
+        f"(waited {summary.waited_seconds:.0f} s for the pipeline)",
+        highlight=False,
+    )
     for note in summary.notes:
         console.print(note, highlight=False)
     if summary.ledger_deleted is not None:

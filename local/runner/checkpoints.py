@@ -6,8 +6,10 @@ delivered, its *end* (the sequence number of its last consumed record) is record
 flight. Both are written with write-to-temporary + fsync + rename, so a runner killed at
 any instant (SIGKILL included) restarts from the last committed position and re-delivers
 exactly the batch that was in flight: the same records, not a batch re-formed from
-whatever has arrived since. The map stage's idempotency depends on that: its delta item is
-keyed by the hash of its batch, as Lambda retries a stream batch with identical records.
+whatever has arrived since. Lambda's retries are modelled apart, with reshaped batches on
+request (`redelivery.py`); the map stage does not depend on either: its delta items are keyed
+by stream position, (StreamShard, FirstSequenceNumber), and a retry in any boundaries maps
+only the records no item covers yet (`aggregation.stream_positions`).
 """
 
 from __future__ import annotations

@@ -235,6 +235,44 @@ def test_rebuild_restores_a_wiped_table_exactly_and_idempotently(
     assert reconcile(run.target).ok
 
 
+def test_rebuild_refuses_while_the_archive_lags_behind_reduce(
+    faulted_run: tuple[FaultedRun, dict[str, tuple[Decimal, int]]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Deltas reduce applied but the archive lacks would be left out for good (their markers stay)."""
+    run, expected = faulted_run
+    s3 = boto3.client("s3")
+    bucket = run.recorder.bucket
+    s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    key = s3.list_objects_v2(Bucket=bucket, Prefix="deltas/")["Contents"][0]["Key"]
+    s3.delete_object(Bucket=bucket, Key=key)  # the archive lags: one applied delta is not there
+    outputs = str(write_outputs(tmp_path, run))
+
+    def refused(reason: str) -> None:
+        table = sorted(run.pipeline.scan("aggregate"), key=lambda item: item["AggregateKey"])
+        for arguments in (["rebuild", "--outputs", outputs], ["rebuild", "--outputs", outputs, "--dry-run"]):
+            status = audit_main(arguments)
+            lines = capsys.readouterr().err.strip().splitlines()
+            assert status == 2 and len(lines) == 1, lines
+            assert "refusing to rebuild: the archive lags behind reduce" in lines[0] and reason in lines[0], lines
+        assert sorted(run.pipeline.scan("aggregate"), key=lambda item: item["AggregateKey"]) == table, "wrote"
+
+    refused("1 batch(es) the reduce markers name are not archived")
+
+    # Mode `crt` writes no markers: `#stats` MessagesApplied still shows the lag.
+    dynamodb = boto3.client("dynamodb")
+    for marker in marker_expiries(run):
+        dynamodb.delete_item(TableName=run.target.aggregate_table, Key={"AggregateKey": {"S": marker}})
+    refused("#stats MessagesApplied is")
+
+    # Restored as the README says (delete the delete marker), the archive is whole again.
+    versions = s3.list_object_versions(Bucket=bucket, Prefix=key)
+    (delete_marker,) = [marker for marker in versions["DeleteMarkers"] if marker["IsLatest"]]
+    s3.delete_object(Bucket=bucket, Key=key, VersionId=delete_marker["VersionId"])
+    rebuild(run.target)
+    assert nonzero(aggregate_nodes(run)) == expected
+    assert reconcile(run.target).ok
+
+
 @pytest.mark.parametrize(
     "arguments",
     [

@@ -12,7 +12,7 @@ from pathlib import Path
 import boto3
 import pytest
 
-from producer.cleanup import RESTART_AFTER_CLEAR, clear_pipeline
+from producer.cleanup import RESTART_AFTER_CLEAR, ClearStatus, ClearTimeout, clear_pipeline, nonzero_nodes
 from producer.ledger import Ledger
 from producer.targets import resolve_target
 from toolkit.pipeline import PipelineTarget, TargetError
@@ -103,41 +103,123 @@ def test_send_verify_clear_from_the_command_line(
     assert exact.returncode == 0, exact.stdout + exact.stderr
     assert "EXACT" in exact.stdout
 
-    cleared = run_cli("clear", cwd=tmp_path)
-    assert cleared.returncode == 0, cleared.stderr
-    assert not ledger_path.exists()
-    client = pipeline.dynamodb()
-    for table in (pipeline.state_table, pipeline.aggregate_table):
-        assert client.scan(TableName=table)["Count"] == 0
+    # No pipeline runs here to take the deleted trades out of the totals: clear gives up after
+    # its timeout, in one line naming what is left, and leaves the totals to the pipeline.
+    aggregate_items = client_items(pipeline, pipeline.aggregate_table)
+    cleared = run_cli("clear", "--timeout", "1", "--poll", "0.2", "--no-progress", cwd=tmp_path)
+    assert cleared.returncode == 1, cleared.stdout + cleared.stderr
+    assert cleared.stderr.count("\n") == 1 and "nodes not at zero" in cleared.stderr, cleared.stderr
+    assert "Traceback" not in cleared.stderr
+    assert not ledger_path.exists(), "the ledger described state items that are gone"
+    assert pipeline.dynamodb().scan(TableName=pipeline.state_table)["Count"] == 0
+    assert client_items(pipeline, pipeline.aggregate_table) == aggregate_items
 
 
-def test_clear_empties_every_table_and_the_ledger(pipeline: PipelineTarget, tmp_path: Path) -> None:
+def client_items(target: PipelineTarget, table: str) -> list[dict[str, object]]:
+    """Every item of a table, sorted by its text, for before/after comparisons."""
+    items = target.dynamodb().scan(TableName=table, ConsistentRead=True)["Items"]
+    return sorted((dict(item) for item in items), key=repr)
+
+
+def bookkeeping_items(target: PipelineTarget) -> list[dict[str, object]]:
+    """The AggregateTable's `#` items (`#stats`, markers)."""
+    items = target.dynamodb().scan(TableName=target.aggregate_table, ConsistentRead=True)["Items"]
+    return sorted((dict(item) for item in items if item["AggregateKey"]["S"].startswith("#")), key=repr)
+
+
+class PipelineStandIn:
+    """What the map and reduce stages do after clear deletes state items, as clear's `sleep`.
+
+    Each call is one pause of clear's wait: the first ``rounds_before_zero`` pauses change
+    nothing (the REMOVE deltas are still flowing), then every node slice goes to zero (they
+    were applied). ``reappear`` puts state items back on the first pause: a send in flight.
+    """
+
+    def __init__(self, target: PipelineTarget, rounds_before_zero: int, reappear: int = 0) -> None:
+        self.target = target
+        self.rounds_before_zero = rounds_before_zero
+        self.reappear = reappear
+        self.pauses = 0
+
+    def __call__(self, _seconds: float) -> None:
+        self.pauses += 1
+        client = self.target.dynamodb()
+        if self.pauses == 1 and self.reappear:
+            for n in range(self.reappear):
+                client.put_item(
+                    TableName=self.target.state_table,
+                    Item={"TradeID": {"S": f"late-{n}"}, "Version": {"N": "1"}},
+                )
+        if self.pauses == self.rounds_before_zero:
+            for item in client.scan(TableName=self.target.aggregate_table)["Items"]:
+                if item["AggregateKey"]["S"].startswith("node#"):
+                    client.update_item(
+                        TableName=self.target.aggregate_table,
+                        Key={"AggregateKey": item["AggregateKey"]},
+                        UpdateExpression="SET #value = :zero, TradeCount = :zero",
+                        ExpressionAttributeNames={"#value": "Value"},
+                        ExpressionAttributeValues={":zero": {"N": "0"}},
+                    )
+
+
+class RecordedProgress:
+    def __init__(self) -> None:
+        self.statuses: list[ClearStatus] = []
+
+    def update(self, status: ClearStatus) -> None:
+        self.statuses.append(status)
+
+
+def test_clear_goes_through_the_pipeline_and_leaves_its_bookkeeping(
+    pipeline: PipelineTarget, tmp_path: Path, sent_ledger: tuple[Path, Ledger], fill_tables: FillTables
+) -> None:
+    """Only state items are deleted; clear waits for the pipeline to bring every node to zero."""
+    _path, ledger = sent_ledger
+    fill_tables(pipeline, ledger)
     client = pipeline.dynamodb()
-    keys = {
-        pipeline.state_table: "TradeID",
-        pipeline.aggregate_table: "AggregateKey",
-        pipeline.delta_table: "StreamShard",
-        pipeline.quarantine: "RecordId",
-    }
-    for table, key in keys.items():
-        for start in range(0, 130, 25):
-            client.batch_write_item(
-                RequestItems={
-                    table: [
-                        # The DeltaTable's sort key too: clear reads each table's key schema.
-                        {"PutRequest": {"Item": {key: {"S": f"item-{n}"}, "FirstSequenceNumber": {"S": str(n)}}}}
-                        for n in range(start, min(start + 25, 130))
-                    ]
-                }
-            )
+    client.put_item(
+        TableName=pipeline.delta_table,
+        Item={"StreamShard": {"S": "label/shard-1"}, "FirstSequenceNumber": {"S": "1".zfill(40)}},
+    )
+    client.put_item(TableName=pipeline.quarantine, Item={"RecordId": {"S": "shardId-1:1"}})
+    bookkeeping = bookkeeping_items(pipeline)
+    assert bookkeeping, "#stats and a marker"
     ledger_path = tmp_path / "ledger.json"
     Ledger().save(ledger_path)
-    summary = clear_pipeline(pipeline, ledger_path)
-    assert sorted(summary.deleted_items.values()) == [130, 130, 130, 130]
+    stand_in = PipelineStandIn(pipeline, rounds_before_zero=3, reappear=2)
+    progress = RecordedProgress()
+
+    summary = clear_pipeline(pipeline, ledger_path, progress=progress, sleep=stand_in)
+
+    assert summary.deleted_items == {
+        f"quarantine table {pipeline.quarantine}": 1,
+        f"state table {pipeline.state_table}": len(ledger.trades) + 2,  # the late ones deleted again
+    }
     assert summary.notes == [RESTART_AFTER_CLEAR], "the state items are gone, not the versions warm functions saw"
     assert summary.ledger_deleted == ledger_path and not ledger_path.exists()
-    for table in keys:
-        assert client.scan(TableName=table)["Count"] == 0
+    assert [status.nonzero_nodes > 0 for status in progress.statuses] == [True, True, True]
+    assert client.scan(TableName=pipeline.state_table)["Count"] == 0
+    assert client.scan(TableName=pipeline.quarantine)["Count"] == 0
+    assert client.scan(TableName=pipeline.delta_table)["Count"] == 1, "delta items are the pipeline's, kept"
+    assert bookkeeping_items(pipeline) == bookkeeping, "#stats and the markers are the pipeline's, kept"
+    assert not nonzero_nodes(client, pipeline.aggregate_table)
+
+
+def test_clear_gives_up_after_its_timeout_saying_what_is_left(
+    pipeline: PipelineTarget, tmp_path: Path, sent_ledger: tuple[Path, Ledger], fill_tables: FillTables
+) -> None:
+    _path, ledger = sent_ledger
+    fill_tables(pipeline, ledger)
+    now = [0.0]
+
+    def clock() -> float:
+        return now[0]
+
+    def sleep(seconds: float) -> None:
+        now[0] += max(seconds, 0.5)
+
+    with pytest.raises(ClearTimeout, match=r"within 5 s: \d+ nodes not at zero \(.*\) left"):
+        clear_pipeline(pipeline, tmp_path / "absent.json", timeout=5, clock=clock, sleep=sleep)
 
 
 def test_target_from_outputs_file_and_environment(

@@ -15,6 +15,7 @@ from tests.stacks.stack_helpers import (
     event_source_mapping,
     function_properties,
     resources_of_type,
+    synthesize,
     table_logical_id,
 )
 
@@ -48,9 +49,37 @@ def test_map_reads_the_state_table_stream(template: Template) -> None:
     assert mapping["EventSourceArn"] == {"Fn::GetAtt": [table_logical_id(template, "TradeID"), "StreamArn"]}
     assert mapping["BatchSize"] == 100
     assert "FilterCriteria" not in mapping  # every change, and a batch is a run of consecutive records
-    assert mapping.get("ParallelizationFactor", 1) == 1
     # The only documented way for a DynamoDB stream event to carry its shardId.
     assert mapping["TumblingWindowInSeconds"] == 900
+
+
+@pytest.fixture(scope="module")
+def template_with_concurrent_state_batches() -> Template:
+    """The settings of the 50,000 msg/s plan (README), which run several batches per Kinesis shard."""
+    return synthesize(
+        {
+            "targetMessagesPerSecond": 50000,
+            "stateParallelizationFactor": 3,
+            "mapBatchSize": 2000,
+            "mapBatchingWindowSeconds": 2,
+            "reduceMemoryMb": 512,
+        }
+    )[1]
+
+
+@pytest.mark.parametrize("settings", ["default", "concurrent state batches"])
+def test_map_mapping_processes_one_batch_per_shard_at_a_time(
+    settings: str, template: Template, template_with_concurrent_state_batches: Template
+) -> None:
+    chosen = template if settings == "default" else template_with_concurrent_state_batches
+    factor = event_source_mapping(chosen, MAP_HANDLER).get("ParallelizationFactor", 1)
+    assert factor == 1, (
+        f"the map mapping has ParallelizationFactor {factor}; it must stay 1 (unset is 1). Above 1, Lambda "
+        "splits a shard's records into concurrent batches by item key (order kept per key only), so a batch is no "
+        "longer a run of consecutive records of its shard: the DeltaTable's stream-position keys (StreamShard, "
+        "FirstSequenceNumber..LastSequenceNumber) would cover records of other batches, which the coverage query "
+        "would then skip: records lost"
+    )
 
 
 @pytest.mark.parametrize("handler", [STATE_HANDLER, REDUCE_HANDLER])
