@@ -95,11 +95,18 @@ def is_dynamodb_number(value: Decimal) -> bool:
 
 def dynamodb_number(value: Decimal) -> Decimal:
     """`value` as it is written to DynamoDB: its canonical form (`canonical_number`), which
-    DynamoDB and boto3's serializer take without rounding, clamping or refusing.
+    DynamoDB and boto3's serializer take without rounding, clamping or refusing; an integer
+    of at most 38 digits as its plain digits (`1200`, not `1.2E+3`), as DynamoDB returns it
+    and as readers of counts and epoch seconds expect.
 
     Raises `ValueError` when DynamoDB cannot store it: validation keeps such numbers out, so
     this is the last guard against writing a number other than the one validated.
     """
     if not is_dynamodb_number(value):
         raise ValueError(f"{value} is not representable as a DynamoDB number")
-    return canonical_number(value)
+    normal = canonical_number(value)
+    sign, digits, exponent = normal.as_tuple()
+    assert isinstance(exponent, int)  # finite
+    if exponent > 0 and len(digits) + exponent <= DYNAMODB_MAX_DIGITS:
+        return Decimal((sign, digits + (0,) * exponent, 0))
+    return normal

@@ -47,3 +47,12 @@ def test_canonical_form_drops_trailing_zeros_and_the_exponent_and_sign_of_zero()
     assert significant_digits(Decimal("-100.0100")) == 5
     with pytest.raises(ValueError, match="not a finite number"):
         canonical_number(Decimal("NaN"))
+
+
+@pytest.mark.parametrize(
+    ("text", "written"),
+    [("1795626550", "1795626550"), ("1.2E+3", "1200"), ("1E+37", "1" + "0" * 37), ("1E+38", "1E+38"), ("-0E+5", "0")],
+)
+def test_integers_are_written_as_their_digits_while_they_fit_38(text: str, written: str) -> None:
+    """Epoch seconds and counts read back as plain integers, as DynamoDB itself returns them."""
+    assert str(dynamodb_number(Decimal(text))) == written

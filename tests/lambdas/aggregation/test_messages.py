@@ -6,6 +6,7 @@ from decimal import Decimal
 import pytest
 from boto3.dynamodb.types import TypeSerializer
 
+from aggregation.exact import dynamodb_number
 from aggregation.messages import InvalidMessage, parse_trade_message
 from aggregation.value_domain import ValueDomain
 
@@ -173,11 +174,17 @@ def test_the_largest_version_is_written_as_its_digits() -> None:
 
 
 @pytest.mark.parametrize(
-    ("text", "written"),
-    [("1.50", "1.5"), ("1." + "0" * 45, "1"), ("1200", "1.2E+3"), ("-0.00012300", "-0.000123"), ("1E+17", "1E+17")],
+    ("text", "kept", "written"),
+    [
+        ("1.50", "1.5", "1.5"),
+        ("1." + "0" * 45, "1", "1"),
+        ("1200", "1.2E+3", "1200"),
+        ("-0.00012300", "-0.000123", "-0.000123"),
+        ("1E+17", "1E+17", "100000000000000000"),
+    ],
 )
-def test_values_are_kept_in_the_canonical_form_they_are_written_in(text: str, written: str) -> None:
+def test_values_are_kept_in_canonical_form_and_written_as_the_same_number(text: str, kept: str, written: str) -> None:
     parsed = parse_trade_message(encode(message()).replace(b"34624.51", text.encode()), LEVELS)
-    assert str(parsed.value) == written
+    assert str(parsed.value) == kept
     assert parsed.value == Decimal(text)
-    assert TypeSerializer().serialize(parsed.value) == {"N": written}
+    assert TypeSerializer().serialize(dynamodb_number(parsed.value)) == {"N": written}
