@@ -444,6 +444,7 @@ def render(run: BenchmarkRun) -> str:
         "```bash",
         "make bench                                  # this page",
         "python -m benchmarks.capacity --rate 50000  # the planner alone (add --markdown, or -c key=value)",
+        "python -m benchmarks.batch_selection        # in-batch version selection alone (CPU; not part of this page)",
         "```",
         "",
     ]

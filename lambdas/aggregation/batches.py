@@ -20,6 +20,16 @@ class BatchSelection(Generic[Received]):
     same_version: list[Received] = field(default_factory=list)
 
 
+@dataclass
+class _Kept(Generic[Received]):
+    """The message kept so far for one TradeID, and how many same-version siblings it has."""
+
+    item: Received
+    version: int
+    rank: int  # how many times a higher version replaced the kept one: names its siblings
+    siblings: int = 0
+
+
 def select_latest_versions(
     received: Iterable[Received], message_of: Callable[[Received], TradeMessage]
 ) -> BatchSelection[Received]:
@@ -29,24 +39,31 @@ def select_latest_versions(
     update anyway; setting them aside here saves the write. On equal versions the
     first occurrence is the one written, as the conditional update decides across
     batches.
+
+    One pass, each message read once (`message_of` is called once per item): a same-version
+    sibling is noted with the rank of the message it duplicates, and a higher version only
+    bumps the rank, so the siblings it makes stale are dropped at the end without searching
+    for them. (Searching was quadratic: 10,000 copies of a trade then a higher version took
+    seconds, docs/benchmarks.md.)
     """
-    latest: dict[str, Received] = {}
+    kept: dict[str, _Kept[Received]] = {}
+    same_version: list[tuple[str, int, Received]] = []
     selection: BatchSelection[Received] = BatchSelection()
     for item in received:
         message = message_of(item)
-        kept_item = latest.get(message.trade_id)
-        kept = None if kept_item is None else message_of(kept_item)
-        if kept is None or message.version > kept.version:
-            if kept is not None:  # the kept message and its same-version siblings are now stale
-                siblings = [i for i in selection.same_version if message_of(i).trade_id == message.trade_id]
-                selection.same_version = [i for i in selection.same_version if i not in siblings]
-                selection.superseded += 1 + len(siblings)
-            latest[message.trade_id] = item
-        elif message.version == kept.version:
-            selection.same_version.append(item)
+        current = kept.get(message.trade_id)
+        if current is None:
+            kept[message.trade_id] = _Kept(item, message.version, rank=0)
+        elif message.version > current.version:  # the kept message and its siblings are now stale
+            selection.superseded += 1 + current.siblings
+            kept[message.trade_id] = _Kept(item, message.version, rank=current.rank + 1)
+        elif message.version == current.version:
+            current.siblings += 1
+            same_version.append((message.trade_id, current.rank, item))
         else:
             selection.superseded += 1
-    selection.latest = list(latest.values())
+    selection.latest = [entry.item for entry in kept.values()]
+    selection.same_version = [item for trade_id, rank, item in same_version if kept[trade_id].rank == rank]
     return selection
 
 

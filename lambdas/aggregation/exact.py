@@ -3,6 +3,9 @@
 Python's default decimal context rounds to 28 digits, silently. Totals must be
 exact to the last decimal, so all arithmetic here runs in a context wide enough
 for any sum of DynamoDB numbers and traps on any rounding instead of hiding it.
+
+Checks of a number read from outside (is it storable, how many digits) use no context at
+all: they read the digits and the exponent, so no input can make them raise.
 """
 
 from decimal import Context, Decimal, Inexact, InvalidOperation, Overflow, Rounded
@@ -37,38 +40,73 @@ def exact_difference(minuend: Decimal, subtrahend: Decimal) -> Decimal:
     return EXACT.subtract(minuend, subtrahend)
 
 
+def canonical_number(value: Decimal) -> Decimal:
+    """`value`, finite, in its shortest exact form: zero (of any sign or exponent) as `0`,
+    anything else with the trailing zeros of its coefficient moved into the exponent.
+
+    Computed from the digits alone, with no decimal context: a context has a precision and
+    an exponent range, and a number outside them (`1E+999999999`, 401 digits) would make it
+    raise or round before any check could say what is wrong with the number. This is also
+    the form every stage writes: boto3's serializer refuses a zero whose exponent is beyond
+    its range (`0E+500`: Clamped) and a coefficient longer than 38 digits (`Rounded`), and
+    the canonical form of a storable number has neither.
+    """
+    if not value.is_finite():
+        raise ValueError(f"{value} is not a finite number")
+    if value.is_zero():
+        return ZERO
+    sign, digits, exponent = value.as_tuple()
+    assert isinstance(exponent, int)  # finite, checked above
+    kept = len(digits)
+    while digits[kept - 1] == 0:  # a non-zero coefficient has a non-zero digit
+        kept -= 1
+    return Decimal((sign, digits[:kept], exponent + len(digits) - kept))
+
+
+def smallest_exponent(value: Decimal) -> int:
+    """The exponent of the last significant digit of a finite `value` (0 for zero)."""
+    exponent = canonical_number(value).as_tuple().exponent
+    assert isinstance(exponent, int)  # finite
+    return exponent
+
+
 def significant_digits(value: Decimal) -> int:
     """Digits DynamoDB counts: leading and trailing zeros are not significant."""
-    if value.is_zero():
-        return 1
-    return len(EXACT.normalize(value).as_tuple().digits)
+    return len(canonical_number(value).as_tuple().digits)
 
 
 def is_dynamodb_number(value: Decimal) -> bool:
-    """True when DynamoDB can store `value` exactly."""
+    """True when DynamoDB can store `value` exactly: finite, and zero or of at most 38
+    significant digits with magnitude 1E-130 .. <1E+126. Decided without a context, so any
+    `Decimal` gets an answer, never an exception."""
     if not value.is_finite():
         return False
     if value.is_zero():
         return True
-    normal = EXACT.normalize(value)
-    smallest_exponent = normal.as_tuple().exponent
-    assert isinstance(smallest_exponent, int)  # finite, checked above
+    normal = canonical_number(value)
+    _, digits, exponent = normal.as_tuple()
+    assert isinstance(exponent, int)  # finite
     return (
-        significant_digits(value) <= DYNAMODB_MAX_DIGITS
+        len(digits) <= DYNAMODB_MAX_DIGITS
         and normal.adjusted() <= DYNAMODB_MAX_ADJUSTED_EXPONENT
-        and smallest_exponent >= DYNAMODB_MIN_EXPONENT
+        and exponent >= DYNAMODB_MIN_EXPONENT
     )
 
 
 def dynamodb_number(value: Decimal) -> Decimal:
-    """`value` in a form DynamoDB and boto3's serializer accept without rounding.
+    """`value` as it is written to DynamoDB: its canonical form (`canonical_number`), which
+    DynamoDB and boto3's serializer take without rounding, clamping or refusing; an integer
+    of at most 38 digits as its plain digits (`1200`, not `1.2E+3`), as DynamoDB returns it
+    and as readers of counts and epoch seconds expect.
 
-    `Decimal("1.000…0")` with 40 digits is one significant digit, but boto3's
-    38-digit context would reject the long coefficient; trailing zeros are
-    therefore dropped when, and only when, the coefficient is too long.
+    Raises `ValueError` when DynamoDB cannot store it: validation keeps such numbers out, so
+    this is the last guard against writing a number other than the one validated.
     """
     if not is_dynamodb_number(value):
         raise ValueError(f"{value} is not representable as a DynamoDB number")
-    if len(value.as_tuple().digits) <= DYNAMODB_MAX_DIGITS:
-        return value
-    return EXACT.normalize(value)
+    normal = canonical_number(value)
+    sign, digits, exponent = normal.as_tuple()
+    assert isinstance(exponent, int)  # finite
+    if exponent > 0 and len(digits) + exponent <= DYNAMODB_MAX_DIGITS:
+        return Decimal((sign, digits + (0,) * exponent, 0))
+    return normal

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, NoReturn, TypeGuard
 
-from aggregation.exact import EXACT, is_dynamodb_number
+from aggregation.exact import DYNAMODB_MAX_DIGITS, canonical_number, is_dynamodb_number
 from aggregation.hierarchy import KEY_SEPARATOR, MAX_LEVEL_VALUE_BYTES
 from aggregation.value_domain import DEFAULT_VALUE_DOMAIN, ValueDomain
 
@@ -22,6 +22,9 @@ MAX_TRADE_ID_LENGTH = 256
 LATEST_TIMESTAMP = Decimal(10) ** 11
 """Timestamps (seconds since the epoch) from 0 up to this (year 5138) are kept for latency;
 others are dropped, so no absurd figure can break the reduce stage's latency arithmetic."""
+VERSION_LIMIT = 10**DYNAMODB_MAX_DIGITS
+"""Versions are integers below this (at most 38 digits): every integer up to it is a DynamoDB
+number, written as its digits, and compared exactly by the state write's condition."""
 
 
 class InvalidMessage(ValueError):
@@ -34,7 +37,9 @@ class InvalidMessage(ValueError):
 
 @dataclass(frozen=True)
 class TradeMessage:
-    """A valid message. `timestamp` is None when it cannot be stored (latency only)."""
+    """A valid message. Numbers are in the canonical form they are written in
+    (`aggregation.exact.canonical_number`: `0E+500` is `0`); `timestamp` is None when it
+    cannot be stored (latency only)."""
 
     trade_id: str
     version: int
@@ -50,7 +55,7 @@ class TradeMessage:
         The value is normalised, so `1.0` and `1.00` are the same content; the
         timestamp is left out because it only measures latency.
         """
-        canonical = json.dumps([str(EXACT.normalize(self.value)), list(self.hierarchy)], separators=(",", ":"))
+        canonical = json.dumps([str(canonical_number(self.value)), list(self.hierarchy)], separators=(",", ":"))
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
@@ -73,6 +78,8 @@ def _decode_json_object(data: bytes) -> dict[str, Any]:
         raise
     except (ValueError, RecursionError) as error:
         _reject(f"record is not JSON: {error}")
+    except ArithmeticError as error:  # decimal.InvalidOperation: an exponent beyond any Decimal's
+        _reject(f"record holds a number whose exponent no decimal can hold ({type(error).__name__})")
     if not isinstance(document, dict):
         _reject(f"record is a JSON {type(document).__name__}, not an object")
     return document
@@ -109,8 +116,8 @@ def _version(document: dict[str, Any]) -> int:
         _reject("Version is missing or not a JSON integer")
     if version < 0:
         _reject("Version is negative")
-    if not is_dynamodb_number(Decimal(version)):
-        _reject("Version has more than 38 significant digits")
+    if version >= VERSION_LIMIT:
+        _reject(f"Version has more than {DYNAMODB_MAX_DIGITS} digits (at most 10^{DYNAMODB_MAX_DIGITS} - 1)")
     return version
 
 
@@ -121,10 +128,11 @@ def _value(document: dict[str, Any], domain: ValueDomain) -> Decimal:
     exact = Decimal(value)
     if not is_dynamodb_number(exact):
         _reject("Value is not representable as a DynamoDB number (38 significant digits, 1E-130..1E+126)")
-    outside = domain.violation(exact)
+    canonical = canonical_number(exact)
+    outside = domain.violation(canonical)
     if outside is not None:
         _reject(f"Value {exact} is outside the aggregatable domain: {outside}")
-    return exact
+    return canonical
 
 
 def _timestamp(document: dict[str, Any]) -> Decimal | None:
@@ -133,8 +141,12 @@ def _timestamp(document: dict[str, Any]) -> Decimal | None:
         _reject("Timestamp is missing or not a JSON number")
     exact = Decimal(timestamp)
     # Only used for latency: a finite timestamp DynamoDB cannot hold, or no plausible
-    # time, is dropped, not rejected.
-    return exact if is_dynamodb_number(exact) and 0 <= exact < LATEST_TIMESTAMP else None
+    # time, is dropped, not rejected. Storable is decided first, without a context, so
+    # the comparisons only ever see numbers of at most 38 digits.
+    if not is_dynamodb_number(exact):
+        return None
+    canonical = canonical_number(exact)
+    return canonical if 0 <= canonical < LATEST_TIMESTAMP else None
 
 
 def _hierarchy(document: dict[str, Any], levels: Sequence[str]) -> tuple[str, ...]:

@@ -21,7 +21,7 @@ old and new values of changes still in flight), so any realistic node fits.
 from dataclasses import dataclass
 from decimal import Decimal
 
-from aggregation.exact import DYNAMODB_MAX_DIGITS, EXACT
+from aggregation.exact import DYNAMODB_MAX_DIGITS, canonical_number, smallest_exponent
 
 MIN_SUM_HEADROOM_DIGITS = 9
 """Digits every domain leaves for sums: one reduce invocation adds at most
@@ -60,15 +60,14 @@ class ValueDomain:
         return self.integer_digits + self.fraction_digits + carry_digits
 
     def violation(self, value: Decimal) -> str | None:
-        """Why a finite `value` is outside the domain, or None when it is inside."""
+        """Why a finite `value` is outside the domain, or None when it is inside (zero, of any
+        exponent, is inside). Decided from the digits alone (`aggregation.exact`), so no value
+        makes it raise."""
         if value.is_zero():
             return None
-        normal = EXACT.normalize(value)
-        if normal.adjusted() >= self.integer_digits:
+        if canonical_number(value).adjusted() >= self.integer_digits:
             return f"more than {self.integer_digits} integer digits (valueIntegerDigits)"
-        exponent = normal.as_tuple().exponent
-        assert isinstance(exponent, int)  # finite
-        if -exponent > self.fraction_digits:
+        if -smallest_exponent(value) > self.fraction_digits:
             return f"more than {self.fraction_digits} fraction digits (valueFractionDigits)"
         return None
 

@@ -24,6 +24,12 @@ item) is remembered in a per-environment `VersionCache` (`aggregation.versions`)
 a later message whose Version is not above the one seen would certainly fail its
 condition, so it is settled from memory without a write, reported exactly as the
 failed condition would have been, and counted in `WritesSkippedByVersionCache`.
+
+Each record's write is built, and serialized, at the door, before anything is written:
+whatever raises while a record is parsed, checked or turned into its request is that
+record's fault, so it is quarantined with the exception as its reason (`quarantine_reason`)
+and the batch goes on. Only the writes themselves can fail the batch: a DynamoDB or network
+error is retryable, and quarantining it would lose a valid message.
 """
 
 from concurrent.futures import ThreadPoolExecutor
@@ -52,6 +58,7 @@ from aggregation.names import (
     TRADE_TIMESTAMP,
     TRADE_VALUE,
 )
+from aggregation.value_domain import ValueDomain
 from aggregation.versions import StoredVersion, VersionCache
 from function_support.aws import dynamodb_client, error_code, serializer
 from function_support.faults import FailurePoint, maybe_inject_failure
@@ -62,7 +69,7 @@ from function_support.settings import (
     required_setting,
     value_domain,
 )
-from state_function.quarantine import QuarantinedRecord, RecordOrigin, quarantine_records
+from state_function.quarantine import QuarantinedRecord, RecordOrigin, quarantine_reason, quarantine_records
 
 STAGE = "STATE"
 DEFAULT_WRITE_CONCURRENCY = 16
@@ -89,8 +96,11 @@ class StateWrite:
 
 @dataclass(frozen=True)
 class ReceivedMessage:
+    """A valid record and its conditional update, ready to send (`update_arguments`)."""
+
     origin: RecordOrigin
     message: TradeMessage
+    update: dict[str, Any]
 
 
 def conflict_reason(message: TradeMessage) -> str:
@@ -135,15 +145,12 @@ def stored_item_version(item: dict[str, Any]) -> StoredVersion:
     )
 
 
-def apply_state_change(
-    table_name: str, received: ReceivedMessage, levels: tuple[str, ...], known: VersionCache
-) -> StateWrite:
-    """Write the message unless the table holds this or a newer version; remember what the table answered.
+def update_arguments(table_name: str, message: TradeMessage, event_id: str, levels: tuple[str, ...]) -> dict[str, Any]:
+    """The `update_item` arguments writing `message` unless the table holds this or a newer version.
 
-    Only an answer is remembered (a write, or a failed condition with the stored item):
-    any other error propagates and teaches `known` nothing.
+    Pure, and every number serialized here by boto3, so a message whose write cannot be built
+    is found at the door, before any write, and quarantined rather than failing the batch.
     """
-    message = received.message
     names = {
         "#trade_id": TRADE_ID,
         "#version": "Version",
@@ -160,7 +167,7 @@ def apply_state_change(
         ":hierarchy": serializer.serialize(dict(zip(levels, message.hierarchy, strict=True))),
         ":path": serializer.serialize(list(message.hierarchy)),
         ":digest": {"S": message.content_digest},
-        ":writer": {"S": received.origin.event_id},
+        ":writer": {"S": event_id},
     }
     assignments = (
         "#value = :value, #version = :version, #hierarchy = :hierarchy, #path = :path, "
@@ -171,16 +178,45 @@ def apply_state_change(
     else:
         values[":timestamp"] = serializer.serialize(dynamodb_number(message.timestamp))
         update = f"SET {assignments}, #timestamp = :timestamp"
+    return {
+        "TableName": table_name,
+        "Key": {TRADE_ID: {"S": message.trade_id}},
+        "UpdateExpression": update,
+        "ConditionExpression": "attribute_not_exists(#trade_id) OR #version < :version",
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": values,
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    }
+
+
+def receive(
+    origin: RecordOrigin, table_name: str, levels: tuple[str, ...], domain: ValueDomain
+) -> ReceivedMessage | QuarantinedRecord:
+    """One record, parsed, checked and its write built; or, whatever went wrong, its quarantine entry.
+
+    `InvalidMessage` is a rule the record breaks. Any other exception is a defect this record
+    exposed (a number no check foresaw, say): it is still this record's alone, so it is
+    quarantined with the exception named, logged with its traceback, and never fails the batch.
+    """
     try:
-        dynamodb_client().update_item(
-            TableName=table_name,
-            Key={TRADE_ID: {"S": message.trade_id}},
-            UpdateExpression=update,
-            ConditionExpression="attribute_not_exists(#trade_id) OR #version < :version",
-            ExpressionAttributeNames=names,
-            ExpressionAttributeValues=values,
-            ReturnValuesOnConditionCheckFailure="ALL_OLD",
-        )
+        message = parse_trade_message(origin.payload, levels, domain)
+        return ReceivedMessage(origin, message, update_arguments(table_name, message, origin.event_id, levels))
+    except InvalidMessage as error:
+        return QuarantinedRecord(origin, error.reason)
+    except Exception as error:  # one record's defect must not stall its shard (docstring)
+        logger.exception("record raised while it was read; quarantined", extra={"event_id": origin.event_id})
+        return QuarantinedRecord(origin, quarantine_reason(error))
+
+
+def apply_state_change(received: ReceivedMessage, known: VersionCache) -> StateWrite:
+    """Send the record's conditional update; remember what the table answered.
+
+    Only an answer is remembered (a write, or a failed condition with the stored item):
+    any other error propagates, fails the batch (it is retried) and teaches `known` nothing.
+    """
+    message = received.message
+    try:
+        dynamodb_client().update_item(**received.update)
     except ClientError as error:
         if error_code(error) != "ConditionalCheckFailedException":
             raise
@@ -192,9 +228,7 @@ def apply_state_change(
     return outcome(received, stored)
 
 
-def settle_messages(
-    table_name: str, latest: list[ReceivedMessage], levels: tuple[str, ...]
-) -> tuple[list[StateWrite], int]:
+def settle_messages(table_name: str, latest: list[ReceivedMessage]) -> tuple[list[StateWrite], int]:
     """The outcome of each message (one per TradeID), and how many the version cache settled without a write.
 
     The others are written concurrently in the bounded pool, each outcome remembered.
@@ -202,7 +236,7 @@ def settle_messages(
     known = version_cache(table_name)
     settled = [known.settling(item.message.trade_id, item.message.version) for item in latest]
     to_write = [item for item, stored in zip(latest, settled, strict=True) if stored is None]
-    written = write_pool().map(lambda item: apply_state_change(table_name, item, levels, known), to_write)
+    written = write_pool().map(lambda item: apply_state_change(item, known), to_write)
     writes = [
         next(written) if stored is None else outcome(item, stored) for item, stored in zip(latest, settled, strict=True)
     ]
@@ -228,13 +262,14 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, i
             partition_key=record.kinesis.partition_key,
             payload=record.kinesis.data_as_bytes(),
         )
-        try:
-            received.append(ReceivedMessage(origin, parse_trade_message(origin.payload, levels, domain)))
-        except InvalidMessage as error:
-            rejected.append(QuarantinedRecord(origin, error.reason))
+        at_door = receive(origin, state_table, levels, domain)
+        if isinstance(at_door, ReceivedMessage):
+            received.append(at_door)
+        else:
+            rejected.append(at_door)
 
     selection = select_latest_versions(received, lambda item: item.message)
-    writes, skipped = settle_messages(state_table, selection.latest, levels)
+    writes, skipped = settle_messages(state_table, selection.latest)
     applied_digests = {
         item.message.trade_id: w.applied_digest for item, w in zip(selection.latest, writes, strict=True)
     }

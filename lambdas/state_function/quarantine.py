@@ -48,6 +48,18 @@ class QuarantinedRecord:
     reason: str
 
 
+MAX_UNEXPECTED_REASON_CHARACTERS = 1_000
+"""An exception's text is not ours to bound (it may quote the whole record), and a reason that
+outgrew the item would make the quarantine write itself fail on every retry."""
+
+
+def quarantine_reason(error: Exception) -> str:
+    """The reason of a record quarantined because reading it raised `error` (not a rule it
+    broke, a defect): the exception named, its text cut to a bounded length."""
+    reason = f"unexpected {type(error).__name__} while reading the record: {error}"
+    return reason[:MAX_UNEXPECTED_REASON_CHARACTERS]
+
+
 def _character_boundary(text: bytes, cut: int) -> int:
     """The largest position <= `cut` that does not split a UTF-8 character of `text`."""
     while 0 < cut < len(text) and text[cut] & 0xC0 == 0x80:  # a continuation byte

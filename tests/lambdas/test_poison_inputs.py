@@ -5,6 +5,7 @@ the records are discarded). Run through state -> map -> reduce against the emula
 totals compared to an independent sum of the messages that should count.
 """
 
+import hashlib
 from decimal import Decimal
 
 import boto3
@@ -92,3 +93,57 @@ def test_level_values_that_look_like_bookkeeping_are_nodes_every_reader_shows(pi
     audit = read_audit_table(pipeline.dynamodb, table)
     assert {key: (node.value, node.trade_count) for key, node in audit.nodes.items()} == expected
     assert audit.stats is not None and audit.stats["MessagesApplied"] == len(trades)
+
+
+def test_hostile_numbers_between_good_records_are_settled_at_the_door_and_no_batch_fails(pipeline: Pipeline) -> None:
+    """Issue 21, findings 1-3, in one batch of one partition key: good records, the hostile ones,
+    good records again. Each hostile record used to raise (decimal.Clamped, Overflow, Inexact,
+    Rounded) on every retry of the batch, so the good records were never written.
+
+    A zero of any exponent is zero: accepted as the value 0 (stored as `0`), like a Timestamp
+    DynamoDB cannot store, which is dropped. Every other one is quarantined with its reason.
+    """
+    good_before = [trade_message("good-1", 1, "10.25"), trade_message("good-2", 7, "-3.5")]
+    zeros = [
+        trade_message("zero-up", 1, "0E+500"),
+        trade_message("zero-negative", 1, "-0E+300"),
+        trade_message("zero-timestamp", 1, "2", timestamp="0E+500"),
+        trade_message("zero-500-digits", 1, "0." + "0" * 500),
+    ]
+    dropped_timestamps = [
+        trade_message("timestamp-huge", 1, "3", timestamp="1e999999999"),
+        trade_message("timestamp-401-digits", 1, "4", timestamp="1" * 401),
+    ]
+    refused = {
+        trade_message("value-huge", 1, "1e999999999"): "Value is not representable as a DynamoDB number",
+        trade_message("value-tiny", 1, "1e-999999999"): "Value is not representable as a DynamoDB number",
+        trade_message("value-401-digits", 1, "1" * 401): "Value is not representable as a DynamoDB number",
+        trade_message("version-1e38", 10**38, "5"): "Version has more than 38 digits",
+        trade_message("version-401-digits", int("9" * 401), "5"): "Version has more than 38 digits",
+    }
+    good_after = [trade_message("good-1", 2, "11"), trade_message("good-3", 1, "0.0000000001")]
+
+    pipeline.run_all_stages(good_before + zeros + dropped_timestamps + list(refused) + good_after)
+
+    assert pipeline.aggregates() == expected_totals(
+        {
+            "good-1": (Decimal(11), NODE),
+            "good-2": (Decimal("-3.5"), NODE),
+            "good-3": (Decimal("1E-10"), NODE),
+            "zero-up": (Decimal(0), NODE),
+            "zero-negative": (Decimal(0), NODE),
+            "zero-timestamp": (Decimal(2), NODE),
+            "zero-500-digits": (Decimal(0), NODE),
+            "timestamp-huge": (Decimal(3), NODE),
+            "timestamp-401-digits": (Decimal(4), NODE),
+        }
+    )
+    reasons = {item["PayloadSha256"]: item["Reason"] for item in pipeline.scan("quarantine")}
+    assert len(reasons) == len(refused)
+    for payload, reason in refused.items():
+        assert reason in reasons[hashlib.sha256(payload).hexdigest()]
+    state = {item["TradeID"]: item for item in pipeline.scan("state")}
+    assert [str(state[trade]["Value"]) for trade in ("zero-up", "zero-negative", "zero-500-digits")] == ["0"] * 3
+    assert state["zero-timestamp"]["Timestamp"] == 0
+    assert "Timestamp" not in state["timestamp-huge"] and "Timestamp" not in state["timestamp-401-digits"]
+    assert pipeline.stats()["MessagesApplied"] == len(state)  # good-1 version 1 is superseded inside the batch

@@ -38,3 +38,24 @@ def test_content_digest_ignores_timestamp_and_number_spelling() -> None:
     base = trade("a", 1, "2.50")
     assert base.content_digest == TradeMessage("a", 1, Decimal("2.5"), Decimal(99), base.hierarchy).content_digest
     assert base.content_digest != TradeMessage("a", 1, Decimal("2.5"), None, ("Vega", "FX", "AMER")).content_digest
+
+
+def test_selection_reads_each_message_once_however_many_copies_a_trade_has() -> None:
+    """Issue 21, finding 11: 10,000 copies of one trade, then a higher version, took seconds
+    because every higher version searched the siblings it made stale. The selection is one
+    pass: `message_of` is called exactly once per message (before: about three times each)."""
+    copies = [trade("a", 1, "1") for _ in range(9_999)]
+    batch = [trade("b", 4), *copies[:5_000], trade("a", 0), *copies[5_000:], trade("a", 2), trade("a", 2, "5")]
+    batch += [trade("b", 4, "2"), trade("a", 2)]
+    reads: list[TradeMessage] = []
+
+    def message_of(message: TradeMessage) -> TradeMessage:
+        reads.append(message)
+        return message
+
+    selection = select_latest_versions(batch, message_of)
+    assert len(reads) == len(batch)
+    assert selection.latest == [batch[0], batch[-4]]
+    assert selection.superseded == 1 + 9_999  # "a" 0, then version 1 and its 9,998 siblings
+    assert [m.value for m in selection.same_version] == [Decimal(5), Decimal(2), Decimal(1)]
+    assert selection.same_version[1] is batch[-2] and selection.same_version[2] is batch[-1]

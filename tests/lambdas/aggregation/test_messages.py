@@ -4,7 +4,9 @@ import json
 from decimal import Decimal
 
 import pytest
+from boto3.dynamodb.types import TypeSerializer
 
+from aggregation.exact import dynamodb_number
 from aggregation.messages import InvalidMessage, parse_trade_message
 from aggregation.value_domain import ValueDomain
 
@@ -60,7 +62,9 @@ def test_integer_value_and_extra_hierarchy_levels_are_accepted() -> None:
         (encode(message(Version="3")), "Version is missing or not a JSON integer"),
         (encode(message(Version=True)), "Version is missing or not a JSON integer"),
         (encode(message(Version=-1)), "Version is negative"),
-        (encode(message(Version=10**39 + 1)), "38 significant digits"),
+        (encode(message(Version=10**39 + 1)), "more than 38 digits"),
+        (encode(message(Version=10**38)), "more than 38 digits"),
+        (encode(message(Version=int("9" * 401))), "more than 38 digits"),
         (encode(message(Value="12.5")), "Value is missing or not a JSON number"),
         (encode(message(Value=None)), "Value is missing"),
         (encode(message(Value=False)), "Value is missing or not a JSON number"),
@@ -70,6 +74,12 @@ def test_integer_value_and_extra_hierarchy_levels_are_accepted() -> None:
         (encode(message(Value=int("1" * 39))), "not representable"),
         (b'{"TradeID":"t","Version":1,"Value":1.00000000000000000000000000000000000001}', "not representable"),
         (b'{"TradeID":"t","Version":1,"Value":1e200}', "not representable"),
+        (b'{"TradeID":"t","Version":1,"Value":1e999999999}', "not representable"),
+        (b'{"TradeID":"t","Version":1,"Value":-1e-999999999}', "not representable"),
+        (b'{"TradeID":"t","Version":1,"Value":1e9999999999999999999}', "exponent no decimal can hold"),
+        (encode(message(Value=int("1" * 401))), "not representable"),
+        (encode(message()).replace(b"34624.51", b"1" * 5000), "not JSON"),  # Python's 4,300-digit limit on integers
+        (encode(message()).replace(b"34624.51", b"1." + b"1" * 400), "not representable"),
         (encode(message(Timestamp="now")), "Timestamp is missing or not a JSON number"),
         (encode({k: v for k, v in message().items() if k != "Timestamp"}), "Timestamp is missing"),
         (encode(message(Hierarchy=None)), "Hierarchy is missing or not an object"),
@@ -135,3 +145,46 @@ def test_the_value_domain_is_a_parameter() -> None:
     assert parse_trade_message(raw, LEVELS, ValueDomain(6, 2)).value == Decimal(123456)
     with pytest.raises(InvalidMessage, match="more than 5 integer digits"):
         parse_trade_message(raw, LEVELS, ValueDomain(5, 2))
+
+
+@pytest.mark.parametrize("zero", ["0E+500", "-0E+300", "0E-500", "-0.000", "0." + "0" * 500, "0"])
+def test_a_zero_of_any_exponent_is_the_value_zero_written_as_0(zero: str) -> None:
+    """A zero's exponent is no part of its value; boto3's serializer refuses `0E+500`
+    (decimal.Clamped), so a message that kept it would fail its batch on every retry."""
+    raw = encode(message()).replace(b"34624.51", zero.encode()).replace(b"1616413258.8997078", zero.encode())
+    parsed = parse_trade_message(raw, LEVELS)
+    assert parsed.value == 0 and parsed.timestamp == 0
+    assert str(parsed.value) == str(parsed.timestamp) == "0"
+    assert TypeSerializer().serialize(parsed.value) == {"N": "0"}
+    assert parsed.content_digest == parse_trade_message(encode(message(Value=0)), LEVELS).content_digest
+
+
+@pytest.mark.parametrize(
+    "timestamp",
+    ["1e999999999", "1e-999999999", "1" * 401, "1." + "1" * 400, "0." + "0" * 400 + "1", "1e9999999"],
+)
+def test_timestamps_no_context_can_hold_are_dropped_not_raised(timestamp: str) -> None:
+    raw = encode(message()).replace(b"1616413258.8997078", timestamp.encode())
+    assert parse_trade_message(raw, LEVELS).timestamp is None
+
+
+def test_the_largest_version_is_written_as_its_digits() -> None:
+    parsed = parse_trade_message(encode(message(Version=10**38 - 1)), LEVELS)
+    assert TypeSerializer().serialize(parsed.version) == {"N": "9" * 38}
+
+
+@pytest.mark.parametrize(
+    ("text", "kept", "written"),
+    [
+        ("1.50", "1.5", "1.5"),
+        ("1." + "0" * 45, "1", "1"),
+        ("1200", "1.2E+3", "1200"),
+        ("-0.00012300", "-0.000123", "-0.000123"),
+        ("1E+17", "1E+17", "100000000000000000"),
+    ],
+)
+def test_values_are_kept_in_canonical_form_and_written_as_the_same_number(text: str, kept: str, written: str) -> None:
+    parsed = parse_trade_message(encode(message()).replace(b"34624.51", text.encode()), LEVELS)
+    assert str(parsed.value) == kept
+    assert parsed.value == Decimal(text)
+    assert TypeSerializer().serialize(dynamodb_number(parsed.value)) == {"N": written}
