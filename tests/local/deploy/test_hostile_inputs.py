@@ -21,10 +21,10 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 
 from frontend.table_reader import AggregateTableReader
+from frontend.target import resolve_target
 from local.deploy import lifecycle
 from local.deploy.deployer import Deployment, aws_client
 from local.paths import REPO_ROOT, LocalPaths
@@ -129,10 +129,8 @@ def test_hostile_records_on_one_shard_are_quarantined_or_aggregated_and_never_st
     assert all(f["errors"] == 0 and f["batches_skipped"] == 0 for f in stats["functions"].values()), stats
     assert all(shard["records_pending"] == 0 for shard in stats["shards"]), "no shard left behind"
 
-    dashboard = AggregateTableReader(
-        boto3.resource("dynamodb", endpoint_url=deployment.endpoint_url, region_name=outputs["region"]),
-        outputs["aggregate_table"],
-    )()
+    watched = resolve_target(table_name=None, stack_name=None, outputs_path=paths.outputs, region=None)
+    dashboard = AggregateTableReader(watched.dynamodb(), watched.table_name)()  # as `python -m frontend` reads
     assert {"#stats", "Delta:#1 desk"} <= set(dashboard.nodes)
     reconciled = subprocess.run(
         [sys.executable, "-m", "audit", "reconcile", "--outputs", str(paths.outputs)],
