@@ -12,6 +12,9 @@ message (the handler sends no response itself). Its function is CDK's, with a ro
 that only writes its log group and reads (`GetFunction`, to wait until it is active) and invokes
 the guard function; the guard function's role only writes its own log group
 (`PipelineFunction`): the decision needs no AWS call.
+
+Keep the construct ids: they make the guard's logical id, and a guard under a new logical id is
+created, not updated, so that one deploy would go unchecked.
 """
 
 from __future__ import annotations
