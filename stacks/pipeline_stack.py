@@ -7,7 +7,6 @@ from typing import Any
 from aws_cdk import Stack
 from constructs import Construct
 
-from aggregation.setting_changes import STATE_SETTINGS_METADATA
 from stacks.archive import ArchiveStage
 from stacks.capacity import check_capacity
 from stacks.functions import SharedFunctionAssets
@@ -15,6 +14,7 @@ from stacks.ingest import IngestStream
 from stacks.monitoring import PipelineAlarms
 from stacks.outputs import PipelineOutputs
 from stacks.settings import PipelineSettings
+from stacks.settings_guard import SettingsGuard
 from stacks.stages import MapStage, ReduceStage, StateStage
 from stacks.tables import PipelineTables
 
@@ -34,9 +34,6 @@ class ExactlyOnceAggregationStack(Stack):
             **kwargs,
         )
         self.settings = settings
-        # What a deploy over existing state checks before anything runs with new settings
-        # (`aggregation.setting_changes`; the local deployer reads it from both templates).
-        self.template_options.metadata = {STATE_SETTINGS_METADATA: settings.state_settings.properties()}
         check_capacity(self, settings)
         self.ingest = IngestStream(self, "Ingest", settings=settings)
         self.tables = PipelineTables(self, "Tables", settings=settings)
@@ -57,6 +54,14 @@ class ExactlyOnceAggregationStack(Stack):
                 "reduce": self.reduce_stage.handler.function,
                 "archive": self.archive_stage.handler.function,
             },
+        )
+        # Every function is updated only after the guard accepted the new settings.
+        self.settings_guard = SettingsGuard(self, "SettingsGuard", settings=settings, assets=assets)
+        self.settings_guard.protect(
+            self.state_stage.handler.function,
+            self.map_stage.handler.function,
+            self.reduce_stage.handler.function,
+            self.archive_stage.handler.function,
         )
         PipelineOutputs(
             self, "Outputs", ingest=self.ingest, tables=self.tables, archive_bucket=self.archive_stage.buckets.bucket

@@ -124,6 +124,12 @@ MAP_SERVICE: Final = "map"
 REDUCE_SERVICE: Final = "reduce"
 ARCHIVE_SERVICE: Final = "archive"
 """Each function's Powertools service: the `service` dimension of its metrics."""
+SETTINGS_GUARD_SERVICE: Final = "settings-guard"
+"""The settings guard's Powertools service (it logs, and emits no metrics)."""
+
+STATE_SETTINGS_GUARD_TYPE: Final = "Custom::StateSettingsGuard"
+"""The custom resource type of the settings guard: the stack declares it, and the local deployer,
+whose emulator cannot invoke it, finds it by this type and runs its handler itself."""
 
 QUARANTINED_RECORDS: Final = "QuarantinedRecords"
 CONFLICTING_DUPLICATES: Final = "ConflictingDuplicates"

@@ -6,8 +6,10 @@ decides how long a replay is recognised, the hierarchy levels place every trade.
 that changes one of them over existing state must either be safe by construction or be
 refused, with one line naming the setting and what to do, before any function runs with it.
 `change_refusal` is that decision, a pure function of the settings deployed and the settings
-to deploy (`StateSettings`, carried as the template's `STATE_SETTINGS_METADATA` in the string
-form CloudFormation gives a resource's properties), so every deployer applies the same rule.
+to deploy (`StateSettings`, carried as the properties of the stack's settings guard, a custom
+resource, in the string form CloudFormation gives them), so every deployer applies the same
+rule: CloudFormation through the guard's handler (`settings_guard_function`), and the local
+deployer, which runs that handler itself.
 
 - `hierarchyLevels`: always safe. Every StateTable item stores its node path and the map
   function counts a trade at its stored path (`aggregation.deltas.image_node_path`), so a
@@ -50,9 +52,6 @@ from typing import Any, Final
 from aggregation.hierarchy import LEVEL_LIST_SEPARATOR
 from aggregation.transactions import MIN_MARKER_TTL_DAYS, NODE_GROUPS
 from aggregation.value_domain import ValueDomain
-
-STATE_SETTINGS_METADATA: Final = "ExactlyOnceAggregation::StateSettings"
-"""The template's top-level `Metadata` key holding the deployed `StateSettings` (string values)."""
 
 HIERARCHY_LEVELS: Final = "HierarchyLevels"
 VALUE_INTEGER_DIGITS: Final = "ValueIntegerDigits"

@@ -13,7 +13,10 @@ only ever works from what `cdk synth` wrote to `cdk.out/`:
    Powertools layer ARN) a local stand-in, since nobody can create `/aws/...` names.
 4. `deploy_stack` creates (or updates) the CloudFormation stack from the template, and
    `deploy_what_cloudformation_skipped` is the one place that fills any gap in moto's
-   CloudFormation from the template's own properties.
+   CloudFormation from the template's own properties. The one resource moto cannot run, the
+   Lambda-backed settings guard, is conditioned out of what moto gets
+   (`template_for_the_emulator`), and `run_settings_guard` sends its handler the request
+   CloudFormation would, before `create_stack` / `update_stack`.
 5. `describe_deployment` reads the physical names back from the stack outputs and
    resources: the runner and every client use those, never names of their own.
 """
@@ -30,17 +33,26 @@ import subprocess
 import time
 import zipfile
 from collections.abc import Callable, Iterable, Mapping
+from copy import deepcopy
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import boto3
+from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from aggregation.names import AGGREGATE_TABLE_OUTPUT, DELTA_TABLE_OUTPUT, STATE_TABLE_OUTPUT, STREAM_OUTPUT
-from aggregation.setting_changes import STATE_SETTINGS_METADATA, StateSettings, change_refusal
+from aggregation.names import (
+    AGGREGATE_TABLE_OUTPUT,
+    DELTA_TABLE_OUTPUT,
+    STATE_SETTINGS_GUARD_TYPE,
+    STATE_TABLE_OUTPUT,
+    STREAM_OUTPUT,
+)
+from aggregation.setting_changes import UnreadableStateSettings
 from local.paths import REPO_ROOT
+from settings_guard_function import handler as settings_guard
 from toolkit.pipeline import DUMMY_CREDENTIAL, STACK_OUTPUT_KEYS
 
 log = logging.getLogger(__name__)
@@ -102,6 +114,9 @@ RESOURCE_TYPES_THAT_MAY_BE_MISSING = frozenset(
         # there is nothing for auto scaling to adjust; the tables are created provisioned.
         "AWS::ApplicationAutoScaling::ScalableTarget",
         "AWS::ApplicationAutoScaling::ScalingPolicy",
+        # The settings guard: conditioned out of the emulator's template, its handler run by the
+        # deployer itself (`run_settings_guard`).
+        STATE_SETTINGS_GUARD_TYPE,
     }
 )
 """Template resources whose absence from the emulated stack changes nothing the pipeline does."""
@@ -467,33 +482,94 @@ def _deployed_template_body(cloudformation: Any, stack_name: str) -> str | None:
     return body if isinstance(body, str) else json.dumps(body)
 
 
-def refuse_unsafe_setting_changes(deployed_template: Mapping[str, Any], new_template: Mapping[str, Any]) -> None:
-    """Stop an update whose settings the state already stored would not survive, before any change.
+EMULATOR_SKIPS_CONDITION = "LocalEmulatorCannotInvokeCustomResources"
+"""The condition, false, that keeps the settings guard out of the emulator's stack."""
 
-    Both templates carry their state settings as metadata (`STATE_SETTINGS_METADATA`), and
-    `aggregation.setting_changes.change_refusal` decides, the one rule for every deployer. A
-    deployed template without them comes from a release before the check: nothing to compare.
+
+def template_for_the_emulator(template: Mapping[str, Any]) -> dict[str, Any]:
+    """The template with the settings guard conditioned out, as the emulator's CloudFormation gets it.
+
+    moto would invoke the guard's provider function (which needs Docker) and then wait for an
+    answer that never comes; `run_settings_guard` answers the guard's request instead. The guard
+    stays in the deployed template, properties and all, under a condition that is always false,
+    so the next deploy reads the settings deployed from it; the other resources' `DependsOn` on
+    it are dropped (nothing may depend on a resource that is not created).
     """
-    before = deployed_template.get("Metadata", {}).get(STATE_SETTINGS_METADATA)
-    after = new_template.get("Metadata", {}).get(STATE_SETTINGS_METADATA)
-    if before is None or after is None:
+    guards = {
+        logical_id
+        for logical_id, resource in template.get("Resources", {}).items()
+        if resource.get("Type") == STATE_SETTINGS_GUARD_TYPE
+    }
+    emulated = deepcopy(dict(template))
+    if not guards:
+        return emulated
+    emulated.setdefault("Conditions", {})[EMULATOR_SKIPS_CONDITION] = {"Fn::Equals": ["emulator", "CloudFormation"]}
+    for logical_id, resource in emulated["Resources"].items():
+        if logical_id in guards:
+            resource["Condition"] = EMULATOR_SKIPS_CONDITION
+        depends_on = resource.get("DependsOn")
+        if depends_on is not None:
+            names = [depends_on] if isinstance(depends_on, str) else depends_on
+            kept = [name for name in names if name not in guards]
+            if kept:
+                resource["DependsOn"] = kept
+            else:
+                del resource["DependsOn"]
+    return emulated
+
+
+def _guard(template: Mapping[str, Any] | None) -> tuple[str, Mapping[str, Any]] | None:
+    """The settings guard's logical id and properties, when the template has one."""
+    for logical_id, resource in (template or {}).get("Resources", {}).items():
+        if resource.get("Type") == STATE_SETTINGS_GUARD_TYPE:
+            return logical_id, resource.get("Properties", {})
+    return None
+
+
+def run_settings_guard(deployed_template: Mapping[str, Any] | None, new_template: Mapping[str, Any]) -> None:
+    """Play CloudFormation's part for the settings guard: send its handler the Create or Update
+    request the deploy makes, and stop with its one-line reason when it refuses.
+
+    The request is CloudFormation's (`RequestType`, `ResourceType`, `LogicalResourceId`,
+    `ResourceProperties` and, on an update, `OldResourceProperties` read from the deployed
+    template); the handler is the very code the stack deploys (`settings_guard_function`), so
+    the local deploy refuses exactly what a `cdk deploy` would. An unchanged guard is not called,
+    as CloudFormation calls a custom resource only when its properties change; a deployed
+    template without a guard (a release before it) gets a Create, which checks nothing.
+    """
+    new = _guard(new_template)
+    if new is None:
         return
-    refusal = change_refusal(StateSettings.from_properties(before), StateSettings.from_properties(after))
-    if refusal is not None:
-        raise DeploymentError(f"refused: {refusal}")
+    logical_id, properties = new
+    deployed = _guard(deployed_template)
+    event: dict[str, Any] = {
+        "RequestType": "Create",
+        "ResourceType": STATE_SETTINGS_GUARD_TYPE,
+        "LogicalResourceId": logical_id,
+        "ResourceProperties": dict(properties),
+    }
+    if deployed is not None:
+        if deployed[1] == properties:
+            return
+        event |= {"RequestType": "Update", "OldResourceProperties": dict(deployed[1])}
+    try:
+        settings_guard.lambda_handler(event, LambdaContext())
+    except (settings_guard.SettingChangeRefused, UnreadableStateSettings) as error:
+        raise DeploymentError(str(error)) from None
 
 
 def deploy_stack(cloudformation: Any, assembly: CloudAssembly, parameters: Iterable[Mapping[str, str]] = ()) -> str:
-    """Create the stack, or update it when its template changed (and its state survives the new
-    settings: `refuse_unsafe_setting_changes`); returns what was done."""
-    deployed = _deployed_template_body(cloudformation, assembly.stack_name)
-    if deployed is not None and deployed.strip() == assembly.template_body.strip():
+    """Create the stack, or update it when its template changed (and the settings guard accepts
+    the change: `run_settings_guard`); returns what was done."""
+    emulated = template_for_the_emulator(assembly.template)
+    deployed_body = _deployed_template_body(cloudformation, assembly.stack_name)
+    deployed = json.loads(deployed_body) if deployed_body is not None else None
+    if deployed == emulated:
         return "unchanged"
-    if deployed is not None:
-        refuse_unsafe_setting_changes(json.loads(deployed), assembly.template)
+    run_settings_guard(deployed, assembly.template)
     stack = {
         "StackName": assembly.stack_name,
-        "TemplateBody": assembly.template_body,
+        "TemplateBody": json.dumps(emulated, indent=1),
         "Parameters": list(parameters),
         "Capabilities": ["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM", "CAPABILITY_AUTO_EXPAND"],
     }

@@ -158,3 +158,5 @@ MAP_HANDLER = "map_function.handler.lambda_handler"
 REDUCE_HANDLER = "reduce_function.handler.lambda_handler"
 ARCHIVE_HANDLER = "archive_function.handler.lambda_handler"
 HANDLERS = {"state": STATE_HANDLER, "map": MAP_HANDLER, "reduce": REDUCE_HANDLER, "archive": ARCHIVE_HANDLER}
+SETTINGS_GUARD_HANDLER = "settings_guard_function.handler.lambda_handler"
+"""Not a pipeline stage: the custom resource handler of the settings guard (`stacks/settings_guard.py`)."""

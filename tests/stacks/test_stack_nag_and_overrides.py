@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -42,9 +43,13 @@ def test_every_suppression_has_a_specific_reason(template: Template) -> None:
     for suppression in suppressions:
         assert len(suppression["reason"]) >= 80
         assert suppression["id"] == "AwsSolutions-IAM5"
-        # ListStreams on '*' (stream mappings), and the archive's content-addressed deltas/ prefix.
+        # ListStreams on '*' (stream mappings), the archive's content-addressed deltas/ prefix, and
+        # the versions of the settings guard's function, which its provider framework may invoke.
         assert suppression["applies_to"] == ["Resource::*"] or (
-            len(suppression["applies_to"]) == 1 and suppression["applies_to"][0].endswith(".Arn>/deltas/*")
+            len(suppression["applies_to"]) == 1
+            and re.fullmatch(
+                r"Resource::<(.*\.Arn>/deltas/\*|SettingsGuardGuardFunction\w+\.Arn>:\*)", suppression["applies_to"][0]
+            )
         )
 
 

@@ -7,11 +7,13 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Match, Template
 
+from aggregation.names import STATE_SETTINGS_GUARD_TYPE
 from stacks.settings import FAULT_INJECTION_VARIABLES
 from tests.stacks.stack_helpers import (
     HANDLERS,
     MAP_HANDLER,
     REDUCE_HANDLER,
+    SETTINGS_GUARD_HANDLER,
     STATE_HANDLER,
     function_logical_id,
     function_properties,
@@ -87,16 +89,19 @@ def test_streams_and_ttl_per_table(template: Template) -> None:
     assert "TimeToLiveSpecification" not in quarantine
 
 
-def test_exactly_the_four_pipeline_functions(template: Template) -> None:
-    """No Lambda-backed custom resource (LogRetention, AwsCustomResource): they can't run locally."""
+def test_the_four_pipeline_functions_and_the_settings_guard(template: Template) -> None:
+    """The one Lambda-backed custom resource is the settings guard, whose provider framework adds
+    CDK's `framework.onEvent` function; none other (LogRetention, AwsCustomResource)."""
     functions = resources_of_type(template, "AWS::Lambda::Function")
-    assert sorted(f["Properties"]["Handler"] for f in functions.values()) == sorted(HANDLERS.values())
+    assert sorted(f["Properties"]["Handler"] for f in functions.values()) == sorted(
+        [*HANDLERS.values(), SETTINGS_GUARD_HANDLER, "framework.onEvent"]
+    )
     custom = [
-        logical_id
-        for logical_id, resource in template.to_json()["Resources"].items()
+        resource["Type"]
+        for resource in template.to_json()["Resources"].values()
         if resource["Type"].startswith("Custom::") or resource["Type"] == "AWS::CloudFormation::CustomResource"
     ]
-    assert custom == []
+    assert custom == [STATE_SETTINGS_GUARD_TYPE]
 
 
 @pytest.mark.parametrize("handler", HANDLERS.values())

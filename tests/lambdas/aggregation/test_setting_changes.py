@@ -9,8 +9,6 @@ from aggregation.exact import DYNAMODB_MAX_DIGITS, EXACT, is_dynamodb_number
 from aggregation.names import TOKEN_AND_MARKERS, TOKEN_ONLY
 from aggregation.setting_changes import StateSettings, UnreadableStateSettings, change_refusal
 from aggregation.value_domain import DEFAULT_VALUE_DOMAIN, MIN_SUM_HEADROOM_DIGITS, ValueDomain
-from local.deploy.deployer import DeploymentError, refuse_unsafe_setting_changes
-from stacks.settings import PipelineSettings
 
 DEPLOYED = StateSettings(
     hierarchy_levels=("RiskType", "TradeDesk", "Region"),
@@ -74,14 +72,3 @@ def test_the_settings_travel_as_the_strings_cloudformation_hands_over() -> None:
     assert StateSettings.from_properties(properties) == DEPLOYED
     with pytest.raises(UnreadableStateSettings):
         StateSettings.from_properties({"HierarchyLevels": "A"})
-
-
-def test_the_stack_and_the_local_deployer_apply_the_same_decision() -> None:
-    def template(**context: object) -> dict[str, object]:
-        settings = PipelineSettings.from_context(context.get).state_settings
-        return {"Metadata": {"ExactlyOnceAggregation::StateSettings": settings.properties()}}
-
-    refuse_unsafe_setting_changes(template(), template(hierarchyLevels=["Region", "RiskType", "TradeDesk"]))
-    refuse_unsafe_setting_changes({}, template(valueIntegerDigits=28, valueFractionDigits=1))  # a previous release
-    with pytest.raises(DeploymentError, match=r"^refused: valueFractionDigits 10 -> 1 narrows"):
-        refuse_unsafe_setting_changes(template(), template(valueIntegerDigits=28, valueFractionDigits=1))

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from aggregation.names import STATE_SETTINGS_GUARD_TYPE
 from local.deploy import lifecycle
 from local.deploy.deployer import DeploymentError, aws_client
 from local.paths import LocalPaths
@@ -115,14 +116,16 @@ def test_levels_added_and_reordered_on_a_running_stack_stay_exact_and_a_narrower
             stored = read_trade_states(client, outputs["StateTableName"], ledger.trades, ledger.hierarchy_levels)
             assert compare_trades(ledger.trades, stored) == ()
 
-        # 18+10 -> 28+1 over these totals: refused before CloudFormation changes anything.
+        # 18+10 -> 28+1 over these totals: the settings guard's handler refuses it before
+        # CloudFormation changes anything.
         third = synthesized(
             tmp_path, "third", hierarchyLevels=list(AFTER), valueIntegerDigits=28, valueFractionDigits=1
         )
         with pytest.raises(DeploymentError, match=r"^refused: valueFractionDigits 10 -> 1 narrows the value domain"):
             lifecycle.up(paths, environment=quiet, report=lambda _: None, cdk_out=third)
         deployed = aws_client("cloudformation", endpoint).get_template(StackName=deployment.stack_name)["TemplateBody"]
-        metadata = (deployed if isinstance(deployed, dict) else json.loads(deployed))["Metadata"]
-        assert metadata["ExactlyOnceAggregation::StateSettings"]["ValueFractionDigits"] == "10"
+        resources = (deployed if isinstance(deployed, dict) else json.loads(deployed))["Resources"]
+        (guard,) = [resource for resource in resources.values() if resource["Type"] == STATE_SETTINGS_GUARD_TYPE]
+        assert guard["Properties"]["ValueFractionDigits"] == "10"
     finally:
         lifecycle.down(paths, report=lambda _: None)

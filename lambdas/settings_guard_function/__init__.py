@@ -1,0 +1,1 @@
+"""The settings guard: the custom resource handler that fails a deploy unsafe over stored state."""

@@ -1,0 +1,102 @@
+"""The settings guard's handler, fed the requests CloudFormation sends a custom resource."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from aggregation.names import STATE_SETTINGS_GUARD_TYPE, TOKEN_AND_MARKERS, TOKEN_ONLY
+from aggregation.setting_changes import StateSettings, UnreadableStateSettings
+from aggregation.value_domain import DEFAULT_VALUE_DOMAIN, ValueDomain
+from settings_guard_function.handler import SettingChangeRefused, lambda_handler, physical_id
+
+DEPLOYED = StateSettings(
+    hierarchy_levels=("RiskType", "TradeDesk", "Region"),
+    value_domain=DEFAULT_VALUE_DOMAIN,
+    marker_ttl_days=7,
+    reduce_idempotency=TOKEN_AND_MARKERS,
+)
+SERVICE_TOKEN = "arn:aws:lambda:eu-west-1:111122223333:function:ExactlyOnceAggregation-SettingsGuardProvider"
+
+
+def request(request_type: str, new: StateSettings, old: StateSettings | None = None) -> dict[str, Any]:
+    """A request as CloudFormation sends it: every property a string, the service token among them."""
+    event: dict[str, Any] = {
+        "RequestType": request_type,
+        "ServiceToken": SERVICE_TOKEN,
+        "ResponseURL": "https://cloudformation-custom-resource-response-euwest1.s3.amazonaws.com/presigned",
+        "StackId": "arn:aws:cloudformation:eu-west-1:111122223333:stack/ExactlyOnceAggregation/0a1b",
+        "RequestId": "5d2c1a7e-0000-4000-8000-000000000001",
+        "LogicalResourceId": "SettingsGuardA3A7EA49",
+        "ResourceType": STATE_SETTINGS_GUARD_TYPE,
+        "ResourceProperties": {"ServiceToken": SERVICE_TOKEN, **new.properties()},
+    }
+    if old is not None:
+        event["PhysicalResourceId"] = physical_id(old)
+        if request_type == "Update":
+            event["OldResourceProperties"] = {"ServiceToken": SERVICE_TOKEN, **old.properties()}
+    return event
+
+
+def handle(event: dict[str, Any]) -> dict[str, str]:
+    return lambda_handler(event, LambdaContext())
+
+
+def test_create_succeeds_and_names_the_settings() -> None:
+    assert handle(request("Create", DEPLOYED)) == {"PhysicalResourceId": physical_id(DEPLOYED)}
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"hierarchy_levels": ("Region", "RiskType", "TradeDesk", "Book")},
+        {"value_domain": ValueDomain(19, 10)},
+        {"marker_ttl_days": 2},
+    ],
+)
+def test_a_safe_update_succeeds_and_replaces_the_guard(change: dict[str, Any]) -> None:
+    """A new physical id makes CloudFormation treat the update as a replacement: a rollback then
+    deletes the new guard instead of sending it the reverse change (a narrowing it would refuse)."""
+    new = replace(DEPLOYED, **change)
+    answer = handle(request("Update", new, old=DEPLOYED))
+    assert answer == {"PhysicalResourceId": physical_id(new)}
+    assert answer["PhysicalResourceId"] != physical_id(DEPLOYED)
+
+
+def test_an_update_that_leaves_the_settings_as_they_are_keeps_the_guard() -> None:
+    """Only the service token changed (a new provider): a plain update, whose reverse is as safe."""
+    event = request("Update", DEPLOYED, old=DEPLOYED)
+    event["OldResourceProperties"]["ServiceToken"] = SERVICE_TOKEN + "-old"
+    assert handle(event) == {"PhysicalResourceId": physical_id(DEPLOYED)}
+
+
+@pytest.mark.parametrize(
+    ("new", "reason"),
+    [
+        (replace(DEPLOYED, value_domain=ValueDomain(28, 1)), "refused: valueFractionDigits 10 -> 1 narrows the value"),
+        (replace(DEPLOYED, reduce_idempotency=TOKEN_ONLY), "refused: reduceIdempotency crt+marker -> crt changes"),
+        (replace(DEPLOYED, node_groups=3), "refused: NODE_GROUPS 2 -> 3 renames every reduce marker"),
+    ],
+)
+def test_an_unsafe_update_fails_with_the_one_line_reason(new: StateSettings, reason: str) -> None:
+    with pytest.raises(SettingChangeRefused) as refused:
+        handle(request("Update", new, old=DEPLOYED))
+    message = str(refused.value)
+    assert message.startswith(reason)
+    assert "\n" not in message
+
+
+def test_delete_always_succeeds_with_the_guards_own_id() -> None:
+    """A rollback of a created or replaced guard, a removal, or the cleanup of a replaced one."""
+    narrower = replace(DEPLOYED, value_domain=ValueDomain(10, 2))
+    assert handle(request("Delete", narrower, old=DEPLOYED)) == {"PhysicalResourceId": physical_id(DEPLOYED)}
+
+
+def test_properties_that_are_not_state_settings_fail_the_request() -> None:
+    event = request("Create", DEPLOYED)
+    del event["ResourceProperties"]["MarkerTtlDays"]
+    with pytest.raises(UnreadableStateSettings):
+        handle(event)

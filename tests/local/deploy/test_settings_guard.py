@@ -1,0 +1,60 @@
+"""What the local deployer does for the settings guard, which the emulator cannot invoke."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from aggregation.names import STATE_SETTINGS_GUARD_TYPE
+from local.deploy.deployer import (
+    EMULATOR_SKIPS_CONDITION,
+    DeploymentError,
+    StackResource,
+    deploy_what_cloudformation_skipped,
+    run_settings_guard,
+    template_for_the_emulator,
+)
+from stacks.settings import PipelineSettings
+
+GUARD = "SettingsGuardA3A7EA49"
+
+
+def template(**context: object) -> dict[str, Any]:
+    """The guard and a function depending on it, as the stack writes them."""
+    settings = PipelineSettings.from_context(context.get).state_settings
+    return {
+        "Resources": {
+            GUARD: {
+                "Type": STATE_SETTINGS_GUARD_TYPE,
+                "Properties": {"ServiceToken": {"Fn::GetAtt": ["Provider", "Arn"]}, **settings.properties()},
+            },
+            "Function": {"Type": "AWS::Lambda::Function", "DependsOn": [GUARD, "Role"]},
+            "Mapping": {"Type": "AWS::Lambda::EventSourceMapping", "DependsOn": GUARD},
+        }
+    }
+
+
+def test_the_deployer_refuses_what_the_guards_handler_refuses() -> None:
+    run_settings_guard(template(), template(hierarchyLevels=["Region", "RiskType", "TradeDesk"]))
+    run_settings_guard(None, template(valueIntegerDigits=28, valueFractionDigits=1))  # a new stack: Create
+    run_settings_guard({"Resources": {}}, template(valueIntegerDigits=28, valueFractionDigits=1))  # no guard yet
+    with pytest.raises(DeploymentError, match=r"^refused: valueFractionDigits 10 -> 1 narrows"):
+        run_settings_guard(template(), template(valueIntegerDigits=28, valueFractionDigits=1))
+    with pytest.raises(DeploymentError, match=r"^refused: reduceIdempotency crt\+marker -> crt"):
+        run_settings_guard(template(), template(reduceIdempotency="crt"))
+
+
+def test_the_emulator_gets_the_guard_conditioned_out_with_its_properties_kept() -> None:
+    synthesized = template()
+    emulated = template_for_the_emulator(synthesized)
+    assert emulated["Resources"][GUARD]["Condition"] == EMULATOR_SKIPS_CONDITION
+    assert emulated["Resources"][GUARD]["Properties"] == synthesized["Resources"][GUARD]["Properties"]
+    assert emulated["Conditions"][EMULATOR_SKIPS_CONDITION] == {"Fn::Equals": ["emulator", "CloudFormation"]}
+    assert emulated["Resources"]["Function"]["DependsOn"] == ["Role"]
+    assert "DependsOn" not in emulated["Resources"]["Mapping"]
+    assert synthesized == template(), "the synthesized template is left as it is"
+    deployed = {
+        name: StackResource(name, emulated["Resources"][name]["Type"], name) for name in ("Function", "Mapping")
+    }
+    assert deploy_what_cloudformation_skipped(synthesized, deployed) == [GUARD], "a gap the deployer fills itself"
