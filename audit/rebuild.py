@@ -13,11 +13,11 @@ the same table as running it once:
   expiring when the reduce stage's would: `marker_ttl_days` (default 7, as `markerTtlDays`)
   after the delta item's `CreatedAt` (`aggregation.transactions.marker_expires_at`).
 
-Each node is written whole into its slice 0 (`aggregation.aggregate_items`); every other node
-item is deleted: the node's other slices, items of the layout before slices, and nodes that no
-archived delta ever touched. After a rebuild the table's nodes are exactly the archive's. Stop
-the reduce stage first (disable its event source mapping) so that no transaction lands between
-the read and the writes.
+Each node is written whole into its slice 0 (`aggregation.aggregate_items`), and `#stats` into
+its slice 0; every other node or stats item is deleted: the other slices, items of the layout
+before slices, and nodes that no archived delta ever touched. After a rebuild the table's nodes
+are exactly the archive's. Stop the reduce stage first (disable its event source mapping) so
+that no transaction lands between the read and the writes.
 
 **Refused while the archive lags behind reduce** (`archive_lag`). The archive function consumes
 the DeltaTable stream beside reduce, so it may trail it; a rebuild then would leave the
@@ -88,7 +88,8 @@ class RebuildPlan:
 
     nodes: dict[str, NodeDelta]
     stale_items: list[str]
-    """Node items the rebuild deletes (`AggregateKey`s): no node, or not the slice it writes."""
+    """Items the rebuild deletes (`AggregateKey`s): nodes no archived delta touched, and every
+    slice of a node or of `#stats` but the slice 0 it writes whole."""
     messages_applied: int
     markers: dict[str, int] = field(default_factory=dict)  # marker id -> its expiry (`ExpiresAt`)
 
@@ -144,7 +145,10 @@ def plan_rebuild(
     }
     return RebuildPlan(
         nodes=nodes,
-        stale_items=sorted(set(table.node_item_keys) - {node_item_key(path_key) for path_key in nodes}),
+        stale_items=sorted(
+            (set(table.node_item_keys) - {node_item_key(path_key) for path_key in nodes})
+            | (set(table.stats_item_keys) - {STATS_KEY})
+        ),
         messages_applied=archive.state_changes,
         markers=dict(sorted(markers.items())),
     )

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from boto3.dynamodb.conditions import Attr
 from botocore.exceptions import BotoCoreError, ClientError
 
-from aggregation.aggregate_items import node_path_of, sum_node_slices
+from aggregation.aggregate_items import combined_stats, is_stats_key, node_path_of, sum_node_slices
 from aggregation.names import (
     AGGREGATE_KEY,
     LAST_LATENCY_MAX_SECONDS,
@@ -42,13 +42,14 @@ _BATCH_GET_LIMIT = 100
 
 
 def parse_item(item: Mapping[str, Any]) -> tuple[str, NodeTotals | StatsRecord | None]:
-    """One table item as the dashboard sees it: a slice of a node, the stats, or nothing (other bookkeeping).
+    """One table item as the dashboard sees it: a slice of a node, a slice of the stats, or nothing
+    (other bookkeeping).
 
     boto3's resource layer already turns DynamoDB numbers into exact
     ``Decimal``; values stay that way. Only latency and timestamps become floats.
     """
     key = str(item[AGGREGATE_KEY])
-    if key == STATS_KEY:
+    if is_stats_key(key):
         return key, StatsRecord(
             messages_applied=_whole(item.get(MESSAGES_APPLIED)),
             last_updated=_seconds(item.get(LAST_UPDATED)),
@@ -123,17 +124,17 @@ class AggregateTableReader:
                 break
             arguments["ExclusiveStartKey"] = page["LastEvaluatedKey"]
         self.full_scans += 1
-        reading, node_item_keys = _reading_from(items)
+        reading, item_keys = _reading_from(items)
         if scanned >= self._large_table_items:
-            self._known_keys = node_item_keys
+            self._known_keys = item_keys
             self._scanned_at = self._clock()
         else:
             self._known_keys = None  # small table: a scan is the cheapest way to see everything
         return reading
 
     def _get_known(self) -> TableReading:
-        """The node items (slices) found by the last scan, plus ``#stats``, by key."""
-        keys = [STATS_KEY, *(self._known_keys or [])]
+        """The node and stats items (slices) found by the last scan, and ``#stats``, by key."""
+        keys = sorted({STATS_KEY, *(self._known_keys or [])})
         items: list[dict[str, Any]] = []
         for start in range(0, len(keys), _BATCH_GET_LIMIT):
             request: dict[str, Any] = {
@@ -149,16 +150,18 @@ class AggregateTableReader:
 
 
 def _reading_from(items: list[dict[str, Any]]) -> tuple[TableReading, list[str]]:
-    """The reading (each node the sum of its slices) and the keys of the node items read, sorted."""
+    """The reading (each node the sum of its slices, the stats of every slice as one) and the
+    keys of the node and stats items read, sorted."""
     slices: list[tuple[str, Decimal, int]] = []
-    stats: StatsRecord | None = None
+    stats_items = [item for item in items if is_stats_key(str(item[AGGREGATE_KEY]))]
     for item in items:
         key, parsed = parse_item(item)
         if isinstance(parsed, NodeTotals):
             slices.append((key, parsed.value, parsed.trade_count))
-        elif isinstance(parsed, StatsRecord):
-            stats = parsed
     nodes = {
         path_key: NodeTotals(total.value, total.trade_count) for path_key, total in sum_node_slices(slices).items()
     }
-    return TableReading(nodes, stats), sorted(key for key, _, _ in slices)
+    combined = combined_stats(stats_items)
+    stats = parse_item(combined)[1] if combined is not None else None
+    keys = sorted([key for key, _, _ in slices] + [str(item[AGGREGATE_KEY]) for item in stats_items])
+    return TableReading(nodes, stats if isinstance(stats, StatsRecord) else None), keys

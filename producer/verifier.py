@@ -22,8 +22,8 @@ from pathlib import Path
 from random import Random
 from typing import TYPE_CHECKING, Protocol, cast
 
-from aggregation.aggregate_items import sum_node_slices
-from aggregation.names import BOOKKEEPING_PREFIX
+from aggregation.aggregate_items import combined_stats, sum_node_slices
+from aggregation.names import MARKER_PREFIX
 from producer.ledger import Ledger, LedgerCounts
 from producer.model import AggregateNode, TradeState
 from toolkit.ledger import DEFAULT_LEDGER_PATH, differing_keys, node_keys
@@ -33,7 +33,6 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_dynamodb.type_defs import AttributeValueTypeDef, KeysAndAttributesTypeDef
 
-STATS_KEY = "#stats"
 BATCH_GET_LIMIT = 100
 MISSING_LEVEL = "<missing>"
 
@@ -161,31 +160,34 @@ def _number(attribute: Mapping[str, object] | None, default: str = "0") -> Decim
 
 
 def read_aggregate_table(client: DynamoDBClient, table: str) -> AggregateSnapshot:
-    """Every node, the sum of its slices (bookkeeping items filtered out server-side), plus ``#stats``.
+    """Every node, the sum of its slices, and ``MessagesApplied`` summed over the stats slices
+    (the markers filtered out server-side).
 
     The table's key layout is decoded by the domain's one reader (``aggregation.aggregate_items``):
     reading what the pipeline wrote, not computing what it should hold, which stays the ledger's.
     """
     slices: list[tuple[str, Decimal, int]] = []
+    stats_slices: list[dict[str, object]] = []
     paginator = client.get_paginator("scan")
     pages = paginator.paginate(
         TableName=table,
         ConsistentRead=True,
-        FilterExpression="NOT begins_with(#key, :bookkeeping)",
+        FilterExpression="NOT begins_with(#key, :marker)",
         ExpressionAttributeNames={"#key": "AggregateKey"},
-        ExpressionAttributeValues={":bookkeeping": {"S": BOOKKEEPING_PREFIX}},
+        ExpressionAttributeValues={":marker": {"S": MARKER_PREFIX}},
     )
     for page in pages:
         for item in page.get("Items", []):
-            slices.append((item["AggregateKey"]["S"], _number(item.get("Value")), int(_number(item.get("TradeCount")))))
+            key = item["AggregateKey"]["S"]
+            if "MessagesApplied" in item:
+                stats_slices.append({"AggregateKey": key, "MessagesApplied": _number(item["MessagesApplied"])})
+            slices.append((key, _number(item.get("Value")), int(_number(item.get("TradeCount")))))
     nodes = {
         path_key: AggregateNode(value=total.value, trade_count=total.trade_count)
         for path_key, total in sum_node_slices(slices).items()
     }
-    stats = client.get_item(TableName=table, Key={"AggregateKey": {"S": STATS_KEY}}, ConsistentRead=True)
-    applied_attribute = stats.get("Item", {}).get("MessagesApplied")
-    applied = int(_number(applied_attribute)) if applied_attribute else None
-    return AggregateSnapshot(nodes, applied)
+    stats = combined_stats(stats_slices)
+    return AggregateSnapshot(nodes, int(stats["MessagesApplied"]) if stats is not None else None)
 
 
 def _trade_state(item: Mapping[str, AttributeValueTypeDef], levels: Sequence[str]) -> TradeState:

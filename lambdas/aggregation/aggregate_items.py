@@ -4,10 +4,13 @@ Every `AggregateKey` is one of:
 
 - `node#<slice>#<path>`: slice `<slice>` (a whole number) of the node whose hierarchy path
   key is `<path>` (`Delta:FXSpot`, `aggregation.hierarchy`). A node's totals are the sum
-  of its slices' `Value` and `TradeCount`: which slice a delta unit adds to is part of the
-  idempotency contract (docs/design.md, "Aggregates and keys"), so a node may be written
-  by several writers without one hot item. Every release so far writes slice 0 only.
-- `#...`: bookkeeping, never a node: `#stats` and the markers `#applied#<marker id>`.
+  of its slices' `Value` and `TradeCount`. Which slice a delta unit adds to is part of the
+  idempotency contract (docs/design.md, "Aggregates and keys"): `slice_of` its delta item's
+  `StreamShard`, so a node is written by several reducers without one hot item, and a
+  replay of a unit, in whatever batch, meets the same slice (and its marker).
+- `#...`: bookkeeping, never a node: the reduce stage's running figures, one item per slice
+  (`#stats` for slice 0, `#stats#<slice>` for the others), and the markers
+  `#applied#<marker id>`.
 - anything else: a node key of a release before this layout (its path, unprefixed). It is
   read as one more slice of that node, so a stack upgraded in place keeps its totals
   exact without a migration; `audit rebuild` folds such items into the current layout.
@@ -18,11 +21,63 @@ bookkeeping item or with another node: the path follows a fixed prefix and is ne
 parsed for anything but the slice in front of it.
 """
 
-from collections.abc import Iterable
+import hashlib
+from collections.abc import Iterable, Mapping
 from decimal import Decimal
+from typing import Any
 
 from aggregation.deltas import NodeDelta
-from aggregation.names import BOOKKEEPING_PREFIX, NODE_PREFIX, SLICE_SEPARATOR
+from aggregation.names import (
+    AGGREGATE_KEY,
+    BOOKKEEPING_PREFIX,
+    LAST_UPDATED,
+    MESSAGES_APPLIED,
+    NODE_PREFIX,
+    SLICE_SEPARATOR,
+    STATS_KEY,
+)
+
+MAX_SLICES = 10_000
+"""Slice indexes stay below this (the key-length budget of `names.MAX_NODE_PREFIX_BYTES`)."""
+
+
+def slice_of(stream_shard: str, slices: int) -> int:
+    """The slice the units of a delta item add to: a hash of its `StreamShard`, never of a batch.
+
+    By the StateTable stream shard its records came from, because (1) a replay of the item,
+    in any reduce batch, then meets the same slice, and (2) the items of one StateTable shard
+    share one DeltaTable partition, so one reducer lane applies them in order and sums a
+    node's deltas of a whole invocation into one update of one slice; different shards spread
+    over the slices, so no slice item takes the whole rate.
+    """
+    if not 1 <= slices <= MAX_SLICES:
+        raise ValueError(f"slices must be between 1 and {MAX_SLICES}, got {slices}")
+    digest = hashlib.sha256(stream_shard.encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") % slices
+
+
+def stats_item_key(slice_index: int) -> str:
+    """The `AggregateKey` of the running figures one slice's transactions keep."""
+    return STATS_KEY if slice_index == 0 else f"{STATS_KEY}{SLICE_SEPARATOR}{slice_index}"
+
+
+def is_stats_key(item_key: str) -> bool:
+    return item_key == STATS_KEY or item_key.startswith(STATS_KEY + SLICE_SEPARATOR)
+
+
+def combined_stats(items: Iterable[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The running figures of every stats slice among these items, as one `#stats` item.
+
+    Items are plain-typed (as boto3's resource or `TypeDeserializer` gives them); other items
+    are ignored. `MessagesApplied` is the sum over the slices; the clock-dependent figures
+    (`LastUpdated`, latency) are those of the slice updated last. None without a stats slice.
+    """
+    slices = [item for item in items if is_stats_key(str(item.get(AGGREGATE_KEY, "")))]
+    if not slices:
+        return None
+    latest = max(slices, key=lambda item: item.get(LAST_UPDATED, 0))
+    applied = sum(int(item.get(MESSAGES_APPLIED, 0)) for item in slices)
+    return {**latest, AGGREGATE_KEY: STATS_KEY, MESSAGES_APPLIED: applied}
 
 
 def node_item_key(path_key: str, slice_index: int = 0) -> str:

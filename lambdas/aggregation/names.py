@@ -136,6 +136,9 @@ CONFLICTING_DUPLICATES: Final = "ConflictingDuplicates"
 NON_INSERT_RECORDS_SKIPPED: Final = "NonInsertRecordsSkipped"
 """The metrics an alarm fires on at any non-zero count (state; state; reduce and archive)."""
 
+TRANSACTION_CONFLICTS_RETRIED: Final = "TransactionConflictsRetried"
+"""Reduce: transactions cancelled by a conflict with another reducer and resent identically."""
+
 # -- Reduce idempotency modes (`reduceIdempotency`, `REDUCE_IDEMPOTENCY`) --
 
 TOKEN_AND_MARKERS: Final = "crt+marker"

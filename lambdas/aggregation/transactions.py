@@ -73,7 +73,7 @@ class DeltaBatch:
 
 @dataclass(frozen=True)
 class DeltaUnit:
-    """The part of a delta batch that one marker guards: one node group (or a slice of it)."""
+    """The part of a delta batch that one marker guards: one node group (or a part of it)."""
 
     marker_id: str
     node_group: int
@@ -81,6 +81,8 @@ class DeltaUnit:
     record_count: int  # carried by the batch's first unit only, so it is counted once
     producer_timestamps: tuple[Decimal, ...]
     created_at: int  # of its delta item
+    aggregate_slice: int = 0
+    """The slice of the totals it adds to (`aggregation.aggregate_items.slice_of` its item)."""
 
     @property
     def node_keys(self) -> frozenset[str]:
@@ -94,6 +96,7 @@ class PlannedTransaction:
     record_count: int
     producer_timestamps: tuple[Decimal, ...]
     client_request_token: str
+    aggregate_slice: int = 0  # every unit's: a transaction writes one slice of its nodes and `#stats`
 
     @property
     def marker_ids(self) -> tuple[str, ...]:
@@ -127,31 +130,37 @@ def node_group(aggregate_key: str, node_groups: int = NODE_GROUPS) -> int:
 
 
 def split_into_units(
-    batch: DeltaBatch, node_groups: int = NODE_GROUPS, max_nodes: int = MAX_NODES_PER_UNIT
+    batch: DeltaBatch,
+    node_groups: int = NODE_GROUPS,
+    max_nodes: int = MAX_NODES_PER_UNIT,
+    aggregate_slice: int = 0,
 ) -> list[DeltaUnit]:
-    """A batch's units: per node group, slices of at most `max_nodes` nodes by sorted key.
+    """A batch's units: per node group, parts of at most `max_nodes` nodes by sorted key.
 
     Groups the batch does not touch have no unit; a batch touching no node at all
     gets one empty unit in group 0, so that its record count is still applied once.
+    The marker ids do not depend on `aggregate_slice` (where the units add), only on the
+    batch and its grouping.
     """
     nodes_by_group: dict[int, list[tuple[str, NodeDelta]]] = {}
     for key, delta in sorted(batch.deltas.items()):
         nodes_by_group.setdefault(node_group(key, node_groups), []).append((key, delta))
-    slices: list[tuple[int, int, list[tuple[str, NodeDelta]]]] = [
+    parts: list[tuple[int, int, list[tuple[str, NodeDelta]]]] = [
         (group, start // max_nodes, nodes[start : start + max_nodes])
         for group, nodes in sorted(nodes_by_group.items())
         for start in range(0, len(nodes), max_nodes)
     ] or [(0, 0, [])]
     return [
         DeltaUnit(
-            marker_id=marker_id(batch.batch_hash, group, node_groups, slice_index),
+            marker_id=marker_id(batch.batch_hash, group, node_groups, part),
             node_group=group,
-            deltas=tuple(nodes_slice),
+            deltas=tuple(nodes_part),
             record_count=batch.record_count if position == 0 else 0,
             producer_timestamps=batch.producer_timestamps if position == 0 else (),
             created_at=batch.created_at,
+            aggregate_slice=aggregate_slice,
         )
-        for position, (group, slice_index, nodes_slice) in enumerate(slices)
+        for position, (group, part, nodes_part) in enumerate(parts)
     ]
 
 
@@ -176,11 +185,24 @@ def _planned(units: Sequence[DeltaUnit]) -> PlannedTransaction:
         record_count=sum(unit.record_count for unit in units),
         producer_timestamps=tuple(ts for unit in units for ts in unit.producer_timestamps),
         client_request_token=client_request_token([unit.marker_id for unit in units]),
+        aggregate_slice=units[0].aggregate_slice,
     )
 
 
 def plan_transactions(pending: Sequence[DeltaUnit], with_markers: bool) -> list[PlannedTransaction]:
-    """Every pending unit in transactions of at most 100 actions, grouped by node group.
+    """Every pending unit in transactions of at most 100 actions, per slice, grouped by node group.
+
+    A transaction writes one slice (`DeltaUnit.aggregate_slice`): slices are planned apart, in
+    the order given, each as below.
+    """
+    units_by_slice: dict[int, list[DeltaUnit]] = {}
+    for unit in pending:
+        units_by_slice.setdefault(unit.aggregate_slice, []).append(unit)
+    return [plan for units in units_by_slice.values() for plan in _plan_one_slice(units, with_markers)]
+
+
+def _plan_one_slice(pending: Sequence[DeltaUnit], with_markers: bool) -> list[PlannedTransaction]:
+    """The units of one slice in transactions of at most 100 actions, grouped by node group.
 
     Groups are taken in order, each group's units in the order given (stream order).
     A whole group joins the open transaction when everything fits; otherwise the open

@@ -18,10 +18,19 @@ DynamoDB does with a token whose first use was cancelled. Outcomes:
   `crt+marker` a strongly consistent read of the units' markers decides (present: applied,
   dropped; the rest planned again under a new token); with no marker found, or in mode
   `crt`, the invocation fails and the batch is retried;
-- TransactionInProgressException (the same token still being applied): the identical
-  request is sent again after a pause.
+- TransactionInProgressException (the same token still being applied), or a cancellation
+  whose reasons include `TransactionConflict` (another reducer writing the same item at the
+  same moment): the identical request, same token, is sent again after a jittered pause,
+  and the conflicts are counted (`TransactionConflictsRetried`). Identical, so a retry is
+  never a token reused with other parameters, whatever DynamoDB did with the first attempt.
+
+Each delta item's units add to one slice of the totals, `slice_of` its `StreamShard`
+(`aggregation.aggregate_items`), and a transaction writes one slice: so reducers of
+different DeltaTable shards rarely write the same item, and when they do, DynamoDB's
+conflict detection serialises them and the retry above applies the loser's units once.
 """
 
+import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -36,8 +45,8 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.exceptions import ClientError
 
 from aggregation import names
-from aggregation.aggregate_items import node_item_key
-from aggregation.delta_items import decode_delta_batch
+from aggregation.aggregate_items import node_item_key, slice_of, stats_item_key
+from aggregation.delta_items import decode_delta_batch, decode_stream_run
 from aggregation.deltas import NodeDelta
 from aggregation.exact import dynamodb_number, exact_difference
 from aggregation.names import (
@@ -52,7 +61,7 @@ from aggregation.names import (
     NODE_VALUE,
     NON_INSERT_RECORDS_SKIPPED,
     REDUCE_SERVICE,
-    STATS_KEY,
+    TRANSACTION_CONFLICTS_RETRIED,
 )
 from aggregation.transactions import (
     DEFAULT_MARKER_TTL_DAYS,
@@ -66,11 +75,15 @@ from aggregation.transactions import (
 )
 from function_support.aws import dynamodb_client, error_code, serializer
 from function_support.faults import FailurePoint, maybe_inject_failure
-from function_support.settings import optional_setting, required_setting, ttl_seconds
+from function_support.settings import int_setting, optional_setting, required_setting, ttl_seconds
 from function_support.stream_records import is_insert
 
 STAGE = "REDUCE"
 IN_PROGRESS_ATTEMPTS = 6
+CONFLICT_ATTEMPTS = 10
+"""Identical resends of a transaction cancelled by a conflict before the invocation fails (and
+Lambda retries the batch): with jittered pauses that double up to `MAX_RETRY_PAUSE_SECONDS`,
+about 10 s, far beyond the milliseconds a competing transaction holds an item."""
 UNPROCESSED_KEY_ATTEMPTS = 6
 BATCH_GET_MAX_KEYS = 100  # DynamoDB's limit of keys per BatchGetItem request
 RETRY_PAUSE_SECONDS = 0.1
@@ -113,12 +126,12 @@ def _latency_seconds(timestamps: Sequence[Decimal], now: Decimal) -> tuple[Decim
     return mean.quantize(Decimal("0.001")), max(latencies).quantize(Decimal("0.001"))
 
 
-def node_update(table: str, path_key: str, delta: NodeDelta) -> dict[str, Any]:
+def node_update(table: str, path_key: str, delta: NodeDelta, aggregate_slice: int) -> dict[str, Any]:
     """The atomic ADD of one node's delta (a transaction's Update, or an `update_item` call),
-    to the node's slice 0 in the table's node key space (`aggregation.aggregate_items`)."""
+    to one slice of the node in the table's node key space (`aggregation.aggregate_items`)."""
     return {
         "TableName": table,
-        "Key": {AGGREGATE_KEY: {"S": node_item_key(path_key)}},
+        "Key": {AGGREGATE_KEY: {"S": node_item_key(path_key, aggregate_slice)}},
         "UpdateExpression": "ADD #value :value, #count :count",
         "ExpressionAttributeNames": {"#value": NODE_VALUE, "#count": NODE_TRADE_COUNT},
         "ExpressionAttributeValues": {
@@ -128,11 +141,12 @@ def node_update(table: str, path_key: str, delta: NodeDelta) -> dict[str, Any]:
     }
 
 
-def stats_update(table: str, record_count: int) -> dict[str, Any]:
-    """The atomic ADD of applied messages to `#stats` (a transaction's Update, or an `update_item` call)."""
+def stats_update(table: str, record_count: int, aggregate_slice: int) -> dict[str, Any]:
+    """The atomic ADD of applied messages to one slice's `#stats` (a transaction's Update, or an
+    `update_item` call)."""
     return {
         "TableName": table,
-        "Key": {AGGREGATE_KEY: {"S": STATS_KEY}},
+        "Key": {AGGREGATE_KEY: {"S": stats_item_key(aggregate_slice)}},
         "UpdateExpression": "ADD #applied :applied",
         "ExpressionAttributeNames": {"#applied": MESSAGES_APPLIED},
         "ExpressionAttributeValues": {":applied": serializer.serialize(record_count)},
@@ -148,7 +162,8 @@ def transaction_items(
     identical request, so its token can never be reused with other parameters.
     """
     items: list[dict[str, Any]] = [
-        {"Update": node_update(table, key, delta)} for key, delta in sorted(plan.node_deltas.items())
+        {"Update": node_update(table, key, delta, plan.aggregate_slice)}
+        for key, delta in sorted(plan.node_deltas.items())
     ]
     if mode is IdempotencyMode.TOKEN_AND_MARKERS:
         items.extend(
@@ -161,12 +176,13 @@ def transaction_items(
             }
             for unit in plan.units
         )
-    items.append({"Update": stats_update(table, plan.record_count)})
+    items.append({"Update": stats_update(table, plan.record_count, plan.aggregate_slice)})
     return items
 
 
-def record_progress(table: str, producer_timestamps: Sequence[Decimal], now: float) -> None:
-    """`#stats` bookkeeping that depends on the clock, written after the transactions.
+def record_progress(table: str, producer_timestamps: Sequence[Decimal], now: float, aggregate_slice: int) -> None:
+    """`#stats` bookkeeping that depends on the clock, written after the transactions (to the
+    stats item of a slice they wrote).
 
     Outside any tokened transaction, so a retry's new clock reading never changes a
     transaction's parameters; a repeat only overwrites the figures with fresher ones.
@@ -182,7 +198,7 @@ def record_progress(table: str, producer_timestamps: Sequence[Decimal], now: flo
         values |= {":mean": serializer.serialize(latency[0]), ":max": serializer.serialize(latency[1])}
     dynamodb_client().update_item(
         TableName=table,
-        Key={AGGREGATE_KEY: {"S": STATS_KEY}},
+        Key={AGGREGATE_KEY: {"S": stats_item_key(aggregate_slice)}},
         UpdateExpression=update,
         ExpressionAttributeNames=names,
         ExpressionAttributeValues=values,
@@ -214,8 +230,8 @@ def apply_unsafely(units: Sequence[DeltaUnit], table: str) -> dict[str, int]:
     """The negative control: one plain ADD per node and per `#stats`, no token, no marker."""
     for unit in units:
         for key, delta in unit.deltas:
-            dynamodb_client().update_item(**node_update(table, key, delta))
-        dynamodb_client().update_item(**stats_update(table, unit.record_count))
+            dynamodb_client().update_item(**node_update(table, key, delta, unit.aggregate_slice))
+        dynamodb_client().update_item(**stats_update(table, unit.record_count, unit.aggregate_slice))
     return {"transactions": 0, "units_applied": len(units)}
 
 
@@ -250,9 +266,29 @@ def markers_present(table: str, marker_ids: Sequence[str]) -> set[str]:
     return present
 
 
-def commit_transaction(items: Sequence[dict[str, Any]], token: str) -> None:
-    """TransactWriteItems; the identical request again while DynamoDB reports it in progress."""
-    for attempt in range(IN_PROGRESS_ATTEMPTS):
+@dataclass
+class ApplyOutcome:
+    transactions: int = 0
+    units_applied: int = 0
+    units_already_applied: int = 0
+    conflicts_retried: int = 0
+    producer_timestamps: list[Decimal] = field(default_factory=list)  # of the units applied now
+    slices_written: set[int] = field(default_factory=set)
+
+
+def is_conflict(error: ClientError) -> bool:
+    """A cancellation because another request was writing one of the items (and nothing else)."""
+    if error_code(error) != "TransactionCanceledException":
+        return False
+    codes = {reason.get("Code") for reason in error.response.get("CancellationReasons", [])} - {"None", None}
+    return codes == {"TransactionConflict"}
+
+
+def commit_transaction(items: Sequence[dict[str, Any]], token: str, outcome: ApplyOutcome) -> None:
+    """TransactWriteItems; the identical request again while DynamoDB reports it in progress or
+    cancels it for a conflict (module docstring), each conflict counted in `outcome`."""
+    in_progress = conflicts = 0
+    while True:
         try:
             dynamodb_client().transact_write_items(
                 TransactItems=items,  # type: ignore[arg-type]
@@ -260,9 +296,15 @@ def commit_transaction(items: Sequence[dict[str, Any]], token: str) -> None:
             )
             return
         except ClientError as error:
-            if error_code(error) != "TransactionInProgressException" or attempt == IN_PROGRESS_ATTEMPTS - 1:
+            if error_code(error) == "TransactionInProgressException" and in_progress < IN_PROGRESS_ATTEMPTS - 1:
+                in_progress += 1
+                time.sleep(min(RETRY_PAUSE_SECONDS * 2**in_progress, MAX_RETRY_PAUSE_SECONDS))
+            elif is_conflict(error) and conflicts < CONFLICT_ATTEMPTS:
+                conflicts += 1
+                outcome.conflicts_retried += 1
+                time.sleep(random.uniform(0, min(RETRY_PAUSE_SECONDS * 2**conflicts, MAX_RETRY_PAUSE_SECONDS)))
+            else:
                 raise
-            time.sleep(min(RETRY_PAUSE_SECONDS * 2**attempt, MAX_RETRY_PAUSE_SECONDS))
 
 
 def units_applied_elsewhere(
@@ -286,14 +328,6 @@ def units_applied_elsewhere(
     return applied
 
 
-@dataclass
-class ApplyOutcome:
-    transactions: int = 0
-    units_applied: int = 0
-    units_already_applied: int = 0
-    producer_timestamps: list[Decimal] = field(default_factory=list)  # of the units applied now
-
-
 def apply_delta_units(units: Sequence[DeltaUnit], table: str, mode: IdempotencyMode) -> ApplyOutcome:
     """Apply every unit exactly once (module docstring)."""
     marker_ttl = ttl_seconds("MARKER_TTL_DAYS", DEFAULT_MARKER_TTL_DAYS)
@@ -304,7 +338,7 @@ def apply_delta_units(units: Sequence[DeltaUnit], table: str, mode: IdempotencyM
         plan = planned[0]
         items = transaction_items(plan, table, mode, marker_ttl)
         try:
-            commit_transaction(items, plan.client_request_token)
+            commit_transaction(items, plan.client_request_token, outcome)
         except ClientError as error:
             applied = units_applied_elsewhere(error, plan, items, table, mode)
             outcome.units_already_applied += len(applied)
@@ -314,6 +348,7 @@ def apply_delta_units(units: Sequence[DeltaUnit], table: str, mode: IdempotencyM
         outcome.transactions += 1
         outcome.units_applied += len(plan.units)
         outcome.producer_timestamps.extend(plan.producer_timestamps)
+        outcome.slices_written.add(plan.aggregate_slice)
         planned = planned[1:]
     return outcome
 
@@ -324,6 +359,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, i
     maybe_inject_failure(STAGE, FailurePoint.BEFORE_WRITE)
     table = required_setting("AGGREGATE_TABLE")
     mode = idempotency_mode()
+    slices = int_setting("AGGREGATE_SLICES", 1, minimum=1)
     units: list[DeltaUnit] = []
     non_inserts = 0
     for record in DynamoDBStreamEvent(event).records:
@@ -332,24 +368,30 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, i
             continue
         if record.dynamodb is None:
             raise ValueError(f"stream record {record.event_id} has no dynamodb payload")
-        units.extend(split_into_units(decode_delta_batch(record.dynamodb.raw_event.get("NewImage") or {})))
+        image = record.dynamodb.raw_event.get("NewImage") or {}
+        aggregate_slice = slice_of(decode_stream_run(image).stream_shard, slices)
+        units.extend(split_into_units(decode_delta_batch(image), aggregate_slice=aggregate_slice))
     if not units:
         counts = {"transactions": 0}
     elif mode is IdempotencyMode.UNSAFE_ADD:
         counts = apply_unsafely(units, table)
     else:
         outcome = apply_delta_units(units, table, mode)
-        if outcome.transactions:
-            record_progress(table, outcome.producer_timestamps, time.time())
+        for aggregate_slice in sorted(outcome.slices_written):
+            record_progress(table, outcome.producer_timestamps, time.time(), aggregate_slice)
         counts = {
             "transactions": outcome.transactions,
             "units_applied": outcome.units_applied,
             "units_already_applied": outcome.units_already_applied,
+            "conflicts_retried": outcome.conflicts_retried,
         }
     metrics.add_metric(name=NON_INSERT_RECORDS_SKIPPED, unit=MetricUnit.Count, value=non_inserts)
     metrics.add_metric(name="TransactionsCommitted", unit=MetricUnit.Count, value=counts["transactions"])
     metrics.add_metric(
         name="DeltaUnitsAlreadyApplied", unit=MetricUnit.Count, value=counts.get("units_already_applied", 0)
+    )
+    metrics.add_metric(
+        name=TRANSACTION_CONFLICTS_RETRIED, unit=MetricUnit.Count, value=counts.get("conflicts_retried", 0)
     )
     logger.info("reduce batch done", extra=counts)
     maybe_inject_failure(STAGE, FailurePoint.AFTER_WRITE)

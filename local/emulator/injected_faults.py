@@ -479,14 +479,24 @@ def throttle_reply(fault: Fault, environ: dict[str, Any], start_response: StartR
     """HTTP 400 with the throttling error botocore maps to its exception (nothing applied)."""
     request = fault.request
     code = fault.rule.throttle_error(request)
-    payload: dict[str, Any] = {"message": _THROTTLE_MESSAGES.get(code, "Rate exceeded")}
     if code == "TransactionCanceledException":
         reasons = [{"Code": "None"} for _ in range(request.transact_items)] or [{"Code": "None"}]
         reasons[0] = {"Code": "ThrottlingError", "Message": "Throughput exceeds the current capacity of your table."}
-        codes = ", ".join(reason["Code"] for reason in reasons)
-        payload["message"] = f"Transaction cancelled, please refer cancellation reasons for specific reasons [{codes}]"
-        payload["CancellationReasons"] = reasons
+        return cancellation_reply(environ, start_response, reasons)
+    payload: dict[str, Any] = {"message": _THROTTLE_MESSAGES.get(code, "Rate exceeded")}
     return _error_reply(environ, start_response, "400 Bad Request", code, payload)
+
+
+def cancellation_reply(
+    environ: dict[str, Any], start_response: StartResponse, reasons: list[dict[str, str]]
+) -> list[bytes]:
+    """TransactionCanceledException as DynamoDB sends it: one reason per action, in order."""
+    codes = ", ".join(reason["Code"] for reason in reasons)
+    payload: dict[str, Any] = {
+        "message": f"Transaction cancelled, please refer cancellation reasons for specific reasons [{codes}]",
+        "CancellationReasons": reasons,
+    }
+    return _error_reply(environ, start_response, "400 Bad Request", "TransactionCanceledException", payload)
 
 
 _THROTTLE_MESSAGES = {

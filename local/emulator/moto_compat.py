@@ -21,6 +21,8 @@ Fixes (see each function):
 - `fix_item_size_follows_the_developer_guide`: the 400 KB item limit counts the 3 +
   1-per-element bytes of lists and maps (moto counts none) and a number's significant
   digits (moto counts its characters).
+- `fix_dynamodb_streams_have_several_shards`: with `EMULATOR_STREAM_SHARDS` = N, a table's
+  stream has N shards and each item's records go to one (moto: one shard per stream).
 - `fix_event_source_mappings_do_not_push`: writes to a stream, table or queue never invoke
   Lambda synchronously, and never drop stream records. The local runner polls, as
   Lambda's event source mappings do.
@@ -80,6 +82,7 @@ from moto.dynamodb.models import DynamoDBBackend, dynamodb_backends
 from moto.dynamodb.models.dynamo_type import DDBType, DynamoType
 from moto.dynamodb.models.table import StreamShard, Table
 from moto.dynamodb.responses import DynamoHandler
+from moto.dynamodbstreams.models import DynamoDBStreamsBackend, ShardIterator
 from moto.iam.models import get_account_id_from
 from moto.kinesis.models import kinesis_backends
 from moto.sqs.models import sqs_backends
@@ -271,8 +274,8 @@ class _TransactionJournal:
             range_value = DynamoType(key[table.range_key_attr]) if table.range_key_attr in key else None
             before = table.get_item(hash_value, range_value) if range_value or not table.range_key_attr else None
             self.touched.append(_TouchedItem(table, hash_value, range_value, copy.deepcopy(before)))
-            if table.stream_shard is not None:
-                self.stream_lengths.setdefault(id(table), (table.stream_shard, len(table.stream_shard.items)))
+            for shard in table_stream_shards(table):
+                self.stream_lengths.setdefault(id(shard), (shard, len(shard.items)))
 
     def roll_back(self) -> None:
         for touched in reversed(self.touched):
@@ -397,6 +400,102 @@ def fix_update_item_single_stream_record() -> None:
     StreamShard.add = add  # type: ignore[method-assign]
 
 
+# ------------------------------------------------------ stream shards per table
+
+STREAM_SHARDS_VARIABLE = "EMULATOR_STREAM_SHARDS"
+"""How many shards each table's DynamoDB stream has (default 1, moto's own)."""
+_SHARD_SEQUENCE_SPACING = 10**15
+"""Sequence numbers of shard n start n x this above moto's: unique in the stream, increasing per shard."""
+
+
+def stream_shard_count() -> int:
+    raw = os.environ.get(STREAM_SHARDS_VARIABLE, "1").strip() or "1"
+    if not raw.isdigit() or not 1 <= int(raw) <= 64:
+        raise ValueError(f"{STREAM_SHARDS_VARIABLE}={raw!r} must be a whole number from 1 to 64")
+    return int(raw)
+
+
+def table_stream_shards(table: Table) -> list[StreamShard]:
+    """Every shard of a table's stream, moto's own first (none without a stream)."""
+    if table.stream_shard is None:
+        return []
+    return [table.stream_shard, *getattr(table.stream_shard, "compat_siblings", [])]
+
+
+def fix_dynamodb_streams_have_several_shards() -> None:
+    """A table's DynamoDB stream can have several shards, each item's changes always in one.
+
+    AWS (DynamoDB Developer Guide, "Change data capture for DynamoDB Streams", reading and
+    processing a stream): a stream is made of shards; each stream record appears exactly once,
+    in the shard of its item, in the order of the item's modifications; a consumer reads every
+    shard, and records of different items in different shards have no order between them. A
+    table with more than one partition has several shards. moto gives every stream one shard,
+    so one poller reads everything in one total order and nothing downstream ever runs
+    concurrently: a design that needs that order, or one item per shard, could not be caught.
+    With `EMULATOR_STREAM_SHARDS` = N, each table's stream has N shards and an item's records
+    go to the shard its partition key hashes to. Patches `Table.set_stream_specification`,
+    `StreamShard.add` and `DynamoDBStreamsBackend.describe_stream` / `get_shard_iterator`.
+    """
+    original_set_stream = Table.set_stream_specification
+    if getattr(original_set_stream, "_compat_fix", False):
+        return
+    original_add = StreamShard.add
+    original_describe = DynamoDBStreamsBackend.describe_stream
+    original_iterator = DynamoDBStreamsBackend.get_shard_iterator
+
+    @functools.wraps(original_set_stream)
+    def set_stream_specification(self: Table, streams: dict[str, Any] | None) -> None:
+        original_set_stream(self, streams)
+        first = self.stream_shard
+        if first is None:
+            return
+        siblings = []
+        for index in range(1, stream_shard_count()):
+            sibling = StreamShard(self.account_id, self)
+            suffix = hashlib.sha256(f"{self.name}/{index}".encode()).hexdigest()[:8]
+            sibling.id = f"{first.id.rsplit('-', 1)[0]}-{suffix}"
+            sibling.starting_sequence_number = first.starting_sequence_number + index * _SHARD_SEQUENCE_SPACING
+            siblings.append(sibling)
+        first.compat_siblings = siblings  # type: ignore[attr-defined]
+
+    @functools.wraps(original_add)
+    def add(self: StreamShard, old: Any, new: Any) -> None:
+        shards = table_stream_shards(self.table)
+        if self is not shards[0] or len(shards) == 1:
+            original_add(self, old, new)
+            return
+        item = new if new is not None else old
+        digest = hashlib.sha256(json.dumps(item.hash_key.to_json(), sort_keys=True).encode()).digest()
+        original_add(shards[int.from_bytes(digest[:8], "big") % len(shards)], old, new)
+
+    @functools.wraps(original_describe)
+    def describe_stream(self: DynamoDBStreamsBackend, arn: str) -> dict[str, Any]:
+        stream = original_describe(self, arn)
+        stream["Shards"] = [shard.to_json() for shard in table_stream_shards(self._get_table_from_arn(arn))]
+        return stream
+
+    @functools.wraps(original_iterator)
+    def get_shard_iterator(
+        self: DynamoDBStreamsBackend,
+        arn: str,
+        shard_id: str,
+        shard_iterator_type: str,
+        sequence_number: str | None = None,
+    ) -> Any:
+        shard = next((s for s in table_stream_shards(self._get_table_from_arn(arn)) if s.id == shard_id), None)
+        if shard is None:
+            raise DynamodbException(ERROR_TYPE_PREFIX + "ResourceNotFoundException", f"no shard {shard_id}")
+        iterator = ShardIterator(self, shard, shard_iterator_type, sequence_number)  # type: ignore[arg-type]
+        self.shard_iterators[iterator.arn] = iterator
+        return iterator
+
+    set_stream_specification._compat_fix = True  # type: ignore[attr-defined]
+    Table.set_stream_specification = set_stream_specification  # type: ignore[method-assign]
+    StreamShard.add = add  # type: ignore[method-assign]
+    DynamoDBStreamsBackend.describe_stream = describe_stream  # type: ignore[method-assign]
+    DynamoDBStreamsBackend.get_shard_iterator = get_shard_iterator  # type: ignore[method-assign]
+
+
 # ------------------------------------------------------- event source mappings
 
 
@@ -489,6 +588,57 @@ SERIALISED_TARGET_PREFIXES: dict[str, str] = {
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
+_TRANSACT_WRITE_TARGET = "DynamoDB_20120810.TransactWriteItems"
+
+
+class TransactionsInFlight:
+    """The items of the transactions being served: a second transaction on one of them conflicts.
+
+    AWS (DynamoDB Developer Guide, "Transaction conflict handling"): a TransactWriteItems whose
+    item is being written by another transaction at the same moment is cancelled with
+    `TransactionCanceledException`, reason `TransactionConflict` on that item, and applies
+    nothing. `CompatMiddleware` runs DynamoDB requests one at a time, so moto alone would make
+    the second transaction wait and succeed: no writer would ever see the conflict it must
+    survive. Items are claimed when a transaction arrives, before it waits for its turn, and
+    released when it has been applied or cancelled.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.claimed: set[tuple[str, str]] = set()
+
+    @staticmethod
+    def items_of(environ: dict[str, Any], body: dict[str, Any]) -> list[tuple[str, str]]:
+        """(table, canonical key) of each action, in request order ("" where it names none)."""
+        tables = dynamodb_backends[_account_of(environ)][_region_of(environ)].tables
+        identities: list[tuple[str, str]] = []
+        for action in body.get("TransactItems", []):
+            operation: Any = next(iter(action.values()), None) if isinstance(action, dict) else None
+            table = tables.get(operation.get("TableName", "")) if isinstance(operation, dict) else None
+            if table is None:  # moto refuses the request itself
+                identities.append(("", ""))
+                continue
+            key = operation.get("Key")
+            if "Put" in action:
+                item = operation.get("Item", {})
+                key = {name: item.get(name) for name in (table.hash_key_attr, table.range_key_attr) if name}
+            identities.append((table.name, json.dumps(key, sort_keys=True)))
+        return identities
+
+    def claim(self, identities: list[tuple[str, str]]) -> list[int]:
+        """Claim every item; or claim none and return the positions of those already claimed."""
+        wanted = [identity for identity in identities if identity[0]]
+        with self.lock:
+            conflicting = [index for index, identity in enumerate(identities) if identity in self.claimed]
+            if not conflicting:
+                self.claimed.update(wanted)
+            return conflicting
+
+    def release(self, identities: list[tuple[str, str]]) -> None:
+        with self.lock:
+            self.claimed.difference_update(identities)
+
+
 class CompatMiddleware:
     """The WSGI app in front of moto's: control endpoints, and request isolation per service.
 
@@ -512,6 +662,7 @@ class CompatMiddleware:
         """`faults` None reads ``EMULATOR_FAULTS`` (ValueError when it is invalid)."""
         self.app = app
         self.service_locks = {service: threading.RLock() for service in SERIALISED_TARGET_PREFIXES.values()}
+        self.transactions_in_flight = TransactionsInFlight()
         self.faults = injected_faults.FaultInjector(
             injected_faults.config_from_environment() if faults is None else faults
         )
@@ -561,8 +712,22 @@ class CompatMiddleware:
             client_request_tokens.record_cancelled(key, transact_write_request_digest(body))
 
     def _forward(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        """moto's response; DynamoDB and Kinesis requests one at a time per service."""
-        service = _serialised_service(environ.get("HTTP_X_AMZ_TARGET", ""))
+        """moto's response; DynamoDB and Kinesis requests one at a time per service, and a
+        transaction cancelled for a conflict when another one is writing one of its items."""
+        target = environ.get("HTTP_X_AMZ_TARGET", "")
+        if target == _TRANSACT_WRITE_TARGET:
+            items = TransactionsInFlight.items_of(environ, injected_faults.request_json(environ))
+            if conflicting := self.transactions_in_flight.claim(items):
+                reasons = [{"Code": "None"} for _ in items]
+                for index in conflicting:
+                    reasons[index] = {"Code": "TransactionConflict", "Message": "Transaction is ongoing for the item"}
+                return injected_faults.cancellation_reply(environ, start_response, reasons)
+            try:
+                with self.service_locks["dynamodb"]:
+                    return self._consumed(self.app(environ, start_response))
+            finally:
+                self.transactions_in_flight.release(items)
+        service = _serialised_service(target)
         if service is not None:
             with self.service_locks[service]:
                 return self._consumed(self.app(environ, start_response))
@@ -770,6 +935,7 @@ FIXES: tuple[Callable[[], None], ...] = (
     fix_item_size_follows_the_developer_guide,
     fix_event_source_mappings_do_not_push,
     fix_ssm_parameter_defaults_resolved_only_when_used,
+    fix_dynamodb_streams_have_several_shards,
 )
 _applied: list[str] = []
 

@@ -18,14 +18,13 @@ from typing import Any
 
 import boto3
 
-from aggregation.aggregate_items import sum_node_slices
+from aggregation.aggregate_items import combined_stats, sum_node_slices
 from aggregation.delta_items import FIRST_SEQUENCE_NUMBER, STREAM_SHARD
 from aggregation.names import (
     AGGREGATE_KEY,
     NODE_TRADE_COUNT,
     NODE_VALUE,
     QUARANTINE_RECORD_ID,
-    STATS_KEY,
     TRADE_ID,
 )
 from function_support import aws
@@ -170,7 +169,10 @@ class Pipeline:
         return {path_key: (total.value, total.trade_count) for path_key, total in sum_node_slices(slices).items()}
 
     def stats(self) -> dict[str, Any]:
-        return next(item for item in self.scan("aggregate") if item[AGGREGATE_KEY] == STATS_KEY)
+        """`#stats`, every slice as one (`MessagesApplied` summed)."""
+        stats = combined_stats(self.scan("aggregate"))
+        assert stats is not None, "no #stats slice yet"
+        return stats
 
 
 def _create_table(client: Any, name: str, key: str, stream_view: str | None, sort_key: str | None = None) -> None:

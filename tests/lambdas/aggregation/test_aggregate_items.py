@@ -6,7 +6,15 @@ from decimal import Decimal
 
 import pytest
 
-from aggregation.aggregate_items import node_item_key, node_path_of, sum_node_slices
+from aggregation.aggregate_items import (
+    combined_stats,
+    is_stats_key,
+    node_item_key,
+    node_path_of,
+    slice_of,
+    stats_item_key,
+    sum_node_slices,
+)
 from aggregation.deltas import NodeDelta
 from aggregation.names import MARKER_PREFIX, STATS_KEY, marker_id
 
@@ -62,3 +70,33 @@ def test_readers_sum_every_slice_and_the_legacy_item_of_a_node_and_skip_bookkeep
         "#stats": NodeDelta(Decimal("7"), 1),
         "Vega": NodeDelta(Decimal(0), 0),
     }
+
+
+def test_a_delta_item_adds_to_the_slice_its_stream_shard_hashes_to_whatever_the_batch() -> None:
+    shards = [f"label/shardId-{n:05d}" for n in range(400)]
+    chosen = [slice_of(shard, 8) for shard in shards]
+    assert chosen == [slice_of(shard, 8) for shard in shards]  # a pure function of the shard
+    assert set(chosen) == set(range(8))  # every slice used
+    assert max(chosen.count(s) for s in range(8)) < 2 * len(shards) / 8  # spread, no hot slice
+    assert {slice_of(shard, 1) for shard in shards} == {0}
+    for bad in (0, 10_001):
+        with pytest.raises(ValueError, match="slices"):
+            slice_of("x", bad)
+
+
+def test_stats_slices_are_bookkeeping_and_combine_into_one_stats_item() -> None:
+    assert stats_item_key(0) == STATS_KEY and stats_item_key(3) == "#stats#3"
+    assert all(is_stats_key(stats_item_key(s)) and node_path_of(stats_item_key(s)) is None for s in (0, 1, 9999))
+    assert not is_stats_key(node_item_key("#stats", 0)) and not is_stats_key("#statsx")
+    items = [
+        {"AggregateKey": STATS_KEY, "MessagesApplied": Decimal(5), "LastUpdated": Decimal("10.5")},
+        {"AggregateKey": "#stats#2", "MessagesApplied": Decimal(7), "LastUpdated": Decimal("12.0"), "X": 1},
+        {"AggregateKey": node_item_key("Delta"), "Value": Decimal(1), "TradeCount": 1},
+    ]
+    assert combined_stats(items) == {
+        "AggregateKey": STATS_KEY,
+        "MessagesApplied": 12,
+        "LastUpdated": Decimal("12.0"),
+        "X": 1,
+    }
+    assert combined_stats(items[2:]) is None

@@ -143,3 +143,20 @@ def test_tokens_are_36_characters_and_name_exactly_the_units() -> None:
     units = split_into_units(batch("a", 3))
     (plan,) = plan_transactions(units, with_markers=True)
     assert plan.client_request_token == client_request_token([u.marker_id for u in units])
+
+
+def test_a_transaction_writes_one_slice_and_the_marker_ids_do_not_depend_on_it() -> None:
+    """Units of items of different StateTable shards add to different slices: never mixed in one
+    transaction (one `#stats` slice each), and the units' identity is the same whatever the slice."""
+    first = split_into_units(batch_over("a", STANDARD_NODES[:20]), aggregate_slice=3)
+    second = split_into_units(batch_over("b", STANDARD_NODES[:20]), aggregate_slice=5)
+    third = split_into_units(batch_over("c", STANDARD_NODES[:20]), aggregate_slice=3)
+    assert [u.marker_id for u in first] == [u.marker_id for u in split_into_units(batch_over("a", STANDARD_NODES[:20]))]
+    plans = plan_transactions(first + second + third, with_markers=True)
+    assert sorted((p.aggregate_slice, len(p.units)) for p in plans) == sorted(
+        [(3, len(first) + len(third)), (5, len(second))]
+    )
+    for plan in plans:
+        assert {unit.aggregate_slice for unit in plan.units} == {plan.aggregate_slice}
+    by_slice = {p.aggregate_slice: p for p in plans}
+    assert by_slice[3].node_deltas[STANDARD_NODES[0]] == NodeDelta(Decimal("1.0"), 2)  # a and c summed
