@@ -221,7 +221,7 @@ def up(
 
     started_emulator = state.emulator is None
     if state.emulator is None:
-        emulator = _start_fresh_emulator(paths, report)
+        emulator = _start_fresh_emulator(paths, report, environment)
     else:
         emulator = state.emulator
         report(f"emulator already running at {emulator.endpoint_url}")
@@ -272,13 +272,13 @@ def _bring_up_to_date(
     return deployment
 
 
-def _start_fresh_emulator(paths: LocalPaths, report: Report) -> EmulatorProcess:
+def _start_fresh_emulator(paths: LocalPaths, report: Report, environment: Mapping[str, str]) -> EmulatorProcess:
     """Start an empty emulator, after clearing whatever described the previous one."""
     stop_runner(paths)  # a runner without its emulator is useless
     stop_emulator(paths)  # a live but unresponsive one, if any
     _forget_previous_run(paths, report)
     started = time.monotonic()
-    emulator = start_emulator(paths.emulator_log)
+    emulator = start_emulator(paths.emulator_log, environment=environment)
     (paths.state_dir / "emulator.json").write_text(
         json.dumps({"pid": emulator.pid, "port": emulator.port, "endpoint_url": emulator.endpoint_url})
     )

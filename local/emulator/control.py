@@ -24,6 +24,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -114,19 +115,24 @@ def advance_clock(endpoint_url: str, seconds: float) -> float:
 
 
 def start_emulator(
-    log_path: Path, port: int | None = None, *, startup_timeout_seconds: float = 30.0
+    log_path: Path,
+    port: int | None = None,
+    *,
+    startup_timeout_seconds: float = 30.0,
+    environment: Mapping[str, str] | None = None,
 ) -> EmulatorProcess:
     """Start the emulator in a new process and return once it answers requests.
 
     `port` None picks a free port (and retries with another if it is taken between the
     choice and the bind). Output goes to `log_path`. The process runs in its own session,
-    so it outlives the caller (``make up``) until `EmulatorProcess.stop`.
+    so it outlives the caller (``make up``) until `EmulatorProcess.stop`. `environment`
+    (default: this process's) is where the emulator reads `EMULATOR_*` settings.
     """
     attempts = 1 if port is not None else 3
     failure = "not started"
     for _ in range(attempts):
         chosen_port = port if port is not None else free_port()
-        emulator = _spawn(log_path, chosen_port)
+        emulator = _spawn(log_path, chosen_port, os.environ if environment is None else environment)
         deadline = time.monotonic() + startup_timeout_seconds
         while time.monotonic() < deadline:
             if is_ready(emulator.endpoint_url):
@@ -149,10 +155,10 @@ def attach_emulator(pid: int, port: int, host: str = HOST) -> EmulatorProcess:
     return EmulatorProcess(endpoint_url=endpoint_url, pid=pid, port=port)
 
 
-def _spawn(log_path: Path, port: int) -> EmulatorProcess:
+def _spawn(log_path: Path, port: int, inherited: Mapping[str, str]) -> EmulatorProcess:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "local.emulator", "serve", "--host", HOST, "--port", str(port)]
-    environment = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    environment = {**inherited, "PYTHONUNBUFFERED": "1"}
     environment["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), *filter(None, [environment.get("PYTHONPATH")])])
     with log_path.open("ab") as log:
         child = subprocess.Popen(
