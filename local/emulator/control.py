@@ -114,6 +114,15 @@ def advance_clock(endpoint_url: str, seconds: float) -> float:
         return float(json.loads(response.read())["now"])
 
 
+TRANSACTIONS_CONTROL_PATH = "/_compat/transactions"
+
+
+def transaction_conflicts(endpoint_url: str) -> int:
+    """How many transactions the emulator has cancelled for a conflict (``GET /_compat/transactions``)."""
+    with urllib.request.urlopen(endpoint_url + TRANSACTIONS_CONTROL_PATH, timeout=10) as response:
+        return int(json.loads(response.read())["conflicts"])
+
+
 def start_emulator(
     log_path: Path,
     port: int | None = None,

@@ -52,6 +52,8 @@ Control endpoints (served by `CompatMiddleware`, never forwarded to moto):
   ClientRequestTokens without waiting ten minutes.
 - moto's own ``POST /moto-api/reset`` also forgets every recorded ClientRequestToken.
 
+- ``GET /_compat/transactions`` -> ``{"conflicts": N}``: transactions cancelled because another
+  was writing one of their items (`TransactionsInFlight`).
 - ``GET|PUT|DELETE /_compat/faults``: injected AWS-side faults (lost responses after a
   write, throttling), configured at runtime or at start from ``EMULATOR_FAULTS``; see
   `local.emulator.injected_faults`. `CompatMiddleware.__call__` makes the one decision per request.
@@ -88,6 +90,7 @@ from moto.kinesis.models import kinesis_backends
 from moto.sqs.models import sqs_backends
 
 from local.emulator import injected_faults
+from local.emulator.control import TRANSACTIONS_CONTROL_PATH
 
 # --------------------------------------------------------------------------- clock
 
@@ -606,6 +609,8 @@ class TransactionsInFlight:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.claimed: set[tuple[str, str]] = set()
+        self.conflicts = 0
+        """Transactions cancelled for a conflict since the emulator started (`GET /_compat/transactions`)."""
 
     @staticmethod
     def items_of(environ: dict[str, Any], body: dict[str, Any]) -> list[tuple[str, str]]:
@@ -630,7 +635,9 @@ class TransactionsInFlight:
         wanted = [identity for identity in identities if identity[0]]
         with self.lock:
             conflicting = [index for index, identity in enumerate(identities) if identity in self.claimed]
-            if not conflicting:
+            if conflicting:
+                self.conflicts += 1
+            else:
                 self.claimed.update(wanted)
             return conflicting
 
@@ -755,6 +762,8 @@ class CompatMiddleware:
                 return _json_reply(start_response, "200 OK", {"now": clock.advance(seconds)})
             if path == injected_faults.CONTROL_PATH:
                 return self._faults_control(environ, start_response, method)
+            if path == TRANSACTIONS_CONTROL_PATH and method == "GET":
+                return _json_reply(start_response, "200 OK", {"conflicts": self.transactions_in_flight.conflicts})
         except (ValueError, TypeError, AttributeError) as error:
             return _json_reply(start_response, "400 Bad Request", {"error": str(error)})
         return _json_reply(start_response, "404 Not Found", {"error": f"no control endpoint {method} {path}"})

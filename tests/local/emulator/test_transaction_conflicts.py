@@ -100,3 +100,4 @@ def test_a_transaction_on_an_item_another_is_writing_is_cancelled_with_transacti
     assert first_outcome[0][0].startswith("200") and elsewhere[0][0].startswith("200")
     assert call(app, transaction(put("conflicts", "m2"), update("conflicts", "root")))[0].startswith("200")
     assert moto.served == 3  # the cancelled transaction never reached moto
+    assert app.transactions_in_flight.conflicts == 1
