@@ -199,5 +199,5 @@ def test_the_model_catches_the_token_only_mode_applying_a_late_replay_twice(
     token window, counts again."""
     monkeypatch.setenv("AGGREGATE_SLICES", str(SLICES))
     monkeypatch.setenv("REDUCE_IDEMPOTENCY", "crt")
-    with pytest.raises(AssertionError, match="not the applied items' sum|not the ground truth"):
+    with pytest.raises(AssertionError, match=r"not the applied items' sum|not the ground truth"):
         run_machine(aws_environment, examples=40, phases=[Phase.generate])
