@@ -78,6 +78,7 @@ demo: install
 
 chaos: install
 	$(BIN)/python -m local chaos $(CHAOS_ARGS)
+	INTERLEAVING_EXAMPLES=300 $(BIN)/python -m pytest -q -p no:cacheprovider tests/lambdas/reduce_function/test_interleavings.py
 
 bench: install
 	$(BIN)/python -m benchmarks run --output docs/benchmarks.md

@@ -7,6 +7,8 @@ commit (the invocation fails after its writes), two reducers race (concurrently,
 emulator cancels one transaction for a conflict and it is resent), a replay arrives after the
 10-minute token window. After every step the committed totals equal the independent sum of
 the items applied so far; at the end, with everything applied, the ground truth.
+
+`make test` runs 8 examples; `make chaos` runs it long (`INTERLEAVING_EXAMPLES`, 300).
 """
 
 from __future__ import annotations
@@ -189,7 +191,7 @@ def test_every_interleaving_of_reducers_retries_races_and_late_replays_is_exact(
 ) -> None:
     """`pipeline` sets the handlers' environment up (restored afterwards); each example has its own tables."""
     monkeypatch.setenv("AGGREGATE_SLICES", str(SLICES))
-    run_machine(aws_environment, examples=8)
+    run_machine(aws_environment, examples=int(os.environ.get("INTERLEAVING_EXAMPLES", "8")))
 
 
 def test_the_model_catches_the_token_only_mode_applying_a_late_replay_twice(
