@@ -127,6 +127,18 @@ def add_chaos_parser(commands: Any) -> None:
         default=defaults.drain_timeout_seconds,
         help=f"seconds without a completed record before a run fails (default {defaults.drain_timeout_seconds:g})",
     )
+    parser.add_argument(
+        "--stream-shards",
+        type=bounded(int, 1, 64),
+        default=defaults.stream_shards,
+        help=f"shards per DynamoDB stream: concurrent map and reduce invocations (default {defaults.stream_shards})",
+    )
+    parser.add_argument(
+        "--reduce-slices",
+        type=bounded(int, 1, None),
+        default=defaults.reduce_slices,
+        help=f"slices of the totals; fewer than shards makes reducers conflict (default {defaults.reduce_slices})",
+    )
 
 
 def chaos_settings(arguments: argparse.Namespace) -> chaos.ChaosSettings:
@@ -149,6 +161,8 @@ def chaos_settings(arguments: argparse.Namespace) -> chaos.ChaosSettings:
         control=not arguments.no_control,
         control_count=None if arguments.control_count is None else int(arguments.control_count),
         drain_timeout_seconds=arguments.drain_timeout,
+        stream_shards=int(arguments.stream_shards),
+        reduce_slices=int(arguments.reduce_slices),
     )
 
 

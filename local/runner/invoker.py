@@ -25,14 +25,17 @@ log = logging.getLogger(__name__)
 FAULT_INJECTION_PREFIX = "FAILURE_"
 FAULT_INJECTION_SUFFIXES = ("_PCT", "_FIRST")
 REDUCE_IDEMPOTENCY_VARIABLE = "REDUCE_IDEMPOTENCY"
+AGGREGATE_SLICES_VARIABLE = "AGGREGATE_SLICES"
+LOCAL_OVERRIDES = (REDUCE_IDEMPOTENCY_VARIABLE, AGGREGATE_SLICES_VARIABLE)
 """Also overridable locally: the chaos command's negative control runs the reduce function with
-`unsafe-add`, a mode the CDK settings refuse, so only the local runtime can ever set it."""
+`unsafe-add`, a mode the CDK settings refuse, so only the local runtime can ever set it; and the
+chaos run gives reduce fewer slices than shards, so that concurrent reducers contend for items."""
 INJECTED_FAILURE_ERROR_TYPE = "InjectedFailure"
 """`function_support.faults.InjectedFailure`: an invocation failed on purpose."""
 
 
 def fault_injection_overrides(environ: Mapping[str, str]) -> dict[str, str]:
-    """The caller's `FAILURE_*_PCT`, `FAILURE_*_FIRST` (and `REDUCE_IDEMPOTENCY`) variables: locally they win.
+    """The caller's `FAILURE_*_PCT`, `FAILURE_*_FIRST` (and `LOCAL_OVERRIDES`) variables: locally they win.
 
     In AWS they are set through `cdk.json` context at deploy time; `make up` / `make demo`
     take them from the caller's shell instead (docs/design.md, "Fault injection").
@@ -41,7 +44,7 @@ def fault_injection_overrides(environ: Mapping[str, str]) -> dict[str, str]:
         name: value
         for name, value in environ.items()
         if (name.startswith(FAULT_INJECTION_PREFIX) and name.endswith(FAULT_INJECTION_SUFFIXES))
-        or name == REDUCE_IDEMPOTENCY_VARIABLE
+        or name in LOCAL_OVERRIDES
     }
 
 
@@ -141,6 +144,7 @@ class FunctionInvoker:
             counters = self.stats.function(self.function.name)
             with self.stats.lock:
                 counters.in_flight += 1
+                counters.peak_in_flight = max(counters.peak_in_flight, counters.in_flight)
             try:
                 result = environment.invoke(event)
             finally:

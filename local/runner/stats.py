@@ -26,6 +26,7 @@ class FunctionStats:
     batches_skipped: int = 0  # batches given up after MaximumRetryAttempts
     cold_starts: int = 0
     in_flight: int = 0
+    peak_in_flight: int = 0  # the most invocations that ran at once (concurrent reducers, say)
     last_error: str = ""
     injected_failures: dict[str, int] = field(default_factory=dict)  # fault injection: before_write / after_write
     reshaped_retries: dict[str, int] = field(default_factory=dict)  # redelivery policy: grown / shrunk / shifted

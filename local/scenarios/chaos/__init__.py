@@ -37,6 +37,7 @@ from local.scenarios.chaos.figures import (
     add_function_counters,
     discrepancies,
     emulator_fault_figures,
+    peak_invocations,
     records_processed,
     stage_of,
 )
@@ -63,6 +64,7 @@ __all__ = [
     "emulator_fault_config",
     "emulator_fault_figures",
     "figures_table",
+    "peak_invocations",
     "quarantine_matches",
     "records_processed",
     "run_chaos",

@@ -109,11 +109,17 @@ def add_function_counters(total: dict[str, dict[str, Any]], stats: Mapping[str, 
         into = total.setdefault(name, {key: 0 for key in FUNCTION_COUNTERS} | {"injected": {}})
         for key in FUNCTION_COUNTERS:
             into[key] += int(counters.get(key, 0))
+        into["peak_in_flight"] = max(int(into.get("peak_in_flight", 0)), int(counters.get("peak_in_flight", 0)))
         for point, count in counters.get("injected_failures", {}).items():
             into["injected"][point] = into["injected"].get(point, 0) + int(count)
         reshaped = into.setdefault("reshaped", {})
         for shape, count in counters.get("reshaped_retries", {}).items():
             reshaped[shape] = reshaped.get(shape, 0) + int(count)
+
+
+def peak_invocations(functions: Mapping[str, Mapping[str, Any]], stage: str) -> int:
+    """The most invocations of `stage`'s function that ran at once, over every runner life."""
+    return max((int(c.get("peak_in_flight", 0)) for name, c in functions.items() if stage_of(name) == stage), default=0)
 
 
 def stage_of(function_name: str) -> str | None:
@@ -193,6 +199,8 @@ class RunFigures:
     reconcile_report: str = ""
     """What `audit reconcile` printed: shown when the chaos run's archive disagrees."""
     elapsed_seconds: float = 0.0
+    transaction_conflicts: int = 0
+    """Reduce transactions the emulator cancelled because another reducer was writing one of their items."""
 
     @property
     def counts(self) -> LedgerCounts:

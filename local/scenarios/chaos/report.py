@@ -7,7 +7,7 @@ from decimal import Decimal
 from rich.table import Table
 
 from local.runner.redelivery import SHAPES
-from local.scenarios.chaos.figures import KEPT_TOKENS_FIGURE, RunFigures, stage_of
+from local.scenarios.chaos.figures import KEPT_TOKENS_FIGURE, RunFigures, peak_invocations, stage_of
 from local.scenarios.chaos.settings import STAGES, ChaosSettings
 
 
@@ -72,6 +72,11 @@ def _row_values(figures: RunFigures, settings: ChaosSettings) -> list[tuple[str,
             + ")",
         ),
         ("runner SIGKILLs and restarts (mid-batch)", f"{figures.runner_restarts} ({figures.killed_mid_batch})"),
+        (
+            f"most reducers at once ({settings.stream_shards} stream shards, {settings.reduce_slices} slices)",
+            f"{peak_invocations(figures.functions, 'reduce')}",
+        ),
+        ("reduce transactions cancelled by a conflict, resent", f"{figures.transaction_conflicts:,}"),
         (
             "records quarantined (expected: malformed + conflicts)",
             f"{figures.quarantine.records:,} ({counts.malformed + counts.conflicting_duplicates:,})",

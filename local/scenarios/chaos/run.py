@@ -13,6 +13,7 @@ from rich.console import Console
 
 from aggregation.names import TOKEN_AND_MARKERS, UNSAFE_ADD
 from local.deploy import lifecycle
+from local.emulator.control import transaction_conflicts
 from local.emulator.injected_faults import clear_faults, configure_faults
 from local.paths import REPO_ROOT, LocalPaths
 from local.scenarios.chaos.figures import (
@@ -47,7 +48,12 @@ def run_pipeline(
     """One full run on a fresh runtime; always ends with `down`."""
     started = time.monotonic()
     figures = RunFigures(label=label, reduce_mode=reduce_mode or f"{TOKEN_AND_MARKERS} (deployed default)")
-    environment = {**os.environ, **settings.function_fault_environment(), **settings.runner_environment()}
+    environment = {
+        **os.environ,
+        **settings.function_fault_environment(),
+        **settings.runner_environment(),
+        **settings.concurrency_environment(),
+    }
     environment.pop("REDUCE_IDEMPOTENCY", None)
     if reduce_mode is not None:
         environment["REDUCE_IDEMPOTENCY"] = reduce_mode
@@ -67,6 +73,7 @@ def run_pipeline(
         )
         restarts.finish()
         figures.emulator_faults = emulator_fault_figures(clear_faults(deployment.endpoint_url))
+        figures.transaction_conflicts = transaction_conflicts(deployment.endpoint_url)
         console.print(f"{label}: verifying the aggregates against the ledger")
         report = verify_pipeline(target, paths.ledger, timeout=120.0, settle_seconds=5.0)
         figures.discrepancies = report_discrepancies(report)

@@ -23,6 +23,8 @@ DEFAULT_THROTTLE_PCT = 2.0
 DEFAULT_RUNNER_KILLS = 2
 DEFAULT_WORKER_KILLS = 4
 DEFAULT_DRAIN_TIMEOUT_SECONDS = 600.0
+DEFAULT_STREAM_SHARDS = 8
+DEFAULT_REDUCE_SLICES = 2
 WRITE_SITES: tuple[tuple[str, str, str, str], ...] = (
     ("state", "UpdateItem", "state_table", "error"),
     ("map", "PutItem", "delta_table", "close"),
@@ -63,6 +65,10 @@ class ChaosSettings:
     control_count: int | None = None
     """Messages of the control run (default: `count`, the same run)."""
     drain_timeout_seconds: float = DEFAULT_DRAIN_TIMEOUT_SECONDS
+    stream_shards: int = DEFAULT_STREAM_SHARDS
+    """Shards of each DynamoDB stream: map and reduce invocations run side by side."""
+    reduce_slices: int = DEFAULT_REDUCE_SLICES
+    """Fewer slices than shards: concurrent reducers contend for the same items, and conflict."""
 
     def __post_init__(self) -> None:
         if self.count < 1:
@@ -78,6 +84,8 @@ class ChaosSettings:
             raise ChaosError("--runner-kills and --worker-kills cannot be negative")
         if self.drain_timeout_seconds <= 0:
             raise ChaosError("--drain-timeout must be positive")
+        if not 1 <= self.stream_shards <= 64 or self.reduce_slices < 1:
+            raise ChaosError("--stream-shards must be from 1 to 64 and --reduce-slices at least 1")
         if unknown := set(self.reshaped_retries) - set(STAGES):
             raise ChaosError(
                 f"--reshaped-retries names no stage {', '.join(sorted(unknown))} (stages: {', '.join(STAGES)})"
@@ -98,6 +106,10 @@ class ChaosSettings:
             environment[f"FAILURE_{stage.upper()}_LAMBDA_PCT"] = pct
             environment[f"FAILURE_{stage.upper()}_LAMBDA_AFTER_WRITE_PCT"] = pct
         return environment
+
+    def concurrency_environment(self) -> dict[str, str]:
+        """Several stream shards (`EMULATOR_STREAM_SHARDS`) and reduce's slices (`AGGREGATE_SLICES`)."""
+        return {"EMULATOR_STREAM_SHARDS": str(self.stream_shards), "AGGREGATE_SLICES": str(self.reduce_slices)}
 
     def control_environment(self) -> dict[str, str]:
         """The negative control's reduce fails after its first commit in every execution environment.

@@ -198,3 +198,17 @@ def test_a_small_chaos_run_is_exact_under_real_faults_and_the_unsafe_control_is_
     assert sum(injected.get("after_write", 0) for injected in control_reduce) >= 1, "deterministic, not by chance"
     assert chaos.control_caught(control)
     assert control.discrepancies.double_counted
+
+
+def test_concurrent_reducers_contend_for_fewer_slices_than_shards() -> None:
+    settings = chaos.ChaosSettings()
+    assert settings.stream_shards >= 4 and settings.reduce_slices < settings.stream_shards
+    assert settings.concurrency_environment() == {"EMULATOR_STREAM_SHARDS": "8", "AGGREGATE_SLICES": "2"}
+    lives = (
+        {"functions": {"S-ReduceFunction1": {"peak_in_flight": 3}}},
+        {"functions": {"S-ReduceFunction1": {"peak_in_flight": 5}}},
+    )
+    total: dict[str, dict[str, object]] = {}
+    for life in lives:
+        chaos.add_function_counters(total, life)
+    assert chaos.peak_invocations(total, "reduce") == 5 and chaos.peak_invocations(total, "map") == 0
