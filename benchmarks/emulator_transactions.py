@@ -46,22 +46,27 @@ class EmulatorTransactionsResult:
         return by_size[table_items] / by_size[0]
 
 
-def _table_of(backend: DynamoDBBackend, items: int) -> None:
-    backend.create_table(
-        "t",
+def scratch_table(backend: DynamoDBBackend, name: str, stream_view_type: str | None = None) -> Any:
+    """A table keyed by `pk` (S) in an in-process moto backend (no HTTP): moto's `Table`."""
+    streams = {"StreamEnabled": True, "StreamViewType": stream_view_type} if stream_view_type else None
+    return backend.create_table(
+        name,
         schema=[{"AttributeName": "pk", "KeyType": "HASH"}],
         throughput=None,
         attr=[{"AttributeName": "pk", "AttributeType": "S"}],
         global_indexes=None,
         indexes=None,
-        streams={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+        streams=streams,
         billing_mode="PAY_PER_REQUEST",
         sse_specification=None,
         tags=[],
         deletion_protection_enabled=False,
         warm_throughput=None,
     )
-    table = backend.tables["t"]
+
+
+def _table_of(backend: DynamoDBBackend, items: int) -> None:
+    table = scratch_table(backend, "t", "NEW_AND_OLD_IMAGES")
     for index in range(items):
         table.put_item({"pk": {"S": f"item-{index:06d}"}, "Value": {"N": str(index)}})
 

@@ -93,6 +93,29 @@ def generate_messages(seed: int, trades: int = 120) -> tuple[list[bytes], dict[s
     return records, expected
 
 
+def send_round_and_await_exact_totals(
+    deployment: Deployment,
+    round_of_messages: tuple[list[bytes], dict[str, Decimal | int]],
+    expected: dict[str, Decimal | int],
+    timeout: float,
+) -> None:
+    """Put a round's records on the stream, add its totals to `expected`, wait until the table has them."""
+    records, expected_of_round = round_of_messages
+    for key, total in expected_of_round.items():
+        expected[key] = expected.get(key, 0) + total
+    kinesis = aws_client("kinesis", deployment.endpoint_url)
+    for start in range(0, len(records), 100):
+        response = kinesis.put_records(
+            StreamName=deployment.outputs["StreamName"],
+            Records=[{"Data": data, "PartitionKey": str(hash(data))} for data in records[start : start + 100]],
+        )
+        assert response["FailedRecordCount"] == 0
+    deadline = time.monotonic() + timeout
+    while actual_aggregates(deployment) != expected and time.monotonic() < deadline:
+        time.sleep(1)
+    assert actual_aggregates(deployment) == expected
+
+
 def actual_aggregates(deployment: Deployment) -> dict[str, Decimal | int]:
     """Each node's totals, the sum of its slices (`aggregation.aggregate_items`), emptied nodes left out."""
     dynamodb = aws_client("dynamodb", deployment.endpoint_url)
@@ -142,23 +165,10 @@ def test_up_runs_the_deployed_stack_exactly_once_under_faults_and_reshaped_retri
     # (one record, nothing before or after) re-delivers them identically. More rounds, each
     # checked exactly, until some retry came reshaped.
     expected: dict[str, Decimal | int] = {}
-    kinesis = aws_client("kinesis", deployment.endpoint_url)
-    for round_number, seed in enumerate(RESHAPING_ROUND_SEEDS, start=1):
-        records, expected_of_round = generate_messages(seed=seed)
-        for key, total in expected_of_round.items():
-            expected[key] = expected.get(key, 0) + total
-        for start in range(0, len(records), 100):
-            chunk = records[start : start + 100]
-            response = kinesis.put_records(
-                StreamName=outputs["stream_name"],
-                Records=[{"Data": data, "PartitionKey": str(hash(data))} for data in chunk],
-            )
-            assert response["FailedRecordCount"] == 0
-
-        deadline = time.monotonic() + 100
-        while actual_aggregates(deployment) != expected and time.monotonic() < deadline:
-            time.sleep(1)
-        assert actual_aggregates(deployment) == expected, f"round {round_number}"
+    rounds = 0
+    for seed in RESHAPING_ROUND_SEEDS:
+        rounds += 1
+        send_round_and_await_exact_totals(deployment, generate_messages(seed=seed), expected, timeout=100)
 
         time.sleep(1.5)  # the runner rewrites its statistics every second
         stats = json.loads(paths.runner_stats.read_text())
@@ -170,7 +180,7 @@ def test_up_runs_the_deployed_stack_exactly_once_under_faults_and_reshaped_retri
     assert not any(f["batches_skipped"] for f in functions)
     assert reshaped > 0, "map, reduce or archive retries came in other boundaries"
     quarantined = aws_client("dynamodb", deployment.endpoint_url).scan(TableName=outputs["quarantine"])["Items"]
-    assert len(quarantined) == 2 * round_number  # each round's two malformed records
+    assert len(quarantined) == 2 * rounds  # each round's two malformed records
     assert render_status(paths, Console(file=open(os.devnull, "w"))) == 0  # noqa: SIM115
 
     runner_pid = lifecycle.running_runner_pid(paths)

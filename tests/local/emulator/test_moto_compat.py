@@ -22,6 +22,7 @@ from moto.dynamodb import models as moto_models
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType
 
+from benchmarks.emulator_transactions import scratch_table
 from local.emulator import moto_compat
 from local.emulator.control import advance_clock
 
@@ -463,20 +464,7 @@ def test_a_transaction_does_not_copy_the_tables_it_touches(monkeypatch: pytest.M
     """moto deep-copied every touched table before every transaction; inside one, tables are not copied."""
     moto_compat.fix_transaction_rollback_copies_only_what_it_touches()
     backend = DynamoDBBackend("us-east-1", "123456789012")
-    table = backend.create_table(
-        "t",
-        schema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-        throughput=None,
-        attr=[{"AttributeName": "pk", "AttributeType": "S"}],
-        global_indexes=None,
-        indexes=None,
-        streams=None,
-        billing_mode="PAY_PER_REQUEST",
-        sse_specification=None,
-        tags=[],
-        deletion_protection_enabled=False,
-        warm_throughput=None,
-    )
+    table = scratch_table(backend, "t")
     copies: list[Any] = []
     shim = moto_models.copy  # type: ignore[attr-defined]
     original_deepcopy = shim.deepcopy

@@ -10,6 +10,7 @@ from typing import Any
 
 from moto.dynamodb.models import dynamodb_backends
 
+from benchmarks.emulator_transactions import scratch_table
 from local.emulator.moto_compat import CompatMiddleware
 
 ACCOUNT, REGION = "123456789012", "us-east-1"
@@ -18,20 +19,7 @@ ACCOUNT, REGION = "123456789012", "us-east-1"
 def table_named(name: str) -> None:
     backend = dynamodb_backends[ACCOUNT][REGION]
     if name not in backend.tables:
-        backend.create_table(
-            name,
-            schema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-            throughput=None,
-            attr=[{"AttributeName": "pk", "AttributeType": "S"}],
-            global_indexes=None,
-            indexes=None,
-            streams=None,
-            billing_mode="PAY_PER_REQUEST",
-            sse_specification=None,
-            tags=[],
-            deletion_protection_enabled=False,
-            warm_throughput=None,
-        )
+        scratch_table(backend, name)
 
 
 def transaction(*actions: dict[str, Any]) -> dict[str, Any]:
