@@ -87,13 +87,16 @@ DEFAULT_AGGREGATE_SLICES: Final[int] = 16
 item at most `HOTTEST_ITEM_TARGET_WRITE_UNITS` write units a second at `SCALE_OUT_RATE` messages a
 second with every other setting at its default, by the capacity planner's figure
 (`planner.model`, "hottest aggregate item": each transaction writes its slice's `#stats` and root
-nodes, and the slices share the transactions). The planner puts the hottest item at about 850
-write units a second with one slice, 620 with 8 and 200 with 16 (with 8, an invocation's ten
-delta items fall in fewer slices, so each slice takes more transactions): 16 is the first below
-the target (`tests/planner/test_model.py` checks it). The target is half DynamoDB's 1,000 write
-units a second per item, the margin for slices that a hash loads unevenly. More slices cost
-nothing at low rates (a StateTable stream with one shard writes one slice) and, at high rates,
-more transactions per reduce invocation (see the planner's AggregateTable write units)."""
+nodes once, and the slices share the transactions). The planner puts it at about 850 write units
+a second with one slice, 610 with 8 and 190 with 16 (with 8, ten delta batches of an invocation
+fall in fewer slices, so each slice takes more of the transactions): 16 is the first below the
+target (`tests/planner/test_model.py` checks it). The target is half DynamoDB's 1,000 write units
+a second per item, the margin for slices a hash loads unevenly. At the default 400 msg/s slices
+change nothing (a StateTable stream of one shard writes one slice). Between, they cost writes:
+an invocation plans each slice apart, so fewer delta batches share a transaction (at 50,000
+msg/s the planner counts about 57,000 AggregateTable write units a second with 16 slices against
+11,000 with one); a larger `reduceBatchSize` wins the packing back (11,300 at 100), and
+`python -m benchmarks.capacity` prints the plan for any choice."""
 
 SCALE_OUT_RATE: Final[int] = 250_000
 """The rate `DEFAULT_AGGREGATE_SLICES` is chosen for (messages a second)."""
