@@ -63,6 +63,7 @@ def template_with_concurrent_state_batches() -> Template:
             "mapBatchSize": 2000,
             "mapBatchingWindowSeconds": 2,
             "reduceMemoryMb": 512,
+            "reduceParallelizationFactor": 2,
         }
     )[1]
 
