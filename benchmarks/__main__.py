@@ -142,8 +142,8 @@ def recommended(plan: model.CapacityPlan) -> model.Settings:
         factor = min(model.MAX_PARALLELIZATION_FACTOR, ours.state_parallelization_needed)
         settings = replace(settings, state_parallelization_factor=factor)
     if ours.reduce_busy_fraction > model.BUSY_LIMIT:
-        batching = model.map_batching_that_keeps_up(plan.workload, settings, plan.times, plan.prices, model.OURS)
-        settings = batching or settings
+        keeping_up = model.reducers_that_keep_up(plan.workload, settings, plan.times, plan.prices, model.OURS)
+        settings = keeping_up or settings
     return settings
 
 
@@ -156,6 +156,7 @@ def describe_change(before: model.Settings, after: model.Settings) -> str:
             ("map_batch_size", "mapBatchSize"),
             ("map_batching_window_seconds", "mapBatchingWindowSeconds"),
             ("reduce_memory_mb", "reduceMemoryMb"),
+            ("reduce_parallelization_factor", "reduceParallelizationFactor"),
         )
         if getattr(after, field) != getattr(before, field)
     ]

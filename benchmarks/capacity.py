@@ -49,6 +49,8 @@ NAMED_SETTINGS = {
     "reduce_batch_size": "reduceBatchSize",
     "reduce_memory_mb": "reduceMemoryMb",
     "idempotency": "reduceIdempotency",
+    "aggregate_slices": "aggregateSlices",
+    "reduce_parallelization_factor": "reduceParallelizationFactor",
 }
 """Named options that are shorthands for `-c <cdk.json key>=value`."""
 
@@ -82,7 +84,16 @@ def _rows(plan: CapacityPlan) -> list[tuple[str, str, str]]:
             f"{ours.reduce_transactions_per_second:,.1f} ({ours.actions_per_transaction:.0f})",
             f"{original.reduce_transactions_per_second:,.1f} ({original.actions_per_transaction:.0f})",
         ),
-        ("single reduce instance busy", f"{ours.reduce_busy_fraction:.0%}", f"{original.reduce_busy_fraction:.0%}"),
+        (
+            "reducers (busy each)",
+            f"{ours.reduce_lanes} ({ours.reduce_busy_fraction:.0%})",
+            f"{original.reduce_lanes} ({original.reduce_busy_fraction:.0%})",
+        ),
+        (
+            "aggregate slices in use (per invocation)",
+            f"{ours.slices_in_use:.1f} ({ours.slices_per_invocation:.1f})",
+            f"{original.slices_in_use:.0f} ({original.slices_per_invocation:.0f})",
+        ),
         (
             "StateTable WRU/s",
             f"{ours.state_write_units_per_second:,.0f}",

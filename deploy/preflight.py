@@ -9,9 +9,11 @@ lacks it) says "unknown" instead of failing the run; only a known obstacle fails
 * **CDK bootstrap**: the `CDKToolkit` stack and its `/cdk-bootstrap/hnb659fds/version` parameter.
 * **Powertools layer**: AWS's public SSM parameter for the pinned release, runtime and
   architecture (or the explicitly chosen layer version) exists in the region.
-* **concurrency quota** and **reduce reservation** (`lambda:GetAccountSettings`): Lambda refuses a
-  reservation that leaves less than 100 unreserved executions, so a new account with a quota of
-  10 cannot reserve reduce's one execution; preflight says which `reduceReservedConcurrency` fits.
+* **concurrency quota** (`lambda:GetAccountSettings`): whether the account's quota holds the
+  stages' concurrent executions at the start, reducers included (one per DeltaTable stream shard
+  times `reduceParallelizationFactor`). Nothing is reserved, so no quota makes the deploy fail
+  (Lambda refuses only a reservation that leaves under 100 unreserved executions): a small quota
+  throttles batches, which wait and retry, and is a warning.
 * **stack**: a stack of that name left in a state `cdk deploy` cannot update.
 """
 
@@ -36,14 +38,12 @@ from stacks.functions import (
 from stacks.settings import PipelineSettings
 
 BOOTSTRAP_STACK: Final = "CDKToolkit"
-MINIMUM_UNRESERVED_CONCURRENCY: Final = 100
-"""Lambda keeps at least this many executions unreserved (Lambda Developer Guide, reserved concurrency)."""
 ESTABLISHED_ACCOUNT_QUOTA: Final = 1000
 CONCURRENCY_QUOTA_CODE: Final = "L-B99A9384"
 """Service Quotas code of Lambda's "Concurrent executions"."""
 KINESIS_ON_DEMAND_INITIAL_SHARDS: Final = 4
-TABLE_STREAM_CONSUMERS: Final = 3
-"""map, reduce and archive: at least one concurrent batch each (one per table stream shard)."""
+TABLE_STREAM_SHARDS_AT_START: Final = 1
+"""A new table's stream starts with one shard; it grows with the table's partitions."""
 HEALTHY_STACK_STATES: Final = frozenset(
     {"CREATE_COMPLETE", "UPDATE_COMPLETE", "UPDATE_ROLLBACK_COMPLETE", "IMPORT_COMPLETE", "IMPORT_ROLLBACK_COMPLETE"}
 )
@@ -78,8 +78,8 @@ class DeploymentPlan:
     """What the stack will ask of the account, from the same settings `cdk deploy` reads."""
 
     stack_name: str
-    reduce_reserved_concurrency: int
     state_parallelization_factor: int
+    reduce_parallelization_factor: int
     powertools_parameter: str
     powertools_layer_version: int | None
 
@@ -87,8 +87,8 @@ class DeploymentPlan:
     def from_settings(cls, settings: PipelineSettings, stack_name: str | None = None) -> DeploymentPlan:
         return cls(
             stack_name=stack_name or settings.stack_name,
-            reduce_reserved_concurrency=settings.reduce_reserved_concurrency,
             state_parallelization_factor=settings.state_parallelization_factor,
+            reduce_parallelization_factor=settings.reduce_parallelization_factor,
             powertools_parameter=powertools_layer_parameter_name(),
             powertools_layer_version=settings.powertools_layer_version,
         )
@@ -204,97 +204,42 @@ def check_powertools_layer(account: Account, partition: str, plan: DeploymentPla
     return Check(name, Status.PASS, f"{plan.powertools_parameter} = {arn}")
 
 
-def stack_reservations(account: Account, stack_name: str) -> int:
-    """Executions the deployed stack's functions reserve now (an update releases and re-takes them)."""
-    cloudformation, lambda_client = account.client("cloudformation"), account.client("lambda")
-    try:
-        pages = cloudformation.get_paginator("list_stack_resources").paginate(StackName=stack_name)
-        functions = [
-            summary["PhysicalResourceId"]
-            for page in pages
-            for summary in page["StackResourceSummaries"]
-            if summary["ResourceType"] == "AWS::Lambda::Function" and summary.get("PhysicalResourceId")
-        ]
-    except ClientError as error:
-        if error_code(error) == "ValidationError":  # no such stack: nothing reserved yet
-            return 0
-        raise
-    reserved = 0
-    for function in functions:
-        reserved += int(
-            lambda_client.get_function_concurrency(FunctionName=function).get("ReservedConcurrentExecutions", 0)
-        )
-    return reserved
-
-
 def concurrency_quota_check(quota: int, plan: DeploymentPlan) -> Check:
-    """Whether the account's concurrency quota runs the stages without throttling at the start."""
-    name = "concurrency quota"
-    starting = KINESIS_ON_DEMAND_INITIAL_SHARDS * plan.state_parallelization_factor + TABLE_STREAM_CONSUMERS
-    if quota >= ESTABLISHED_ACCOUNT_QUOTA:
-        return Check(name, Status.PASS, f"{quota} concurrent executions; the stages start at about {starting}")
-    return Check(
-        name,
-        Status.WARN,
-        f"{quota} concurrent executions, shared with the account's other functions, for stages that start at about "
-        f"{starting} and grow as streams split; throttled batches wait and retry (nothing is lost): request "
-        f"{ESTABLISHED_ACCOUNT_QUOTA} (Service Quotas, Lambda, Concurrent executions, {CONCURRENCY_QUOTA_CODE})",
-    )
+    """Whether the account's concurrency quota runs the stages without throttling at the start.
 
-
-def reservation_check(quota: int, unreserved: int, reserved_by_stack: int, plan: DeploymentPlan) -> Check:
-    """Whether `reduceReservedConcurrency` fits: Lambda keeps 100 executions unreserved.
-
-    `unreserved` is the account's unreserved concurrency now; `reserved_by_stack` what this
-    stack's functions already reserve (an update gives it back before reserving again).
+    At the start: state per Kinesis shard times its parallelization factor; map and archive one
+    per table stream shard; reduce one per DeltaTable stream shard times its factor.
     """
-    name = "reduce reservation"
-    reserved_by_others = quota - unreserved - reserved_by_stack
-    unreserved_after = quota - reserved_by_others - 1  # once reduce reserves its one execution
-    can_reserve = unreserved_after >= MINIMUM_UNRESERVED_CONCURRENCY
-    needed_quota = reserved_by_others + 1 + MINIMUM_UNRESERVED_CONCURRENCY
-    if plan.reduce_reserved_concurrency >= 1 and can_reserve:
+    name = "concurrency quota"
+    reducers = TABLE_STREAM_SHARDS_AT_START * plan.reduce_parallelization_factor
+    starting = (
+        KINESIS_ON_DEMAND_INITIAL_SHARDS * plan.state_parallelization_factor
+        + 2 * TABLE_STREAM_SHARDS_AT_START  # map and archive
+        + reducers
+    )
+    if quota >= ESTABLISHED_ACCOUNT_QUOTA:
         return Check(
             name,
             Status.PASS,
-            f"reserving 1 execution for reduce leaves {unreserved_after} unreserved "
-            f"(Lambda keeps {MINIMUM_UNRESERVED_CONCURRENCY}): one reducer at a time",
-        )
-    if plan.reduce_reserved_concurrency >= 1:
-        return Check(
-            name,
-            Status.FAIL,
-            f"quota {quota} with {unreserved} unreserved cannot reserve 1 for reduce and keep "
-            f"{MINIMUM_UNRESERVED_CONCURRENCY} unreserved: request a quota of at least {needed_quota} "
-            f"({CONCURRENCY_QUOTA_CODE}), or deploy with -c reduceReservedConcurrency=0 (README)",
-        )
-    if can_reserve:
-        return Check(
-            name,
-            Status.WARN,
-            "no reservation: reducers may run concurrently, one per DeltaTable stream shard (exact, but conflicting "
-            "transactions are retried); this account can reserve one: -c reduceReservedConcurrency=1",
+            f"{quota} concurrent executions; the stages start at about {starting}, {reducers} of them reducers",
         )
     return Check(
         name,
-        Status.PASS,
-        f"no reservation, as this account requires ({unreserved} unreserved, Lambda keeps "
-        f"{MINIMUM_UNRESERVED_CONCURRENCY}); a quota of {needed_quota} would allow one reducer at a time",
+        Status.WARN,
+        f"{quota} concurrent executions, shared with the account's other functions, for stages that start at "
+        f"about {starting} ({reducers} reducers) and grow as streams split; throttled batches wait and retry "
+        f"(nothing is lost): request {ESTABLISHED_ACCOUNT_QUOTA} "
+        f"(Service Quotas, Lambda, Concurrent executions, {CONCURRENCY_QUOTA_CODE})",
     )
 
 
-def check_concurrency(account: Account, plan: DeploymentPlan) -> list[Check]:
+def check_concurrency(account: Account, plan: DeploymentPlan) -> Check:
     lambda_client = account.client("lambda")
     try:
         limits = lambda_client.get_account_settings()["AccountLimit"]
-        reserved_by_stack = stack_reservations(account, plan.stack_name)
     except (ClientError, BotoCoreError) as error:
-        return [
-            unreadable("concurrency quota", "Lambda's account settings", error),
-            unreadable("reduce reservation", "Lambda's account settings", error),
-        ]
-    quota, unreserved = int(limits["ConcurrentExecutions"]), int(limits["UnreservedConcurrentExecutions"])
-    return [concurrency_quota_check(quota, plan), reservation_check(quota, unreserved, reserved_by_stack, plan)]
+        return unreadable("concurrency quota", "Lambda's account settings", error)
+    return concurrency_quota_check(int(limits["ConcurrentExecutions"]), plan)
 
 
 def stack_check(stack_name: str, status: str | None) -> Check:
@@ -339,6 +284,6 @@ def run_preflight(account: Account, plan: DeploymentPlan) -> list[Check]:
     checks = [credentials, partition_check]
     checks.append(guarded("CDK bootstrap", "the bootstrap stack", lambda: check_bootstrap(account, account_id)))
     checks.append(guarded("Powertools layer", "the layer", lambda: check_powertools_layer(account, partition, plan)))
-    checks.extend(check_concurrency(account, plan))
+    checks.append(check_concurrency(account, plan))
     checks.append(guarded(f"stack {plan.stack_name}", "the stack", lambda: check_stack(account, plan.stack_name)))
     return checks

@@ -20,12 +20,17 @@ transaction per reduce batch without markers or `#stats`), each described as dat
   shard's newest delta items before every write), and monthly cost per component from the
   dated price table, each table in its capacity mode (on-demand, or provisioned with auto
   scaling; `capacity_modes` prices both);
+- reduce scale-out (ours): one reducer per DeltaTable stream shard times
+  `reduceParallelizationFactor`, each delta item adding to the slice of its StateTable stream
+  shard (`aggregateSlices`): an invocation plans each slice its items fall in apart, so more
+  slices spread the hottest items (`#stats` and the roots, one write per transaction of their
+  slice) over more items but pack fewer delta batches per transaction (`reduce_slicing`);
 - flags: a table over its default quota or its provisioned maximum, a shard whose state
-  function cannot keep up (raise the parallelization factor), the single reduce instance
-  (reserved concurrency 1) busier than it can be at the transaction latency, an item over
-  DynamoDB's 1,000 WCU/s per-partition limit, the original's reduce transaction over 100
-  actions and its delta item over the 400 KB item limit (ours splits such a batch into
-  several items, billed by bytes alike). Each flag names the `cdk.json` setting to change.
+  function cannot keep up (raise the parallelization factor), a reducer busier than it can be
+  at the transaction latency, an item over DynamoDB's 1,000 WCU/s per-partition limit, the
+  original's reduce transaction over 100 actions and its delta item over the 400 KB item
+  limit (ours splits such a batch into several items, billed by bytes alike). Each flag names
+  the `cdk.json` setting to change.
 
 Why a model and not a load test: the pipeline cannot be run at 50,000 messages/s on a
 laptop. The model's per-message write counts are checked against the write-cost
@@ -39,6 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from aggregation.aggregate_items import MAX_SLICES
 from aggregation.item_size import MAX_ITEM_BYTES
 from aggregation.stream_positions import COVERAGE_QUERY_PAGE_ITEMS
 from aggregation.transactions import MARKER_ACTIONS_PER_UNIT, MAX_TRANSACTION_ACTIONS, NODE_GROUPS, STATS_ACTIONS
@@ -61,7 +67,7 @@ DELTA_NODE_BYTES = 43
 DELTA_TIMESTAMP_BYTES = 10
 STATE_ITEM_OVERHEAD_BYTES = 110  # ContentDigest, attribute names, the Hierarchy map's overhead
 LAMBDA_MB_PER_VCPU = 1769  # Lambda gives one full vCPU at 1,769 MB, proportionally less below
-BUSY_LIMIT = 0.8  # a single reduce instance busier than this falls behind on any burst
+BUSY_LIMIT = 0.8  # a reducer busier than this falls behind on any burst
 MAP_BATCH_CANDIDATES = (100, 200, 500, 1000, 2000, 5000, 10000)
 REDUCE_MEMORY_CANDIDATES = (512, 1024, 1769)  # MB; 1,769 MB is one full vCPU
 MAP_BATCHING_WINDOWS = (1, 2, 5, 10, 20, 30, 60, 120, 300)  # mapBatchingWindowSeconds candidates
@@ -152,6 +158,8 @@ class Settings:
     state_memory_mb: int = 512
     map_memory_mb: int = 256
     reduce_memory_mb: int = 256  # reduceMemoryMb
+    aggregate_slices: int = 16  # aggregateSlices
+    reduce_parallelization_factor: int = 1  # reduceParallelizationFactor
     state_table: TableCapacity = TableCapacity()  # stateTableCapacity
     delta_table: TableCapacity = TableCapacity()  # deltaTableCapacity
     aggregate_table: TableCapacity = TableCapacity()  # aggregateTableCapacity
@@ -237,8 +245,12 @@ class Design:
     False: one conditional write per message, duplicates included."""
     timestamps_in_delta_items: bool
     """Each delta item carries its messages' producer timestamps (for the latency metric)."""
-    reduce_packing: Callable[[Workload, float, Settings], ReducePacking]
-    """Transactions per delta batch of `changes` state changes, and actions per transaction."""
+    reduce_packing: Callable[[Workload, float, float, Settings], ReducePacking]
+    """Transactions per delta batch of `changes` state changes when an invocation plans
+    `batches_together` delta batches together, and actions per transaction."""
+    scales_out_reduce: bool
+    """True: one reducer per DeltaTable stream shard and parallelization lane, over sliced totals
+    (`reduce_slicing`); False: one reducer and one item per node."""
     coverage_query_items: int
     """DeltaTable items map reads (one strongly consistent Query) before writing a batch; 0: none."""
     splits_delta_items: bool
@@ -274,7 +286,13 @@ class DesignPlan:
     effective_map_batch: float = 0.0
     delta_batches_per_second: float = 0.0
     reduce_transactions_per_second: float = 0.0
-    reduce_busy_fraction: float = 0.0
+    state_stream_shards: int = 1
+    delta_stream_shards: int = 1
+    reduce_lanes: int = 1  # concurrent reducers: DeltaTable stream shards x reduceParallelizationFactor
+    slices_per_invocation: float = 1.0  # slices an invocation's delta batches fall in
+    slices_in_use: float = 1.0  # slices the StateTable stream shards hash to
+    reduce_executions: float = 0.0  # reducers busy at once, on average
+    reduce_busy_fraction: float = 0.0  # of each reducer
     actions_per_transaction: float = 0.0
     state_write_units_per_second: float = 0.0
     delta_write_units_per_second: float = 0.0
@@ -340,6 +358,47 @@ def distinct_nodes(workload: Workload, changes: float) -> float:
     """Expected aggregate nodes touched by `changes` state changes, hierarchy values uniform."""
     touches = changes * workload.paths_per_change
     return float(sum(nodes * (1.0 - (1.0 - 1.0 / nodes) ** touches) for nodes in workload.nodes_per_level))
+
+
+def expected_distinct(bins: float, draws: float) -> float:
+    """Expected distinct bins `draws` uniform draws hit (at least 1: there is always one draw)."""
+    if bins <= 1 or draws <= 1:
+        return 1.0
+    missed: float = (1.0 - 1.0 / bins) ** draws
+    return max(1.0, bins * (1.0 - missed))
+
+
+@dataclass(frozen=True)
+class ReduceSlicing:
+    """How our reducers and slices share the delta batches (`reduce_slicing`)."""
+
+    delta_stream_shards: int
+    lanes: int
+    slices_per_invocation: float
+    slices_in_use: float
+
+
+def reduce_slicing(settings: Settings, state_stream_shards: int, delta_write_units_per_second: float) -> ReduceSlicing:
+    """Reducers, and the slices an invocation's delta batches fall in, with hashes assumed even.
+
+    The DeltaTable stream has about one shard per 1,000 WCU/s partition (as the StateTable's);
+    Lambda runs `reduceParallelizationFactor` lanes per shard, a partition key (`StreamShard`)
+    always in the same lane. A lane carries its share of the StateTable stream shards, whose
+    items add to `slice_of(StreamShard, aggregateSlices)`; the `reduceBatchSize` delta batches
+    of an invocation fall in as many slices as they hit, each planned apart. The hottest slice
+    takes its share of the transactions over `slices_in_use`, the slices the StateTable shards
+    hash to: an even spread, which is why the default slice count aims at half the item limit.
+    """
+    delta_shards = max(1, math.ceil(delta_write_units_per_second / PER_ITEM_WRITE_UNITS_PER_SECOND))
+    lanes = delta_shards * settings.reduce_parallelization_factor
+    slices = settings.aggregate_slices
+    slices_per_lane = expected_distinct(slices, state_stream_shards / lanes)
+    return ReduceSlicing(
+        delta_stream_shards=delta_shards,
+        lanes=lanes,
+        slices_per_invocation=expected_distinct(slices_per_lane, settings.reduce_batch_size),
+        slices_in_use=expected_distinct(slices, state_stream_shards),
+    )
 
 
 def delta_item_bytes(workload: Workload, changes: float, *, with_timestamps: bool) -> float:
@@ -463,7 +522,7 @@ def capacity_modes(plan: DesignPlan, settings: Settings, prices: PriceTable) -> 
 
 
 def transactions_per_delta_batch(
-    workload: Workload, changes: float, batches_per_invocation: int, markers: bool
+    workload: Workload, changes: float, batches_per_invocation: float, markers: bool
 ) -> tuple[float, float]:
     """(transactions per delta batch, actions per transaction) of our reduce packing.
 
@@ -471,7 +530,8 @@ def transactions_per_delta_batch(
     groups and plans per group across every delta batch of an invocation: each node is
     written once per invocation, with one marker per (batch, group) unit and the `#stats`
     update per transaction. Whole groups share a transaction while they fit in 100
-    actions; a larger group is packed greedily over several.
+    actions; a larger group is packed greedily over several. `batches_per_invocation` is how
+    many are planned together: those of one slice (`reduce_slicing`), a mean, so not whole.
     """
     per_unit_overhead = MARKER_ACTIONS_PER_UNIT if markers else 0
     nodes_per_group = distinct_nodes(workload, changes * batches_per_invocation) / NODE_GROUPS
@@ -486,14 +546,20 @@ def transactions_per_delta_batch(
     return transactions / batches_per_invocation, actions / transactions
 
 
-def our_reduce_packing(workload: Workload, changes: float, settings: Settings) -> ReducePacking:
-    """Node groups planned across an invocation's delta batches (`transactions_per_delta_batch`)."""
-    per_batch, actions = transactions_per_delta_batch(workload, changes, settings.reduce_batch_size, settings.markers)
+def our_reduce_packing(
+    workload: Workload, changes: float, batches_together: float, settings: Settings
+) -> ReducePacking:
+    """Node groups planned across the delta batches of one slice (`transactions_per_delta_batch`)."""
+    per_batch, actions = transactions_per_delta_batch(workload, changes, batches_together, settings.markers)
     return ReducePacking(per_batch, actions)
 
 
-def original_reduce_packing(workload: Workload, changes: float, settings: Settings) -> ReducePacking:
+def original_reduce_packing(
+    workload: Workload, changes: float, batches_together: float, settings: Settings
+) -> ReducePacking:
     """One transaction for the union of a reduce batch's nodes, without markers or `#stats`.
+
+    Its totals are not sliced: `batches_together` is the whole reduce batch.
 
     A union over the action limit does not fit one transaction: the original would have to
     split it, losing the single token that made the batch idempotent.
@@ -525,6 +591,7 @@ OURS = Design(
     reduce_packing=our_reduce_packing,
     coverage_query_items=COVERAGE_QUERY_PAGE_ITEMS,
     splits_delta_items=True,
+    scales_out_reduce=True,
 )
 ORIGINAL = Design(
     name="original design",
@@ -534,6 +601,7 @@ ORIGINAL = Design(
     reduce_packing=original_reduce_packing,
     coverage_query_items=0,
     splits_delta_items=False,
+    scales_out_reduce=False,
 )
 
 
@@ -577,17 +645,23 @@ def plan_design(
 
     _plan_map(plan, workload, settings, times, design)
 
-    # Reduce: one instance (reserved concurrency 1) applies every delta batch.
-    packing = design.reduce_packing(workload, plan.effective_map_batch, settings)
+    # Reduce: ours, one reducer per DeltaTable stream shard and lane over sliced totals; the
+    # original, one instance over one item per node.
+    if design.scales_out_reduce:
+        slicing = reduce_slicing(settings, plan.state_stream_shards, plan.delta_write_units_per_second)
+        plan.delta_stream_shards, plan.reduce_lanes = slicing.delta_stream_shards, slicing.lanes
+        plan.slices_per_invocation, plan.slices_in_use = slicing.slices_per_invocation, slicing.slices_in_use
+    batches_together = settings.reduce_batch_size / plan.slices_per_invocation
+    packing = design.reduce_packing(workload, plan.effective_map_batch, batches_together, settings)
     plan.reduce_transactions_per_second = plan.delta_batches_per_second * packing.transactions_per_delta_batch
     plan.actions_per_transaction = packing.actions_per_transaction
     plan.flags.extend(packing.flags)
     plan.aggregate_write_units_per_second = plan.reduce_transactions_per_second * plan.actions_per_transaction * 2
-    # The hottest items (`#stats`, and the root nodes every batch touches) take one
-    # transactional write (2 units) per transaction.
-    plan.hottest_item_write_units_per_second = plan.reduce_transactions_per_second * 2
+    # The hottest items (a slice's `#stats`, and the root nodes every batch touches) take one
+    # transactional write (2 units) per transaction of their slice.
+    plan.hottest_item_write_units_per_second = plan.reduce_transactions_per_second * 2 / plan.slices_in_use
     reduce_slowdown = cpu_slowdown(settings.reduce_memory_mb)
-    reduce_seconds_per_second = (
+    plan.reduce_executions = (
         plan.reduce_transactions_per_second * times.transaction_round_trip_ms / 1e3
         + plan.reduce_transactions_per_second
         * plan.actions_per_transaction
@@ -596,35 +670,15 @@ def plan_design(
         * reduce_slowdown
         + changes_per_second * times.reduce_cpu_us_per_message / 1e6 * reduce_slowdown
     )
-    plan.reduce_busy_fraction = reduce_seconds_per_second
+    plan.reduce_busy_fraction = plan.reduce_executions / plan.reduce_lanes
     reduce_invocations = plan.delta_batches_per_second / settings.reduce_batch_size
     if plan.reduce_busy_fraction > BUSY_LIMIT and suggest:
-        better = map_batching_that_keeps_up(workload, settings, times, prices, design)
-        if better is None:
-            change = "no map batching up to 10,000 records / 300 s and 1,769 MB suffices: shard the aggregates"
-        else:
-            change = (
-                f"raise mapBatchSize to {better.map_batch_size} with mapBatchingWindowSeconds "
-                f"{better.map_batching_window_seconds:g} (fewer, fuller delta batches)"
-            )
-            if better.reduce_memory_mb != settings.reduce_memory_mb:
-                change += (
-                    f" and set reduceMemoryMb to {better.reduce_memory_mb} (CPU scales with memory: at "
-                    f"{settings.reduce_memory_mb} MB its CPU work runs {reduce_slowdown:.1f}x slower than one vCPU)"
-                )
-        plan.flags.append(
-            Flag(
-                f"the single reduce instance would be {plan.reduce_busy_fraction:.0%} busy "
-                f"({plan.reduce_transactions_per_second:,.1f} transactions/s "
-                f"at {times.transaction_round_trip_ms:g} ms)",
-                change,
-            )
-        )
+        flag = busy_reducers_flag(plan, workload=workload, settings=settings, times=times, prices=prices, design=design)
+        plan.flags.append(flag)
     if plan.hottest_item_write_units_per_second > PER_ITEM_WRITE_UNITS_PER_SECOND:
         plan.flags.append(
-            Flag(
-                f"the hottest aggregate item takes {plan.hottest_item_write_units_per_second:,.0f} WCU/s (limit 1,000)",
-                "raise mapBatchSize / reduceBatchSize to cut transactions per second",
+            hot_item_flag(
+                plan, workload=workload, settings=settings, times=times, prices=prices, design=design, suggest=suggest
             )
         )
     plan.flags.extend(table_flags(plan, settings))
@@ -647,9 +701,13 @@ def plan_design(
         ),
         Component(
             "reduce λ",
-            f"1 instance, {plan.reduce_busy_fraction:.0%} busy",
+            f"{plan.reduce_lanes} reducer{'s' if plan.reduce_lanes > 1 else ''}, {plan.reduce_busy_fraction:.0%} busy"
+            + (" each" if plan.reduce_lanes > 1 else ""),
             lambda_monthly_usd(
-                min(1.0, plan.reduce_busy_fraction), settings.reduce_memory_mb, reduce_invocations, prices
+                min(float(plan.reduce_lanes), plan.reduce_executions),
+                settings.reduce_memory_mb,
+                reduce_invocations,
+                prices,
             ),
         ),
         *(
@@ -676,8 +734,8 @@ def _plan_map(plan: DesignPlan, workload: Workload, settings: Settings, times: S
     """The map stage's batches, delta items and their reads into `plan`, with its flags."""
     changes_per_second = workload.rate * workload.applied_share
     # Map: the StateTable stream has about one shard per 1,000 WCU/s partition.
-    stream_shards = max(1, math.ceil(plan.state_write_units_per_second / PER_ITEM_WRITE_UNITS_PER_SECOND))
-    per_stream_shard = changes_per_second / stream_shards
+    plan.state_stream_shards = max(1, math.ceil(plan.state_write_units_per_second / PER_ITEM_WRITE_UNITS_PER_SECOND))
+    per_stream_shard = changes_per_second / plan.state_stream_shards
     fill_seconds = max(1.0 / STREAM_POLLS_PER_SECOND, settings.map_batching_window_seconds)
     plan.effective_map_batch = max(1.0, min(float(settings.map_batch_size), per_stream_shard * fill_seconds))
     plan.delta_batches_per_second = changes_per_second / plan.effective_map_batch
@@ -715,6 +773,57 @@ def _plan_map(plan: DesignPlan, workload: Workload, settings: Settings, times: S
                 "give the map function more memory (CPU scales with it) or a longer batching window",
             )
         )
+
+
+def busy_reducers_flag(
+    plan: DesignPlan, *, workload: Workload, settings: Settings, times: ServiceTimes, prices: PriceTable, design: Design
+) -> Flag:
+    """The reducers cannot keep up: the least change that lets them (`reducers_that_keep_up`)."""
+    reducers = "the single reduce instance" if plan.reduce_lanes == 1 else f"each of {plan.reduce_lanes} reducers"
+    problem = (
+        f"{reducers} would be {plan.reduce_busy_fraction:.0%} busy "
+        f"({plan.reduce_transactions_per_second:,.1f} transactions/s at {times.transaction_round_trip_ms:g} ms)"
+    )
+    better = reducers_that_keep_up(workload, settings, times, prices, design)
+    if better is None:
+        change = (
+            "no reduceParallelizationFactor up to 10, map batching up to 10,000 records / 300 s and 1,769 MB "
+            "of reduce memory suffices"
+        )
+    else:
+        change = " and ".join(changed_settings(settings, better))
+        if better.map_batch_size != settings.map_batch_size:
+            change += " (fewer, fuller delta batches)"
+        if better.reduce_memory_mb != settings.reduce_memory_mb:
+            change += (
+                f" (CPU scales with memory: at {settings.reduce_memory_mb} MB its CPU work runs "
+                f"{cpu_slowdown(settings.reduce_memory_mb):.1f}x slower than one vCPU)"
+            )
+    return Flag(problem, change)
+
+
+def hot_item_flag(
+    plan: DesignPlan,
+    *,
+    workload: Workload,
+    settings: Settings,
+    times: ServiceTimes,
+    prices: PriceTable,
+    design: Design,
+    suggest: bool,
+) -> Flag:
+    """An aggregate item over DynamoDB's per-partition limit: more slices, or fewer transactions."""
+    problem = f"the hottest aggregate item takes {plan.hottest_item_write_units_per_second:,.0f} WCU/s (limit 1,000)"
+    fewer = "raise mapBatchSize / reduceBatchSize to cut transactions per second"
+    if not (design.scales_out_reduce and suggest):
+        return Flag(problem, fewer)
+    slices = settings.aggregate_slices * 2
+    while slices <= MAX_SLICES:
+        trial = plan_design(workload, replace(settings, aggregate_slices=slices), times, prices, design, suggest=False)
+        if trial.hottest_item_write_units_per_second <= PER_ITEM_WRITE_UNITS_PER_SECOND:
+            return Flag(problem, f"raise aggregateSlices to {slices}, or {fewer}")
+        slices *= 2
+    return Flag(problem, fewer)
 
 
 def table_flags(plan: DesignPlan, settings: Settings) -> list[Flag]:
@@ -764,26 +873,51 @@ def throughput_flags(
     return flags
 
 
-def map_batching_that_keeps_up(
+def reducers_that_keep_up(
     workload: Workload, settings: Settings, times: ServiceTimes, prices: PriceTable, design: Design
 ) -> Settings | None:
-    """The least change that lets the single reduce keep up: reduce memory first as it is, then
-    the smallest map batch size and the shortest batching window (a window adds its length to
-    the latency), then more reduce memory (CPU scales with it) with the same search.
+    """The least change that lets the reducers keep up. Candidates in order: reduce memory as it
+    is, the map batch size and batching window as they are, then the smallest larger batch and
+    the shortest window (a window adds its length to the latency), then more reduce memory (CPU
+    scales with it) with the same search; for each, ours takes the smallest
+    `reduceParallelizationFactor` that keeps up (more reducers cost no latency and no write).
     """
     memories = [settings.reduce_memory_mb, *(m for m in REDUCE_MEMORY_CANDIDATES if m > settings.reduce_memory_mb)]
+    factors = range(
+        settings.reduce_parallelization_factor,
+        (MAX_PARALLELIZATION_FACTOR if design.scales_out_reduce else settings.reduce_parallelization_factor) + 1,
+    )
     for memory in memories:
-        for candidate in MAP_BATCH_CANDIDATES:
+        for candidate in (settings.map_batch_size, *MAP_BATCH_CANDIDATES):
             if candidate < settings.map_batch_size:
                 continue
             for window in (settings.map_batching_window_seconds, *MAP_BATCHING_WINDOWS):
-                trial = replace(
-                    settings, map_batch_size=candidate, map_batching_window_seconds=window, reduce_memory_mb=memory
-                )
-                trial_plan = plan_design(workload, trial, times, prices, design, suggest=False)
-                if trial_plan.reduce_busy_fraction <= BUSY_LIMIT:
-                    return trial
+                for factor in factors:
+                    trial = replace(
+                        settings,
+                        map_batch_size=candidate,
+                        map_batching_window_seconds=window,
+                        reduce_memory_mb=memory,
+                        reduce_parallelization_factor=factor,
+                    )
+                    trial_plan = plan_design(workload, trial, times, prices, design, suggest=False)
+                    if trial_plan.reduce_busy_fraction <= BUSY_LIMIT:
+                        return trial
     return None
+
+
+def changed_settings(before: Settings, after: Settings) -> list[str]:
+    """The cdk.json settings `after` changes, as `set <name> to <value>`."""
+    return [
+        f"set {name} to {getattr(after, field):g}"
+        for field, name in (
+            ("reduce_parallelization_factor", "reduceParallelizationFactor"),
+            ("map_batch_size", "mapBatchSize"),
+            ("map_batching_window_seconds", "mapBatchingWindowSeconds"),
+            ("reduce_memory_mb", "reduceMemoryMb"),
+        )
+        if getattr(after, field) != getattr(before, field)
+    ]
 
 
 def plan_capacity(

@@ -42,6 +42,8 @@ def planned_settings(settings: PipelineSettings) -> Settings:
         state_memory_mb=STATE_MEMORY_MB,
         map_memory_mb=MAP_MEMORY_MB,
         reduce_memory_mb=settings.reduce_memory_mb,
+        aggregate_slices=settings.aggregate_slices,
+        reduce_parallelization_factor=settings.reduce_parallelization_factor,
         state_table=settings.state_table_capacity,
         delta_table=settings.delta_table_capacity,
         aggregate_table=settings.aggregate_table_capacity,

@@ -153,7 +153,6 @@ class PipelineFunction(Construct):
         environment: Mapping[str, str],
         memory_size: int,
         timeout: Duration,
-        reserved_concurrent_executions: int | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.log_group = logs.LogGroup(
@@ -182,7 +181,6 @@ class PipelineFunction(Construct):
             timeout=timeout,
             role=self.role,
             log_group=self.log_group,
-            reserved_concurrent_executions=reserved_concurrent_executions,
             environment={
                 "POWERTOOLS_SERVICE_NAME": service,
                 "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,

@@ -20,6 +20,7 @@ from typing import Any, Final, Literal, cast
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_logs as logs
 
+from aggregation.aggregate_items import MAX_SLICES
 from aggregation.delta_items import DEFAULT_DELTA_TTL_DAYS, MIN_DELTA_TTL_DAYS
 from aggregation.exact import DYNAMODB_MAX_DIGITS
 from aggregation.hierarchy import LEVEL_LIST_SEPARATOR, hierarchy_levels_violation
@@ -81,6 +82,28 @@ _LOG_RETENTION_DAYS: Final[Mapping[int, logs.RetentionDays]] = {
     3653: logs.RetentionDays.TEN_YEARS,
 }
 
+DEFAULT_AGGREGATE_SLICES: Final[int] = 16
+"""`aggregateSlices` by default: the fewest slices (a power of two) that keep the hottest aggregate
+item at most `HOTTEST_ITEM_TARGET_WRITE_UNITS` write units a second at `SCALE_OUT_RATE` messages a
+second with every other setting at its default, by the capacity planner's figure
+(`planner.model`, "hottest aggregate item": each transaction writes its slice's `#stats` and root
+nodes once, and the slices share the transactions). The planner puts it at about 850 write units
+a second with one slice, 610 with 8 and 190 with 16 (with 8, ten delta batches of an invocation
+fall in fewer slices, so each slice takes more of the transactions): 16 is the first below the
+target (`tests/planner/test_model.py` checks it). The target is half DynamoDB's 1,000 write units
+a second per item, the margin for slices a hash loads unevenly. At the default 400 msg/s slices
+change nothing (a StateTable stream of one shard writes one slice). Between, they cost writes:
+an invocation plans each slice apart, so fewer delta batches share a transaction (at 50,000
+msg/s the planner counts about 57,000 AggregateTable write units a second with 16 slices against
+11,000 with one); a larger `reduceBatchSize` wins the packing back (11,300 at 100), and
+`python -m benchmarks.capacity` prints the plan for any choice."""
+
+SCALE_OUT_RATE: Final[int] = 250_000
+"""The rate `DEFAULT_AGGREGATE_SLICES` is chosen for (messages a second)."""
+
+HOTTEST_ITEM_TARGET_WRITE_UNITS: Final[int] = 500
+"""What the hottest aggregate item may take at `SCALE_OUT_RATE` (write units a second)."""
+
 _STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,127}$")
 
 DEFAULT_CONTEXT: Final[Mapping[str, Any]] = {
@@ -111,9 +134,22 @@ DEFAULT_CONTEXT: Final[Mapping[str, Any]] = {
     "stateVersionCacheSize": 100000,
     "targetMessagesPerSecond": 400,
     "capacityCheck": "refuse",
-    "reduceReservedConcurrency": 1,
+    "aggregateSlices": DEFAULT_AGGREGATE_SLICES,
+    "reduceParallelizationFactor": 1,
 }
 """The defaults; `cdk.json` repeats them (a test keeps the two identical)."""
+
+REMOVED_SETTINGS: Final[Mapping[str, str]] = {
+    "reduceReservedConcurrency": (
+        "reduce no longer reserves concurrency: several reducers run at once, one per DeltaTable stream "
+        "shard times reduceParallelizationFactor, each adding a delta item to its own slice of the totals "
+        "(aggregateSlices), so the one-reducer reservation is gone; remove the setting"
+    ),
+}
+"""Settings of earlier releases, refused with what replaced them. Refused rather than ignored: a
+deploy that sets one was written for the old behaviour (a single reducer, or none reserved for a
+small account), and a warning scrolls past in `cdk deploy`'s output while the stack it deploys
+behaves otherwise."""
 
 CAPACITY_MODES: Final[tuple[str, ...]] = ("on-demand", "provisioned")
 CAPACITY_CHECKS: Final[tuple[str, ...]] = ("refuse", "warn")
@@ -155,7 +191,8 @@ class PipelineSettings:
     state_version_cache_size: int
     target_messages_per_second: int
     capacity_check: CapacityCheck
-    reduce_reserved_concurrency: int
+    aggregate_slices: int
+    reduce_parallelization_factor: int
 
     @property
     def state_settings(self) -> StateSettings:
@@ -165,6 +202,7 @@ class PipelineSettings:
             value_domain=self.value_domain,
             marker_ttl_days=self.marker_ttl_days,
             reduce_idempotency=self.reduce_idempotency,
+            aggregate_slices=self.aggregate_slices,
         )
 
     @property
@@ -185,6 +223,9 @@ class PipelineSettings:
     @classmethod
     def from_context(cls, read: ContextReader) -> PipelineSettings:
         """Read and validate every setting; unset ones take their `DEFAULT_CONTEXT` value."""
+        for key, replaced_by in REMOVED_SETTINGS.items():
+            if read(key) is not None:
+                raise SettingsError(f"cdk.json context '{key}' is gone: {replaced_by}")
 
         def raw(key: str) -> Any:
             value = read(key)
@@ -222,9 +263,9 @@ class PipelineSettings:
             state_version_cache_size=_integer(raw, "stateVersionCacheSize", 0, 10_000_000),
             target_messages_per_second=_integer(raw, "targetMessagesPerSecond", 1, 100_000_000),
             capacity_check=_capacity_check(raw("capacityCheck")),
-            # 1: one reducer at a time (Lambda reserves it); 0: no reservation, for accounts whose
-            # concurrency quota cannot spare one (README, "Reserved concurrency").
-            reduce_reserved_concurrency=_integer(raw, "reduceReservedConcurrency", 0, 1),
+            aggregate_slices=_integer(raw, "aggregateSlices", 1, MAX_SLICES),
+            # Lambda's range for ParallelizationFactor.
+            reduce_parallelization_factor=_integer(raw, "reduceParallelizationFactor", 1, 10),
         )
 
 

@@ -89,6 +89,7 @@ def consume_table_stream(
     inserts_only: bool,
     tumbling_window: Duration | None = None,
     max_batching_window: Duration | None = None,
+    parallelization_factor: int | None = None,
 ) -> sources.DynamoEventSource:
     """Attach `table`'s stream with the settings every idempotent stage depends on.
 
@@ -96,8 +97,11 @@ def consume_table_stream(
     never partially acknowledged. `inserts_only` filters to new items (`new_items_filter`:
     TTL expiry produces REMOVE records, which are not new deltas). `max_batching_window`
     lets a batch wait to fill up (the planner asks for one on the map mapping at high
-    rates). Grants read of the stream only, not of the table; the one wildcard that grant
-    carries (`dynamodb:ListStreams`) is the cdk-nag finding accepted here.
+    rates). `parallelization_factor` runs that many batches of one stream shard at once, records
+    of one partition key still in order (reduce only; unset is Lambda's 1: map's batches must be
+    runs of consecutive records of a shard). Grants read of the stream only, not of the table;
+    the one wildcard that grant carries (`dynamodb:ListStreams`) is the cdk-nag finding accepted
+    here.
     """
     function = handler.function
     source = sources.DynamoEventSource(
@@ -105,6 +109,7 @@ def consume_table_stream(
         starting_position=lambda_.StartingPosition.TRIM_HORIZON,
         batch_size=batch_size,
         max_batching_window=max_batching_window,
+        parallelization_factor=parallelization_factor,
         retry_attempts=RETRY_UNTIL_SUCCESS,
         bisect_batch_on_error=False,
         report_batch_item_failures=False,
@@ -257,7 +262,7 @@ class ReduceStage(Construct):
             service=REDUCE_SERVICE,
             handler="reduce_function.handler.lambda_handler",
             description="Applies delta items to the aggregates exactly once",
-            # CPU scales with memory, and the single reduce instance's CPU work is on the critical path.
+            # CPU scales with memory, and each reducer's CPU work is on its lane's critical path.
             memory_size=settings.reduce_memory_mb,
             # A batch may need several transactions, each possibly retried after cancellation.
             timeout=Duration.seconds(120),
@@ -265,18 +270,23 @@ class ReduceStage(Construct):
                 "AGGREGATE_TABLE": tables.aggregate_table.table_name,
                 "REDUCE_IDEMPOTENCY": settings.reduce_idempotency,
                 "MARKER_TTL_DAYS": str(settings.marker_ttl_days),
+                # Several reducers run at once (one per DeltaTable stream shard and parallelization
+                # lane, no reservation): each delta item adds to the slice of its StateTable shard
+                # (`aggregation.aggregate_items.slice_of`), so they share no hot item, and a
+                # transaction that still meets another is resent identically.
+                "AGGREGATE_SLICES": str(settings.aggregate_slices),
                 **settings.fault_injection_environment("REDUCE"),
             },
-            # Every transaction touches the same hot aggregate items (the hierarchy roots and
-            # `#stats`): concurrent invocations would only cancel each other's transactions (the
-            # cancelled batch is retried, so it stays exact but wastes throughput). One reserved
-            # execution keeps one reducer across all stream shards; accounts whose concurrency
-            # quota cannot spare it deploy with `reduceReservedConcurrency` 0 (README).
-            reserved_concurrent_executions=settings.reduce_reserved_concurrency or None,
         )
         function = self.handler.function
+        # A parallelization factor above 1 splits a shard's delta items by partition key
+        # (StreamShard): items of one StateTable shard, and so of one slice, stay in order in one lane.
         self.event_source = consume_table_stream(
-            self.handler, tables.delta_table, batch_size=settings.reduce_batch_size, inserts_only=True
+            self.handler,
+            tables.delta_table,
+            batch_size=settings.reduce_batch_size,
+            inserts_only=True,
+            parallelization_factor=settings.reduce_parallelization_factor,
         )
         # TransactWriteItems has no IAM action of its own: it is authorised per contained action
         # (Update of aggregates and #stats, Put of markers, ConditionCheck if ever used).

@@ -43,6 +43,35 @@ deployer, which runs that handler itself.
 - `NODE_GROUPS` (a code constant, carried so a release that changes it is caught): refused
   for the same reason. It is part of every marker id, so a replay of a delta applied under
   the old grouping finds none of its markers and is applied again.
+- `aggregateSlices`: safe in mode `crt+marker`, refused in mode `crt` (the two modes are
+  equal here: a change of mode is refused above). What the count changes is only *where* a
+  unit adds: `slice_of(StreamShard, S)` (`aggregation.aggregate_items`) picks another slice
+  item of the same node. It changes neither a unit's marker id (batch hash, node group and
+  part: `aggregation.transactions.split_into_units`) nor its token (a function of the marker
+  ids alone), nor what a unit adds. Proof for `crt+marker`. Every reader sums all the slices
+  of a node (and of `#stats`) it finds, whatever the count deployed, so a node's total is the
+  sum of the units applied to any of its slices, and exactness needs only that each unit is
+  applied once. A unit is applied only in a transaction that also puts its marker with
+  `attribute_not_exists`, all or nothing. Take a unit delivered again after the change (a
+  retry straddling the deploy, or a replay). (a) Its first application committed: its marker
+  exists. If its new transaction bears the same token within 10 minutes, its parameters
+  differ (other slice keys), so DynamoDB answers IdempotentParameterMismatchException and the
+  strongly consistent read of the markers finds it applied: dropped. Otherwise the new
+  transaction's marker Put fails its condition, the transaction is cancelled whole, and the
+  cancellation names the unit as applied: dropped. Either way it adds nothing, to any slice.
+  (b) It never committed: no marker exists, and it is applied once, to its new slice, by the
+  same rule as any unit. The same holds for the applied-message count, which rides in the
+  unit's transaction to its slice of `#stats`. Fewer slices leave the higher slices' items in
+  place, still summed. Proof of the refusal for `crt` (no markers): take a transaction that
+  committed under S slices whose invocation then failed (a later transaction, a timeout), and
+  its retry under S' slices. The retry sends the same token with other keys:
+  IdempotentParameterMismatchException, which without markers fails the invocation; Lambda
+  retries it until the token expires after 10 minutes, and then the transaction is applied
+  again: counted twice. Under an unchanged count that retry is the identical request, which
+  the token makes a no-op (within the 10 minutes that are all `crt` promises), so it is the
+  change that counts it twice. A stack deployed by a
+  release before this setting (its guard carries no `AggregateSlices`) wrote slice 0 only,
+  which is one slice: it is read as 1.
 """
 
 from collections.abc import Mapping
@@ -50,6 +79,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from aggregation.hierarchy import LEVEL_LIST_SEPARATOR
+from aggregation.names import TOKEN_ONLY
 from aggregation.transactions import MIN_MARKER_TTL_DAYS, NODE_GROUPS
 from aggregation.value_domain import ValueDomain
 
@@ -59,6 +89,9 @@ VALUE_FRACTION_DIGITS: Final = "ValueFractionDigits"
 NODE_GROUPS_PROPERTY: Final = "NodeGroups"
 MARKER_TTL_DAYS: Final = "MarkerTtlDays"
 REDUCE_IDEMPOTENCY: Final = "ReduceIdempotency"
+AGGREGATE_SLICES: Final = "AggregateSlices"
+SLICES_BEFORE_THE_SETTING: Final = 1
+"""`AggregateSlices` of a guard a release before the setting deployed: it wrote slice 0 only."""
 
 
 class UnreadableStateSettings(ValueError):
@@ -73,6 +106,7 @@ class StateSettings:
     value_domain: ValueDomain
     marker_ttl_days: int
     reduce_idempotency: str
+    aggregate_slices: int = SLICES_BEFORE_THE_SETTING
     node_groups: int = NODE_GROUPS
 
     def properties(self) -> dict[str, str]:
@@ -84,6 +118,7 @@ class StateSettings:
             NODE_GROUPS_PROPERTY: str(self.node_groups),
             MARKER_TTL_DAYS: str(self.marker_ttl_days),
             REDUCE_IDEMPOTENCY: self.reduce_idempotency,
+            AGGREGATE_SLICES: str(self.aggregate_slices),
         }
 
     @classmethod
@@ -94,6 +129,7 @@ class StateSettings:
                 value_domain=ValueDomain(int(properties[VALUE_INTEGER_DIGITS]), int(properties[VALUE_FRACTION_DIGITS])),
                 marker_ttl_days=int(properties[MARKER_TTL_DAYS]),
                 reduce_idempotency=str(properties[REDUCE_IDEMPOTENCY]),
+                aggregate_slices=int(properties.get(AGGREGATE_SLICES, SLICES_BEFORE_THE_SETTING)),
                 node_groups=int(properties[NODE_GROUPS_PROPERTY]),
             )
         except (KeyError, TypeError, ValueError) as error:
@@ -124,6 +160,13 @@ def change_refusal(deployed: StateSettings, new: StateSettings) -> str | None:
             f"reduceIdempotency {deployed.reduce_idempotency} -> {new.reduce_idempotency} changes the transactions "
             "a pending retry sends under the same token, which then applies it twice: keep "
             f"{deployed.reduce_idempotency}, or deploy the new mode as a new stack"
+        )
+    if new.aggregate_slices != deployed.aggregate_slices and new.reduce_idempotency == TOKEN_ONLY:
+        return (
+            f"aggregateSlices {deployed.aggregate_slices} -> {new.aggregate_slices} in reduceIdempotency "
+            f"{TOKEN_ONLY} makes a pending retry send other keys under the same token, which then applies "
+            f"it twice once the token expires: keep {deployed.aggregate_slices}, or deploy the new count "
+            "as a new stack"
         )
     if new.marker_ttl_days < MIN_MARKER_TTL_DAYS:
         return (

@@ -1,6 +1,6 @@
 """`python -m deploy preflight`: the account prerequisites of a first deploy, read with boto3.
 
-The decisions (quota, reservation, stack states) are pure functions tested with numbers; the
+The decisions (quota, stack states) are pure functions tested with numbers; the
 reading is tested against the emulator over HTTP, one region per test so that no other test's
 state is seen. moto lacks `lambda:GetAccountSettings`: preflight must say "unknown" there.
 """
@@ -25,10 +25,8 @@ from deploy.preflight import (
     check_partition,
     check_powertools_layer,
     concurrency_quota_check,
-    reservation_check,
     run_preflight,
     stack_check,
-    stack_reservations,
 )
 from local.deploy.deployer import BOOTSTRAP_VERSION_PARAMETER
 from stacks.settings import PipelineSettings
@@ -36,12 +34,12 @@ from tests.environment import repository_root
 
 
 def plan(
-    reserved: int = 1, layer_version: int | None = None, stack_name: str = "ExactlyOnceAggregation"
+    reduce_factor: int = 1, layer_version: int | None = None, stack_name: str = "ExactlyOnceAggregation"
 ) -> DeploymentPlan:
     return DeploymentPlan(
         stack_name=stack_name,
-        reduce_reserved_concurrency=reserved,
         state_parallelization_factor=1,
+        reduce_parallelization_factor=reduce_factor,
         powertools_parameter="/aws/service/powertools/python/arm64/python3.14/3.37.0",
         powertools_layer_version=layer_version,
     )
@@ -54,40 +52,18 @@ def account_in(region: str) -> Account:
 # ----------------------------------------------------------------- decisions (pure)
 
 
-@pytest.mark.parametrize(
-    ("account", "reserved", "status", "says"),
-    [
-        # (quota, unreserved now, reserved by this stack now)
-        # An established account: reserve one, plenty left.
-        ((1000, 1000, 0), 1, Status.PASS, "leaves 999 unreserved"),
-        # A new account (quota 10): Lambda keeps 100 unreserved, so no reservation is possible.
-        ((10, 10, 0), 1, Status.FAIL, "request a quota of at least 101"),
-        ((10, 10, 0), 0, Status.PASS, "no reservation, as this account requires"),
-        # Exactly enough: 101 unreserved leaves 100 after the reservation.
-        ((101, 101, 0), 1, Status.PASS, "leaves 100 unreserved"),
-        ((100, 100, 0), 1, Status.FAIL, "request a quota of at least 101"),
-        # Others reserve 50 of 150: one more would leave 99.
-        ((150, 100, 0), 1, Status.FAIL, "request a quota of at least 151"),
-        # Redeploying: the stack's own reservation is given back first, so it still fits.
-        ((101, 100, 1), 1, Status.PASS, "leaves 100 unreserved"),
-        # Allowed but not chosen: say so.
-        ((1000, 1000, 0), 0, Status.WARN, "-c reduceReservedConcurrency=1"),
-    ],
-)
-def test_the_reservation_decision_follows_lambdas_minimum_unreserved_concurrency(
-    account: tuple[int, int, int], reserved: int, status: Status, says: str
-) -> None:
-    check = reservation_check(*account, plan(reserved))
-    assert (check.name, check.status) == ("reduce reservation", status)
-    assert says in check.detail
-    assert "\n" not in check.detail
-
-
 def test_a_small_concurrency_quota_is_a_warning_with_what_to_request() -> None:
     assert concurrency_quota_check(1000, plan()).status is Status.PASS
     small = concurrency_quota_check(10, plan())
     assert small.status is Status.WARN
-    assert "start at about 7" in small.detail and "request 1000" in small.detail and "L-B99A9384" in small.detail
+    assert "start at about 7 (1 reducers)" in small.detail and "request 1000" in small.detail
+    assert "L-B99A9384" in small.detail
+
+
+def test_the_reducers_counted_are_one_per_delta_stream_shard_times_the_factor() -> None:
+    """Nothing is reserved, so even a quota of 10 deploys: the reducers only count towards the start."""
+    assert "start at about 11, 5 of them reducers" in concurrency_quota_check(1000, plan(reduce_factor=5)).detail
+    assert concurrency_quota_check(10, plan(reduce_factor=10)).status is Status.WARN
 
 
 @pytest.mark.parametrize(
@@ -130,7 +106,6 @@ def test_a_fresh_region_needs_bootstrap_and_a_layer_and_the_emulators_gaps_are_u
         "CDK bootstrap": Status.FAIL,
         "Powertools layer": Status.FAIL,
         "concurrency quota": Status.UNKNOWN,  # moto has no GetAccountSettings
-        "reduce reservation": Status.UNKNOWN,
         "stack ExactlyOnceAggregation": Status.PASS,
     }
     assert "npx cdk bootstrap aws://123456789012/eu-west-3" in checks["CDK bootstrap"].detail
@@ -173,7 +148,7 @@ def test_an_explicit_layer_version_is_looked_up_instead(aws_environment: str) ->
     )
 
 
-def test_a_deployed_stack_is_updatable_and_its_reservations_are_counted(aws_environment: str) -> None:
+def test_a_deployed_stack_is_updatable(aws_environment: str) -> None:
     region = "ca-central-1"
     account = account_in(region)
     role = {
@@ -181,22 +156,18 @@ def test_a_deployed_stack_is_updatable_and_its_reservations_are_counted(aws_envi
         "Properties": {"AssumeRolePolicyDocument": {"Version": "2012-10-17", "Statement": []}},
     }
 
-    def function(reserved: int | None) -> dict[str, object]:
-        properties: dict[str, object] = {
+    function = {
+        "Type": "AWS::Lambda::Function",
+        "Properties": {
             "Runtime": "python3.12",
             "Handler": "index.handler",
             "Role": {"Fn::GetAtt": ["Role", "Arn"]},
             "Code": {"ZipFile": "def handler(event, context):\n    return None\n"},
-        }
-        if reserved is not None:
-            properties["ReservedConcurrentExecutions"] = reserved
-        return {"Type": "AWS::Lambda::Function", "Properties": properties}
-
-    template = {"Resources": {"Role": role, "Reduce": function(1), "Map": function(None)}}
+        },
+    }
+    template = {"Resources": {"Role": role, "Reduce": function}}
     account.client("cloudformation").create_stack(StackName="Deployed", TemplateBody=json.dumps(template))
 
-    assert stack_reservations(account, "Deployed") == 1
-    assert stack_reservations(account, "NotDeployed") == 0
     checks = {check.name: check for check in run_preflight(account, plan(stack_name="Deployed"))}
     assert checks["stack Deployed"].status is Status.PASS
     assert "updates it" in checks["stack Deployed"].detail
@@ -219,7 +190,7 @@ def test_no_credentials_fail_in_one_line_and_stop_there(aws_environment: str, mo
 def test_the_settings_are_the_ones_cdk_deploy_would_use() -> None:
     context = json.loads((repository_root() / "cdk.json").read_text())["context"]
     deployed = DeploymentPlan.from_settings(PipelineSettings.from_context(context.get))
-    assert (deployed.stack_name, deployed.reduce_reserved_concurrency, deployed.powertools_layer_version) == (
+    assert (deployed.stack_name, deployed.reduce_parallelization_factor, deployed.powertools_layer_version) == (
         "ExactlyOnceAggregation",
         1,
         None,
@@ -229,7 +200,8 @@ def test_the_settings_are_the_ones_cdk_deploy_would_use() -> None:
 
 def test_cli_exits_1_when_a_check_fails(aws_environment: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert (
-        main(["preflight", "--region", "eu-west-3", "--stack-name", "Other", "-c", "reduceReservedConcurrency=0"]) == 1
+        main(["preflight", "--region", "eu-west-3", "--stack-name", "Other", "-c", "reduceParallelizationFactor=4"])
+        == 1
     )
     output = capsys.readouterr()
     assert "not bootstrapped" in output.out and "NOT READY" in output.out
@@ -242,10 +214,14 @@ def test_cli_exits_1_when_a_check_fails(aws_environment: str, capsys: pytest.Cap
     [
         ([], "error: the following arguments are required: command"),
         (["preflight", "--bogus"], "error: unrecognized arguments: --bogus"),
-        (["preflight", "-c", "reduceReservedConcurrency"], "error: argument -c/--context: 'reduceReservedConcurrency'"),
+        (["preflight", "-c", "aggregateSlices"], "error: argument -c/--context: 'aggregateSlices'"),
         (
-            ["preflight", "-c", "reduceReservedConcurrency=3"],
-            "error: cdk.json context 'reduceReservedConcurrency' must be an integer from 0 to 1, got '3'",
+            ["preflight", "-c", "reduceParallelizationFactor=11"],
+            "error: cdk.json context 'reduceParallelizationFactor' must be an integer from 1 to 10, got '11'",
+        ),
+        (
+            ["preflight", "-c", "reduceReservedConcurrency=0"],
+            "error: cdk.json context 'reduceReservedConcurrency' is gone: reduce no longer reserves concurrency",
         ),
         (["preflight", "-c", "powertoolsLayerVersion=latest"], "error: cdk.json context 'powertoolsLayerVersion'"),
     ],

@@ -11,6 +11,7 @@ from aggregation.stream_positions import COVERAGE_QUERY_PAGE_ITEMS
 from planner import model as capacity
 from planner.model import ServiceTimes, Settings, TableCapacity, Workload, plan_capacity
 from planner.prices import DEFAULT_PRICE_TABLE, load_price_table
+from stacks.settings import DEFAULT_AGGREGATE_SLICES, HOTTEST_ITEM_TARGET_WRITE_UNITS, SCALE_OUT_RATE
 
 PRICES = load_price_table()
 STANDARD = Workload(rate=50_000)
@@ -87,23 +88,26 @@ def test_token_only_mode_writes_no_markers() -> None:
     assert actions == pytest.approx(105 / 2 + 1)
 
 
-def test_50000_messages_per_second_with_the_defaults() -> None:
-    plan = plan_capacity(STANDARD, prices=PRICES)
+def test_50000_messages_per_second_with_the_defaults_in_one_slice() -> None:
+    plan = plan_capacity(STANDARD, Settings(aggregate_slices=1), prices=PRICES)
     lambda_rate = capacity.lambda_state_rate(ServiceTimes(), Settings())
     assert lambda_rate < ServiceTimes().state_messages_per_second  # 512 MB is about 0.29 vCPU
     assert plan.ours.state_executions == pytest.approx(50_000 / lambda_rate)
     assert plan.original.state_executions == pytest.approx(500)  # the original's ~500 instances
     assert plan.ours.state_write_units_per_second == 50_000  # 300 B + overhead: 1 WRU each
     # 425 full delta batches of 100 changes a second; a reduce invocation of 10 of them
-    # commits one transaction per node group (2): 85 a second, more than one instance
-    # commits at 25 ms each plus its CPU.
+    # commits one transaction per node group (2): 85 a second, more than the 3 reducers (one
+    # per DeltaTable stream shard, about 1,000 WCU/s each) commit at 25 ms each plus their CPU.
     assert plan.ours.delta_batches_per_second == pytest.approx(425)
     assert plan.ours.reduce_transactions_per_second == pytest.approx(425 / 10 * 2)
+    assert plan.ours.delta_stream_shards == math.ceil(plan.ours.delta_write_units_per_second / 1000) == 3
+    assert plan.ours.reduce_lanes == 3
+    assert plan.ours.reduce_busy_fraction == pytest.approx(plan.ours.reduce_executions / 3)
     assert plan.ours.reduce_busy_fraction > 1
     assert plan.ours.hottest_item_write_units_per_second == pytest.approx(2 * 85)
     changes = " ".join(flag.change for flag in plan.ours.flags)
     assert f"stateParallelizationFactor to {math.ceil(1000 / lambda_rate)}" in changes
-    assert "raise mapBatchSize" in changes and "mapBatchingWindowSeconds" in changes
+    assert "set reduceParallelizationFactor to 2" in changes, "more reducers first: no latency, no write"
     assert "quota increase" in changes  # StateTable at 50,000 WRU/s is over the 40,000 default
     quota = next(flag for flag in plan.ours.flags if "quota" in flag.change)
     assert not quota.blocking and quota not in plan.ours.stalls, "a quota is raised by asking, not by a setting"
@@ -112,12 +116,18 @@ def test_50000_messages_per_second_with_the_defaults() -> None:
     assert plan.ours.monthly_usd == pytest.approx(sum(c.monthly_usd for c in plan.ours.components))
 
 
-def test_larger_map_batches_let_the_single_reduce_keep_up() -> None:
-    found = capacity.map_batching_that_keeps_up(STANDARD, Settings(), ServiceTimes(), PRICES, capacity.OURS)
-    assert found is not None and found.map_batch_size > 100 and found.map_batching_window_seconds > 0
-    plan = plan_capacity(STANDARD, found, prices=PRICES)
-    assert plan.ours.reduce_busy_fraction <= capacity.BUSY_LIMIT
-    assert not [f for f in plan.ours.flags if "reduce" in f.problem]
+def test_more_reducers_per_shard_come_first_then_larger_map_batches() -> None:
+    found = capacity.reducers_that_keep_up(STANDARD, Settings(), ServiceTimes(), PRICES, capacity.OURS)
+    assert found is not None and found.reduce_parallelization_factor > 1
+    assert (found.map_batch_size, found.map_batching_window_seconds) == (100, 0)
+    at_ten = Settings(reduce_parallelization_factor=10, reduce_batch_size=1)  # too busy even with 10 lanes
+    assert plan_capacity(STANDARD, at_ten, prices=PRICES).ours.reduce_busy_fraction > capacity.BUSY_LIMIT
+    batched = capacity.reducers_that_keep_up(STANDARD, at_ten, ServiceTimes(), PRICES, capacity.OURS)
+    assert batched is not None and batched.map_batch_size > 100
+    for settings in (found, batched):
+        plan = plan_capacity(STANDARD, settings, prices=PRICES)
+        assert plan.ours.reduce_busy_fraction <= capacity.BUSY_LIMIT
+        assert not [f for f in plan.ours.flags if "reduce" in f.problem]
 
 
 def test_cpu_slows_down_with_less_memory() -> None:
@@ -137,10 +147,14 @@ def test_an_item_over_1000_wcu_per_second_is_flagged() -> None:
         ServiceTimes(), transaction_round_trip_ms=0.1, reduce_cpu_us_per_action=0.01, reduce_cpu_us_per_message=0
     )
     # The root nodes take one write per node-group transaction: 2 per reduce invocation.
-    plan = plan_capacity(Workload(rate=400_000), Settings(), fast, PRICES)
+    plan = plan_capacity(Workload(rate=400_000), Settings(aggregate_slices=1), fast, PRICES)
     assert plan.ours.hottest_item_write_units_per_second > 1000
     flags = [f for f in plan.ours.flags if "hottest" in f.problem]
-    assert flags and "mapBatchSize" in flags[0].change
+    assert flags and "raise aggregateSlices to" in flags[0].change and "mapBatchSize" in flags[0].change
+    suggested = int(flags[0].change.split("raise aggregateSlices to ")[1].split(",")[0])
+    sliced = plan_capacity(Workload(rate=400_000), Settings(aggregate_slices=suggested), fast, PRICES)
+    assert sliced.ours.hottest_item_write_units_per_second <= 1000
+    assert not [f for f in sliced.ours.flags if "hottest" in f.problem]
 
 
 def test_a_reduce_batch_over_100_nodes_is_flagged_for_the_original() -> None:
@@ -224,12 +238,43 @@ def test_a_map_shard_that_cannot_keep_up_is_flagged() -> None:
     assert [f for f in plan.ours.flags if "map invocation takes" in f.problem]
 
 
-def test_when_batching_is_not_enough_the_reduce_gets_more_memory() -> None:
-    heavy = replace(ServiceTimes(), reduce_cpu_us_per_message=5.0)  # 42,500 msg/s x 5 µs x 6.9 > 1 s/s at 256 MB
-    found = capacity.map_batching_that_keeps_up(STANDARD, Settings(), heavy, PRICES, capacity.OURS)
+def test_when_reducers_and_batching_are_not_enough_the_reduce_gets_more_memory() -> None:
+    # 42,500 msg/s x 200 µs x 6.9 = 59 s/s at 256 MB: more than 3 shards x 10 reducers carry.
+    heavy = replace(ServiceTimes(), reduce_cpu_us_per_message=200.0)
+    found = capacity.reducers_that_keep_up(STANDARD, Settings(), heavy, PRICES, capacity.OURS)
     assert found is not None and found.reduce_memory_mb > 256
     flag = next(f for f in plan_capacity(STANDARD, Settings(), heavy, PRICES).ours.flags if "reduce" in f.problem)
     assert f"set reduceMemoryMb to {found.reduce_memory_mb}" in flag.change
+    assert f"set reduceParallelizationFactor to {found.reduce_parallelization_factor}" in flag.change
+
+
+def test_slices_spread_the_hottest_item_and_cost_packing() -> None:
+    """Each slice is planned apart: 16 slices put ten delta batches in about 6.7 transactions' worth
+    of slices at 50,000 msg/s (three reducers, 50 StateTable shards), so fewer batches share a
+    transaction (more writes) while each slice's `#stats` and roots take a sixteenth."""
+    one, sixteen = (plan_capacity(STANDARD, Settings(aggregate_slices=n), prices=PRICES).ours for n in (1, 16))
+    assert one.slices_per_invocation == 1 and one.slices_in_use == 1
+    assert sixteen.slices_in_use == pytest.approx(16 * (1 - (15 / 16) ** 50))
+    assert 6 < sixteen.slices_per_invocation < 7
+    assert sixteen.hottest_item_write_units_per_second < one.hottest_item_write_units_per_second / 2
+    assert sixteen.aggregate_write_units_per_second > 4 * one.aggregate_write_units_per_second
+    fuller = plan_capacity(STANDARD, Settings(aggregate_slices=16, reduce_batch_size=100), prices=PRICES).ours
+    assert fuller.aggregate_write_units_per_second < 1.1 * one.aggregate_write_units_per_second
+    quiet = plan_capacity(Workload(rate=400), Settings(aggregate_slices=16), prices=PRICES).ours
+    assert (quiet.state_stream_shards, quiet.slices_in_use, quiet.slices_per_invocation) == (1, 1, 1)
+
+
+def test_the_default_slice_count_is_the_first_that_keeps_the_hottest_item_under_the_target() -> None:
+    """`stacks.settings.DEFAULT_AGGREGATE_SLICES`: at 250,000 msg/s and every other default."""
+    hottest = {
+        slices: plan_capacity(
+            Workload(rate=SCALE_OUT_RATE), Settings(aggregate_slices=slices), prices=PRICES
+        ).ours.hottest_item_write_units_per_second
+        for slices in (1, 2, 4, 8, 16)
+    }
+    assert hottest[1] == pytest.approx(850, rel=0.01)
+    assert [slices for slices, units in hottest.items() if units <= HOTTEST_ITEM_TARGET_WRITE_UNITS] == [16]
+    assert Settings().aggregate_slices == DEFAULT_AGGREGATE_SLICES == 16
 
 
 def test_break_even_utilisation_is_where_both_modes_cost_the_same() -> None:

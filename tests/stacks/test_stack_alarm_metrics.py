@@ -94,7 +94,12 @@ def test_the_scan_finds_what_each_handler_emits(template: Template) -> None:
             "WritesSkippedByVersionCache",
         },
         "map": {"StateChangesMapped", "StateChangesAlreadyMapped", "DeltaItemsWritten", "StateImagesCountedInNoNode"},
-        "reduce": {"TransactionsCommitted", "DeltaUnitsAlreadyApplied", "NonInsertRecordsSkipped"},
+        "reduce": {
+            "TransactionsCommitted",
+            "DeltaUnitsAlreadyApplied",
+            "NonInsertRecordsSkipped",
+            "TransactionConflictsRetried",
+        },
         "archive": {
             "DeltaObjectsArchived",
             "DeltaObjectsAlreadyArchived",

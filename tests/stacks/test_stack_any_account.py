@@ -1,7 +1,8 @@
 """What a first `cdk deploy` into any account depends on, asserted on the synthesized template.
 
-1. Reserved concurrency: reduce reserves one execution by default, none with
-   `reduceReservedConcurrency` 0 (accounts whose concurrency quota cannot spare one).
+1. No reservation: no function reserves concurrency (several reducers write their own slices of
+   the totals), so an account of any concurrency quota takes the stack, and the setting that
+   reserved one (`reduceReservedConcurrency`) is refused with what replaced it.
 2. Powertools layer: its ARN comes at deploy time from AWS's public SSM parameter for the pinned
    Powertools release, runtime and architecture; `powertoolsLayerVersion` only overrides it.
 3. Stream filters: on the `dynamodb` key only, `exists` at a leaf, as Lambda documents them, and
@@ -36,6 +37,7 @@ from tests.stacks.stack_helpers import (
     function_properties,
     load_cdk_json_context,
     powertools_parameter_logical_id,
+    resources_of_type,
     run_app_py,
     synthesize,
 )
@@ -45,31 +47,35 @@ DOCUMENTED_PARAMETER = "/aws/service/powertools/python/arm64/python3.14/3.37.0"
 
 @pytest.fixture(scope="module")
 def small_account() -> tuple[ExactlyOnceAggregationStack, Template]:
-    """`cdk deploy -c reduceReservedConcurrency=0 -c powertoolsLayerVersion=41`, as the CLI passes them."""
-    return synthesize({"reduceReservedConcurrency": "0", "powertoolsLayerVersion": "41"})
+    """`cdk deploy -c powertoolsLayerVersion=41`, as the CLI passes it."""
+    return synthesize({"powertoolsLayerVersion": "41"})
 
 
-# ---------------------------------------------------------------- 1. reserved concurrency
+# ---------------------------------------------------------------- 1. no reservation
 
 
-def test_reduce_reserves_one_execution_by_default(template: Template) -> None:
-    reserved = {
-        stage: function_properties(template, handler).get("ReservedConcurrentExecutions")
-        for stage, handler in HANDLERS.items()
-    }
-    assert reserved == {"state": None, "map": None, "reduce": 1, "archive": None}
+def test_no_function_reserves_concurrency(template: Template) -> None:
+    """Lambda refuses a reservation that leaves the account fewer than 100 unreserved executions,
+    so any reservation would fail a deploy into an account whose quota is 10."""
+    functions = resources_of_type(template, "AWS::Lambda::Function")
+    assert len(functions) == len(HANDLERS) + 2  # the stages, the settings guard and its provider framework
+    reserving = [
+        name for name, function in functions.items() if "ReservedConcurrentExecutions" in function["Properties"]
+    ]
+    assert reserving == []
 
 
-def test_reduce_reserves_nothing_when_the_account_cannot_spare_it(
-    small_account: tuple[ExactlyOnceAggregationStack, Template],
-) -> None:
-    _stack, template = small_account
-    for handler in HANDLERS.values():
-        assert "ReservedConcurrentExecutions" not in function_properties(template, handler), handler
-    # Everything else that keeps reduce exact is unchanged: identical-batch retries, the filter.
-    mapping = event_source_mapping(template, REDUCE_HANDLER)
-    assert (mapping["MaximumRetryAttempts"], mapping["BisectBatchOnFunctionError"]) == (-1, False)
-    assert "FilterCriteria" in mapping
+@pytest.mark.parametrize("value", ["0", "1"])
+def test_the_removed_reservation_setting_is_refused_with_what_replaced_it(value: str) -> None:
+    """`cdk deploy -c reduceReservedConcurrency=...` after an upgrade: one line, no traceback."""
+    result = run_app_py({"CDK_CONTEXT_JSON": json.dumps({"reduceReservedConcurrency": value})})
+    assert result.returncode == 1
+    error_lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(error_lines) == 1
+    (line,) = error_lines
+    assert line.startswith("error: cdk.json context 'reduceReservedConcurrency' is gone: ")
+    assert "several reducers" in line and "aggregateSlices" in line and "remove the setting" in line
+    assert "Traceback" not in result.stderr
 
 
 # ---------------------------------------------------------------- 2. Powertools layer

@@ -171,6 +171,7 @@ def test_the_check_plans_with_the_stack_s_own_settings(template: Template) -> No
     )
     planned = planned_settings(settings)
     assert (planned.map_batch_size, planned.map_batching_window_seconds, planned.reduce_memory_mb) == (2000, 2, 512)
+    assert (planned.aggregate_slices, planned.reduce_parallelization_factor) == (16, 1)
     assert planned.state_table == settings.state_table_capacity and planned.state_table.provisioned
     assert (planned.state_memory_mb, planned.map_memory_mb) == (
         function_properties(template, STATE_HANDLER)["MemorySize"],
@@ -184,7 +185,7 @@ def test_a_target_the_settings_cannot_carry_is_refused_in_one_line_naming_the_fi
     text = str(raised.value)
     assert "\n" not in text
     assert text.startswith("cdk.json context 'targetMessagesPerSecond' (50,000 msg/s) is more than these settings")
-    assert "single reduce instance would be" in text and "raise mapBatchSize to" in text
+    assert "each of 3 reducers would be" in text and "set reduceParallelizationFactor to" in text
     assert "set stateParallelizationFactor to 3" in text
     assert "set capacityCheck to 'warn'" in text
     assert "quota" not in text, "an account quota is a warning, never a refusal"
@@ -193,7 +194,7 @@ def test_a_target_the_settings_cannot_carry_is_refused_in_one_line_naming_the_fi
 def test_capacity_check_warn_synthesizes_with_a_warning_per_finding() -> None:
     stack, _template = synthesize({"targetMessagesPerSecond": 50_000, "capacityCheck": "warn"})
     warnings = [str(w.entry.data) for w in Annotations.from_stack(stack).find_warning("*", Match.any_value())]
-    assert any("cannot keep up" in w and "single reduce instance" in w for w in warnings)
+    assert any("cannot keep up" in w and "reducers would be" in w for w in warnings)
     assert any("needs an account-side change" in w and "quota" in w for w in warnings)
 
 
@@ -203,6 +204,7 @@ def test_the_settings_the_planner_asks_for_carry_50000_messages_per_second() -> 
         "stateParallelizationFactor": 3,
         "mapBatchSize": 1000,
         "mapBatchingWindowSeconds": 1,
+        "reduceParallelizationFactor": 4,
     }
     flags = capacity_flags(settings_from(context))
     assert [flag for flag in flags if flag.blocking] == []

@@ -63,6 +63,7 @@ def template_with_concurrent_state_batches() -> Template:
             "mapBatchSize": 2000,
             "mapBatchingWindowSeconds": 2,
             "reduceMemoryMb": 512,
+            "reduceParallelizationFactor": 2,
         }
     )[1]
 
@@ -95,7 +96,19 @@ def test_reduce_reads_only_inserts_of_the_delta_table_stream(template: Template)
     assert pattern == {"dynamodb": {"NewImage": {"StreamShard": {"S": [{"exists": True}]}}}}
 
 
-def test_reduce_has_reserved_concurrency_one(template: Template) -> None:
-    assert function_properties(template, REDUCE_HANDLER)["ReservedConcurrentExecutions"] == 1
+def test_reduce_writes_slices_of_the_totals_from_every_lane(template: Template) -> None:
+    """No reservation: one reducer per DeltaTable stream shard and parallelization lane, each delta
+    item added to the slice of its StateTable shard (`AGGREGATE_SLICES`, default 16)."""
+    assert function_properties(template, REDUCE_HANDLER)["Environment"]["Variables"]["AGGREGATE_SLICES"] == "16"
+    assert event_source_mapping(template, REDUCE_HANDLER)["ParallelizationFactor"] == 1
+    for handler in HANDLERS.values():
+        assert "ReservedConcurrentExecutions" not in function_properties(template, handler), handler
+
+
+def test_slices_and_the_reduce_parallelization_factor_come_from_the_settings() -> None:
+    _stack, chosen = synthesize({"aggregateSlices": "4", "reduceParallelizationFactor": "5"})
+    assert function_properties(chosen, REDUCE_HANDLER)["Environment"]["Variables"]["AGGREGATE_SLICES"] == "4"
+    assert event_source_mapping(chosen, REDUCE_HANDLER)["ParallelizationFactor"] == 5
     for handler in (STATE_HANDLER, MAP_HANDLER):
-        assert "ReservedConcurrentExecutions" not in function_properties(template, handler)
+        assert "AGGREGATE_SLICES" not in function_properties(chosen, handler)["Environment"]["Variables"]
+    assert event_source_mapping(chosen, MAP_HANDLER).get("ParallelizationFactor", 1) == 1

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from aggregation.aggregate_items import MAX_SLICES
 from stacks import SettingsError, build_app
 from stacks.functions import powertools_layer_arn_for_version
 from stacks.settings import DEFAULT_CONTEXT, FAULT_INJECTION_VARIABLES, PipelineSettings
@@ -76,9 +77,20 @@ def test_powertools_layer_comes_from_the_public_parameter_unless_a_version_is_na
     assert arn.endswith(":017000801446:layer:AWSLambdaPowertoolsPythonV3-python314-arm64:41")
 
 
-def test_reduce_reserves_one_execution_unless_set_to_zero() -> None:
-    assert settings_from({}).reduce_reserved_concurrency == 1
-    assert settings_from({"reduceReservedConcurrency": "0"}).reduce_reserved_concurrency == 0
+def test_reduce_scales_out_over_slices_and_lanes() -> None:
+    assert (settings_from({}).aggregate_slices, settings_from({}).reduce_parallelization_factor) == (16, 1)
+    chosen = settings_from({"aggregateSlices": "10000", "reduceParallelizationFactor": "10"})
+    assert (chosen.aggregate_slices, chosen.reduce_parallelization_factor) == (MAX_SLICES, 10)
+    assert chosen.state_settings.aggregate_slices == MAX_SLICES
+
+
+@pytest.mark.parametrize("value", [0, 1, "1", "0"])
+def test_the_reservation_setting_of_earlier_releases_is_refused_whatever_its_value(value: Any) -> None:
+    with pytest.raises(SettingsError) as raised:
+        settings_from({"reduceReservedConcurrency": value})
+    text = str(raised.value)
+    assert text.startswith("cdk.json context 'reduceReservedConcurrency' is gone: reduce no longer reserves")
+    assert "\n" not in text
 
 
 @pytest.mark.parametrize(
@@ -101,8 +113,10 @@ def test_reduce_reserves_one_execution_unless_set_to_zero() -> None:
         ("logRetentionDays", 10, "'logRetentionDays' must be one of 1, 3, 5, 7, 14"),
         ("powertoolsLayerVersion", 0, "'powertoolsLayerVersion' must be 'ssm' or a layer version from 1 to 100000"),
         ("powertoolsLayerVersion", "latest", "'powertoolsLayerVersion' must be 'ssm' or a layer version"),
-        ("reduceReservedConcurrency", 2, "'reduceReservedConcurrency' must be an integer from 0 to 1, got 2"),
-        ("reduceReservedConcurrency", "-1", "'reduceReservedConcurrency' must be an integer from 0 to 1"),
+        ("aggregateSlices", 0, "'aggregateSlices' must be an integer from 1 to 10000, got 0"),
+        ("aggregateSlices", "10001", "'aggregateSlices' must be an integer from 1 to 10000"),
+        ("reduceParallelizationFactor", 11, "'reduceParallelizationFactor' must be an integer from 1 to 10, got 11"),
+        ("reduceParallelizationFactor", "0", "'reduceParallelizationFactor' must be an integer from 1 to 10"),
         ("removalPolicy", "snapshot", "'removalPolicy' must be 'retain' or 'destroy'"),
         ("faultInjection", [], "'faultInjection' must be an object keyed by FAILURE_STATE_LAMBDA_PCT"),
         ("faultInjection", {"FAILURE_STAT_LAMBDA_PCT": 5}, "keyed only by"),

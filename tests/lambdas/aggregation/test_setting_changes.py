@@ -72,3 +72,23 @@ def test_the_settings_travel_as_the_strings_cloudformation_hands_over() -> None:
     assert StateSettings.from_properties(properties) == DEPLOYED
     with pytest.raises(UnreadableStateSettings):
         StateSettings.from_properties({"HierarchyLevels": "A"})
+
+
+def test_the_slice_count_changes_freely_with_markers_and_never_without() -> None:
+    for count in (1, 2, 16, 10_000):
+        assert change_refusal(DEPLOYED, replace(DEPLOYED, aggregate_slices=count)) is None
+    sliced = replace(DEPLOYED, aggregate_slices=16)
+    assert change_refusal(sliced, replace(sliced, aggregate_slices=4)) is None, "fewer slices: the rest stay summed"
+    token_only = replace(DEPLOYED, reduce_idempotency=TOKEN_ONLY)
+    assert change_refusal(token_only, replace(token_only, hierarchy_levels=("Desk",))) is None
+    refusal = one_line(change_refusal(token_only, replace(token_only, aggregate_slices=16)))
+    assert refusal.startswith("aggregateSlices 1 -> 16 in reduceIdempotency crt")
+    assert "keep 1, or deploy the new count as a new stack" in refusal
+
+
+def test_a_guard_deployed_before_the_slice_setting_reads_as_one_slice() -> None:
+    """Its release wrote slice 0 only: an upgrade to 16 slices is a change from 1 (refused in `crt`)."""
+    before = {key: value for key, value in DEPLOYED.properties().items() if key != "AggregateSlices"}
+    assert StateSettings.from_properties(before).aggregate_slices == 1
+    assert DEPLOYED.properties()["AggregateSlices"] == "1"
+    assert StateSettings.from_properties(replace(DEPLOYED, aggregate_slices=16).properties()).aggregate_slices == 16
