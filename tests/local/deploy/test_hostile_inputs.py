@@ -12,23 +12,20 @@ of the pipeline and of the producer.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from frontend.table_reader import AggregateTableReader
 from frontend.target import resolve_target
-from local.deploy import lifecycle
-from local.deploy.deployer import Deployment, aws_client
-from local.paths import REPO_ROOT, LocalPaths
+from local.deploy.deployer import aws_client
+from local.paths import REPO_ROOT
 from producer.verifier import read_aggregate_table
+from tests.local.deploy.conftest import StartStack
 
 pytestmark = [pytest.mark.emulator, pytest.mark.slow]
 
@@ -81,21 +78,10 @@ def expected_totals() -> dict[str, tuple[Decimal, int]]:
     return totals
 
 
-@pytest.fixture
-def runtime(tmp_path: Path) -> Iterator[tuple[Deployment, LocalPaths]]:
-    paths = LocalPaths(tmp_path / ".local")
-    environment = {name: value for name, value in os.environ.items() if not name.startswith("FAILURE_")}
-    deployment = lifecycle.up(paths, environment=environment, report=lambda _: None)
-    try:
-        yield deployment, paths
-    finally:
-        lifecycle.down(paths, report=lambda _: None)
-
-
 def test_hostile_records_on_one_shard_are_quarantined_or_aggregated_and_never_stall_it(
-    runtime: tuple[Deployment, LocalPaths],
+    local_stack: StartStack,
 ) -> None:
-    deployment, paths = runtime
+    deployment, paths = local_stack()
     outputs = json.loads(paths.outputs.read_text())
     kinesis = aws_client("kinesis", deployment.endpoint_url)
     dynamodb = aws_client("dynamodb", deployment.endpoint_url)
