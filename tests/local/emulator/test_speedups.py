@@ -1,0 +1,192 @@
+"""Each patch of `local.emulator.speedups` answers exactly as moto's own path does.
+
+moto runs in this process behind its WSGI app (werkzeug's test client, no sockets), first
+without a patch and then with it, on the same data; the patches are undone after each test
+(`monkeypatch`), so nothing leaks into other tests in the process.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from moto.core.serialize import TimestampSerializer
+from moto.dynamodb.models.table import StreamShard
+from moto.dynamodbstreams.responses import DynamoDBStreamsHandler
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+from werkzeug.test import Client
+
+from local.emulator import moto_compat, speedups
+
+AUTHORIZATION = (
+    "AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/dynamodb/aws4_request, SignedHeaders=x, Signature=y"
+)
+"""As botocore signs DynamoDB and DynamoDB Streams requests (both scoped to ``dynamodb``)."""
+PATCHED: tuple[tuple[type, str], ...] = ((StreamShard, "add"), (DynamoDBStreamsHandler, "get_records"))
+
+
+class Moto:
+    """moto's server app in this process: ``call("DynamoDB_20120810.PutItem", {...})``."""
+
+    def __init__(self) -> None:
+        self.client = Client(DomainDispatcherApplication(create_backend_app))
+
+    def raw(self, target: str, body: dict[str, Any]) -> tuple[int, dict[str, str], bytes]:
+        response = self.client.post(
+            "/",
+            data=json.dumps(body),
+            headers={
+                "X-Amz-Target": target,
+                "Content-Type": "application/x-amz-json-1.0",
+                "Host": "127.0.0.1:5000",
+                "Authorization": AUTHORIZATION,
+            },
+        )
+        return response.status_code, dict(response.headers), response.get_data()
+
+    def call(self, target: str, body: dict[str, Any]) -> Any:
+        status, _, data = self.raw(target, body)
+        assert status == 200, data
+        return json.loads(data)
+
+
+@pytest.fixture
+def moto() -> Moto:
+    moto_compat.apply()
+    return Moto()
+
+
+@pytest.fixture
+def moto_s_own(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+    """moto's own function of every attribute a speedup replaces, by name; all put back after the test."""
+    originals: dict[str, Any] = {}
+    for owner, name in PATCHED:
+        originals[name] = getattr(owner, name)
+        assert not getattr(originals[name], "_speedup", False), "a speedup leaked from another test"
+        monkeypatch.setattr(owner, name, originals[name])
+    yield originals
+
+
+def table_with_stream(moto: Moto, view_type: str = "NEW_AND_OLD_IMAGES") -> tuple[str, str, str]:
+    """(table name, stream ARN, shard id) of a new table with a stream."""
+    name = f"speed-{uuid.uuid4().hex[:10]}"
+    moto.call(
+        "DynamoDB_20120810.CreateTable",
+        {
+            "TableName": name,
+            "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}],
+            "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"}],
+            "BillingMode": "PAY_PER_REQUEST",
+            "StreamSpecification": {"StreamEnabled": True, "StreamViewType": view_type},
+        },
+    )
+    arn = moto.call("DynamoDB_20120810.DescribeTable", {"TableName": name})["Table"]["LatestStreamArn"]
+    shards = moto.call("DynamoDBStreams_20120810.DescribeStream", {"StreamArn": arn})["StreamDescription"]["Shards"]
+    return name, arn, shards[0]["ShardId"]
+
+
+def write_every_kind_of_change(moto: Moto, table: str) -> None:
+    """INSERT, MODIFY and REMOVE records with every attribute type, non-ASCII text and blobs."""
+    item = {
+        "pk": {"S": "caf\u00e9"},
+        "n": {"N": "1.50"},
+        "m": {"M": {"x": {"L": [{"S": "\u00e9\u4e2d"}, {"BOOL": True}, {"NULL": True}, {"B": "AAE="}]}}},
+        "ss": {"SS": ["a", "b"]},
+        "ns": {"NS": ["1", "2.5"]},
+        "bs": {"BS": ["eg==", "AP8="]},
+        "b": {"B": "3q2+7w=="},
+    }
+    moto.call("DynamoDB_20120810.PutItem", {"TableName": table, "Item": item})
+    moto.call(
+        "DynamoDB_20120810.UpdateItem",
+        {
+            "TableName": table,
+            "Key": {"pk": {"S": "caf\u00e9"}},
+            "UpdateExpression": "SET n = n + :one, #q = :q",
+            "ExpressionAttributeNames": {"#q": 'quote"d'},
+            "ExpressionAttributeValues": {":one": {"N": "1"}, ":q": {"S": 'a "quoted" \\ line\n'}},
+        },
+    )
+    moto.call(
+        "DynamoDB_20120810.UpdateItem",
+        {
+            "TableName": table,
+            "Key": {"pk": {"S": "new"}},
+            "UpdateExpression": "SET v = :v",
+            "ExpressionAttributeValues": {":v": {"N": "7"}},
+        },
+    )
+    moto.call("DynamoDB_20120810.DeleteItem", {"TableName": table, "Key": {"pk": {"S": "caf\u00e9"}}})
+
+
+def read_all(moto: Moto, arn: str, shard: str, limit: int) -> tuple[list[bytes], dict[str, str]]:
+    """Every GetRecords reply body from TRIM_HORIZON, `limit` records at a time, the iterator stripped."""
+    iterator = moto.call(
+        "DynamoDBStreams_20120810.GetShardIterator",
+        {"StreamArn": arn, "ShardId": shard, "ShardIteratorType": "TRIM_HORIZON"},
+    )["ShardIterator"]
+    bodies: list[bytes] = []
+    while True:
+        request = {"ShardIterator": iterator, "Limit": limit}
+        status, headers, body = moto.raw("DynamoDBStreams_20120810.GetRecords", request)
+        assert status == 200, body
+        records_part, _, iterator_part = body.partition(b', "NextShardIterator": ')
+        bodies.append(records_part)
+        if records_part == b'{"Records": []':
+            return bodies, headers
+        iterator = json.loads(b"{" + b'"i": ' + iterator_part)["i"]
+
+
+@pytest.mark.parametrize("view_type", ["NEW_AND_OLD_IMAGES", "NEW_IMAGE", "OLD_IMAGE", "KEYS_ONLY"])
+@pytest.mark.parametrize("limit", [1, 3, 1000])
+def test_get_records_from_stored_json_is_byte_for_byte_moto_s_reply(
+    moto: Moto, moto_s_own: dict[str, Any], view_type: str, limit: int
+) -> None:
+    table, arn, shard = table_with_stream(moto, view_type)
+    write_every_kind_of_change(moto, table)
+    moto_bodies, moto_headers = read_all(moto, arn, shard, limit)
+
+    speedups.store_stream_records_as_json()
+    speedups.serve_stream_records_from_stored_json()
+    fast_bodies, fast_headers = read_all(moto, arn, shard, limit)  # moto's records, served from their JSON
+    assert len(moto_bodies) > 1
+    assert fast_bodies == moto_bodies
+    assert fast_headers["Content-Type"] == moto_headers["Content-Type"]
+
+    write_every_kind_of_change(moto, table)  # these are stored compactly from the start
+    fast_bodies = read_all(moto, arn, shard, limit)[0]
+    # Compact records read the same through moto's own serialiser (their `to_json()`).
+    DynamoDBStreamsHandler.get_records = moto_s_own["get_records"]  # type: ignore[method-assign]
+    assert read_all(moto, arn, shard, limit)[0] == fast_bodies
+    assert b"".join(fast_bodies).count(b'"eventID"') == 2 * b"".join(moto_bodies).count(b'"eventID"') == 8
+
+
+@pytest.mark.parametrize("microsecond", [0, 1, 999, 1000, 866892, 999999])
+def test_a_compact_record_keeps_moto_s_timestamp_rendering(microsecond: int) -> None:
+    """moto sends an int for a whole second, else a float truncated to milliseconds; `to_json()` keeps that."""
+    created = datetime.datetime(2026, 11, 25, 17, 35, 30, microsecond)
+    record = {
+        "eventID": "e",
+        "eventName": "INSERT",
+        "eventSource": "aws:dynamodb",
+        "eventVersion": "1.0",
+        "awsRegion": "us-east-1",
+        "dynamodb": {
+            "StreamViewType": "KEYS_ONLY",
+            "ApproximateCreationDateTime": created,
+            "SequenceNumber": "7",
+            "SizeBytes": 1,
+            "Keys": {"pk": {"B": b"\x00"}},
+        },
+    }
+    compact = speedups.CompactStreamRecord(record)
+    expected = TimestampSerializer._timestamp_unixtimestamp(created)
+    assert json.loads(compact.text)["dynamodb"]["ApproximateCreationDateTime"] == expected
+    assert type(json.loads(compact.text)["dynamodb"]["ApproximateCreationDateTime"]) is type(expected)
+    assert speedups.CompactStreamRecord(compact.to_json()).text == compact.text
+    assert compact.to_json()["dynamodb"]["Keys"] == {"pk": {"B": b"\x00"}}
+    assert compact.sequence_number == 7
