@@ -18,11 +18,21 @@ import base64
 import datetime
 import functools
 import json
+import threading
+from collections import OrderedDict, deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from moto.core.serialize import TimestampSerializer
+from moto.dynamodb import models as moto_models
+from moto.dynamodb.comparisons import ConditionExpressionParser
+from moto.dynamodb.models import DynamoDBBackend
+from moto.dynamodb.models.dynamo_type import Item
 from moto.dynamodb.models.table import StreamRecord, StreamShard
+from moto.dynamodb.parsing.ast_nodes import Node  # type: ignore[attr-defined]
+from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ignore[attr-defined]
+from moto.dynamodb.parsing.validators import UpdateExpressionValidator
 from moto.dynamodbstreams.models import DynamoDBStreamsBackend, ShardIterator
 from moto.dynamodbstreams.responses import DynamoDBStreamsHandler
 
@@ -220,11 +230,168 @@ def serve_stream_records_from_stored_json() -> None:
     DynamoDBStreamsHandler.get_records = get_records  # type: ignore[method-assign,assignment]
 
 
+# --------------------------------------------------------------- expressions
+
+EXPRESSION_CACHE_SIZE = 1024
+"""Distinct expression texts kept parsed; a pipeline uses a few dozen."""
+
+
+class _ParsedCache:
+    """Least-recently-used parse results by expression text, shared by all request threads."""
+
+    def __init__(self, size: int) -> None:
+        self._entries: OrderedDict[str, Any] = OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+
+    def get(self, text: str, parse: Callable[[], Any]) -> Any:
+        with self._lock:
+            if text in self._entries:
+                self._entries.move_to_end(text)
+                return self._entries[text]
+        parsed = parse()  # a syntax error raises here and is never cached: the next request raises it again
+        with self._lock:
+            self._entries[text] = parsed
+            while len(self._entries) > self._size:
+                self._entries.popitem(last=False)
+        return parsed
+
+
+def parse_each_update_expression_once() -> None:
+    """An UpdateExpression's syntax tree is parsed once per distinct text, then reused.
+
+    moto tokenises and parses the UpdateExpression on every UpdateItem, twice (the request
+    handler, to list the names and values used, and `DynamoDBBackend.update_item`), and in
+    every TransactWriteItems Update (17 % of UpdateItem's CPU). The tree is a function of
+    the text alone: names and values are resolved later, by the validator, on its own deep
+    copy (`Validator.__init__`), and the other callers only search the tree. So
+    `UpdateExpressionParser.make` returns the tree parsed the first time for that text.
+    """
+    original = UpdateExpressionParser.make
+    if getattr(original, "_speedup", False):
+        return
+    cache = _ParsedCache(EXPRESSION_CACHE_SIZE)
+
+    def make(cls: type, expression_str: str) -> Node:
+        return cache.get(expression_str, lambda: original(expression_str))
+
+    make._speedup = True  # type: ignore[attr-defined]
+    UpdateExpressionParser.make = classmethod(make)
+
+
+def lex_each_condition_expression_once() -> None:
+    """A ConditionExpression's tokens are found once per distinct text, then reused.
+
+    moto's `ConditionExpressionParser` lexes the expression with a regular expression per
+    token and per token kind on every request (conditions, filters, key conditions). Its
+    tokens depend on the text alone (immutable tuples; their empty `children` lists are
+    never changed: every later step builds new nodes), so the lexer returns a new deque
+    of the tokens found the first time. The steps that use names and values (paths,
+    functions, comparisons) still run on every request, so their errors are unchanged.
+    """
+    original = ConditionExpressionParser._lex_condition_expression
+    if getattr(original, "_speedup", False):
+        return
+    cache = _ParsedCache(EXPRESSION_CACHE_SIZE)
+
+    @functools.wraps(original)
+    def lex(self: ConditionExpressionParser) -> deque[Any]:
+        tokens: deque[Any] = cache.get(str(self.condition_expression), lambda: tuple(original(self)))
+        return deque(tokens)
+
+    lex._speedup = True  # type: ignore[attr-defined]
+    ConditionExpressionParser._lex_condition_expression = lex  # type: ignore[method-assign]
+
+
+_validation = threading.local()
+
+
+@dataclass
+class _NewItemValidation:
+    """The validation `update_item` ran on an empty item before creating it, and its result."""
+
+    expression: Node
+    names: Any
+    values: Any
+    result: Node
+
+
+class _ValidateNewItemOnce(UpdateExpressionValidator):
+    """moto's validator, which reuses the new-item validation for the key-only item that follows."""
+
+    def __init__(
+        self,
+        expression: Node,
+        expression_attribute_names: dict[str, str],
+        expression_attribute_values: dict[str, dict[str, Any]],
+        item: Item,
+        table: Any,
+    ) -> None:
+        self._reused: Node | None = None
+        earlier: _NewItemValidation | None = getattr(_validation, "new_item", None)
+        _validation.new_item = None
+        key_attributes = {name for name in (table.hash_key_attr, table.range_key_attr) if name}
+        if (
+            earlier is not None
+            and earlier.expression is expression
+            and earlier.names is expression_attribute_names
+            and earlier.values is expression_attribute_values
+            and set(item.attrs) <= key_attributes
+        ):
+            self._reused = earlier.result
+            return
+        super().__init__(expression, expression_attribute_names, expression_attribute_values, item, table)
+        self._expression = expression
+        self._is_new_item = not item.attrs
+
+    def validate(self) -> Node:
+        if self._reused is not None:
+            return self._reused
+        result: Node = super().validate()
+        if self._is_new_item:
+            names, values = self.expression_attribute_names, self.expression_attribute_values
+            _validation.new_item = _NewItemValidation(self._expression, names, values, result)
+        return result
+
+
+def validate_a_new_item_s_update_once() -> None:
+    """An UpdateItem that creates its item validates the expression once, not twice.
+
+    moto's `DynamoDBBackend.update_item`, when the item does not exist, validates the
+    expression against an empty item (to refuse it before creating anything), creates the
+    key-only item, and validates again against that item (63 % of UpdateItem's CPU is the
+    validator: a deep copy of the tree and ten traversals). The two differ only in the key
+    attributes, so when the expression names no key attribute they resolve every path the
+    same way and give the same tree: the second validation reuses the first's result (each
+    tree executed once, as before). An expression naming a key attribute (say
+    ``if_not_exists(pk, :v)``) is validated twice as moto does. Errors are raised by the
+    first validation in both cases. The new-item result is kept for the thread's next
+    validation only, and only for the same expression, names and values objects.
+    """
+    if moto_models.UpdateExpressionValidator is _ValidateNewItemOnce:  # type: ignore[attr-defined]
+        return
+    original_update_item = DynamoDBBackend.update_item
+
+    @functools.wraps(original_update_item)
+    def update_item(self: DynamoDBBackend, *args: Any, **kwargs: Any) -> Any:
+        _validation.new_item = None
+        try:
+            return original_update_item(self, *args, **kwargs)
+        finally:
+            _validation.new_item = None
+
+    moto_models.UpdateExpressionValidator = _ValidateNewItemOnce  # type: ignore[attr-defined]
+    DynamoDBBackend.update_item = update_item  # type: ignore[method-assign]
+
+
 # ------------------------------------------------------------------------ apply
 
 SPEEDUPS: tuple[Callable[[], None], ...] = (
     store_stream_records_as_json,
     serve_stream_records_from_stored_json,
+    parse_each_update_expression_once,
+    lex_each_condition_expression_once,
+    validate_a_new_item_s_update_once,
 )
 
 

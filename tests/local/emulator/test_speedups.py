@@ -15,7 +15,12 @@ from typing import Any
 
 import pytest
 from moto.core.serialize import TimestampSerializer
+from moto.dynamodb import models as moto_models
+from moto.dynamodb.comparisons import ConditionExpressionParser
+from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.table import StreamShard
+from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ignore[attr-defined]
+from moto.dynamodb.parsing.validators import UpdateExpressionValidator
 from moto.dynamodbstreams.responses import DynamoDBStreamsHandler
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 from werkzeug.test import Client
@@ -26,7 +31,14 @@ AUTHORIZATION = (
     "AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/dynamodb/aws4_request, SignedHeaders=x, Signature=y"
 )
 """As botocore signs DynamoDB and DynamoDB Streams requests (both scoped to ``dynamodb``)."""
-PATCHED: tuple[tuple[type, str], ...] = ((StreamShard, "add"), (DynamoDBStreamsHandler, "get_records"))
+PATCHED: tuple[tuple[Any, str], ...] = (
+    (StreamShard, "add"),
+    (DynamoDBStreamsHandler, "get_records"),
+    (UpdateExpressionParser, "make"),
+    (ConditionExpressionParser, "_lex_condition_expression"),
+    (DynamoDBBackend, "update_item"),
+    (moto_models, "UpdateExpressionValidator"),
+)
 
 
 class Moto:
@@ -36,16 +48,19 @@ class Moto:
         self.client = Client(DomainDispatcherApplication(create_backend_app))
 
     def raw(self, target: str, body: dict[str, Any]) -> tuple[int, dict[str, str], bytes]:
-        response = self.client.post(
-            "/",
-            data=json.dumps(body),
-            headers={
-                "X-Amz-Target": target,
-                "Content-Type": "application/x-amz-json-1.0",
-                "Host": "127.0.0.1:5000",
-                "Authorization": AUTHORIZATION,
-            },
-        )
+        try:
+            response = self.client.post(
+                "/",
+                data=json.dumps(body),
+                headers={
+                    "X-Amz-Target": target,
+                    "Content-Type": "application/x-amz-json-1.0",
+                    "Host": "127.0.0.1:5000",
+                    "Authorization": AUTHORIZATION,
+                },
+            )
+        except Exception as error:  # moto's unhandled errors: the server answers 500, the test client raises
+            return 500, {}, json.dumps({"unhandled": type(error).__name__, "message": str(error)}).encode()
         return response.status_code, dict(response.headers), response.get_data()
 
     def call(self, target: str, body: dict[str, Any]) -> Any:
@@ -65,9 +80,10 @@ def moto_s_own(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     """moto's own function of every attribute a speedup replaces, by name; all put back after the test."""
     originals: dict[str, Any] = {}
     for owner, name in PATCHED:
-        originals[name] = getattr(owner, name)
-        assert not getattr(originals[name], "_speedup", False), "a speedup leaked from another test"
+        originals[name] = vars(owner)[name]  # a classmethod as such, not bound
         monkeypatch.setattr(owner, name, originals[name])
+    validator = moto_models.UpdateExpressionValidator  # type: ignore[attr-defined]
+    assert validator is UpdateExpressionValidator, "a speedup leaked from another test"
     yield originals
 
 
@@ -190,3 +206,160 @@ def test_a_compact_record_keeps_moto_s_timestamp_rendering(microsecond: int) -> 
     assert speedups.CompactStreamRecord(compact.to_json()).text == compact.text
     assert compact.to_json()["dynamodb"]["Keys"] == {"pk": {"B": b"\x00"}}
     assert compact.sequence_number == 7
+
+
+# (UpdateExpression, ConditionExpression or None, names, values, on an existing item?)
+UPDATES: list[tuple[str, str | None, dict[str, str], dict[str, Any], bool]] = [
+    ("SET a = :one, #b = :s", None, {"#b": "b"}, {":one": {"N": "1"}, ":s": {"S": "x"}}, False),
+    ("SET a = a + :one", None, {}, {":one": {"N": "1"}}, True),
+    ("SET a = a + :one", None, {}, {":one": {"N": "1"}}, False),  # no such attribute
+    ("SET x = if_not_exists(pk, :s)", None, {}, {":s": {"S": "x"}}, False),  # names a key attribute
+    ("SET x = pk", None, {}, {}, False),
+    ("SET #x = :s", None, {"#x": "pk"}, {":s": {"S": "x"}}, False),  # cannot update a key
+    ("SET #x = :s", None, {"#x": "a"}, {":s": {"S": "x"}}, False),  # the same text, other names
+    ("SET a = :missing", None, {}, {":one": {"N": "1"}}, False),
+    ("SET a = = :one", None, {}, {":one": {"N": "1"}}, False),  # a syntax error
+    ("SET a = = :one", None, {}, {":one": {"N": "1"}}, False),  # again: errors are not cached
+    ("SET a = :one, a = :two", None, {}, {":one": {"N": "1"}, ":two": {"N": "2"}}, False),
+    ("SET a = :s + :one", None, {}, {":s": {"S": "x"}, ":one": {"N": "1"}}, False),
+    ("SET m.k = :one", None, {}, {":one": {"N": "1"}}, False),
+    (
+        "SET l = list_append(if_not_exists(l, :empty), :l)",
+        None,
+        {},
+        {":empty": {"L": []}, ":l": {"L": [{"N": "1"}]}},
+        False,
+    ),
+    (
+        "SET l = list_append(if_not_exists(l, :empty), :l)",
+        None,
+        {},
+        {":empty": {"L": []}, ":l": {"L": [{"N": "1"}]}},
+        True,
+    ),
+    ("ADD n :one REMOVE gone", None, {}, {":one": {"N": "1"}}, False),
+    ("ADD n :one", None, {}, {":one": {"N": "1"}}, True),
+    (
+        "SET #value = :value, #version = :version",
+        "attribute_not_exists(#trade_id) OR #version < :version",
+        {"#trade_id": "pk", "#version": "Version", "#value": "Value"},
+        {":value": {"N": "1.5"}, ":version": {"N": "1"}},
+        False,
+    ),
+    (
+        "SET #value = :value, #version = :version",
+        "attribute_not_exists(#trade_id) OR #version < :version",
+        {"#trade_id": "pk", "#version": "Version", "#value": "Value"},
+        {":value": {"N": "1.5"}, ":version": {"N": "1"}},
+        True,  # the existing item's Version is 1: the condition fails
+    ),
+    ("SET a = :one", "attribute_exists(pk)", {}, {":one": {"N": "1"}}, False),
+    ("SET a = :one", "attribute_not_exists(", {}, {":one": {"N": "1"}}, False),
+    ("SET a = :one", "#undefined = :one", {}, {":one": {"N": "1"}}, False),
+]
+
+
+def run_updates(moto: Moto) -> list[Any]:
+    """Every update of `UPDATES` on a new table: each reply, then the table and its stream."""
+    table, arn, shard = table_with_stream(moto)
+    replies: list[Any] = []
+    for number, (update, condition, names, values, existing) in enumerate(UPDATES):
+        key = {"pk": {"S": f"item-{number}"}}
+        if existing:
+            item = {**key, "a": {"N": "5"}, "n": {"N": "2"}, "Version": {"N": "1"}, "l": {"L": [{"S": "x"}]}}
+            moto.call("DynamoDB_20120810.PutItem", {"TableName": table, "Item": item})
+        request: dict[str, Any] = {
+            "TableName": table,
+            "Key": key,
+            "UpdateExpression": update,
+            "ReturnValues": "ALL_NEW",
+        }
+        if condition is not None:
+            request["ConditionExpression"] = condition
+            request["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+        if names:
+            request["ExpressionAttributeNames"] = names
+        if values:
+            request["ExpressionAttributeValues"] = values
+        status, headers, body = moto.raw("DynamoDB_20120810.UpdateItem", request)
+        replies.append(
+            (number, status, headers.get("X-Amzn-Errortype"), json.loads(body.replace(table.encode(), b"T")))
+        )
+    transaction = {
+        "TransactItems": [
+            {"Update": {"TableName": table, "Key": {"pk": {"S": "t-1"}}, "UpdateExpression": "SET a = :one"}},
+            {
+                "Update": {
+                    "TableName": table,
+                    "Key": {"pk": {"S": "t-2"}},
+                    "UpdateExpression": "SET a = :one",
+                    "ConditionExpression": "attribute_exists(pk)",
+                }
+            },
+        ]
+    }
+    for action in transaction["TransactItems"]:
+        action["Update"]["ExpressionAttributeValues"] = {":one": {"N": "1"}}
+    status, headers, body = moto.raw("DynamoDB_20120810.TransactWriteItems", transaction)
+    replies.append(
+        ("transaction", status, headers.get("X-Amzn-Errortype"), json.loads(body.replace(table.encode(), b"T")))
+    )
+    del transaction["TransactItems"][1]["Update"]["ConditionExpression"]
+    replies.append(("transaction", *moto.raw("DynamoDB_20120810.TransactWriteItems", transaction)[:1]))
+    items = moto.call("DynamoDB_20120810.Scan", {"TableName": table})["Items"]
+    replies.append(sorted(items, key=lambda item: item["pk"]["S"]))
+    records = [record for body in read_all(moto, arn, shard, 1000)[0] for record in json.loads(body + b"}")["Records"]]
+    for record in records:  # random, the time, and moto's size estimate, which counts the time's digits
+        del record["eventID"], record["dynamodb"]["ApproximateCreationDateTime"], record["dynamodb"]["SizeBytes"]
+    replies.append(records)
+    return replies
+
+
+def test_cached_expressions_and_one_validation_give_moto_s_results_and_errors(
+    moto: Moto, moto_s_own: dict[str, Any]
+) -> None:
+    expected = run_updates(moto)
+    speedups.parse_each_update_expression_once()
+    speedups.lex_each_condition_expression_once()
+    speedups.validate_a_new_item_s_update_once()
+    assert run_updates(moto) == expected
+    assert run_updates(moto) == expected  # with every expression already cached
+    errors = {
+        str(reply[3].get("__type", reply[3].get("unhandled"))).split("#")[-1] for reply in expected[: len(UPDATES)]
+    }
+    assert {"None", "ValidationException", "ConditionalCheckFailedException", "ValueError"} <= errors
+
+
+def test_a_new_item_s_update_is_validated_once(
+    moto: Moto, moto_s_own: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    speedups.validate_a_new_item_s_update_once()
+    validations: list[int] = []
+    original = UpdateExpressionValidator.validate
+
+    def counted(self: UpdateExpressionValidator) -> Any:
+        validations.append(1)
+        return original(self)
+
+    monkeypatch.setattr(UpdateExpressionValidator, "validate", counted)
+    table = table_with_stream(moto)[0]
+
+    def update(key: str, expression: str, names: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
+        request = {"TableName": table, "Key": {"pk": {"S": key}}, "UpdateExpression": expression}
+        values = {"ExpressionAttributeValues": {":v": {"S": "v"}}, "ExpressionAttributeNames": names}
+        return moto.raw("DynamoDB_20120810.UpdateItem", {**request, **values})
+
+    assert update("new", "SET #a = :v", {"#a": "a"})[0] == 200
+    assert len(validations) == 1
+    assert update("new", "SET #a = :v", {"#a": "a"})[0] == 200  # it exists now: one validation, as in moto
+    assert len(validations) == 2
+    # Reusing the empty item's validation is sound because one naming a key attribute never passes it.
+    for expression in ["SET a = if_not_exists(#a, :v)", "SET b = :v, a = list_append(#a, :v)", "ADD #a :v"]:
+        status, _, body = update("other", expression, {"#a": "pk"})
+        assert (status, json.loads(body)["message"]) == (400, KEY_UPDATE_REFUSED)
+    assert len(validations) == 5
+
+
+KEY_UPDATE_REFUSED = (
+    "One or more parameter values were invalid: Cannot update attribute pk. This attribute is part of the key"
+)
