@@ -18,12 +18,15 @@ import base64
 import datetime
 import functools
 import json
+import string
 import threading
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from moto import backends as moto_backends
+from moto.core import responses as moto_responses
 from moto.core.serialize import TimestampSerializer
 from moto.dynamodb import models as moto_models
 from moto.dynamodb.comparisons import ConditionExpressionParser
@@ -35,6 +38,7 @@ from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ig
 from moto.dynamodb.parsing.validators import UpdateExpressionValidator
 from moto.dynamodbstreams.models import DynamoDBStreamsBackend, ShardIterator
 from moto.dynamodbstreams.responses import DynamoDBStreamsHandler
+from moto.moto_api._internal import mock_random
 
 # ------------------------------------------------------ DynamoDB Streams records
 
@@ -384,6 +388,76 @@ def validate_a_new_item_s_update_once() -> None:
     DynamoDBBackend.update_item = update_item  # type: ignore[method-assign]
 
 
+# ------------------------------------------------------------ every request
+
+
+def list_moto_s_modules_once() -> None:
+    """moto's list of its service modules is read from disk once, not on every request.
+
+    moto's server finds the backend of every request with `backends.list_of_moto_modules`,
+    which lists moto's package directory and stats each entry, twice per request (3 % of
+    the emulator's CPU). The installed package does not change while the server runs, so
+    the same names come back from a tuple made the first time.
+    """
+    original = moto_backends.list_of_moto_modules
+    if getattr(original, "_speedup", False):
+        return
+    modules: tuple[str, ...] = tuple(original())
+
+    def list_of_moto_modules() -> tuple[str, ...]:
+        return modules
+
+    list_of_moto_modules._speedup = True  # type: ignore[attr-defined]
+    moto_backends.list_of_moto_modules = list_of_moto_modules
+
+
+def find_each_handler_s_actions_once() -> None:
+    """The actions a moto response class implements are listed once per class, not per request.
+
+    moto's `BaseResponse.call_action` checks the requested action against
+    `method_names_from_class`, an `inspect.getmembers` of the whole class on every request.
+    Which names are functions is fixed once moto and the compat fixes are installed (the
+    fixes replace methods, they add no action), and `apply()` runs after them, so the
+    names are found once per class and reused.
+    """
+    original = moto_responses.method_names_from_class  # type: ignore[attr-defined]
+    if getattr(original, "_speedup", False):
+        return
+
+    @functools.cache
+    def method_names_from_class(clazz: object) -> list[str]:
+        return original(clazz)
+
+    method_names_from_class._speedup = True  # type: ignore[attr-defined]
+    moto_responses.method_names_from_class = method_names_from_class  # type: ignore[attr-defined]
+
+
+_REQUEST_ID_ALPHABET = string.ascii_letters + string.digits
+_REQUEST_ID_LENGTH = 52
+
+
+def draw_request_ids_in_one_call() -> None:
+    """A response's request id is drawn with one `choices` call instead of 52 `choice` calls.
+
+    moto's `gen_amzn_requestid_long` builds the 52 letters and digits of every response's
+    ``x-amzn-requestid`` one `random.choice` at a time (10 % of an empty GetRecords). The
+    id has the same length and alphabet, drawn from the same seedable `mock_random`, so
+    moto's seeding (``/moto-api/seed``) still makes the ids repeatable.
+    """
+    original = moto_responses.gen_amzn_requestid_long  # type: ignore[attr-defined]
+    if getattr(original, "_speedup", False):
+        return
+
+    def gen_amzn_requestid_long(headerdict: dict[str, Any] | None = None) -> str:
+        request_id = "".join(mock_random.choices(_REQUEST_ID_ALPHABET, k=_REQUEST_ID_LENGTH))
+        if isinstance(headerdict, dict):
+            headerdict["x-amzn-requestid"] = request_id
+        return request_id
+
+    gen_amzn_requestid_long._speedup = True  # type: ignore[attr-defined]
+    moto_responses.gen_amzn_requestid_long = gen_amzn_requestid_long  # type: ignore[attr-defined]
+
+
 # ------------------------------------------------------------------------ apply
 
 SPEEDUPS: tuple[Callable[[], None], ...] = (
@@ -392,6 +466,9 @@ SPEEDUPS: tuple[Callable[[], None], ...] = (
     parse_each_update_expression_once,
     lex_each_condition_expression_once,
     validate_a_new_item_s_update_once,
+    list_moto_s_modules_once,
+    find_each_handler_s_actions_once,
+    draw_request_ids_in_one_call,
 )
 
 

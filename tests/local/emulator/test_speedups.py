@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import datetime
 import json
+import re
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from moto import backends as moto_backends
+from moto.core import responses as moto_responses
 from moto.core.serialize import TimestampSerializer
 from moto.dynamodb import models as moto_models
 from moto.dynamodb.comparisons import ConditionExpressionParser
@@ -21,8 +24,12 @@ from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.table import StreamShard
 from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ignore[attr-defined]
 from moto.dynamodb.parsing.validators import UpdateExpressionValidator
+from moto.dynamodb.responses import DynamoHandler
 from moto.dynamodbstreams.responses import DynamoDBStreamsHandler
+from moto.kinesis.responses import KinesisResponse
+from moto.moto_api._internal import mock_random
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+from moto.s3.responses import S3Response
 from werkzeug.test import Client
 
 from local.emulator import moto_compat, speedups
@@ -38,6 +45,9 @@ PATCHED: tuple[tuple[Any, str], ...] = (
     (ConditionExpressionParser, "_lex_condition_expression"),
     (DynamoDBBackend, "update_item"),
     (moto_models, "UpdateExpressionValidator"),
+    (moto_backends, "list_of_moto_modules"),
+    (moto_responses, "method_names_from_class"),
+    (moto_responses, "gen_amzn_requestid_long"),
 )
 
 
@@ -363,3 +373,28 @@ def test_a_new_item_s_update_is_validated_once(
 KEY_UPDATE_REFUSED = (
     "One or more parameter values were invalid: Cannot update attribute pk. This attribute is part of the key"
 )
+
+
+def test_request_routing_and_action_lookup_give_moto_s_answers(moto_s_own: dict[str, Any]) -> None:
+    modules = list(moto_backends.list_of_moto_modules())
+    handlers = [DynamoHandler, DynamoDBStreamsHandler, KinesisResponse, S3Response]
+    actions = [moto_responses.method_names_from_class(handler) for handler in handlers]  # type: ignore[attr-defined]
+    speedups.list_moto_s_modules_once()
+    speedups.find_each_handler_s_actions_once()
+    assert list(moto_backends.list_of_moto_modules()) == modules
+    assert "dynamodb" in modules and "dynamodbstreams" in modules
+    assert [moto_responses.method_names_from_class(handler) for handler in handlers] == actions  # type: ignore[attr-defined]
+    assert "get_records" in actions[1] and "transact_write_items" in actions[0]
+
+
+def test_request_ids_keep_moto_s_format_and_follow_its_seed(moto: Moto, moto_s_own: dict[str, Any]) -> None:
+    speedups.draw_request_ids_in_one_call()
+    headers: dict[str, Any] = {}
+    first = moto_responses.gen_amzn_requestid_long(headers)  # type: ignore[attr-defined]
+    assert re.fullmatch("[A-Za-z0-9]{52}", first) and headers == {"x-amzn-requestid": first}
+    mock_random.seed(22)
+    seeded = moto_responses.gen_amzn_requestid_long()  # type: ignore[attr-defined]
+    mock_random.seed(22)
+    assert moto_responses.gen_amzn_requestid_long() == seeded != first  # type: ignore[attr-defined]
+    reply_id = moto.raw("DynamoDB_20120810.ListTables", {})[1]["x-amzn-requestid"]
+    assert re.fullmatch("[A-Za-z0-9]{52}", reply_id)
