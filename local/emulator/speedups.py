@@ -38,6 +38,7 @@ from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ig
 from moto.dynamodb.parsing.validators import UpdateExpressionValidator
 from moto.dynamodbstreams.models import DynamoDBStreamsBackend, ShardIterator
 from moto.dynamodbstreams.responses import DynamoDBStreamsHandler
+from moto.kinesis.models import Shard
 from moto.moto_api._internal import mock_random
 
 # ------------------------------------------------------ DynamoDB Streams records
@@ -388,6 +389,53 @@ def validate_a_new_item_s_update_once() -> None:
     DynamoDBBackend.update_item = update_item  # type: ignore[method-assign]
 
 
+# ------------------------------------------------------------------- Kinesis
+
+
+def read_kinesis_shards_by_sequence_number() -> None:
+    """Kinesis puts and reads cost the same at the millionth record as at the first.
+
+    moto's `Shard.put_record` finds the last sequence number with
+    `list(self.records.keys())[-1]`, and `Shard.get_records` walks the shard from its first
+    record on every call (3.4 ms per put and 7.5 ms per tail read at 100,000 records, under
+    the Kinesis lock). Every record enters a shard through `put_record` as the last
+    sequence number + 1, so a shard's keys are consecutive and ascending: the first and last
+    are the ends of the ordered dict, and the records after a sequence number are found by
+    number. `get_records` checks that the keys are consecutive (first, last and length)
+    and otherwise runs moto's walk, as it does for a Limit below the API's minimum of 1.
+    """
+    original_get_records = Shard.get_records
+    if getattr(original_get_records, "_speedup", False):
+        return
+
+    def get_min_sequence_number(self: Shard) -> int:
+        return next(iter(self.records), 0)
+
+    def get_max_sequence_number(self: Shard) -> int:
+        return next(reversed(self.records), 0)
+
+    @functools.wraps(original_get_records)
+    def get_records(self: Shard, last_sequence_id: str, limit: int | None) -> tuple[list[Any], int, int]:
+        records = self.records
+        after = int(last_sequence_id)
+        if not records:
+            return [], after, 0
+        first, last = next(iter(records)), next(reversed(records))
+        if last - first + 1 != len(records) or (limit is not None and limit < 1):  # (the API's minimum is 1)
+            return original_get_records(self, last_sequence_id, limit)
+        start = max(after + 1, first)
+        stop = last if limit is None else min(last, start + limit - 1)
+        found = [records[number] for number in range(start, stop + 1)]
+        if not found:
+            return [], after, 0
+        return found, stop, int((records[last].created_at - found[-1].created_at) * 1000)
+
+    get_records._speedup = True  # type: ignore[attr-defined]
+    Shard.get_min_sequence_number = get_min_sequence_number  # type: ignore[method-assign]
+    Shard.get_max_sequence_number = get_max_sequence_number  # type: ignore[method-assign]
+    Shard.get_records = get_records  # type: ignore[method-assign]
+
+
 # ------------------------------------------------------------ every request
 
 
@@ -466,6 +514,7 @@ SPEEDUPS: tuple[Callable[[], None], ...] = (
     parse_each_update_expression_once,
     lex_each_condition_expression_once,
     validate_a_new_item_s_update_once,
+    read_kinesis_shards_by_sequence_number,
     list_moto_s_modules_once,
     find_each_handler_s_actions_once,
     draw_request_ids_in_one_call,

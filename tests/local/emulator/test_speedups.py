@@ -11,6 +11,7 @@ import datetime
 import json
 import re
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Any
 
@@ -26,6 +27,7 @@ from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ig
 from moto.dynamodb.parsing.validators import UpdateExpressionValidator
 from moto.dynamodb.responses import DynamoHandler
 from moto.dynamodbstreams.responses import DynamoDBStreamsHandler
+from moto.kinesis.models import Shard
 from moto.kinesis.responses import KinesisResponse
 from moto.moto_api._internal import mock_random
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
@@ -48,6 +50,9 @@ PATCHED: tuple[tuple[Any, str], ...] = (
     (moto_backends, "list_of_moto_modules"),
     (moto_responses, "method_names_from_class"),
     (moto_responses, "gen_amzn_requestid_long"),
+    (Shard, "get_records"),
+    (Shard, "get_min_sequence_number"),
+    (Shard, "get_max_sequence_number"),
 )
 
 
@@ -87,11 +92,12 @@ def moto() -> Moto:
 
 @pytest.fixture
 def moto_s_own(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
-    """moto's own function of every attribute a speedup replaces, by name; all put back after the test."""
+    """moto's own function of every attribute a speedup replaces (``"Owner.name"``); all put back after the test."""
     originals: dict[str, Any] = {}
     for owner, name in PATCHED:
-        originals[name] = vars(owner)[name]  # a classmethod as such, not bound
-        monkeypatch.setattr(owner, name, originals[name])
+        original = vars(owner)[name]  # a classmethod as such, not bound
+        originals[f"{owner.__name__}.{name}"] = original
+        monkeypatch.setattr(owner, name, original)
     validator = moto_models.UpdateExpressionValidator  # type: ignore[attr-defined]
     assert validator is UpdateExpressionValidator, "a speedup leaked from another test"
     yield originals
@@ -186,7 +192,7 @@ def test_get_records_from_stored_json_is_byte_for_byte_moto_s_reply(
     write_every_kind_of_change(moto, table)  # these are stored compactly from the start
     fast_bodies = read_all(moto, arn, shard, limit)[0]
     # Compact records read the same through moto's own serialiser (their `to_json()`).
-    DynamoDBStreamsHandler.get_records = moto_s_own["get_records"]  # type: ignore[method-assign]
+    DynamoDBStreamsHandler.get_records = moto_s_own["DynamoDBStreamsHandler.get_records"]  # type: ignore[method-assign]
     assert read_all(moto, arn, shard, limit)[0] == fast_bodies
     assert b"".join(fast_bodies).count(b'"eventID"') == 2 * b"".join(moto_bodies).count(b'"eventID"') == 8
 
@@ -398,3 +404,46 @@ def test_request_ids_keep_moto_s_format_and_follow_its_seed(moto: Moto, moto_s_o
     assert moto_responses.gen_amzn_requestid_long() == seeded != first  # type: ignore[attr-defined]
     reply_id = moto.raw("DynamoDB_20120810.ListTables", {})[1]["x-amzn-requestid"]
     assert re.fullmatch("[A-Za-z0-9]{52}", reply_id)
+
+
+class _NoWalk(OrderedDict[int, Any]):
+    """A shard's records that refuse to be walked: a read or put touching every record fails."""
+
+    def items(self) -> Any:
+        raise AssertionError("walked the shard")
+
+    def keys(self) -> Any:
+        raise AssertionError("walked the shard")
+
+    def values(self) -> Any:
+        raise AssertionError("walked the shard")
+
+
+def kinesis_shard(records: int) -> Shard:
+    shard = Shard(0, 0, 2**128 - 1)
+    for number in range(records):
+        shard.put_record(f"key-{number}", f"data-{number}", "1")
+    return shard
+
+
+def test_kinesis_reads_give_moto_s_records_positions_and_lag(moto_s_own: dict[str, Any]) -> None:
+    shard = kinesis_shard(60)
+    shard.records[60].created_at = shard.records[1].created_at + 2.5  # a measurable lag
+    cases = [(after, limit) for after in (0, 1, 7, 59, 60, 61, 1000) for limit in (None, -1, 0, 1, 5, 10_000)]
+    expected = [shard.get_records(str(after), limit) for after, limit in cases]
+    ends = (shard.get_min_sequence_number(), shard.get_max_sequence_number())
+    speedups.read_kinesis_shards_by_sequence_number()
+    assert [shard.get_records(str(after), limit) for after, limit in cases] == expected
+    assert (shard.get_min_sequence_number(), shard.get_max_sequence_number()) == ends == (1, 60)
+    assert expected[cases.index((7, 5))][1] == 12 and 2400 < expected[cases.index((7, 5))][2] <= 2500
+    empty = Shard(1, 0, 1)
+    assert empty.get_records("0", 10) == ([], 0, 0) and empty.get_max_sequence_number() == 0
+
+
+def test_kinesis_puts_and_reads_never_walk_the_shard(moto_s_own: dict[str, Any]) -> None:
+    speedups.read_kinesis_shards_by_sequence_number()
+    shard = kinesis_shard(5000)
+    shard.records = _NoWalk(shard.records)
+    assert shard.put_record("k", "tail", "1") == "5001"
+    records, last, _ = shard.get_records("4998", 100)
+    assert [record.data for record in records] == ["data-4998", "data-4999", "tail"] and last == 5001
