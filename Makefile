@@ -11,8 +11,9 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
 PYTEST_ARGS ?=
 PREFLIGHT_ARGS ?=
+SOAK_ARGS ?=
 
-.PHONY: help install system-packages test lint typecheck unit synth preflight up down status demo chaos bench clean
+.PHONY: help install system-packages test lint typecheck unit synth preflight up down status demo chaos soak bench clean
 
 help:
 	@echo "make demo    run the whole pipeline locally with faults and prove it exact"
@@ -23,6 +24,7 @@ help:
 	@echo "make down    stop everything make up started"
 	@echo "make status  per-function invocations, errors, retries and iterator lag"
 	@echo "make chaos   every failure at once, 20,000 messages, plus the unsafe negative control"
+	@echo "make soak    a steady load (SOAK_ARGS=\"--duration S --rate R\"), exact, memory within a budget"
 	@echo "make bench   benchmarks and the capacity planner, written to docs/benchmarks.md"
 
 # The project itself goes in editable (pyproject.toml: its packages, `lambdas/`'s included).
@@ -79,6 +81,9 @@ demo: install
 chaos: install
 	$(BIN)/python -m local chaos $(CHAOS_ARGS)
 	INTERLEAVING_EXAMPLES=300 $(BIN)/python -m pytest -q -p no:cacheprovider tests/lambdas/reduce_function/test_interleavings.py
+
+soak: install
+	$(BIN)/python -m local soak $(SOAK_ARGS)
 
 bench: install
 	$(BIN)/python -m benchmarks run --output docs/benchmarks.md

@@ -1,4 +1,4 @@
-"""`python -m local up | down | status | demo | chaos`: the local runtime's command line (Makefile targets).
+"""`python -m local up | down | status | demo | chaos | soak`: the local runtime's command line (Makefile targets).
 
 Misuse and failures end with one line on stderr and a non-zero exit, never a traceback.
 """
@@ -17,7 +17,7 @@ from local.deploy import lifecycle, status
 from local.deploy.deployer import DeploymentError
 from local.emulator.control import EmulatorError
 from local.paths import LocalPaths
-from local.scenarios import chaos, demo
+from local.scenarios import chaos, demo, soak
 from toolkit.cli import EXIT_USAGE, OneLineArgumentParser, bounded
 
 PROGRAM = "python -m local"
@@ -38,6 +38,19 @@ def build_parser() -> argparse.ArgumentParser:
     demo_parser.add_argument("--keep-running", action="store_true", help="leave the runtime up afterwards")
     demo_parser.add_argument("--drain-timeout", type=float, default=demo.DEFAULT_DRAIN_TIMEOUT_SECONDS, help="seconds")
     add_chaos_parser(commands)
+    soak_parser = commands.add_parser(
+        "soak", help="a steady load for a while, exact at the end, memory sampled and held to a budget"
+    )
+    soak_parser.add_argument("--duration", type=bounded(float, 1, None), default=600.0, help="seconds of sending")
+    soak_parser.add_argument("--rate", type=bounded(float, 0.1, None), default=50.0, help="messages per second")
+    soak_parser.add_argument(
+        "--memory-budget-mb",
+        type=bounded(float, 1, None),
+        default=soak.DEFAULT_MEMORY_BUDGET_MB,
+        help=f"peak resident MB of emulator + runner + workers (default {soak.DEFAULT_MEMORY_BUDGET_MB:g})",
+    )
+    soak_parser.add_argument("--sample-seconds", type=bounded(float, 0.1, None), default=soak.DEFAULT_SAMPLE_SECONDS)
+    soak_parser.add_argument("--seed", type=int, default=7)
     return parser
 
 
@@ -193,6 +206,16 @@ def main(argv: list[str] | None = None) -> int:
             )
         if arguments.command == "chaos":
             return chaos.run_chaos(paths, console, chaos_settings(arguments))
+        if arguments.command == "soak":
+            return soak.run_soak(
+                paths,
+                console,
+                duration_seconds=arguments.duration,
+                rate=arguments.rate,
+                memory_budget_mb=arguments.memory_budget_mb,
+                sample_seconds=arguments.sample_seconds,
+                seed=arguments.seed,
+            )
     except KeyboardInterrupt:
         print(f"{PROGRAM}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

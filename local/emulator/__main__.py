@@ -14,13 +14,14 @@ import sys
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 from werkzeug.serving import make_server
 
-from local.emulator import moto_compat
+from local.emulator import moto_compat, speedups
 from local.emulator.control import HOST, endpoint_url_for
 
 
 def serve(host: str, port: int, verbose: bool = False) -> None:
-    """Serve moto, with `local.emulator.moto_compat` applied and its middleware in front, until killed."""
+    """Serve moto, with `moto_compat` and `speedups` applied and `CompatMiddleware` in front, until killed."""
     moto_compat.apply()
+    speedups.apply()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     # One log line per request costs throughput and says little; errors still show.
     logging.getLogger("werkzeug").setLevel(logging.INFO if verbose else logging.WARNING)

@@ -26,6 +26,8 @@ Fixes (see each function):
 - `fix_event_source_mappings_do_not_push`: writes to a stream, table or queue never invoke
   Lambda synchronously, and never drop stream records. The local runner polls, as
   Lambda's event source mappings do.
+- `fix_dynamodb_streams_iterators_expire`: a DynamoDB Streams shard iterator expires (and
+  is freed) 15 minutes after it is returned; moto keeps every one forever.
 - `fix_ssm_parameter_defaults_resolved_only_when_used`: a stack parameter of an SSM
   parameter type resolves the SSM parameter it is given; its default is not looked up
   when the caller passes a value (moto resolves every default first, and fails on one
@@ -78,6 +80,7 @@ from typing import Any
 
 from moto.awslambda.models import LambdaBackend
 from moto.cloudformation.parsing import ResourceMap
+from moto.core.exceptions import JsonRESTError
 from moto.dynamodb import models as moto_models
 from moto.dynamodb.exceptions import ERROR_TYPE_PREFIX, DynamodbException, MockValidationException
 from moto.dynamodb.models import DynamoDBBackend, dynamodb_backends
@@ -497,6 +500,70 @@ def fix_dynamodb_streams_have_several_shards() -> None:
     StreamShard.add = add  # type: ignore[method-assign]
     DynamoDBStreamsBackend.describe_stream = describe_stream  # type: ignore[method-assign]
     DynamoDBStreamsBackend.get_shard_iterator = get_shard_iterator  # type: ignore[method-assign]
+
+
+# ------------------------------------------- DynamoDB Streams iterator expiry
+
+STREAM_ITERATOR_LIFETIME_SECONDS = 15 * 60.0
+"""DynamoDB Streams: a shard iterator expires 15 minutes after it is returned."""
+
+
+class _ExpiringShardIterators(dict[str, Any]):
+    """moto's `DynamoDBStreamsBackend.shard_iterators`, forgetting each iterator 15 minutes after it was made.
+
+    Iterators are added in the order they are made, so the expired ones are always the
+    oldest entries: each addition drops them from the front, in time proportional to what
+    it frees. Looking up a forgotten (or never issued) iterator raises ExpiredIteratorException.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.made_at: dict[str, float] = {}
+
+    def __setitem__(self, arn: str, iterator: Any) -> None:
+        now = clock.now()
+        while self.made_at:
+            oldest = next(iter(self.made_at))
+            if now - self.made_at[oldest] < STREAM_ITERATOR_LIFETIME_SECONDS:
+                break
+            del self.made_at[oldest]
+            self.pop(oldest, None)
+        super().__setitem__(arn, iterator)
+        self.made_at[arn] = now
+
+    def __getitem__(self, arn: str) -> Any:
+        made_at = self.made_at.get(arn)
+        if made_at is None or clock.now() - made_at >= STREAM_ITERATOR_LIFETIME_SECONDS:
+            raise JsonRESTError(
+                "ExpiredIteratorException",
+                "The shard iterator has expired and can no longer be used to retrieve stream records.",
+            )
+        return super().__getitem__(arn)
+
+
+def fix_dynamodb_streams_iterators_expire() -> None:
+    """A DynamoDB Streams shard iterator expires 15 minutes after it is returned, and is freed.
+
+    AWS (DynamoDB Streams API Reference, GetShardIterator and GetRecords,
+    ExpiredIteratorException): "A shard iterator expires 15 minutes after it is retrieved";
+    GetRecords with an expired one fails with ExpiredIteratorException (HTTP 400). moto keeps
+    every iterator it ever made, one per GetShardIterator and one per GetRecords (each
+    returns a new NextShardIterator), so an idle pipeline's pollers grew the emulator by
+    about 115 MB an hour, and an old iterator never expired. Patches
+    `DynamoDBStreamsBackend.__init__` to keep its iterators in `_ExpiringShardIterators`,
+    timed on the compat clock (tests advance it).
+    """
+    original_init = DynamoDBStreamsBackend.__init__
+    if getattr(original_init, "_compat_fix", False):
+        return
+
+    @functools.wraps(original_init)
+    def init(self: DynamoDBStreamsBackend, region_name: str, account_id: str) -> None:
+        original_init(self, region_name, account_id)
+        self.shard_iterators = _ExpiringShardIterators()
+
+    init._compat_fix = True  # type: ignore[attr-defined]
+    DynamoDBStreamsBackend.__init__ = init  # type: ignore[method-assign]
 
 
 # ------------------------------------------------------- event source mappings
@@ -945,6 +1012,7 @@ FIXES: tuple[Callable[[], None], ...] = (
     fix_event_source_mappings_do_not_push,
     fix_ssm_parameter_defaults_resolved_only_when_used,
     fix_dynamodb_streams_have_several_shards,
+    fix_dynamodb_streams_iterators_expire,
 )
 _applied: list[str] = []
 

@@ -518,6 +518,48 @@ def test_dynamodb_streams_client_works_against_the_server(
     assert all(r["eventSource"] == "aws:dynamodb" and r["eventID"] for r in resumed)
 
 
+def test_dynamodb_stream_iterators_expire_fifteen_minutes_after_they_are_returned(
+    dynamodb: DynamoDBClient, streams: DynamoDBStreamsClient, emulator_endpoint: str
+) -> None:
+    """GetShardIterator's and each GetRecords' NextShardIterator live 15 minutes, then ExpiredIteratorException."""
+    table = create_table(dynamodb, "KEYS_ONLY")
+    stream_arn = dynamodb.describe_table(TableName=table)["Table"]["LatestStreamArn"]
+    shard_id = streams.describe_stream(StreamArn=stream_arn)["StreamDescription"]["Shards"][0]["ShardId"]
+
+    def iterator() -> str:
+        arguments = {"StreamArn": stream_arn, "ShardId": shard_id, "ShardIteratorType": "TRIM_HORIZON"}
+        return str(streams.get_shard_iterator(**arguments)["ShardIterator"])  # type: ignore[arg-type]
+
+    old, kept = iterator(), iterator()
+    advance_clock(emulator_endpoint, moto_compat.STREAM_ITERATOR_LIFETIME_SECONDS - 60)
+    renewed = streams.get_records(ShardIterator=kept)["NextShardIterator"]  # still valid at 14 minutes
+    advance_clock(emulator_endpoint, 60)
+    for expired in (old, kept):
+        with pytest.raises(ClientError) as raised:
+            streams.get_records(ShardIterator=expired)
+        assert raised.value.response["Error"]["Code"] == "ExpiredIteratorException"
+        assert raised.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
+    dynamodb.put_item(TableName=table, Item={"pk": {"S": "after"}})
+    assert [r["dynamodb"]["Keys"] for r in streams.get_records(ShardIterator=renewed)["Records"]] == [
+        {"pk": {"S": "after"}}
+    ]
+
+
+def test_expired_stream_iterators_are_freed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """moto kept every iterator forever (about 115 MB an hour of idle polling); expired ones are dropped."""
+    clock = moto_compat.CompatClock()
+    monkeypatch.setattr(moto_compat, "clock", clock)
+    iterators = moto_compat._ExpiringShardIterators()
+    for number in range(1000):
+        iterators[f"arn-{number}"] = number
+    clock.advance(moto_compat.STREAM_ITERATOR_LIFETIME_SECONDS / 2)
+    iterators["young"] = "y"
+    assert len(iterators) == 1001 and iterators["arn-0"] == 0
+    clock.advance(moto_compat.STREAM_ITERATOR_LIFETIME_SECONDS / 2)
+    iterators["newest"] = "n"
+    assert dict(iterators) == {"young": "y", "newest": "n"} and set(iterators.made_at) == {"young", "newest"}
+
+
 def test_event_source_mappings_leave_stream_records_for_the_poller(
     dynamodb: DynamoDBClient, streams: DynamoDBStreamsClient, aws_client: AwsClientFactory
 ) -> None:

@@ -1,0 +1,449 @@
+"""Each patch of `local.emulator.speedups` answers exactly as moto's own path does.
+
+moto runs in this process behind its WSGI app (werkzeug's test client, no sockets), first
+without a patch and then with it, on the same data; the patches are undone after each test
+(`monkeypatch`), so nothing leaks into other tests in the process.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import re
+import uuid
+from collections import OrderedDict
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from moto import backends as moto_backends
+from moto.core import responses as moto_responses
+from moto.core.serialize import TimestampSerializer
+from moto.dynamodb import models as moto_models
+from moto.dynamodb.comparisons import ConditionExpressionParser
+from moto.dynamodb.models import DynamoDBBackend
+from moto.dynamodb.models.table import StreamShard
+from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ignore[attr-defined]
+from moto.dynamodb.parsing.validators import UpdateExpressionValidator
+from moto.dynamodb.responses import DynamoHandler
+from moto.dynamodbstreams.responses import DynamoDBStreamsHandler
+from moto.kinesis.models import Shard
+from moto.kinesis.responses import KinesisResponse
+from moto.moto_api._internal import mock_random
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+from moto.s3.responses import S3Response
+from werkzeug.test import Client
+
+from local.emulator import moto_compat, speedups
+
+AUTHORIZATION = (
+    "AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/dynamodb/aws4_request, SignedHeaders=x, Signature=y"
+)
+"""As botocore signs DynamoDB and DynamoDB Streams requests (both scoped to ``dynamodb``)."""
+PATCHED: tuple[tuple[Any, str], ...] = (
+    (StreamShard, "add"),
+    (DynamoDBStreamsHandler, "get_records"),
+    (UpdateExpressionParser, "make"),
+    (ConditionExpressionParser, "_lex_condition_expression"),
+    (DynamoDBBackend, "update_item"),
+    (moto_models, "UpdateExpressionValidator"),
+    (moto_backends, "list_of_moto_modules"),
+    (moto_responses, "method_names_from_class"),
+    (moto_responses, "gen_amzn_requestid_long"),
+    (Shard, "get_records"),
+    (Shard, "get_min_sequence_number"),
+    (Shard, "get_max_sequence_number"),
+)
+
+
+class Moto:
+    """moto's server app in this process: ``call("DynamoDB_20120810.PutItem", {...})``."""
+
+    def __init__(self) -> None:
+        self.client = Client(DomainDispatcherApplication(create_backend_app))
+
+    def raw(self, target: str, body: dict[str, Any]) -> tuple[int, dict[str, str], bytes]:
+        try:
+            response = self.client.post(
+                "/",
+                data=json.dumps(body),
+                headers={
+                    "X-Amz-Target": target,
+                    "Content-Type": "application/x-amz-json-1.0",
+                    "Host": "127.0.0.1:5000",
+                    "Authorization": AUTHORIZATION,
+                },
+            )
+        except Exception as error:  # moto's unhandled errors: the server answers 500, the test client raises
+            return 500, {}, json.dumps({"unhandled": type(error).__name__, "message": str(error)}).encode()
+        return response.status_code, dict(response.headers), response.get_data()
+
+    def call(self, target: str, body: dict[str, Any]) -> Any:
+        status, _, data = self.raw(target, body)
+        assert status == 200, data
+        return json.loads(data)
+
+
+@pytest.fixture
+def moto() -> Moto:
+    moto_compat.apply()
+    return Moto()
+
+
+@pytest.fixture
+def moto_s_own(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+    """moto's own function of every attribute a speedup replaces (``"Owner.name"``); all put back after the test."""
+    originals: dict[str, Any] = {}
+    for owner, name in PATCHED:
+        original = vars(owner)[name]  # a classmethod as such, not bound
+        originals[f"{owner.__name__}.{name}"] = original
+        monkeypatch.setattr(owner, name, original)
+    validator = moto_models.UpdateExpressionValidator  # type: ignore[attr-defined]
+    assert validator is UpdateExpressionValidator, "a speedup leaked from another test"
+    yield originals
+
+
+def table_with_stream(moto: Moto, view_type: str = "NEW_AND_OLD_IMAGES") -> tuple[str, str, str]:
+    """(table name, stream ARN, shard id) of a new table with a stream."""
+    name = f"speed-{uuid.uuid4().hex[:10]}"
+    moto.call(
+        "DynamoDB_20120810.CreateTable",
+        {
+            "TableName": name,
+            "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}],
+            "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"}],
+            "BillingMode": "PAY_PER_REQUEST",
+            "StreamSpecification": {"StreamEnabled": True, "StreamViewType": view_type},
+        },
+    )
+    arn = moto.call("DynamoDB_20120810.DescribeTable", {"TableName": name})["Table"]["LatestStreamArn"]
+    shards = moto.call("DynamoDBStreams_20120810.DescribeStream", {"StreamArn": arn})["StreamDescription"]["Shards"]
+    return name, arn, shards[0]["ShardId"]
+
+
+def write_every_kind_of_change(moto: Moto, table: str) -> None:
+    """INSERT, MODIFY and REMOVE records with every attribute type, non-ASCII text and blobs."""
+    item = {
+        "pk": {"S": "caf\u00e9"},
+        "n": {"N": "1.50"},
+        "m": {"M": {"x": {"L": [{"S": "\u00e9\u4e2d"}, {"BOOL": True}, {"NULL": True}, {"B": "AAE="}]}}},
+        "ss": {"SS": ["a", "b"]},
+        "ns": {"NS": ["1", "2.5"]},
+        "bs": {"BS": ["eg==", "AP8="]},
+        "b": {"B": "3q2+7w=="},
+    }
+    moto.call("DynamoDB_20120810.PutItem", {"TableName": table, "Item": item})
+    moto.call(
+        "DynamoDB_20120810.UpdateItem",
+        {
+            "TableName": table,
+            "Key": {"pk": {"S": "caf\u00e9"}},
+            "UpdateExpression": "SET n = n + :one, #q = :q",
+            "ExpressionAttributeNames": {"#q": 'quote"d'},
+            "ExpressionAttributeValues": {":one": {"N": "1"}, ":q": {"S": 'a "quoted" \\ line\n'}},
+        },
+    )
+    moto.call(
+        "DynamoDB_20120810.UpdateItem",
+        {
+            "TableName": table,
+            "Key": {"pk": {"S": "new"}},
+            "UpdateExpression": "SET v = :v",
+            "ExpressionAttributeValues": {":v": {"N": "7"}},
+        },
+    )
+    moto.call("DynamoDB_20120810.DeleteItem", {"TableName": table, "Key": {"pk": {"S": "caf\u00e9"}}})
+
+
+def read_all(moto: Moto, arn: str, shard: str, limit: int) -> tuple[list[bytes], dict[str, str]]:
+    """Every GetRecords reply body from TRIM_HORIZON, `limit` records at a time, the iterator stripped."""
+    iterator = moto.call(
+        "DynamoDBStreams_20120810.GetShardIterator",
+        {"StreamArn": arn, "ShardId": shard, "ShardIteratorType": "TRIM_HORIZON"},
+    )["ShardIterator"]
+    bodies: list[bytes] = []
+    while True:
+        request = {"ShardIterator": iterator, "Limit": limit}
+        status, headers, body = moto.raw("DynamoDBStreams_20120810.GetRecords", request)
+        assert status == 200, body
+        records_part, _, iterator_part = body.partition(b', "NextShardIterator": ')
+        bodies.append(records_part)
+        if records_part == b'{"Records": []':
+            return bodies, headers
+        iterator = json.loads(b"{" + b'"i": ' + iterator_part)["i"]
+
+
+@pytest.mark.parametrize("view_type", ["NEW_AND_OLD_IMAGES", "NEW_IMAGE", "OLD_IMAGE", "KEYS_ONLY"])
+@pytest.mark.parametrize("limit", [1, 3, 1000])
+def test_get_records_from_stored_json_is_byte_for_byte_moto_s_reply(
+    moto: Moto, moto_s_own: dict[str, Any], view_type: str, limit: int
+) -> None:
+    table, arn, shard = table_with_stream(moto, view_type)
+    write_every_kind_of_change(moto, table)
+    moto_bodies, moto_headers = read_all(moto, arn, shard, limit)
+
+    speedups.store_stream_records_as_json()
+    speedups.serve_stream_records_from_stored_json()
+    fast_bodies, fast_headers = read_all(moto, arn, shard, limit)  # moto's records, served from their JSON
+    assert len(moto_bodies) > 1
+    assert fast_bodies == moto_bodies
+    assert fast_headers["Content-Type"] == moto_headers["Content-Type"]
+
+    write_every_kind_of_change(moto, table)  # these are stored compactly from the start
+    fast_bodies = read_all(moto, arn, shard, limit)[0]
+    # Compact records read the same through moto's own serialiser (their `to_json()`).
+    DynamoDBStreamsHandler.get_records = moto_s_own["DynamoDBStreamsHandler.get_records"]  # type: ignore[method-assign]
+    assert read_all(moto, arn, shard, limit)[0] == fast_bodies
+    assert b"".join(fast_bodies).count(b'"eventID"') == 2 * b"".join(moto_bodies).count(b'"eventID"') == 8
+
+
+@pytest.mark.parametrize("microsecond", [0, 1, 999, 1000, 866892, 999999])
+def test_a_compact_record_keeps_moto_s_timestamp_rendering(microsecond: int) -> None:
+    """moto sends an int for a whole second, else a float truncated to milliseconds; `to_json()` keeps that."""
+    created = datetime.datetime(2026, 11, 25, 17, 35, 30, microsecond)
+    record = {
+        "eventID": "e",
+        "eventName": "INSERT",
+        "eventSource": "aws:dynamodb",
+        "eventVersion": "1.0",
+        "awsRegion": "us-east-1",
+        "dynamodb": {
+            "StreamViewType": "KEYS_ONLY",
+            "ApproximateCreationDateTime": created,
+            "SequenceNumber": "7",
+            "SizeBytes": 1,
+            "Keys": {"pk": {"B": b"\x00"}},
+        },
+    }
+    compact = speedups.CompactStreamRecord(record)
+    expected = TimestampSerializer._timestamp_unixtimestamp(created)
+    assert json.loads(compact.text)["dynamodb"]["ApproximateCreationDateTime"] == expected
+    assert type(json.loads(compact.text)["dynamodb"]["ApproximateCreationDateTime"]) is type(expected)
+    assert speedups.CompactStreamRecord(compact.to_json()).text == compact.text
+    assert compact.to_json()["dynamodb"]["Keys"] == {"pk": {"B": b"\x00"}}
+    assert compact.sequence_number == 7
+
+
+# (UpdateExpression, ConditionExpression or None, names, values, on an existing item?)
+UPDATES: list[tuple[str, str | None, dict[str, str], dict[str, Any], bool]] = [
+    ("SET a = :one, #b = :s", None, {"#b": "b"}, {":one": {"N": "1"}, ":s": {"S": "x"}}, False),
+    ("SET a = a + :one", None, {}, {":one": {"N": "1"}}, True),
+    ("SET a = a + :one", None, {}, {":one": {"N": "1"}}, False),  # no such attribute
+    ("SET x = if_not_exists(pk, :s)", None, {}, {":s": {"S": "x"}}, False),  # names a key attribute
+    ("SET x = pk", None, {}, {}, False),
+    ("SET #x = :s", None, {"#x": "pk"}, {":s": {"S": "x"}}, False),  # cannot update a key
+    ("SET #x = :s", None, {"#x": "a"}, {":s": {"S": "x"}}, False),  # the same text, other names
+    ("SET a = :missing", None, {}, {":one": {"N": "1"}}, False),
+    ("SET a = = :one", None, {}, {":one": {"N": "1"}}, False),  # a syntax error
+    ("SET a = = :one", None, {}, {":one": {"N": "1"}}, False),  # again: errors are not cached
+    ("SET a = :one, a = :two", None, {}, {":one": {"N": "1"}, ":two": {"N": "2"}}, False),
+    ("SET a = :s + :one", None, {}, {":s": {"S": "x"}, ":one": {"N": "1"}}, False),
+    ("SET m.k = :one", None, {}, {":one": {"N": "1"}}, False),
+    (
+        "SET l = list_append(if_not_exists(l, :empty), :l)",
+        None,
+        {},
+        {":empty": {"L": []}, ":l": {"L": [{"N": "1"}]}},
+        False,
+    ),
+    (
+        "SET l = list_append(if_not_exists(l, :empty), :l)",
+        None,
+        {},
+        {":empty": {"L": []}, ":l": {"L": [{"N": "1"}]}},
+        True,
+    ),
+    ("ADD n :one REMOVE gone", None, {}, {":one": {"N": "1"}}, False),
+    ("ADD n :one", None, {}, {":one": {"N": "1"}}, True),
+    (
+        "SET #value = :value, #version = :version",
+        "attribute_not_exists(#trade_id) OR #version < :version",
+        {"#trade_id": "pk", "#version": "Version", "#value": "Value"},
+        {":value": {"N": "1.5"}, ":version": {"N": "1"}},
+        False,
+    ),
+    (
+        "SET #value = :value, #version = :version",
+        "attribute_not_exists(#trade_id) OR #version < :version",
+        {"#trade_id": "pk", "#version": "Version", "#value": "Value"},
+        {":value": {"N": "1.5"}, ":version": {"N": "1"}},
+        True,  # the existing item's Version is 1: the condition fails
+    ),
+    ("SET a = :one", "attribute_exists(pk)", {}, {":one": {"N": "1"}}, False),
+    ("SET a = :one", "attribute_not_exists(", {}, {":one": {"N": "1"}}, False),
+    ("SET a = :one", "#undefined = :one", {}, {":one": {"N": "1"}}, False),
+]
+
+
+def run_updates(moto: Moto) -> list[Any]:
+    """Every update of `UPDATES` on a new table: each reply, then the table and its stream."""
+    table, arn, shard = table_with_stream(moto)
+    replies: list[Any] = []
+    for number, (update, condition, names, values, existing) in enumerate(UPDATES):
+        key = {"pk": {"S": f"item-{number}"}}
+        if existing:
+            item = {**key, "a": {"N": "5"}, "n": {"N": "2"}, "Version": {"N": "1"}, "l": {"L": [{"S": "x"}]}}
+            moto.call("DynamoDB_20120810.PutItem", {"TableName": table, "Item": item})
+        request: dict[str, Any] = {
+            "TableName": table,
+            "Key": key,
+            "UpdateExpression": update,
+            "ReturnValues": "ALL_NEW",
+        }
+        if condition is not None:
+            request["ConditionExpression"] = condition
+            request["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+        if names:
+            request["ExpressionAttributeNames"] = names
+        if values:
+            request["ExpressionAttributeValues"] = values
+        status, headers, body = moto.raw("DynamoDB_20120810.UpdateItem", request)
+        replies.append(
+            (number, status, headers.get("X-Amzn-Errortype"), json.loads(body.replace(table.encode(), b"T")))
+        )
+    transaction = {
+        "TransactItems": [
+            {"Update": {"TableName": table, "Key": {"pk": {"S": "t-1"}}, "UpdateExpression": "SET a = :one"}},
+            {
+                "Update": {
+                    "TableName": table,
+                    "Key": {"pk": {"S": "t-2"}},
+                    "UpdateExpression": "SET a = :one",
+                    "ConditionExpression": "attribute_exists(pk)",
+                }
+            },
+        ]
+    }
+    for action in transaction["TransactItems"]:
+        action["Update"]["ExpressionAttributeValues"] = {":one": {"N": "1"}}
+    status, headers, body = moto.raw("DynamoDB_20120810.TransactWriteItems", transaction)
+    replies.append(
+        ("transaction", status, headers.get("X-Amzn-Errortype"), json.loads(body.replace(table.encode(), b"T")))
+    )
+    del transaction["TransactItems"][1]["Update"]["ConditionExpression"]
+    replies.append(("transaction", *moto.raw("DynamoDB_20120810.TransactWriteItems", transaction)[:1]))
+    items = moto.call("DynamoDB_20120810.Scan", {"TableName": table})["Items"]
+    replies.append(sorted(items, key=lambda item: item["pk"]["S"]))
+    records = [record for body in read_all(moto, arn, shard, 1000)[0] for record in json.loads(body + b"}")["Records"]]
+    for record in records:  # random, the time, and moto's size estimate, which counts the time's digits
+        del record["eventID"], record["dynamodb"]["ApproximateCreationDateTime"], record["dynamodb"]["SizeBytes"]
+    replies.append(records)
+    return replies
+
+
+def test_cached_expressions_and_one_validation_give_moto_s_results_and_errors(
+    moto: Moto, moto_s_own: dict[str, Any]
+) -> None:
+    expected = run_updates(moto)
+    speedups.parse_each_update_expression_once()
+    speedups.lex_each_condition_expression_once()
+    speedups.validate_a_new_item_s_update_once()
+    assert run_updates(moto) == expected
+    assert run_updates(moto) == expected  # with every expression already cached
+    errors = {
+        str(reply[3].get("__type", reply[3].get("unhandled"))).split("#")[-1] for reply in expected[: len(UPDATES)]
+    }
+    assert {"None", "ValidationException", "ConditionalCheckFailedException", "ValueError"} <= errors
+
+
+def test_a_new_item_s_update_is_validated_once(
+    moto: Moto, moto_s_own: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    speedups.validate_a_new_item_s_update_once()
+    validations: list[int] = []
+    original = UpdateExpressionValidator.validate
+
+    def counted(self: UpdateExpressionValidator) -> Any:
+        validations.append(1)
+        return original(self)
+
+    monkeypatch.setattr(UpdateExpressionValidator, "validate", counted)
+    table = table_with_stream(moto)[0]
+
+    def update(key: str, expression: str, names: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
+        request = {"TableName": table, "Key": {"pk": {"S": key}}, "UpdateExpression": expression}
+        values = {"ExpressionAttributeValues": {":v": {"S": "v"}}, "ExpressionAttributeNames": names}
+        return moto.raw("DynamoDB_20120810.UpdateItem", {**request, **values})
+
+    assert update("new", "SET #a = :v", {"#a": "a"})[0] == 200
+    assert len(validations) == 1
+    assert update("new", "SET #a = :v", {"#a": "a"})[0] == 200  # it exists now: one validation, as in moto
+    assert len(validations) == 2
+    # Reusing the empty item's validation is sound because one naming a key attribute never passes it.
+    for expression in ["SET a = if_not_exists(#a, :v)", "SET b = :v, a = list_append(#a, :v)", "ADD #a :v"]:
+        status, _, body = update("other", expression, {"#a": "pk"})
+        assert (status, json.loads(body)["message"]) == (400, KEY_UPDATE_REFUSED)
+    assert len(validations) == 5
+
+
+KEY_UPDATE_REFUSED = (
+    "One or more parameter values were invalid: Cannot update attribute pk. This attribute is part of the key"
+)
+
+
+def test_request_routing_and_action_lookup_give_moto_s_answers(moto_s_own: dict[str, Any]) -> None:
+    modules = list(moto_backends.list_of_moto_modules())
+    handlers = [DynamoHandler, DynamoDBStreamsHandler, KinesisResponse, S3Response]
+    actions = [moto_responses.method_names_from_class(handler) for handler in handlers]  # type: ignore[attr-defined]
+    speedups.list_moto_s_modules_once()
+    speedups.find_each_handler_s_actions_once()
+    assert list(moto_backends.list_of_moto_modules()) == modules
+    assert "dynamodb" in modules and "dynamodbstreams" in modules
+    assert [moto_responses.method_names_from_class(handler) for handler in handlers] == actions  # type: ignore[attr-defined]
+    assert "get_records" in actions[1] and "transact_write_items" in actions[0]
+
+
+def test_request_ids_keep_moto_s_format_and_follow_its_seed(moto: Moto, moto_s_own: dict[str, Any]) -> None:
+    speedups.draw_request_ids_in_one_call()
+    headers: dict[str, Any] = {}
+    first = moto_responses.gen_amzn_requestid_long(headers)  # type: ignore[attr-defined]
+    assert re.fullmatch("[A-Za-z0-9]{52}", first) and headers == {"x-amzn-requestid": first}
+    mock_random.seed(22)
+    seeded = moto_responses.gen_amzn_requestid_long()  # type: ignore[attr-defined]
+    mock_random.seed(22)
+    assert moto_responses.gen_amzn_requestid_long() == seeded != first  # type: ignore[attr-defined]
+    reply_id = moto.raw("DynamoDB_20120810.ListTables", {})[1]["x-amzn-requestid"]
+    assert re.fullmatch("[A-Za-z0-9]{52}", reply_id)
+
+
+class _NoWalk(OrderedDict[int, Any]):
+    """A shard's records that refuse to be walked: a read or put touching every record fails."""
+
+    def items(self) -> Any:
+        raise AssertionError("walked the shard")
+
+    def keys(self) -> Any:
+        raise AssertionError("walked the shard")
+
+    def values(self) -> Any:
+        raise AssertionError("walked the shard")
+
+
+def kinesis_shard(records: int) -> Shard:
+    shard = Shard(0, 0, 2**128 - 1)
+    for number in range(records):
+        shard.put_record(f"key-{number}", f"data-{number}", "1")
+    return shard
+
+
+def test_kinesis_reads_give_moto_s_records_positions_and_lag(moto_s_own: dict[str, Any]) -> None:
+    shard = kinesis_shard(60)
+    shard.records[60].created_at = shard.records[1].created_at + 2.5  # a measurable lag
+    cases = [(after, limit) for after in (0, 1, 7, 59, 60, 61, 1000) for limit in (None, -1, 0, 1, 5, 10_000)]
+    expected = [shard.get_records(str(after), limit) for after, limit in cases]
+    ends = (shard.get_min_sequence_number(), shard.get_max_sequence_number())
+    speedups.read_kinesis_shards_by_sequence_number()
+    assert [shard.get_records(str(after), limit) for after, limit in cases] == expected
+    assert (shard.get_min_sequence_number(), shard.get_max_sequence_number()) == ends == (1, 60)
+    assert expected[cases.index((7, 5))][1] == 12 and 2400 < expected[cases.index((7, 5))][2] <= 2500
+    empty = Shard(1, 0, 1)
+    assert empty.get_records("0", 10) == ([], 0, 0) and empty.get_max_sequence_number() == 0
+
+
+def test_kinesis_puts_and_reads_never_walk_the_shard(moto_s_own: dict[str, Any]) -> None:
+    speedups.read_kinesis_shards_by_sequence_number()
+    shard = kinesis_shard(5000)
+    shard.records = _NoWalk(shard.records)
+    assert shard.put_record("k", "tail", "1") == "5001"
+    records, last, _ = shard.get_records("4998", 100)
+    assert [record.data for record in records] == ["data-4998", "data-4999", "tail"] and last == 5001
