@@ -251,6 +251,7 @@ class ShardPoller(threading.Thread):
 
     def _read_more(self) -> bool:
         """One GetRecords; False when the shard is closed and everything in it has been read."""
+        started_at = time.time()
         try:
             if self._iterator is None:
                 self._iterator = self._fresh_iterator()
@@ -275,6 +276,9 @@ class ShardPoller(threading.Thread):
             self.shard_stats.records_read += len(result.records)
             self.shard_stats.records_pending = len(self._buffer)
             self.shard_stats.ms_behind = result.ms_behind if (result.records or self._buffer) else 0
+            # Every record written before this read started has been read and, with nothing
+            # buffered, finished: `local.scenarios.demo` decides the drain with it.
+            self.shard_stats.caught_up_at = started_at if not (result.records or self._buffer) else 0.0
         self._iterator = result.next_iterator
         return result.next_iterator is not None
 

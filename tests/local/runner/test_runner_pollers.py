@@ -379,3 +379,18 @@ def test_the_pause_after_records_doubles_up_to_the_idle_one_which_an_idle_shard_
 
     assert pause(None) == 0.2, "a shard that never had records is polled at the idle pace"
     assert [pause(n) for n in (1, 2, 3, 4, 100)] == [0.05, 0.1, 0.2, 0.2, 0.2]
+
+
+def test_caught_up_says_when_every_record_written_before_it_was_finished(tmp_path: Path) -> None:
+    harness = Harness(tmp_path, mapping())
+    stats = harness.poller.shard_stats
+    assert stats.caught_up_at == 0.0
+    harness.add(0, 1)
+    before = time.time()
+    harness.poller.start()
+    try:
+        wait_for(lambda: harness.checkpoints.get("m", "shard-0") == "1")
+        wait_for(lambda: stats.caught_up_at >= before, what="an empty read after the batch")
+        assert stats.records_pending == 0
+    finally:
+        harness.stop.set()
