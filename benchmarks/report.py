@@ -370,7 +370,26 @@ def _emulator_transactions_section(result: EmulatorTransactionsResult) -> list[s
     ]
 
 
-def render(run: BenchmarkRun) -> str:
+HAND_WRITTEN = "by hand"
+"""A `## ` heading with these words marks a section measured by hand: `make bench` cannot
+reproduce it (a profiler it does not install, a former version of the code), so a regenerated
+page keeps it, after the generated sections."""
+
+
+def hand_written_sections(page: str) -> str:
+    """The sections of `page` whose `## ` heading says they were written by hand, in their order."""
+    kept: list[str] = []
+    keeping = False
+    for line in page.splitlines():
+        if line.startswith("## "):
+            keeping = HAND_WRITTEN in line
+        if keeping:
+            kept.append(line)
+    return "\n".join(kept) + "\n" if kept else ""
+
+
+def render(run: BenchmarkRun, hand_written: str = "") -> str:
+    """The page; `hand_written`: sections to keep from the previous page (`hand_written_sections`)."""
     machine = run.machine
     write_cost = run.write_cost
     ours_total = write_cost.totals(TOKEN_AND_MARKERS)
@@ -462,4 +481,4 @@ def render(run: BenchmarkRun) -> str:
         "```",
         "",
     ]
-    return "\n".join(lines)
+    return "\n".join(lines) + ("\n" + hand_written if hand_written else "")
