@@ -20,8 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PROCESS_FRAME = re.compile(r'^process \d+:"(?P<command>.*)"$')
-BOILERPLATE = re.compile(r"threading\.py|_bootstrap|runpy\.py|<module>|concurrent/futures/thread\.py")
+BOILERPLATE = re.compile(r"threading\.py|_bootstrap|runpy|<module>|concurrent/futures/thread\.py")
 """Frames every thread of a process has at its root: left out of the inclusive ranking."""
+ROOT_SHARE = 0.95
+"""A frame on this share of a process's samples or more is a root (the worker's loop, the handler's
+decorators): left out of the inclusive ranking, which is about where the time divides."""
 LINE_NUMBER = re.compile(r":\d+\)$")
 PATH_PREFIX = re.compile(r"\((?:.*/site-packages/|.*/lib/python3\.\d+/|.*?/(?=(?:lambdas|local|benchmarks)/))")
 
@@ -68,14 +71,9 @@ def summarise(lines: Iterable[str], top: int = 10) -> list[ProcessProfile]:
             for frame in set(frames):
                 if not BOILERPLATE.search(frame):
                     inclusive[frame] += count
-        profiles.append(
-            ProcessProfile(
-                name=name,
-                samples=sum(count for _, count in rows),
-                self_frames=own.most_common(top),
-                inclusive_frames=inclusive.most_common(top),
-            )
-        )
+        total = sum(count for _, count in rows)
+        below_root = [(frame, count) for frame, count in inclusive.most_common() if count < ROOT_SHARE * total]
+        profiles.append(ProcessProfile(name, total, own.most_common(top), below_root[:top]))
     return profiles
 
 
