@@ -39,7 +39,16 @@ node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
-install: $(BIN)/.installed node_modules/.installed
+# `cdk synth` once at install time (about 10 s), again only when a source that shapes the
+# template changed (the deployer's rule: local/deploy/deployer.py, SOURCES_THAT_SHAPE_THE_TEMPLATE),
+# so `make up` and `make demo` deploy the assembly already there. `touch`: the target is fresh
+# even when the deployer found cdk.out newer than every source and left it alone.
+CDK_SOURCES := app.py cdk.json $(shell find stacks lambdas -type f -not -path '*/__pycache__/*' -not -name '*.pyc')
+cdk.out/manifest.json: $(CDK_SOURCES) $(BIN)/.installed node_modules/.installed
+	$(BIN)/python -m local synth
+	touch $@
+
+install: $(BIN)/.installed node_modules/.installed cdk.out/manifest.json
 
 # Debian's chromium for the browser tests (apt-get when root; otherwise says what to install).
 system-packages:
@@ -57,7 +66,7 @@ unit: install system-packages
 
 test: lint typecheck unit
 
-synth: install
+synth: $(BIN)/.installed node_modules/.installed
 	rm -rf cdk.out
 	cdk synth --quiet
 	$(BIN)/python -m stacks.template_lint cdk.out

@@ -25,7 +25,7 @@ from benchmarks.emulator_transactions import run_emulator_transactions
 from benchmarks.end_to_end import EndToEndResult, run_end_to_end
 from benchmarks.handler_overhead import run_handler_overhead
 from benchmarks.harness import describe_machine, running_emulator
-from benchmarks.report import BenchmarkRun, render
+from benchmarks.report import BenchmarkRun, hand_written_sections, render
 from benchmarks.state_throughput import run_state_throughput
 from benchmarks.write_cost import run_write_cost
 from planner import model
@@ -109,6 +109,7 @@ def run(arguments: argparse.Namespace, console: Console) -> int:
     recommended_settings = recommended(defaults)
     plan_recommended = model.plan_capacity(workload, recommended_settings, times, prices)
     change = describe_change(cdk_json_settings, recommended_settings)
+    previous = arguments.output.read_text() if arguments.output.exists() else ""
     page = render(
         BenchmarkRun(
             machine=machine,
@@ -122,7 +123,8 @@ def run(arguments: argparse.Namespace, console: Console) -> int:
             plan_defaults=defaults,
             plan_recommended=plan_recommended,
             recommended_change=change,
-        )
+        ),
+        hand_written_sections(previous),
     )
     arguments.output.parent.mkdir(parents=True, exist_ok=True)
     arguments.output.write_text(page)

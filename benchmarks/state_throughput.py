@@ -73,11 +73,13 @@ def run_state_throughput(repetitions: int, progress: Progress) -> list[Throughpu
     results: list[ThroughputAtRoundTrip] = []
     with environment(names), quiet_handlers():
         aws.dynamodb_client.cache_clear()
+        aws.state_update_client.cache_clear()
         event_builder = Pipeline({})
         events = [event_builder.kinesis_event(batch) for batch in batches]
         for round_trip_ms in ROUND_TRIPS_MS:
             simulator = SimulatedRoundTrip(round_trip_ms / 1000)
             simulator.attach(aws.dynamodb_client())
+            simulator.attach(aws.state_update_client())
             bounded: list[float] = []
             sequential: list[float] = []
             for index, (event, batch) in enumerate(zip(events, batches, strict=True), start=1):
@@ -85,7 +87,9 @@ def run_state_throughput(repetitions: int, progress: Progress) -> list[Throughpu
                 sequential.append(_invocation_rate(event, len(batch), 1))
                 progress(f"state throughput at {round_trip_ms:g} ms", index / len(events))
             simulator.detach(aws.dynamodb_client())
+            simulator.detach(aws.state_update_client())
             results.append(ThroughputAtRoundTrip(round_trip_ms, median(bounded), median(sequential), len(events)))
         _reset_write_pool()
         aws.dynamodb_client.cache_clear()
+        aws.state_update_client.cache_clear()
     return results

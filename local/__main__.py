@@ -1,4 +1,4 @@
-"""`python -m local up | down | status | demo | chaos | soak`: the local runtime's command line (Makefile targets).
+"""`python -m local up | down | status | synth | demo | chaos | soak`: the local runtime's command line.
 
 Misuse and failures end with one line on stderr and a non-zero exit, never a traceback.
 """
@@ -14,7 +14,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from rich.console import Console
 
 from local.deploy import lifecycle, status
-from local.deploy.deployer import DeploymentError
+from local.deploy.deployer import DeploymentError, synthesize
 from local.emulator.control import EmulatorError
 from local.paths import LocalPaths
 from local.scenarios import chaos, demo, soak
@@ -31,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("up", help="start the emulator and runner, deploy the stack (idempotent)")
     commands.add_parser("down", help="stop everything `up` started")
+    commands.add_parser("synth", help="synthesize cdk.out for `up` unless it is newer than every source (make install)")
     commands.add_parser("status", help="per-function invocations, errors, retries and iterator lag")
     demo_parser = commands.add_parser("demo", help="up with faults, send, drain, verify exactly, down")
     demo_parser.add_argument("--count", type=int, default=demo.DEFAULT_MESSAGE_COUNT, help="messages to send")
@@ -193,6 +194,9 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if arguments.command == "status":
             return status.render_status(paths, console)
+        if arguments.command == "synth":
+            console.print(f"cloud assembly for `up`: {synthesize()}")
+            return 0
         if arguments.command == "demo":
             if arguments.count < 1:
                 raise demo.DemoError("--count must be at least 1")

@@ -51,5 +51,7 @@ def pipeline(aws_environment: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[
     for name, value in handler_environment(names, "ExactlyOnceAggregationTest", "test").items():
         monkeypatch.setenv(name, value)
     aws.dynamodb_client.cache_clear()
+    aws.state_update_client.cache_clear()
     yield Pipeline(names)
     aws.dynamodb_client.cache_clear()
+    aws.state_update_client.cache_clear()

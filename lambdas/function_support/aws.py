@@ -6,10 +6,12 @@ retry mode retries throttling and transient errors with backoff; each write is
 idempotent, so a retried request whose first response was lost is harmless.
 """
 
+import platform
 from functools import cache
 from typing import TYPE_CHECKING
 
 import boto3
+import botocore
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.config import Config
 from botocore.exceptions import ClientError
@@ -22,11 +24,16 @@ if TYPE_CHECKING:
 # configured with (`stateWriteConcurrency` goes up to 256), so no concurrent write waits
 # for, or throws away, a connection. `total_max_attempts` counts the first attempt too.
 MAX_CONCURRENT_REQUESTS = 256
+USER_AGENT = f"exactly-once-aggregation Botocore/{botocore.__version__} Python/{platform.python_version()}"
+"""Set once (`Config(user_agent=...)`, documented): by default botocore rebuilds and sanitises its
+User-Agent from a dozen components on every request, about 40 µs each, which is a sixth of the
+state function's CPU per record (docs/benchmarks.md, section 3). The header is informational."""
 SDK_CONFIG = Config(
     retries={"mode": "standard", "total_max_attempts": 8},
     connect_timeout=5,
     read_timeout=10,
     max_pool_connections=MAX_CONCURRENT_REQUESTS,
+    user_agent=USER_AGENT,
 )
 
 serializer = TypeSerializer()
@@ -36,6 +43,20 @@ deserializer = TypeDeserializer()
 @cache
 def dynamodb_client() -> "DynamoDBClient":
     return boto3.client("dynamodb", config=SDK_CONFIG)
+
+
+@cache
+def state_update_client() -> "DynamoDBClient":
+    """The state function's conditional `update_item`s, sent without botocore's parameter validation.
+
+    Safe because every such request is validated before it exists: `update_arguments` builds it
+    at the door, its shape fixed and every value made by boto3's `TypeSerializer` or as a string,
+    and `tests/lambdas/test_door_properties.py` runs botocore's own `validate_parameters` (what
+    this option turns off, the same check) over the requests it builds from edge-case records.
+    Validation is about 50 µs per request, the largest share of the function's CPU per record
+    after serialisation itself. Every other request keeps `dynamodb_client`, validated.
+    """
+    return boto3.client("dynamodb", config=SDK_CONFIG.merge(Config(parameter_validation=False)))
 
 
 def error_code(error: ClientError) -> str:

@@ -60,7 +60,7 @@ from aggregation.names import (
 )
 from aggregation.value_domain import ValueDomain
 from aggregation.versions import StoredVersion, VersionCache
-from function_support.aws import dynamodb_client, error_code, serializer
+from function_support.aws import error_code, serializer, state_update_client
 from function_support.faults import FailurePoint, maybe_inject_failure
 from function_support.settings import (
     hierarchy_levels,
@@ -213,10 +213,11 @@ def apply_state_change(received: ReceivedMessage, known: VersionCache) -> StateW
 
     Only an answer is remembered (a write, or a failed condition with the stored item):
     any other error propagates, fails the batch (it is retried) and teaches `known` nothing.
+    The request was validated when it was built (`state_update_client`).
     """
     message = received.message
     try:
-        dynamodb_client().update_item(**received.update)
+        state_update_client().update_item(**received.update)
     except ClientError as error:
         if error_code(error) != "ConditionalCheckFailedException":
             raise

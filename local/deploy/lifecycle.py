@@ -59,10 +59,17 @@ class RunningState:
 
 
 def process_command_line(pid: int) -> str | None:
-    """The command line of a live process, or None when there is no such process."""
+    """The command line of a live process, or None when there is no such process.
+
+    A process that has exited but is not reaped yet (a zombie) counts as gone: `make down` is
+    not the runner's parent, so it cannot reap it, and whoever can may take seconds to.
+    """
     try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        if state in {"Z", "X"}:
+            return None
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
+    except (OSError, IndexError):
         return None
 
 

@@ -25,6 +25,15 @@ What the exactly-once design relies on, and this module implements:
   and a batch's end is recorded before its first delivery, so a runner killed mid-batch
   re-delivers exactly that batch on restart (the same records, even if more have arrived).
 
+When to read (latency only: none of the above depends on it, as no batch boundary of Lambda's
+is promised): a read that returned records is followed by another at once (more may be
+there); after an empty read the poller pauses, adaptively: briefly after recent records
+(`ACTIVE_POLL_INTERVAL_SECONDS`, doubling with each further empty read) and the full
+`poll_interval_seconds` when idle, so an idle shard costs no more reads than a fixed pause
+would. `ShardPoller.wake` ends a pause early: the runner rings it when a function that writes
+to the shard's table has just finished an invocation. A pause never outlasts an open
+batching window.
+
 The two stream services differ only in how shards are listed and read: see
 `KinesisShardReader` and `DynamoDBShardReader`.
 """
@@ -51,9 +60,13 @@ from local.runner.stats import RunnerStats, ShardStats
 log = logging.getLogger(__name__)
 
 DEFAULT_POLL_INTERVAL_SECONDS = 0.2
-"""Pause after an empty read. Lambda polls a Kinesis shard about once a second and a
-DynamoDB stream shard four times a second; 0.2 s keeps local demos snappy
+"""Pause after an empty read of an idle shard. Lambda polls a Kinesis shard about once a second
+and a DynamoDB stream shard four times a second; 0.2 s keeps local demos snappy
 (`--poll-interval` / `LOCAL_RUNNER_POLL_INTERVAL` changes it)."""
+ACTIVE_POLL_INTERVAL_SECONDS = 0.05
+"""Pause after the first empty read that follows records; it doubles with each further empty
+read up to the idle interval (0.05, 0.1, 0.2 s): records tend to come in runs, so a shard
+that just had some is read again soon, at the cost of one extra empty read per run."""
 RETRY_BACKOFF_START_SECONDS = 0.2
 RETRY_BACKOFF_CAP_SECONDS = 3.0
 """Lambda backs off up to minutes between retries; capped at a few seconds locally."""
@@ -159,6 +172,17 @@ class Batch:
     filtered: int
 
 
+def pause_after_empty_reads(empty_reads: int | None, *, active_seconds: float, idle_seconds: float) -> float:
+    """The pause after the `empty_reads`-th empty read in a row since a read returned records.
+
+    None: no read has returned records yet (an idle shard), which pauses `idle_seconds`, as
+    does a long run of empty reads: the adaptive pause never polls an idle shard more often.
+    """
+    if empty_reads is None or empty_reads < 1:
+        return idle_seconds
+    return min(idle_seconds, active_seconds * 2.0 ** min(empty_reads - 1, 32))
+
+
 class ShardPoller(threading.Thread):
     """Reads one shard for one mapping and delivers its batches to the function, forever."""
 
@@ -173,10 +197,13 @@ class ShardPoller(threading.Thread):
         stats: RunnerStats,
         stop: threading.Event,
         poll_interval_seconds: float = DEFAULT_POLL_INTERVAL_SECONDS,
+        active_poll_interval_seconds: float = ACTIVE_POLL_INTERVAL_SECONDS,
         redelivery: RedeliveryPolicy | None = None,
     ) -> None:
         """`redelivery`: reshape this mapping's retries (the runner passes it when the policy
-        names the function's service)."""
+        names the function's service). `poll_interval_seconds` is the pause after an empty read
+        of an idle shard, `active_poll_interval_seconds` the first one after records (module
+        docstring)."""
         super().__init__(name=f"poller-{mapping.function_name}-{shard_id}", daemon=True)
         self.mapping = mapping
         self.shard_id = shard_id
@@ -186,12 +213,17 @@ class ShardPoller(threading.Thread):
         self.stats = stats
         self.stop_event = stop
         self.poll_interval_seconds = poll_interval_seconds
+        self.active_poll_interval_seconds = min(active_poll_interval_seconds, poll_interval_seconds)
         self.finished = False
+        self.source_name = mapping.event_source_arn.split("/")[1]  # the stream's name, or its table's
+        self._wake = threading.Event()
+        # Empty reads in a row since the last read that returned records (None: none has yet).
+        self._empty_reads: int | None = None
         self.shard_stats: ShardStats = stats.shard(
             f"{mapping.uuid}/{shard_id}",
             function=mapping.function_name,
             source=mapping.source_kind,
-            source_name=mapping.event_source_arn.split("/")[1],
+            source_name=self.source_name,
             shard_id=shard_id,
             checkpoint=checkpoints.get(mapping.uuid, shard_id),
         )
@@ -219,6 +251,7 @@ class ShardPoller(threading.Thread):
 
     def _read_more(self) -> bool:
         """One GetRecords; False when the shard is closed and everything in it has been read."""
+        started_at = time.time()
         try:
             if self._iterator is None:
                 self._iterator = self._fresh_iterator()
@@ -236,10 +269,16 @@ class ShardPoller(threading.Thread):
                 self._first_buffered_at = time.monotonic()
             self._buffer.extend(result.records)
             self._last_read = events.sequence_number_of(result.records[-1])
+            self._empty_reads = 0
+        elif self._empty_reads is not None:
+            self._empty_reads += 1
         with self.stats.lock:
             self.shard_stats.records_read += len(result.records)
             self.shard_stats.records_pending = len(self._buffer)
             self.shard_stats.ms_behind = result.ms_behind if (result.records or self._buffer) else 0
+            # Every record written before this read started has been read and, with nothing
+            # buffered, finished: `local.scenarios.demo` decides the drain with it.
+            self.shard_stats.caught_up_at = started_at if not (result.records or self._buffer) else 0.0
         self._iterator = result.next_iterator
         return result.next_iterator is not None
 
@@ -489,6 +528,25 @@ class ShardPoller(threading.Thread):
 
     # ----------------------------------------------------------------- loop
 
+    def wake(self) -> None:
+        """End the current (or next) pause between reads: records are likely there now."""
+        self._wake.set()
+
+    def _pause(self) -> None:
+        """Wait before the next read: adaptively (module docstring), woken early by `wake`.
+
+        A pause never runs past the end of an open batching window, so a waiting batch is
+        sent when its window has passed rather than up to a whole pause later.
+        """
+        pause = pause_after_empty_reads(
+            self._empty_reads, active_seconds=self.active_poll_interval_seconds, idle_seconds=self.poll_interval_seconds
+        )
+        window = self.mapping.maximum_batching_window_seconds
+        if self._buffer and window > 0 and self._first_buffered_at is not None:
+            pause = min(pause, max(0.0, self._first_buffered_at + window - time.monotonic()))
+        self._wake.wait(pause)
+        self._wake.clear()
+
     def prepare(self) -> None:
         """Get the first iterator (so LATEST is fixed before `make up` returns)."""
         self._redeliver_through = self.checkpoints.in_flight_end(self.mapping.uuid, self.shard_id)
@@ -511,7 +569,8 @@ class ShardPoller(threading.Thread):
             self.prepare()
         open_shard = True
         while not self.stop_event.is_set():
-            if open_shard and (len(self._buffer) < self.mapping.batch_size or self._redeliver_through is not None):
+            read = open_shard and (len(self._buffer) < self.mapping.batch_size or self._redeliver_through is not None)
+            if read:
                 open_shard = self._read_more()
             batch = self._take_batch(force=not open_shard)
             if batch is not None:
@@ -526,4 +585,6 @@ class ShardPoller(threading.Thread):
                 log.info("%s: shard closed and fully processed", self.name)
                 self.finished = True
                 return
-            self.stop_event.wait(self.poll_interval_seconds)
+            if read and self._empty_reads == 0:
+                continue  # that read returned records: more may be there, read again at once
+            self._pause()

@@ -44,6 +44,7 @@ class ShardStats:
     ms_behind: int = 0
     checkpoint: str | None = None
     last_activity: float = field(default_factory=time.time)
+    caught_up_at: float = 0.0  # start of the last read that found nothing new and nothing buffered (0: none yet)
 
 
 class RunnerStats:

@@ -111,7 +111,15 @@ def batches(draw: st.DrawFn) -> list[tuple[bytes, str]]:
 
 
 def assert_valid_request(operation: str, request: dict[str, Any]) -> None:
-    """What botocore checks before it sends anything (types, required members, lengths)."""
+    """What botocore checks before it sends anything (types, required members, lengths).
+
+    `validate_parameters` is botocore's parameter validation itself, the very check a client
+    with `Config(parameter_validation=False)` skips. The state function's updates are sent that
+    way (`function_support.aws.state_update_client`): this test is where they are validated,
+    over requests `update_arguments` built from edge-case records. Their shape is fixed and
+    every value comes from boto3's `TypeSerializer` or is a string, so nothing left unvalidated
+    depends on the record beyond what is generated here.
+    """
     shape = DYNAMODB.operation_model(operation).input_shape
     assert shape is not None
     validate_parameters(request, shape)

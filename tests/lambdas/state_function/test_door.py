@@ -61,7 +61,7 @@ class FailingClient:
 def test_an_error_of_the_write_itself_propagates_and_fails_the_batch(monkeypatch: pytest.MonkeyPatch) -> None:
     received = state_handler.receive(origin(trade_message("t", 1, "5")), "state", LEVELS, DEFAULT_VALUE_DOMAIN)
     assert isinstance(received, state_handler.ReceivedMessage)
-    monkeypatch.setattr(state_handler, "dynamodb_client", FailingClient)
+    monkeypatch.setattr(state_handler, "state_update_client", FailingClient)
     known = VersionCache(10)
     with pytest.raises(ClientError, match="ProvisionedThroughputExceeded"):
         state_handler.apply_state_change(received, known)

@@ -33,7 +33,7 @@ class UpdateCounter:
 @pytest.fixture
 def updates(pipeline: Pipeline) -> Iterator[UpdateCounter]:
     counter = UpdateCounter()
-    events = aws.dynamodb_client().meta.events
+    events = aws.state_update_client().meta.events
     events.register("provide-client-params.dynamodb.UpdateItem", counter)
     yield counter
     events.unregister("provide-client-params.dynamodb.UpdateItem", counter)
@@ -99,7 +99,7 @@ def test_a_retried_batch_reports_its_own_writes_as_written(pipeline: Pipeline, u
 
 def test_a_write_whose_outcome_is_unknown_is_never_remembered(pipeline: Pipeline, updates: UpdateCounter) -> None:
     """The update of `lost` is applied but its caller sees an error (a response lost beyond the SDK's retries)."""
-    events = aws.dynamodb_client().meta.events
+    events = aws.state_update_client().meta.events
 
     def lose_the_response(context: dict[str, Any], **_: Any) -> None:
         if context["trade_id"] == "lost":

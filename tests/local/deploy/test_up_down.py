@@ -261,6 +261,18 @@ def test_down_tolerates_stale_pid_files_and_never_kills_a_process_it_did_not_sta
     assert said[-1] == "nothing was running"
 
 
+def test_an_exited_process_its_parent_has_not_reaped_counts_as_gone() -> None:
+    """`make down` is not the runner's parent, so it cannot reap it: waiting for whoever can took
+    about 2 s. Here the test is the parent, and does not reap its child until the end."""
+    exited = subprocess.Popen(["true"])
+    try:
+        wait_for(lambda: Path(f"/proc/{exited.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z")
+        assert lifecycle.process_command_line(exited.pid) is None
+        assert lifecycle.process_command_line(os.getpid()) is not None
+    finally:
+        exited.wait()
+
+
 def test_cli_misuse_is_one_line_and_non_zero(tmp_path: Path) -> None:
     environment = {**os.environ, "LOCAL_STATE_DIR": str(tmp_path)}
     for arguments, code in ((["bogus"], 2), ([], 2), (["status"], 1), (["demo", "--count", "0"], 1)):

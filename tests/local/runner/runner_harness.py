@@ -70,7 +70,7 @@ def stream_stack_template(
     *,
     record_log: Path,
     mapping: Mapping[str, Any] | None = None,
-    function_environment: Mapping[str, str] | None = None,
+    function_environment: Mapping[str, Any] | None = None,
     timeout_seconds: int = 10,
     shard_count: int = 1,
     reserved_concurrency: int | None = None,

@@ -56,7 +56,7 @@ def run() -> Iterator[Callable[[Deployment, LocalPaths], Runner]]:
     started: list[Runner] = []
 
     def _run(deployment: Deployment, paths: LocalPaths, **options: Any) -> Runner:
-        runner = Runner(deployment, paths, poll_interval_seconds=0.05, caller_environment={}, **options)
+        runner = Runner(deployment, paths, **{"poll_interval_seconds": 0.05, "caller_environment": {}, **options})
         runner.start()
         started.append(runner)
         return runner
@@ -309,6 +309,23 @@ def test_dynamodb_stream_records_arrive_in_the_lambda_format_and_filters_apply(
     assert change["StreamViewType"] == "NEW_AND_OLD_IMAGES"
     assert isinstance(change["ApproximateCreationDateTime"], float)
     assert isinstance(change["SequenceNumber"], str) and isinstance(change["SizeBytes"], int)
+
+
+def test_an_invocation_wakes_the_pollers_of_the_tables_its_function_names(
+    deploy_recorder: Deployer, run: Callable[..., Runner]
+) -> None:
+    """The recorder writes to the table its environment names: that table's stream is read at
+    once, not after the idle pause (a minute here, longer than the test waits)."""
+    deployment, record_log, paths = deploy_recorder(
+        function_environment={"PUT_ITEM_TABLE": {"Ref": "Table"}}, table_mapping={}
+    )
+    [sequence_number] = put(deployment, [{"n": 1}])  # before the start: the first read finds it
+    run(deployment, paths, poll_interval_seconds=60.0)
+    wait_for(lambda: len(read_invocations(record_log)) >= 2, timeout_seconds=20, what="the table stream's delivery")
+    sources = [[r["eventSource"] for r in i["event"]["Records"]] for i in read_invocations(record_log)]
+    assert sources == [["aws:kinesis"], ["aws:dynamodb"]]
+    [table_record] = read_invocations(record_log)[1]["event"]["Records"]
+    assert table_record["dynamodb"]["Keys"]["pk"]["S"].endswith(sequence_number)
 
 
 def test_fault_injection_variables_from_the_caller_override_the_function_environment(

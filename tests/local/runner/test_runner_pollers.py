@@ -34,13 +34,18 @@ def record(sequence_number: int, created_at: float = 0.0) -> dict[str, Any]:
 
 
 class ScriptedShard(ShardReader):
-    """A shard whose records appear when the test appends them; iterators can be made to expire."""
+    """A shard whose records appear when the test appends them; iterators can be made to expire.
+
+    `page_size` caps what one read returns below its limit, as GetRecords may.
+    """
 
     def __init__(self) -> None:
         self.records: list[dict[str, Any]] = []
         self.closed = False
         self.expire_next_read = False
         self.iterators_requested: list[tuple[str, str | None]] = []
+        self.page_size: int | None = None
+        self.reads = 0
 
     def list_shards(self) -> list[tuple[str, str | None]]:
         return [("shard-0", None)]
@@ -57,8 +62,9 @@ class ScriptedShard(ShardReader):
         if self.expire_next_read:
             self.expire_next_read = False
             raise ClientError({"Error": {"Code": "ExpiredIteratorException", "Message": "expired"}}, "GetRecords")
+        self.reads += 1
         start = int(iterator)
-        batch = self.records[start : start + limit]
+        batch = self.records[start : start + min(limit, self.page_size or limit)]
         end = start + len(batch)
         next_iterator = None if self.closed and end == len(self.records) else str(end)
         return ReadResult(batch, next_iterator, 0)
@@ -84,7 +90,15 @@ def mapping(**overrides: Any) -> MappingConfig:
 
 
 class Harness:
-    def __init__(self, tmp_path: Path, config: MappingConfig, redelivery: RedeliveryPolicy | None = None) -> None:
+    def __init__(
+        self,
+        tmp_path: Path,
+        config: MappingConfig,
+        redelivery: RedeliveryPolicy | None = None,
+        *,
+        poll_interval_seconds: float = 0.01,
+        active_poll_interval_seconds: float = pollers.ACTIVE_POLL_INTERVAL_SECONDS,
+    ) -> None:
         self.shard = ScriptedShard()
         self.batches: list[list[str]] = []
         self.stop = threading.Event()
@@ -97,7 +111,8 @@ class Harness:
             checkpoints=self.checkpoints,
             stats=RunnerStats(None),
             stop=self.stop,
-            poll_interval_seconds=0.01,
+            poll_interval_seconds=poll_interval_seconds,
+            active_poll_interval_seconds=active_poll_interval_seconds,
             redelivery=redelivery,
         )
 
@@ -285,3 +300,97 @@ def test_reshaped_retries_start_at_the_first_record_not_committed_and_lose_nothi
     assert set().union(*map(set, succeeded)) == set(range(40)), "every record delivered to a success"
     shapes = harness.poller.stats.function("f").reshaped_retries
     assert {"grown", "shrunk", "shifted"} <= set(shapes), shapes
+
+
+# ------------------------------------------------------------------ when to read
+# A pause of a minute is longer than any wait below: each of these tests passes only
+# through the behaviour it names, never because a short pause happened to end in time.
+
+LONG_PAUSE = 60.0
+
+
+def test_a_read_that_returned_records_is_followed_by_another_at_once(tmp_path: Path) -> None:
+    """GetRecords may return fewer records than there are: the poller reads on without pausing."""
+    harness = Harness(
+        tmp_path,
+        mapping(batch_size=3, maximum_batching_window_seconds=LONG_PAUSE),
+        poll_interval_seconds=LONG_PAUSE,
+        active_poll_interval_seconds=LONG_PAUSE,
+    )
+    harness.shard.page_size = 1
+    harness.add(0, 1, 2)
+    harness.poller.start()
+    try:
+        wait_for(lambda: len(harness.batches) == 1, timeout_seconds=10, what="three reads in a row")
+    finally:
+        harness.stop.set()
+        harness.poller.wake()
+    assert harness.batches == [["0", "1", "2"]], "a full batch, the window notwithstanding"
+
+
+def test_a_pause_ends_when_the_open_batching_window_does(tmp_path: Path) -> None:
+    harness = Harness(
+        tmp_path,
+        mapping(batch_size=10, maximum_batching_window_seconds=0.3),
+        poll_interval_seconds=LONG_PAUSE,
+        active_poll_interval_seconds=LONG_PAUSE,
+    )
+    harness.add(0)
+    harness.poller.start()
+    try:
+        wait_for(lambda: len(harness.batches) == 1, timeout_seconds=10, what="the window to pass")
+    finally:
+        harness.stop.set()
+        harness.poller.wake()
+    assert harness.batches == [["0"]]
+
+
+def test_wake_ends_a_pause_and_the_new_records_are_read_at_once(tmp_path: Path) -> None:
+    harness = Harness(tmp_path, mapping(), poll_interval_seconds=LONG_PAUSE, active_poll_interval_seconds=LONG_PAUSE)
+    harness.add(0)
+    harness.poller.start()
+    try:
+        wait_for(lambda: harness.shard.reads == 2, what="the empty read after the batch; then a long pause")
+        harness.add(1, 2)
+        harness.poller.wake()
+        wait_for(lambda: len(harness.batches) == 2, timeout_seconds=10, what="the woken poller")
+    finally:
+        harness.stop.set()
+        harness.poller.wake()
+    assert harness.batches == [["0"], ["1", "2"]]
+
+
+def test_a_shard_that_just_had_records_is_read_again_sooner_than_an_idle_one(tmp_path: Path) -> None:
+    harness = Harness(tmp_path, mapping(), poll_interval_seconds=LONG_PAUSE, active_poll_interval_seconds=0.01)
+    harness.add(0)
+    harness.poller.start()
+    try:
+        wait_for(lambda: harness.shard.reads >= 2, what="the empty read after the batch")
+        harness.add(1)  # no wake: the adaptive pause alone finds it, long before the idle one would
+        wait_for(lambda: len(harness.batches) == 2, timeout_seconds=10, what="the short pause after records")
+    finally:
+        harness.stop.set()
+        harness.poller.wake()
+
+
+def test_the_pause_after_records_doubles_up_to_the_idle_one_which_an_idle_shard_keeps() -> None:
+    def pause(empty_reads: int | None) -> float:
+        return pollers.pause_after_empty_reads(empty_reads, active_seconds=0.05, idle_seconds=0.2)
+
+    assert pause(None) == 0.2, "a shard that never had records is polled at the idle pace"
+    assert [pause(n) for n in (1, 2, 3, 4, 100)] == [0.05, 0.1, 0.2, 0.2, 0.2]
+
+
+def test_caught_up_says_when_every_record_written_before_it_was_finished(tmp_path: Path) -> None:
+    harness = Harness(tmp_path, mapping())
+    stats = harness.poller.shard_stats
+    assert stats.caught_up_at == 0.0
+    harness.add(0, 1)
+    before = time.time()
+    harness.poller.start()
+    try:
+        wait_for(lambda: harness.checkpoints.get("m", "shard-0") == "1")
+        wait_for(lambda: stats.caught_up_at >= before, what="an empty read after the batch")
+        assert stats.records_pending == 0
+    finally:
+        harness.stop.set()

@@ -9,6 +9,8 @@ Behaviour, from the function's environment (set in the test's template):
 - `SLEEP_FIRST_N_SECONDS` + `SLEEP_FIRST_N`: only the first N invocations sleep (timeouts).
 - `FAIL_ITEMS_CONTAINING`: report records whose data contains this text as batchItemFailures
   on the first invocation that sees them.
+- `PUT_ITEM_TABLE`: an invocation with Kinesis records puts one item (its first eventID) into
+  this table, as a stage writes what the next one reads.
 """
 
 import base64
@@ -46,6 +48,11 @@ def handler(event: dict[str, Any], context: Any) -> Any:
             )
             + "\n"
         )
+    table = os.environ.get("PUT_ITEM_TABLE")
+    if table and event["Records"] and event["Records"][0]["eventSource"] == "aws:kinesis":
+        import boto3  # noqa: PLC0415 (only this behaviour needs it)
+
+        boto3.client("dynamodb").put_item(TableName=table, Item={"pk": {"S": event["Records"][0]["eventID"]}})
     if number < int(os.environ.get("SLEEP_FIRST_N", "0")):
         time.sleep(float(os.environ["SLEEP_FIRST_N_SECONDS"]))
     time.sleep(float(os.environ.get("SLEEP_SECONDS", "0")))
