@@ -12,6 +12,7 @@ import http.client
 import json
 import re
 import threading
+import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -496,6 +497,20 @@ def test_a_client_s_requests_share_one_connection(keep_alive_server: tuple[str, 
     response = post(connection, "DynamoDB_20120810.Scan", json.dumps({"TableName": table}).encode())
     assert json.loads(response.read())["Count"] == 3
     assert connection.sock is first_socket, "every request went over the first connection"
+
+
+def test_a_kept_connection_answers_without_waiting_for_the_client_s_delayed_ack(
+    keep_alive_server: tuple[str, int],
+) -> None:
+    """With Nagle's algorithm on, each answer's body waited for the client's delayed ACK (about 40 ms)."""
+    connection = http.client.HTTPConnection(*keep_alive_server, timeout=10)
+    post(connection, "DynamoDB_20120810.ListTables", b"{}").read()
+    started = time.perf_counter()
+    for _ in range(20):
+        response = post(connection, "DynamoDB_20120810.ListTables", b"{}")
+        assert response.status == 200
+        response.read()
+    assert (time.perf_counter() - started) / 20 < 0.02
 
 
 def test_a_chunked_request_is_answered_and_its_connection_closed(keep_alive_server: tuple[str, int]) -> None:
