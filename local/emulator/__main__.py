@@ -11,7 +11,7 @@ import logging
 import signal
 import sys
 
-from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 from werkzeug.serving import make_server
 
 from local.emulator import moto_compat, speedups
@@ -26,7 +26,7 @@ def serve(host: str, port: int, verbose: bool = False) -> None:
     # One log line per request costs throughput and says little; errors still show.
     logging.getLogger("werkzeug").setLevel(logging.INFO if verbose else logging.WARNING)
     app = moto_compat.CompatMiddleware(DomainDispatcherApplication(create_backend_app))
-    server = make_server(host, port, app, threaded=True, request_handler=MotoRequestHandler)
+    server = make_server(host, port, app, threaded=True, request_handler=speedups.KeepAliveRequestHandler)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     logging.getLogger(__name__).info(
         "emulator serving on %s with fixes %s", endpoint_url_for(port, host), moto_compat.applied_fixes()

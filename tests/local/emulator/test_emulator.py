@@ -20,7 +20,13 @@ pytestmark = pytest.mark.emulator
 
 
 def port_is_free(port: int) -> bool:
+    """Whether a new emulator could listen on `port`: nothing listens there.
+
+    Binds as the emulator's server does (SO_REUSEADDR), so connections the stopped server
+    closed itself (TIME_WAIT, normal with kept-alive connections) do not count as taken.
+    """
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind(("127.0.0.1", port))
         except OSError:

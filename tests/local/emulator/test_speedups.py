@@ -8,8 +8,11 @@ without a patch and then with it, on the same data; the patches are undone after
 from __future__ import annotations
 
 import datetime
+import http.client
 import json
 import re
+import threading
+import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -32,6 +35,7 @@ from moto.kinesis.responses import KinesisResponse
 from moto.moto_api._internal import mock_random
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 from moto.s3.responses import S3Response
+from werkzeug.serving import make_server
 from werkzeug.test import Client
 
 from local.emulator import moto_compat, speedups
@@ -447,3 +451,77 @@ def test_kinesis_puts_and_reads_never_walk_the_shard(moto_s_own: dict[str, Any])
     assert shard.put_record("k", "tail", "1") == "5001"
     records, last, _ = shard.get_records("4998", 100)
     assert [record.data for record in records] == ["data-4998", "data-4999", "tail"] and last == 5001
+
+
+@pytest.fixture
+def keep_alive_server(moto_s_own: dict[str, Any]) -> Iterator[tuple[str, int]]:
+    """moto behind `CompatMiddleware` on a real socket, served by `KeepAliveRequestHandler`."""
+    app = moto_compat.CompatMiddleware(DomainDispatcherApplication(create_backend_app))
+    server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=speedups.KeepAliveRequestHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield "127.0.0.1", server.server_port
+    server.shutdown()
+    server.server_close()
+
+
+def post(connection: http.client.HTTPConnection, target: str, body: bytes, **headers: str) -> Any:
+    connection.request(
+        "POST",
+        "/",
+        body=body,
+        headers={"X-Amz-Target": target, "Content-Type": "application/x-amz-json-1.0", "Authorization": AUTHORIZATION}
+        | headers,
+    )
+    return connection.getresponse()
+
+
+def test_a_client_s_requests_share_one_connection(keep_alive_server: tuple[str, int]) -> None:
+    connection = http.client.HTTPConnection(*keep_alive_server, timeout=10)
+    table = f"keep-{uuid.uuid4().hex[:8]}"
+    create = {
+        "TableName": table,
+        "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}],
+        "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"}],
+        "BillingMode": "PAY_PER_REQUEST",
+    }
+    response = post(connection, "DynamoDB_20120810.CreateTable", json.dumps(create).encode())
+    assert response.status == 200 and response.getheader("Connection") is None
+    response.read()
+    first_socket = connection.sock
+    for number in range(3):
+        item = {"TableName": table, "Item": {"pk": {"S": f"k{number}"}, "v": {"S": "x" * 5000}}}
+        response = post(connection, "DynamoDB_20120810.PutItem", json.dumps(item).encode())
+        assert response.status == 200, response.read()
+        response.read()
+    response = post(connection, "DynamoDB_20120810.Scan", json.dumps({"TableName": table}).encode())
+    assert json.loads(response.read())["Count"] == 3
+    assert connection.sock is first_socket, "every request went over the first connection"
+
+
+def test_a_kept_connection_answers_without_waiting_for_the_client_s_delayed_ack(
+    keep_alive_server: tuple[str, int],
+) -> None:
+    """With Nagle's algorithm on, each answer's body waited for the client's delayed ACK (about 40 ms)."""
+    connection = http.client.HTTPConnection(*keep_alive_server, timeout=10)
+    post(connection, "DynamoDB_20120810.ListTables", b"{}").read()
+    started = time.perf_counter()
+    for _ in range(20):
+        response = post(connection, "DynamoDB_20120810.ListTables", b"{}")
+        assert response.status == 200
+        response.read()
+    assert (time.perf_counter() - started) / 20 < 0.02
+
+
+def test_a_chunked_request_is_answered_and_its_connection_closed(keep_alive_server: tuple[str, int]) -> None:
+    connection = http.client.HTTPConnection(*keep_alive_server, timeout=10)
+    connection.request(
+        "POST",
+        "/",
+        body=iter([b'{"Limit"', b": 5}"]),
+        headers={"X-Amz-Target": "DynamoDB_20120810.ListTables", "Authorization": AUTHORIZATION},
+        encode_chunked=True,
+    )
+    response = connection.getresponse()
+    assert response.status == 200 and "TableNames" in json.loads(response.read())
+    assert response.getheader("Connection") == "close"
