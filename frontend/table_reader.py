@@ -153,8 +153,11 @@ def _reading_from(items: list[dict[str, Any]]) -> tuple[TableReading, list[str]]
     """The reading (each node the sum of its slices, the stats of every slice as one) and the
     keys of the node and stats items read, sorted."""
     slices: list[tuple[str, Decimal, int]] = []
-    stats_items = [item for item in items if is_stats_key(str(item[AGGREGATE_KEY]))]
+    stats_items: list[dict[str, Any]] = []
     for item in items:
+        if is_stats_key(str(item[AGGREGATE_KEY])):
+            stats_items.append(item)  # combined below, then parsed once
+            continue
         key, parsed = parse_item(item)
         if isinstance(parsed, NodeTotals):
             slices.append((key, parsed.value, parsed.trade_count))
