@@ -83,6 +83,17 @@ def test_levels_added_and_reordered_on_a_running_stack_stay_exact_and_a_narrower
         send(
             endpoint, outputs["StreamName"], [trade(old_levels, f"t{n}", 1, f"{n}.25", hierarchy(n)) for n in range(20)]
         )
+        # A message takes the levels configured when the state function reads it, not when it
+        # was sent: the first round is applied under the old levels before they change.
+        client = aws_client("dynamodb", endpoint)
+        first_round, _settled, _waited = wait_for_drain(
+            lambda: read_aggregate_table(client, outputs["AggregateTableName"]),
+            old_levels.aggregates(),
+            timeout=120,
+            settle_seconds=30,
+            poll_interval=1,
+        )
+        assert compare_aggregates(old_levels.aggregates(), first_round.nodes).exact
 
         second = synthesized(tmp_path, "second", hierarchyLevels=list(AFTER))
         said: list[str] = []
@@ -102,7 +113,6 @@ def test_levels_added_and_reordered_on_a_running_stack_stay_exact_and_a_narrower
             for key, node in ledger.aggregates().items():
                 before = expected.get(key, AggregateNode(Decimal(0), 0))
                 expected[key] = AggregateNode(before.value + node.value, before.trade_count + node.trade_count)
-        client = aws_client("dynamodb", endpoint)
         snapshot, _settled, _waited = wait_for_drain(
             lambda: read_aggregate_table(client, outputs["AggregateTableName"]),
             expected,
