@@ -8,6 +8,7 @@ without a patch and then with it, on the same data; the patches are undone after
 from __future__ import annotations
 
 import datetime
+import gc
 import http.client
 import json
 import re
@@ -21,10 +22,12 @@ from typing import Any
 import pytest
 from moto import backends as moto_backends
 from moto.core import responses as moto_responses
+from moto.core.common_models import BaseModel
 from moto.core.serialize import TimestampSerializer
 from moto.dynamodb import models as moto_models
 from moto.dynamodb.comparisons import ConditionExpressionParser
 from moto.dynamodb.models import DynamoDBBackend
+from moto.dynamodb.models.dynamo_type import DynamoType, Item
 from moto.dynamodb.models.table import StreamShard
 from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ignore[attr-defined]
 from moto.dynamodb.parsing.validators import UpdateExpressionValidator
@@ -45,6 +48,7 @@ AUTHORIZATION = (
 )
 """As botocore signs DynamoDB and DynamoDB Streams requests (both scoped to ``dynamodb``)."""
 PATCHED: tuple[tuple[Any, str], ...] = (
+    (BaseModel, "__new__"),
     (StreamShard, "add"),
     (DynamoDBStreamsHandler, "get_records"),
     (UpdateExpressionParser, "make"),
@@ -421,6 +425,41 @@ class _NoWalk(OrderedDict[int, Any]):
 
     def values(self) -> Any:
         raise AssertionError("walked the shard")
+
+
+def live_items_with_key(value: str) -> int:
+    """How many moto `Item` objects with hash key ``{"S": value}`` are alive in this process."""
+    gc.collect()
+    key = DynamoType({"S": value})
+    return sum(1 for thing in gc.get_objects() if isinstance(thing, Item) and thing.hash_key == key)
+
+
+def update_one_item(moto: Moto, table: str, key: str, times: int) -> None:
+    for number in range(times):
+        moto.call(
+            "DynamoDB_20120810.UpdateItem",
+            {
+                "TableName": table,
+                "Key": {"pk": {"S": key}},
+                "UpdateExpression": "SET v = :v",
+                "ExpressionAttributeValues": {":v": {"N": str(number)}},
+            },
+        )
+
+
+def test_moto_objects_nothing_uses_are_freed(moto: Moto, moto_s_own: dict[str, Any]) -> None:
+    """moto registers every model instance for ever: 40 updates of one item left 40+ Items alive."""
+    table, _, _ = table_with_stream(moto)
+    kept_by_moto = f"kept-{uuid.uuid4().hex}"
+    update_one_item(moto, table, kept_by_moto, 40)
+    assert live_items_with_key(kept_by_moto) > 40  # the control: moto's own register keeps the copies
+
+    speedups.keep_no_register_of_every_model_instance()
+    freed = f"freed-{uuid.uuid4().hex}"
+    update_one_item(moto, table, freed, 40)
+    assert live_items_with_key(freed) == 1  # the one in the table
+    stored = moto.call("DynamoDB_20120810.GetItem", {"TableName": table, "Key": {"pk": {"S": freed}}})
+    assert stored["Item"]["v"] == {"N": "39"}
 
 
 def kinesis_shard(records: int) -> Shard:
