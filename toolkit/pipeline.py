@@ -47,7 +47,8 @@ if TYPE_CHECKING:
     from mypy_boto3_kinesis import KinesisClient
 
 DEFAULT_STACK_NAME: Final = "ExactlyOnceAggregation"
-DEFAULT_OUTPUTS_PATH: Final = Path(".local/outputs.json")
+DEFAULT_OUTPUTS_PATH: Final = Path(os.environ.get("LOCAL_STATE_DIR") or ".local") / "outputs.json"
+"""Where `make up` writes its outputs (`local/paths.py`): clients follow ``$LOCAL_STATE_DIR`` as it does."""
 LOCAL_DEFAULT_REGION: Final = "us-east-1"
 DUMMY_CREDENTIAL: Final = "testing"
 """Access key and secret for the emulator, which accepts any."""
