@@ -5,9 +5,13 @@ open tab sees the same samples (and throughput history accrues even with no
 tab open) while the table is read once per interval however many tabs poll.
 The page (``static/app.js``) polls the API and updates the DOM in place.
 
-Hierarchy names come from untrusted messages. The page only ever sets them
-with ``textContent``; the server adds a strict Content-Security-Policy (no
-inline script, nothing from elsewhere) as a second line of defence.
+Hierarchy names come from untrusted messages. The API document carries every
+string that is not the server's own through `toolkit.untrusted.printable`, so a
+control character or a bidirectional override in a name reaches the page as a
+visible escape (``\u202e``) and cannot reorder what follows it; the page only
+ever sets text with ``textContent``; the server adds a strict
+Content-Security-Policy (no inline script, nothing from elsewhere) as a further
+line of defence, on every response, errors included.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import Any
 from frontend.formatting import format_count, format_decimal, format_rate, format_seconds
 from frontend.snapshot import Snapshot, SnapshotBuilder, TreeNode
 from toolkit.ledger import NodeTotals
+from toolkit.untrusted import printable
 
 CONTENT_SECURITY_POLICY = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
@@ -77,8 +82,8 @@ def _totals_document(totals: NodeTotals | None) -> dict[str, str | None]:
 
 def _tree_document(node: TreeNode) -> dict[str, Any]:
     return {
-        "key": node.key,
-        "name": node.name,
+        "key": printable(node.key),
+        "name": printable(node.name),
         **_totals_document(node.totals),
         "children": [_tree_document(child) for child in node.children],
     }
@@ -94,12 +99,15 @@ def snapshot_document(snapshot: Snapshot) -> dict[str, Any]:
     stats = snapshot.stats
     verification = snapshot.verification
     return {
-        "table": snapshot.table_name,
+        "table": printable(snapshot.table_name),
         "generated_at": snapshot.generated_at,
         "last_read_at": snapshot.last_read_at,
-        "read_error": snapshot.read_error,
+        "read_error": None if snapshot.read_error is None else printable(snapshot.read_error),
         "totals": {**_totals_document(snapshot.grand_total), "nodes": format_count(snapshot.node_count)},
-        "top_level": [{"key": node.key, "name": node.name, **_totals_document(node.totals)} for node in snapshot.tree],
+        "top_level": [
+            {"key": printable(node.key), "name": printable(node.name), **_totals_document(node.totals)}
+            for node in snapshot.tree
+        ],
         "stats": {
             "messages_applied": format_count(stats.messages_applied) if stats else None,
             "last_updated": stats.last_updated if stats else None,
@@ -111,11 +119,11 @@ def snapshot_document(snapshot: Snapshot) -> dict[str, Any]:
         },
         "verification": {
             "status": verification.status,
-            "label": verification.label,
-            "ledger": verification.ledger_path,
+            "label": printable(verification.label),
+            "ledger": None if verification.ledger_path is None else printable(verification.ledger_path),
             "differences": [
                 {
-                    "key": difference.key,
+                    "key": printable(difference.key),
                     "expected": _totals_document(difference.expected),
                     "actual": _totals_document(difference.actual),
                     "value_difference": _signed(format_decimal(difference.value_difference)),
