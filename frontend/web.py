@@ -19,7 +19,9 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
+import socket
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -28,6 +30,7 @@ from typing import Any
 
 from frontend.formatting import format_count, format_decimal, format_rate, format_seconds
 from frontend.snapshot import Snapshot, SnapshotBuilder, TreeNode
+from toolkit.hosts import LOOPBACK_NAMES, HostAllowlist
 from toolkit.ledger import NodeTotals
 from toolkit.untrusted import printable
 
@@ -192,32 +195,67 @@ class SnapshotPublisher:
                 logging.getLogger(__name__).exception("cannot build a snapshot")
 
 
+class RemoteServingRefused(ValueError):
+    """The address is not loopback, and serving other machines was not asked for (``--allow-remote``)."""
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether ``--host`` names loopback: ``localhost`` or a loopback address (any other name resolves beyond it)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 class DashboardServer(ThreadingHTTPServer):
-    """The HTTP server; one thread per request, the data from the publisher."""
+    """The HTTP server; one thread per request, the data from the publisher.
+
+    Bound to loopback, it answers only loopback names (`toolkit.hosts`): another site's page
+    that rebinds its DNS name to 127.0.0.1 sends its own Host header and is turned away. Bound
+    beyond loopback, it serves only with ``allow_remote`` (the page has no authentication), and
+    still answers only the machine's own names, IP literals and ``allowed_names``.
+    """
 
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], publisher: SnapshotPublisher) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        publisher: SnapshotPublisher,
+        allow_remote: bool = False,
+        allowed_names: Iterable[str] = (),
+    ) -> None:
         super().__init__(address, DashboardRequestHandler)
         self.publisher = publisher
         self.static_files = load_static_files()
         bound_host, port = self.server_address[:2]
         host = bound_host.decode() if isinstance(bound_host, bytes) else str(bound_host)
         self.url = f"http://{host}:{port}/"
-        # Bound to loopback, only loopback names may address us: another site's page that
-        # rebinds its DNS name to 127.0.0.1 sends its own Host header and is turned away.
-        self.allowed_hosts: frozenset[str] | None = (
-            frozenset(f"{name}:{port}" for name in ("127.0.0.1", "localhost", "[::1]", host))
-            if ipaddress.ip_address(host).is_loopback
-            else None
-        )
+        self.remote = not ipaddress.ip_address(host).is_loopback
+        if not self.remote:
+            self.allowed_hosts = HostAllowlist.loopback(port, [host])
+        elif allow_remote:
+            names = {*LOOPBACK_NAMES, socket.gethostname(), socket.getfqdn(), *allowed_names}
+            self.allowed_hosts = HostAllowlist(port, frozenset(name.lower() for name in names), ip_literals=True)
+        else:
+            self.server_close()
+            raise RemoteServingRefused(
+                f"{host} is not a loopback address: the dashboard has no authentication, so serving other "
+                "machines needs --allow-remote"
+            )
 
 
 class DashboardRequestHandler(BaseHTTPRequestHandler):
-    """GET only: the static page and ``/api/snapshot``. Anything else is refused."""
+    """GET only: the static page and ``/api/snapshot``. Anything else is refused (501), and
+    every response, the errors `BaseHTTPRequestHandler` sends itself included, carries the
+    security headers (`end_headers`)."""
 
     server: DashboardServer
     server_version = "aggregation-dashboard"
+    error_content_type = "text/plain; charset=utf-8"
+    error_message_format = "%(code)d %(message)s\n"
 
     def version_string(self) -> str:
         """The Server header: no Python version to fingerprint."""
@@ -225,8 +263,7 @@ class DashboardRequestHandler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         """Serves the page, its assets, or the latest snapshot."""
-        allowed = self.server.allowed_hosts
-        if allowed is not None and self.headers.get("Host", "") not in allowed:
+        if not self.server.allowed_hosts.allows(self.headers.get("Host")):
             self._send(HTTPStatus.MISDIRECTED_REQUEST, b"unexpected Host header\n", "text/plain; charset=utf-8")
             return
         path = self.path.split("?", 1)[0]
@@ -239,13 +276,19 @@ class DashboardRequestHandler(BaseHTTPRequestHandler):
             return
         self._send(HTTPStatus.OK, static.body, static.content_type, cache="no-cache")
 
+    def end_headers(self) -> None:
+        """Every response's headers end with the security headers: the 501 for POST, PUT,
+        OPTIONS or HEAD and the 400 for a malformed request are sent by the base class, and
+        carried neither the CSP nor ``nosniff`` before."""
+        for name, value in SECURITY_HEADERS.items():
+            self.send_header(name, value)
+        super().end_headers()
+
     def _send(self, status: HTTPStatus, body: bytes, content_type: str, cache: str = "no-store") -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Cache-Control", cache)
-        for name, value in SECURITY_HEADERS.items():
-            self.send_header(name, value)
         self.end_headers()
         self.wfile.write(body)
 
