@@ -2,8 +2,8 @@
 
 Every piece of text from the table (and every other string that is not this module's own)
 goes through `toolkit.untrusted.untrusted_text`: a `rich.text.Text`, never rich's markup
-parser, so a hierarchy name like ``[red]x`` or ``[/]`` is shown as typed, with its control
-characters spelled as escapes, so ``ESC[2J`` or OSC 52 in a name never reaches the terminal.
+parser, so a hierarchy name like ``[red]x`` or ``[/]`` is shown as typed, and its control
+characters are spelled as escapes: ``ESC[2J`` or OSC 52 in a name never reaches the terminal.
 """
 
 from __future__ import annotations

@@ -741,7 +741,7 @@ def _refusal(environ: dict[str, Any], start_response: Callable[..., Any]) -> lis
     sending another origin's request (403): boto3 sends neither header, and a no-CORS ``GET``
     (an ``<img>``) carries only the second.
     """
-    allowed = HostAllowlist.loopback(int(environ.get("SERVER_PORT") or 0))
+    allowed = _loopback_hosts(int(environ.get("SERVER_PORT") or 0))
     if not allowed.allows(environ.get("HTTP_HOST")):
         return _plain_reply(start_response, "421 Misdirected Request", "unexpected Host header\n")
     origin = environ.get("HTTP_ORIGIN")
@@ -749,6 +749,11 @@ def _refusal(environ: dict[str, Any], start_response: Callable[..., Any]) -> lis
     if (origin is not None and not allowed.allows_origin(origin)) or fetch_site not in ("same-origin", "none"):
         return _plain_reply(start_response, "403 Forbidden", "cross-origin requests are refused\n")
     return None
+
+
+@functools.cache
+def _loopback_hosts(port: int) -> HostAllowlist:
+    return HostAllowlist.loopback(port)
 
 
 def _plain_reply(start_response: Callable[..., Any], status: str, text: str) -> list[bytes]:
