@@ -22,6 +22,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from benchmarks import REPOSITORY_ROOT
 from planner.model import (
@@ -38,6 +39,7 @@ from planner.model import (
 from planner.prices import DEFAULT_PRICE_TABLE, load_price_table
 from stacks.capacity import planned_settings
 from stacks.settings import PipelineSettings, SettingsError
+from toolkit.untrusted import untrusted_text
 
 CDK_JSON = REPOSITORY_ROOT / "cdk.json"
 
@@ -203,26 +205,34 @@ def describe_modes(plan: CapacityPlan) -> str:
 
 
 def render_rich(plan: CapacityPlan, console: Console) -> None:
+    """The plan as rich tables. Every cell and line is `untrusted_text`: settings (`-c key=value`,
+    cdk.json) and the price table's fields are not ours, and a string would be parsed as markup."""
     table = Table(title=f"Capacity plan for {plan.workload.rate:,.0f} messages/s", title_justify="left")
     table.add_column("")
     table.add_column("this pipeline", justify="right")
     table.add_column("original design", justify="right")
     for row in _rows(plan):
-        table.add_row(*row)
+        table.add_row(*map(untrusted_text, row))
     console.print(table)
     modes = Table(title="DynamoDB capacity modes (this pipeline)", title_justify="left")
     for index, column in enumerate(MODE_COLUMNS):
         modes.add_column(column, justify="left" if index == 0 else "right")
     for mode_row in _mode_rows(plan.modes):
-        modes.add_row(*mode_row)
+        modes.add_row(*map(untrusted_text, mode_row))
     console.print(modes)
-    console.print(describe_modes(plan).replace("**", ""))
-    console.print(f"[dim]{describe_inputs(plan)}[/]")
+    console.print(untrusted_text(describe_modes(plan).replace("**", "")))
+    console.print(untrusted_text(describe_inputs(plan), "dim"))
     for design in (plan.ours, plan.original):
         for flag in design.flags:
-            console.print(f"[bold yellow]⚠ {design.design}[/]: {flag.problem} → [bold]{flag.change}[/]")
+            console.print(
+                Text.assemble(
+                    untrusted_text(f"⚠ {design.design}", "bold yellow"),
+                    untrusted_text(f": {flag.problem} → "),
+                    untrusted_text(flag.change, "bold"),
+                )
+            )
     if not plan.ours.stalls:
-        console.print("[green]this pipeline keeps up with these settings[/]")
+        console.print(Text("this pipeline keeps up with these settings", style="green"))
 
 
 def render_modes_markdown(plan: CapacityPlan) -> str:

@@ -1,8 +1,9 @@
 """The terminal view: the same snapshot as the web page, as a rich Live table.
 
-Every piece of text from the table goes through :class:`rich.text.Text`, never
-through rich's markup parser, so a hierarchy name like ``[red]x`` or ``[/]``
-is shown as typed.
+Every piece of text from the table (and every other string that is not this module's own)
+goes through `toolkit.untrusted.untrusted_text`: a `rich.text.Text`, never rich's markup
+parser, so a hierarchy name like ``[red]x`` or ``[/]`` is shown as typed, and its control
+characters are spelled as escapes: ``ESC[2J`` or OSC 52 in a name never reaches the terminal.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from rich.text import Text
 from frontend.formatting import format_count, format_decimal, format_rate, format_seconds
 from frontend.snapshot import Snapshot, SnapshotBuilder, TreeNode, VerificationStatus
 from toolkit.ledger import NodeTotals
+from toolkit.untrusted import untrusted_text
 
 #: How each verification status looks (rich styles).
 VERIFICATION_STYLES: dict[VerificationStatus, str] = {
@@ -50,7 +52,9 @@ def render_snapshot(snapshot: Snapshot) -> RenderableType:
     verification = snapshot.verification
     clock = time.strftime("%H:%M:%S", time.localtime(snapshot.generated_at))
 
-    header = Text.assemble(("Aggregates", "bold"), " · table ", (snapshot.table_name, "cyan"), f" · {clock}")
+    header = Text.assemble(
+        ("Aggregates", "bold"), " · table ", untrusted_text(snapshot.table_name, "cyan"), f" · {clock}"
+    )
 
     window = f"last {snapshot.latency.window_seconds / 60:g} min"
     figures = Text.assemble(
@@ -64,14 +68,16 @@ def render_snapshot(snapshot: Snapshot) -> RenderableType:
         (format_seconds(snapshot.latency.max_seconds), "bold"),
         (f" max ({window})", "dim"),
     )
-    badge = Text.assemble(("verification ", "dim"), (verification.label, VERIFICATION_STYLES[verification.status]))
+    badge = Text.assemble(
+        ("verification ", "dim"), untrusted_text(verification.label, VERIFICATION_STYLES[verification.status])
+    )
 
     tree = Table(expand=False, show_edge=False, header_style="bold dim", pad_edge=False)
     tree.add_column("Node", no_wrap=True, overflow="fold")
     tree.add_column("Value", justify="right", no_wrap=True)
     tree.add_column("Trades", justify="right", no_wrap=True)
     for node in _walk(snapshot.tree):
-        name = Text("  " * node.depth + node.name, style="bold" if node.depth == 0 else "")
+        name = untrusted_text("  " * node.depth + node.name, style="bold" if node.depth == 0 else "")
         tree.add_row(name, *_value_cells(node.totals))
     if snapshot.tree:
         tree.add_section()
@@ -81,7 +87,7 @@ def render_snapshot(snapshot: Snapshot) -> RenderableType:
 
     parts: list[RenderableType] = [header, figures, badge]
     if snapshot.read_error:
-        parts.append(Text(f"showing the last good reading: {snapshot.read_error}", style="yellow"))
+        parts.append(untrusted_text(f"showing the last good reading: {snapshot.read_error}", style="yellow"))
     parts.append(tree)
     if verification.differences:
         differences = Table(title="nodes that differ from the ledger", title_justify="left", show_edge=False)
@@ -91,7 +97,7 @@ def render_snapshot(snapshot: Snapshot) -> RenderableType:
         for difference in verification.differences[:MAX_LISTED_DIFFERENCES]:
             count_difference = difference.actual.trade_count - difference.expected.trade_count
             differences.add_row(
-                Text(difference.key),
+                untrusted_text(difference.key),
                 Text(format_decimal(difference.value_difference)),
                 Text(f"{count_difference:+,d}" if count_difference else "0"),
             )

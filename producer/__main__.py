@@ -32,6 +32,7 @@ from producer.verifier import verify_pipeline
 from toolkit.cli import OneLineArgumentParser, bounded
 from toolkit.ledger import DEFAULT_LEDGER_PATH, LedgerError
 from toolkit.pipeline import DEFAULT_OUTPUTS_PATH, PipelineTarget, TargetError
+from toolkit.untrusted import printable
 
 PROGRAM = "producer"
 EXIT_MISMATCH = 1
@@ -196,7 +197,8 @@ def run_clear(arguments: argparse.Namespace, console: Console, status: Console) 
 
 
 def _one_line(text: str) -> str:
-    return " ".join(text.split())
+    """An error on one line, its control characters escaped (an AWS message may quote a name)."""
+    return printable(" ".join(text.split()))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

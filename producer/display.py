@@ -6,6 +6,10 @@ protocols they define (`sender.SendProgress`, `verifier.DrainProgress`,
 `cleanup.ClearProgress`), which the
 displays here implement, and the CLI connects the two. Live displays only run on a
 terminal; in CI logs the same information appears as occasional plain lines.
+
+TradeIDs, node keys, table names and paths are not this module's own text: each is shown as
+`toolkit.untrusted.untrusted_text` (never parsed as rich markup, control characters escaped), so
+no TradeID or hierarchy name can forge the verdict or write to the operator's terminal.
 """
 
 from __future__ import annotations
@@ -19,6 +23,9 @@ from typing import TYPE_CHECKING, Self
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
+
+from toolkit.untrusted import untrusted_text
 
 if TYPE_CHECKING:
     from producer.cleanup import ClearStatus, ClearSummary
@@ -190,13 +197,14 @@ def render_send_summary(summary: SendSummary, console: Console) -> None:
         ("throughput", f"{summary.messages_per_second:,.0f} msg/s ({summary.bytes_sent / 1e6:,.1f} MB)"),
     ]
     if summary.uncertain:
-        rows.append(("[yellow]uncertain (aborted in flight)", f"[yellow]{summary.uncertain:,}"))
+        rows.append(("uncertain (aborted in flight)", f"{summary.uncertain:,}"))
     if summary.ledger_path is not None:
         rows.append(
             ("ledger", f"{summary.ledger_path} ({summary.ledger_trades:,} trades, {summary.ledger_nodes:,} nodes)")
         )
     for name, value in rows:
-        table.add_row(name, value)
+        style = "yellow" if name.startswith("uncertain") else ""
+        table.add_row(untrusted_text(name, style), untrusted_text(value, style))
     console.print(table)
 
 
@@ -215,24 +223,29 @@ def render_verification_report(report: VerificationReport, console: Console) -> 
         )
     if report.exact:
         console.print(
-            f"[bold green]EXACT[/bold green]: all {comparison.expected_nodes:,} nodes and "
-            f"{report.trades_checked:,} trades match the ledger ({context}; waited {report.waited_seconds:.0f} s)",
-            highlight=False,
+            Text.assemble(
+                ("EXACT", "bold green"),
+                f": all {comparison.expected_nodes:,} nodes and {report.trades_checked:,} trades match the ledger "
+                f"({context}; waited {report.waited_seconds:.0f} s)",
+            )
         )
         return
     waited = "" if report.settled else f"; timed out after {report.waited_seconds:.0f} s, still changing"
     console.print(
-        f"[bold red]MISMATCH[/bold red]: {len(comparison.mismatches):,} of "
-        f"{len(comparison.mismatches) + comparison.matching_nodes:,} nodes differ, "
-        f"{len(report.trade_mismatches):,} of {report.trades_checked:,} trades wrong or missing ({context}{waited})",
-        highlight=False,
+        Text.assemble(
+            ("MISMATCH", "bold red"),
+            f": {len(comparison.mismatches):,} of {len(comparison.mismatches) + comparison.matching_nodes:,} nodes "
+            f"differ, {len(report.trade_mismatches):,} of {report.trades_checked:,} trades wrong or missing "
+            f"({context}{waited})",
+        )
     )
     if comparison.mismatches:
         nodes = Table(title="aggregate nodes that differ", title_justify="left")
         for column in ("node", "expected value", "actual value", "difference", "expected count", "actual count"):
             nodes.add_column(column, justify="left" if column == "node" else "right")
         for mismatch in comparison.mismatches[:MAX_ROWS]:
-            nodes.add_row(
+            _add_row(
+                nodes,
                 mismatch.key,
                 _text(mismatch.expected.value) if mismatch.expected else "(absent)",
                 _text(mismatch.actual.value) if mismatch.actual else "(absent)",
@@ -248,7 +261,8 @@ def render_verification_report(report: VerificationReport, console: Console) -> 
             trades.add_column(column, justify="left" if column in ("trade", "problem") else "right")
         for wrong in report.trade_mismatches[:MAX_ROWS]:
             actual = wrong.actual
-            trades.add_row(
+            _add_row(
+                trades,
                 wrong.trade_id,
                 wrong.problem,
                 str(wrong.expected.version),
@@ -263,16 +277,17 @@ def render_verification_report(report: VerificationReport, console: Console) -> 
 def render_clear_summary(summary: ClearSummary, console: Console) -> None:
     """What ``clear`` deleted, and how long the pipeline took to bring every node to zero."""
     for name, deleted in summary.deleted_items.items():
-        console.print(f"cleared {name}: {deleted:,} items deleted", highlight=False)
+        console.print(untrusted_text(f"cleared {name}: {deleted:,} items deleted"))
     console.print(
-        f"[bold green]cleared[/bold green]: every aggregate node is back at zero "
-        f"(waited {summary.waited_seconds:.0f} s for the pipeline)",
-        highlight=False,
+        Text.assemble(
+            ("cleared", "bold green"),
+            f": every aggregate node is back at zero (waited {summary.waited_seconds:.0f} s for the pipeline)",
+        )
     )
     for note in summary.notes:
-        console.print(note, highlight=False)
+        console.print(untrusted_text(note))
     if summary.ledger_deleted is not None:
-        console.print(f"deleted ledger {summary.ledger_deleted}", highlight=False)
+        console.print(untrusted_text(f"deleted ledger {summary.ledger_deleted}"))
 
 
 def _text(value: object) -> str:
@@ -286,4 +301,9 @@ def _signed(value: object) -> str:
 
 def _more(table: Table, total: int, columns: int) -> None:
     if total > MAX_ROWS:
-        table.add_row(f"… and {total - MAX_ROWS:,} more", *([""] * (columns - 1)))
+        _add_row(table, f"… and {total - MAX_ROWS:,} more", *([""] * (columns - 1)))
+
+
+def _add_row(table: Table, *cells: str) -> None:
+    """A row whose every cell is untrusted text: a string cell would be parsed as markup."""
+    table.add_row(*(untrusted_text(cell) for cell in cells))

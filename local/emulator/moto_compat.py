@@ -32,6 +32,13 @@ Fixes (see each function):
   parameter type resolves the SSM parameter it is given; its default is not looked up
   when the caller passes a value (moto resolves every default first, and fails on one
   that does not exist, such as AWS's public `/aws/service/...` parameters).
+- `CompatMiddleware` answers only this machine's own clients: a ``Host`` header naming
+  loopback with the server's port (a web page whose DNS name was rebound to 127.0.0.1 sends
+  its own name, and gets 421), and no cross-origin browser request (an ``Origin`` other than
+  the emulator's own, or ``Sec-Fetch-Site`` other than ``same-origin`` or ``none``: 403). AWS
+  checks a signature on every request; the emulator checks none, so without this any page in
+  the user's browser that found the port could create tables and write records.
+  `disable_global_cors` turns off moto's answer to every CORS preflight.
 - `CompatMiddleware` serialises DynamoDB and Kinesis requests: conditional writes and
   transactions are atomic and isolated (moto's rollback of a cancelled transaction
   otherwise discards writes made concurrently by other requests), and concurrent Kinesis
@@ -90,10 +97,12 @@ from moto.dynamodb.responses import DynamoHandler
 from moto.dynamodbstreams.models import DynamoDBStreamsBackend, ShardIterator
 from moto.iam.models import get_account_id_from
 from moto.kinesis.models import kinesis_backends
+from moto.moto_server import werkzeug_app
 from moto.sqs.models import sqs_backends
 
 from local.emulator import injected_faults
 from local.emulator.control import TRANSACTIONS_CONTROL_PATH
+from toolkit.hosts import HostAllowlist
 
 # --------------------------------------------------------------------------- clock
 
@@ -713,6 +722,46 @@ class TransactionsInFlight:
             self.claimed.difference_update(identities)
 
 
+def disable_global_cors() -> None:
+    """moto's server wraps every service in flask-cors, which echoes any ``Origin`` in
+    ``Access-Control-Allow-Origin`` and answers every preflight: a page on any site could
+    read the emulator's answers. The module-level switch is read each time moto builds a
+    service's app (lazily, on that service's first request), so this must run before
+    serving; ``MOTO_DISABLE_GLOBAL_CORS`` sets the same switch, but only when it is in the
+    environment before moto is imported."""
+    werkzeug_app.DISABLE_GLOBAL_CORS = True  # type: ignore[attr-defined]  # imported there from moto.settings
+
+
+def _refusal(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes] | None:
+    """The answer to a request from anything but this machine's own clients, or None to serve it.
+
+    A ``Host`` header that is not a loopback name with the server's port is a page whose DNS
+    name was rebound to 127.0.0.1 (421, as the dashboard answers). An ``Origin`` other than
+    the emulator's own, or a ``Sec-Fetch-Site`` of ``cross-site`` or ``same-site``, is a browser
+    sending another origin's request (403): boto3 sends neither header, and a no-CORS ``GET``
+    (an ``<img>``) carries only the second.
+    """
+    allowed = _loopback_hosts(int(environ.get("SERVER_PORT") or 0))
+    if not allowed.allows(environ.get("HTTP_HOST")):
+        return _plain_reply(start_response, "421 Misdirected Request", "unexpected Host header\n")
+    origin = environ.get("HTTP_ORIGIN")
+    fetch_site = environ.get("HTTP_SEC_FETCH_SITE", "none")
+    if (origin is not None and not allowed.allows_origin(origin)) or fetch_site not in ("same-origin", "none"):
+        return _plain_reply(start_response, "403 Forbidden", "cross-origin requests are refused\n")
+    return None
+
+
+@functools.cache
+def _loopback_hosts(port: int) -> HostAllowlist:
+    return HostAllowlist.loopback(port)
+
+
+def _plain_reply(start_response: Callable[..., Any], status: str, text: str) -> list[bytes]:
+    body = text.encode()
+    start_response(status, [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(body)))])
+    return [body]
+
+
 class CompatMiddleware:
     """The WSGI app in front of moto's: control endpoints, and request isolation per service.
 
@@ -742,6 +791,9 @@ class CompatMiddleware:
         )
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        refused = _refusal(environ, start_response)
+        if refused is not None:
+            return refused
         path: str = environ.get("PATH_INFO", "")
         if path.startswith("/_compat/"):
             return self._control(environ, start_response, path)
@@ -1018,7 +1070,8 @@ _applied: list[str] = []
 
 
 def apply() -> None:
-    """Install every fix into the imported moto (idempotent; call before serving)."""
+    """Install every fix into the imported moto, and turn its global CORS off (idempotent; call before serving)."""
+    disable_global_cors()
     for fix in FIXES:
         fix()
         if fix.__name__ not in _applied:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import pytest
 from playwright.sync_api import Browser, ConsoleMessage, Dialog, Page, expect, sync_playwright
 
+from frontend.web import CONTENT_SECURITY_POLICY
 from tests.frontend.dashboard_helpers import (
     HOSTILE_NAME,
     DashboardLauncher,
@@ -229,4 +230,38 @@ def test_dashboard_says_when_the_table_cannot_be_read(
         AttributeDefinitions=[{"AttributeName": "AggregateKey", "AttributeType": "S"}],
         BillingMode="PAY_PER_REQUEST",
     )  # so the fixture's teardown can delete it
+    page.close()
+
+
+def test_the_refusals_a_browser_receives_carry_the_security_headers(
+    browser: Browser, aggregate_table: Table, dashboards: DashboardLauncher
+) -> None:
+    """The 501s for POST, PUT, OPTIONS and HEAD (sent by the base class) and a 404, as Chromium sees them."""
+    dashboard = dashboards.start(aggregate_table.name)
+    page, dialogs, _ = open_watched_page(browser)  # Chromium logs each refusal as a console error
+    page.goto(dashboard.url)
+    answers = page.evaluate(
+        """async () => {
+            const answers = {};
+            for (const [method, path] of [['POST', '/api/snapshot'], ['PUT', '/'], ['OPTIONS', '/api/snapshot'],
+                                          ['HEAD', '/'], ['GET', '/missing']]) {
+                const response = await fetch(path, {method});
+                answers[`${method} ${path}`] = {
+                    status: response.status,
+                    csp: response.headers.get('content-security-policy'),
+                    nosniff: response.headers.get('x-content-type-options'),
+                    frames: response.headers.get('x-frame-options'),
+                    type: response.headers.get('content-type'),
+                };
+            }
+            return answers;
+        }"""
+    )
+    expected_status = {"POST /api/snapshot": 501, "PUT /": 501, "OPTIONS /api/snapshot": 501, "HEAD /": 501}
+    expected_status["GET /missing"] = 404
+    assert {request: answer["status"] for request, answer in answers.items()} == expected_status
+    for request, answer in answers.items():
+        assert answer["csp"] == CONTENT_SECURITY_POLICY, request
+        assert (answer["nosniff"], answer["frames"], answer["type"]) == ("nosniff", "DENY", "text/plain; charset=utf-8")
+    assert dialogs == []
     page.close()

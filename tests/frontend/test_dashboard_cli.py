@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import signal
@@ -64,6 +65,10 @@ def dashboard_process(directory: Path, *arguments: str) -> subprocess.Popen[str]
         (["--interval", "0"], "--interval must be between 0.05 and 60 seconds"),
         (["--port", "eighty"], "argument --port: invalid int value: 'eighty'"),
         (["--frobnicate"], "unrecognized arguments: --frobnicate"),
+        (["--host", "0.0.0.0"], "--host 0.0.0.0 serves the dashboard to other machines, without authentication: add "),
+        (["--host", "192.0.2.7", "--table-name", "A"], "add --allow-remote to mean it"),
+        (["--host", "dashboard.example"], "add --allow-remote to mean it"),
+        (["--allowed-host", "dash.internal"], "--allowed-host only matters with --allow-remote"),
     ],
 )
 def test_misuse_is_one_line_and_status_2(
@@ -152,6 +157,39 @@ def test_web_view_serves_the_table_from_outputs_json_and_stops_cleanly_on_ctrl_c
             document = json.loads(response.read())
         assert document["totals"]["value"] == "1,234,567.891234"
         assert document["verification"]["status"] == "no-ledger"
+    finally:
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=10)
+    assert process.returncode == 0
+    assert "Traceback" not in stderr
+
+
+def test_allow_remote_serves_other_machines_with_a_warning_and_a_host_allowlist(
+    tmp_path: Path, moto_endpoint: str, aggregate_table: Table
+) -> None:
+    put_leaf_with_parents(aggregate_table, "Delta:FXSpot:AMER", "1", 1)
+    write_outputs(tmp_path, moto_endpoint, aggregate_table.name)
+    process = dashboard_process(tmp_path, "--host", "0.0.0.0", "--port", "0", "--no-ledger", "--allow-remote")
+    try:
+        assert process.stdout is not None and process.stderr is not None
+        banner = process.stdout.readline()
+        assert " at http://0.0.0.0:" in banner
+        warning = process.stderr.readline()
+        assert warning.startswith("python -m frontend: warning: serving other machines on http://0.0.0.0:")
+        assert "no authentication" in warning
+        port = int(banner.split(" at ", 1)[1].split(" ", 1)[0].rstrip("/").rsplit(":", 1)[1])
+        statuses = {}
+        for host in (
+            f"127.0.0.1:{port}",
+            f"192.0.2.7:{port}",
+            f"{socket.gethostname()}:{port}",
+            f"rebind.example:{port}",
+        ):
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            connection.request("GET", "/api/snapshot", headers={"Host": host})
+            statuses[host.split(":")[0]] = connection.getresponse().status
+            connection.close()
+        assert statuses == {"127.0.0.1": 200, "192.0.2.7": 200, socket.gethostname(): 200, "rebind.example": 421}
     finally:
         process.send_signal(signal.SIGINT)
         _, stderr = process.communicate(timeout=10)

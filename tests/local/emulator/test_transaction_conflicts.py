@@ -31,6 +31,8 @@ def transaction(*actions: dict[str, Any]) -> dict[str, Any]:
         "CONTENT_LENGTH": str(len(body)),
         "wsgi.input": io.BytesIO(body),
         "HTTP_AUTHORIZATION": f"AWS4-HMAC-SHA256 Credential=testing/20261125/{REGION}/dynamodb/aws4_request",
+        "HTTP_HOST": "127.0.0.1:4566",
+        "SERVER_PORT": "4566",
     }
 
 
