@@ -15,8 +15,7 @@ from botocore.exceptions import BotoCoreError
 
 from frontend.ledger import LedgerWatcher
 from frontend.snapshot import SnapshotBuilder, TableReadError
-from frontend.table_reader import AggregateTableReader
-from frontend.target import resolve_target
+from frontend.target import TableTarget, WatchedPipeline, resolve_target
 from frontend.terminal import run_terminal
 from frontend.web import DashboardServer, SnapshotPublisher
 from toolkit.cli import EXIT_USAGE, OneLineArgumentParser
@@ -85,27 +84,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not 0.05 <= arguments.interval <= 60:
         parser.error(f"--interval must be between 0.05 and 60 seconds, not {arguments.interval:g}")
 
-    try:
-        target = resolve_target(
+    def resolve() -> TableTarget:
+        return resolve_target(
             table_name=arguments.table_name,
             stack_name=arguments.stack_name,
             outputs_path=arguments.outputs,
             region=arguments.region,
         )
-        reader = AggregateTableReader(target.dynamodb(), target.table_name)
-        reader()  # fail now, with a clear message, rather than show an empty page
+
+    follows = arguments.outputs or (
+        DEFAULT_OUTPUTS_PATH if not (arguments.table_name or arguments.stack_name) else None
+    )
+    try:
+        pipeline = WatchedPipeline(resolve, follows)
+        pipeline.read_table()  # fail now, with a clear message, rather than show an empty page
     except TargetError as error:
         return _fail(USAGE_ERROR, str(error))
     except BotoCoreError as error:  # e.g. no region configured
         return _fail(USAGE_ERROR, str(error))
     except TableReadError as error:
-        return _fail(RUNTIME_ERROR, f"{error} ({target.description})")
+        return _fail(RUNTIME_ERROR, f"{error} ({pipeline.target.description})")
 
     ledger = None if arguments.no_ledger else LedgerWatcher(arguments.ledger)
-    builder = SnapshotBuilder(target.table_name, reader, ledger)
+    builder = SnapshotBuilder(
+        pipeline.table_name, pipeline.read_table, ledger, read_quarantine=pipeline.read_quarantine
+    )
     if arguments.terminal:
         return run_terminal(builder, arguments.interval)
-    return _serve(builder, arguments.host, arguments.port, arguments.interval, target.description)
+    return _serve(builder, arguments.host, arguments.port, arguments.interval, pipeline.target.description)
 
 
 def _serve(builder: SnapshotBuilder, host: str, port: int, interval: float, description: str) -> int:

@@ -182,7 +182,8 @@ def test_builder_combines_reading_history_and_ledger_and_survives_read_failures(
     builder = SnapshotBuilder("T", read, lambda: ledger, clock=clock)
 
     first = builder.build()
-    assert (first.grand_total, first.node_count, first.verification.status) == (totals("1", 1), 2, "differs")
+    assert (first.grand_total, first.node_count, first.verification.status) == (totals("1", 1), 2, "draining")
+    assert first.verification.label == "draining: 0 of 2 nodes match"  # the last batch landed 0.5 s ago
     failed = builder.build()
     assert failed.read_error == "cannot read table T: endpoint down"
     assert failed.tree == first.tree  # the last good reading stays
