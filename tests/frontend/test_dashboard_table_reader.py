@@ -12,7 +12,14 @@ import pytest
 from aggregation.aggregate_items import node_item_key
 from frontend.snapshot import StatsRecord, TableReadError
 from frontend.table_reader import AggregateTableReader, QuarantineReader
-from tests.frontend.dashboard_helpers import put_leaf_with_parents, put_marker, put_node, put_stats, totals
+from tests.frontend.dashboard_helpers import (
+    create_quarantine_table,
+    put_leaf_with_parents,
+    put_marker,
+    put_node,
+    put_stats,
+    totals,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.service_resource import DynamoDBServiceResource, Table
@@ -81,18 +88,8 @@ def test_a_missing_table_is_a_read_error(dynamodb: DynamoDBServiceResource) -> N
         AggregateTableReader(dynamodb, "NoSuchTable")()
 
 
-def quarantine_table(dynamodb: DynamoDBServiceResource, name: str) -> Table:
-    """A QuarantineTable (schema of docs/architecture.md) on the moto server."""
-    return dynamodb.create_table(
-        TableName=name,
-        KeySchema=[{"AttributeName": "RecordId", "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": "RecordId", "AttributeType": "S"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
-
-
 def test_quarantine_is_counted_and_its_latest_reasons_come_newest_first(dynamodb: DynamoDBServiceResource) -> None:
-    table = quarantine_table(dynamodb, f"Quarantine-{uuid.uuid4().hex[:8]}")
+    table = create_quarantine_table(dynamodb, f"Quarantine-{uuid.uuid4().hex[:8]}")
     try:
         for second, reason in enumerate(["not JSON", "Value is not a decimal", "conflicting duplicate", "no TradeID"]):
             table.put_item(
