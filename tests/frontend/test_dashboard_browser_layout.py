@@ -28,6 +28,8 @@ from tests.frontend.dashboard_helpers import (
     put_stats,
 )
 
+TEST_OUTPUT = Path(__file__).resolve().parents[2] / "test-output"
+
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.service_resource import DynamoDBServiceResource, Table
 
@@ -61,6 +63,8 @@ TOGGLE_AND_NAME = """() => [...document.querySelectorAll('#tree-body tr')].map((
     name: row.querySelector('span.name').textContent,
     toggle: row.querySelector('.toggle').getBoundingClientRect().top,
     name_top: range.getClientRects()[0].top,
+    left: row.querySelector('.toggle').getBoundingClientRect().left,
+    depth: Number(row.querySelector('td.node').style.getPropertyValue('--depth')),
   };
 })"""
 
@@ -110,8 +114,11 @@ def test_numbers_stay_whole_and_in_sight_and_every_terminal_figure_is_on_the_pag
         for box in page.evaluate(NUMBER_BOXES):
             assert box["lines"] == 1, box
             assert box["left"] >= 0 and box["right"] <= width, box
-        for row in page.evaluate(TOGGLE_AND_NAME):
+        rows = page.evaluate(TOGGLE_AND_NAME)
+        for row in rows:
             assert abs(row["toggle"] - row["name_top"]) < 8, row  # the ▸ sits on the name's first line
+        indents = {depth: {row["left"] for row in rows if row["depth"] == depth} for depth in (0, 1, 2)}
+        assert max(indents[0]) < min(indents[1]) and max(indents[1]) < min(indents[2])  # each level indented
 
         builder = dashboards.builder(aggregate_table.name, ledger, quarantine.name)
         builder.build()
@@ -129,6 +136,8 @@ def test_numbers_stay_whole_and_in_sight_and_every_terminal_figure_is_on_the_pag
             expect(page.locator("#quarantine-latest")).to_contain_text(reason)
 
         check_latency_max_line(page, aggregate_table)
+        TEST_OUTPUT.mkdir(exist_ok=True)  # gitignored; CI keeps it for a reviewer
+        page.screenshot(path=str(TEST_OUTPUT / f"dashboard-{width}px.png"), full_page=True)
         page.close()
     finally:
         for running in dashboards.running:
