@@ -264,8 +264,12 @@ def render_snapshot(
     rule_width = columns.name + columns.value + columns.trades + 2 * len(GAP)
 
     header_text = Text("\n").join(header)
-    used = header_text.cell_len and len(header_text.plain.splitlines())
-    footer_lines = 3 if height is not None else 2  # rule, All (+ the keys line when live)
+    used = len(header_text.plain.splitlines())
+    # Under the tree: the nodes that differ, always in a plain snapshot, and live once the
+    # pipeline is idle (a failure to look into; while draining they are work in flight).
+    failing = height is None or snapshot.verification.status == "differs"
+    differences = difference_lines(snapshot, width) if failing else []
+    footer_lines = 3 + len(differences)  # rule, All, the summary line, the differences
     room = None if height is None else max(height - used - 1 - footer_lines, 1)  # 1: the column headings
     pages = 1 if room is None or not cells else -(-len(cells) // room)
     view.page = min(view.page, pages - 1)
@@ -287,8 +291,7 @@ def render_snapshot(
         summary.append(Figure("page", Text(f"{view.page + 1} of {pages}")))
         summary.append(Figure("", Text(KEYS_HELP, style="dim")))
     parts.append(fit_figures(summary, width))
-    if height is None:
-        parts.extend(difference_lines(snapshot, width))
+    parts.extend(differences)
     return Group(*parts)
 
 

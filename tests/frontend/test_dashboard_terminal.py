@@ -228,3 +228,14 @@ def test_off_a_terminal_one_plain_snapshot_with_every_name_whole() -> None:
     assert text.count("Region-") == 40
     assert "keys:" not in text
     assert "\x1b" not in text
+
+
+def test_the_live_view_lists_the_differing_nodes_once_idle_and_still_fits() -> None:
+    nodes = long_tree()
+    ledger = LedgerState("ledger.json", {**nodes, "Delta": totals("1", 1)})
+    builder = builder_over([TableReading(nodes, StatsRecord(1, START - 60, 0.1, 0.1))], ledger)
+    text = render_text(builder.build(), width=100, height=30)
+    assert "verification 1 node differs" in text
+    assert "nodes that differ from the ledger (table - ledger)" in text
+    assert re.search(r"^Delta +-12,345,678,901,234,567,891\.123456789012345678 +\+123,456,788 *$", text, re.MULTILINE)
+    assert len(text.splitlines()) <= 30
