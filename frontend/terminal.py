@@ -256,21 +256,28 @@ def render_snapshot(
     footer says which page and how to move; without one every row is listed.
     """
     view = view if view is not None else ViewState()
-    header = header_lines(snapshot, width)
-    nodes = visible_rows(snapshot.tree, view.level)
-    cells = [_row_cells(node) for node in nodes]
+    header_text = Text("\n").join(header_lines(snapshot, width))
+    cells = [_row_cells(node) for node in visible_rows(snapshot.tree, view.level)]
     grand = (_bold("All"), *_value_cells(snapshot.grand_total))
     columns = tree_columns([*cells, grand], width)
-    rule_width = columns.name + columns.value + columns.trades + 2 * len(GAP)
+    levels = depth_of(snapshot.tree)
 
-    header_text = Text("\n").join(header)
-    used = len(header_text.plain.splitlines())
+    def summary(page: int, pages: int) -> Text:
+        figures = [Figure("nodes", Text(format_count(snapshot.node_count)))]
+        if view.level is not None and view.level < levels:
+            figures.append(Figure("levels shown", Text(f"{view.level} of {levels}")))
+        if height is not None:
+            figures.append(Figure("page", Text(f"{page + 1} of {pages}")))
+            figures.append(Figure("", Text(KEYS_HELP, style="dim")))
+        return fit_figures(figures, width)
+
     # Under the tree: the nodes that differ, always in a plain snapshot, and live once the
     # pipeline is idle (a failure to look into; while draining they are work in flight).
     failing = height is None or snapshot.verification.status == "differs"
     differences = difference_lines(snapshot, width) if failing else []
-    footer_lines = 3 + len(differences)  # rule, All, the summary line, the differences
-    room = None if height is None else max(height - used - 1 - footer_lines, 1)  # 1: the column headings
+    most_pages = max(len(cells), 1)  # the widest the summary can get, to count its lines
+    footer_lines = 2 + _line_count(summary(most_pages - 1, most_pages)) + len(differences)  # rule, All, ...
+    room = None if height is None else max(height - _line_count(header_text) - 1 - footer_lines, 1)  # 1: headings
     pages = 1 if room is None or not cells else -(-len(cells) // room)
     view.page = min(view.page, pages - 1)
     shown = cells if room is None else cells[view.page * room : (view.page + 1) * room]
@@ -280,19 +287,15 @@ def render_snapshot(
     if not cells:
         parts.append(Text("(no aggregates yet)", style="dim"))
     parts.extend(columns.row(*row) for row in shown)
-    parts.append(Text("─" * rule_width, style="dim"))
-    total = columns.row(*grand)
-    parts.append(total)
-    levels = depth_of(snapshot.tree)
-    summary = [Figure("nodes", Text(format_count(snapshot.node_count)))]
-    if view.level is not None and view.level < levels:
-        summary.append(Figure("levels shown", Text(f"{view.level} of {levels}")))
-    if height is not None:
-        summary.append(Figure("page", Text(f"{view.page + 1} of {pages}")))
-        summary.append(Figure("", Text(KEYS_HELP, style="dim")))
-    parts.append(fit_figures(summary, width))
+    parts.append(Text("─" * (columns.name + columns.value + columns.trades + 2 * len(GAP)), style="dim"))
+    parts.append(columns.row(*grand))
+    parts.append(summary(view.page, pages))
     parts.extend(differences)
     return Group(*parts)
+
+
+def _line_count(text: Text) -> int:
+    return len(text.plain.splitlines())
 
 
 def difference_lines(snapshot: Snapshot, width: int | None) -> list[Text]:

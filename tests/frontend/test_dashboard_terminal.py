@@ -7,8 +7,12 @@ from __future__ import annotations
 import io
 import re
 from collections.abc import Callable
+from decimal import Decimal
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rich.cells import cell_len
 from rich.console import Console
 
 from frontend import terminal
@@ -239,3 +243,46 @@ def test_the_live_view_lists_the_differing_nodes_once_idle_and_still_fits() -> N
     assert "nodes that differ from the ledger (table - ledger)" in text
     assert re.search(r"^Delta +-12,345,678,901,234,567,891\.123456789012345678 +\+123,456,788 *$", text, re.MULTILINE)
     assert len(text.splitlines()) <= 30
+
+
+level_names = st.text(
+    alphabet=st.characters(whitelist_categories=("L", "N", "P", "S", "Zs"), blacklist_characters=":[]\\"),
+    min_size=1,
+    max_size=60,
+)
+exact_values = st.decimals(allow_nan=False, allow_infinity=False, min_value=-(10**20), max_value=10**20, places=6)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    leaves=st.dictionaries(
+        st.tuples(level_names, level_names), st.tuples(exact_values, st.integers(0, 10**9)), min_size=1, max_size=8
+    ),
+    width=st.integers(min_value=60, max_value=200),
+    height=st.one_of(st.none(), st.integers(min_value=16, max_value=60)),
+)
+def test_any_names_and_values_fit_any_width_with_every_shown_number_whole(
+    leaves: dict[tuple[str, str], tuple[Decimal, int]], width: int, height: int | None
+) -> None:
+    nodes = {f"{top}:{leaf}": NodeTotals(value, count) for (top, leaf), (value, count) in leaves.items()}
+    snapshot = builder_over([TableReading(nodes, None)], LedgerState(None, None)).build()
+    text = render_text(snapshot, width=width, height=height)
+    lines = text.splitlines()
+    assert all(cell_len(line) <= width for line in lines)
+    if height is not None:
+        assert len(lines) <= height
+    figures = {
+        (format_decimal(node.totals.value), format_count(node.totals.trade_count))
+        for node in walk(snapshot.tree)
+        if node.totals is not None
+    }
+    figures.add((format_decimal(snapshot.grand_total.value), format_count(snapshot.grand_total.trade_count)))
+    heading = next(index for index, line in enumerate(lines) if re.fullmatch(r"Node +Value  +Trades *", line))
+    rule = next(index for index, line in enumerate(lines) if line.startswith("─"))
+    rows = [*lines[heading + 1 : rule], lines[rule + 1]]
+    for line in rows:  # every row on screen ends in its two figures, whole
+        match = re.search(r"  (\S+)  +(\S+) *$", line)
+        assert match is not None, line
+        if match.groups() != ("—", "—"):
+            assert match.groups() in figures, line
+    assert rows[-1].startswith("All ")
