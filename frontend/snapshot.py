@@ -351,8 +351,9 @@ def verify(
         total = sum((abs(d.value_difference) for d in differences), Decimal(0))
     status: VerificationStatus = "exact" if not differences else "differs" if idle else "draining"
     progress = None
-    if status == "draining" and ledger.messages is not None and messages_applied is not None:
-        progress = (messages_applied, ledger.messages.to_apply)
+    to_apply = ledger.messages.to_apply if ledger.messages is not None else None
+    if status == "draining" and to_apply is not None and messages_applied is not None and messages_applied <= to_apply:
+        progress = (messages_applied, to_apply)
     return Verification(
         status=status,
         ledger_path=ledger.path,
@@ -372,8 +373,13 @@ class Backlog:
 
     ``sent`` and ``to_apply`` come from the producer's ledger (None without one);
     ``applied`` from ``#stats``. ``behind`` is what is still to apply, ``idle``
-    whether the applied count has stood still for :data:`IDLE_AFTER_SECONDS` (or
-    caught up with the ledger), and ``last_applied_at`` when it last moved.
+    whether the applied count has stood still for :data:`IDLE_AFTER_SECONDS`, and
+    ``last_applied_at`` when it last moved.
+
+    The two sides count alike from a fresh runtime (`make up` starts the tables and
+    the ledger together). `producer clear` starts a new ledger while ``#stats`` keeps
+    counting (its deletions are state changes too), so once ``applied`` exceeds
+    ``to_apply`` the difference means nothing and ``behind`` is unknown (None).
     """
 
     sent: int | None
@@ -384,8 +390,10 @@ class Backlog:
 
     @property
     def behind(self) -> int | None:
-        """Messages the ledger expects applied that are not yet (never negative)."""
-        return max(self.to_apply - self.applied, 0) if self.to_apply is not None else None
+        """Messages the ledger expects applied that are not yet; None when not comparable."""
+        if self.to_apply is None or self.applied > self.to_apply:
+            return None
+        return self.to_apply - self.applied
 
 
 @dataclass(frozen=True)
@@ -477,12 +485,11 @@ class SnapshotBuilder:
         last_moved = self._note_applied(now, stats)
         applied = stats.messages_applied if stats else 0
         messages = ledger.messages
-        caught_up = messages is not None and applied >= messages.to_apply
         return Backlog(
             sent=messages.sent if messages else None,
             to_apply=messages.to_apply if messages else None,
             applied=applied,
-            idle=caught_up or now - last_moved >= IDLE_AFTER_SECONDS,
+            idle=now - last_moved >= IDLE_AFTER_SECONDS,
             last_applied_at=stats.last_updated if stats else None,
         )
 
