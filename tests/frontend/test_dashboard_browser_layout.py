@@ -52,7 +52,13 @@ NUMBER_BOXES = """() => [...document.querySelectorAll('.number, td.num')]
     const tops = new Set(rects.map((rect) => Math.round(rect.top)));
     const left = Math.min(...rects.map((rect) => rect.left));
     const right = Math.max(...rects.map((rect) => rect.right));
-    return { text: node.textContent, lines: tops.size, left, right };
+    const box = node.closest('.card, .panel, .topbar').getBoundingClientRect();
+    return {
+      text: node.textContent,
+      lines: tops.size,
+      inside: left >= box.left && right <= box.right,
+      clipped: node.scrollWidth > node.clientWidth + 1,
+    };
   })"""
 
 #: For every tree row: the toggle's top and the top of the name's first line.
@@ -113,7 +119,7 @@ def test_numbers_stay_whole_and_in_sight_and_every_terminal_figure_is_on_the_pag
         assert page.locator(".topbar").bounding_box()["width"] == width  # type: ignore[index]
         for box in page.evaluate(NUMBER_BOXES):
             assert box["lines"] == 1, box
-            assert box["left"] >= 0 and box["right"] <= width, box
+            assert box["inside"] and not box["clipped"], box  # in sight: inside its card, not scrolled away
         rows = page.evaluate(TOGGLE_AND_NAME)
         for row in rows:
             assert abs(row["toggle"] - row["name_top"]) < 8, row  # the ▸ sits on the name's first line
