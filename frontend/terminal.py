@@ -52,7 +52,8 @@ KEYS_HELP = "keys: 1-9 level · 0 all · n/p page · q quit"
 
 
 def name_text(name: str, style: str = "") -> Text:
-    """A name from the table (hierarchy level, quarantine reason) as text for the screen.
+    """Text from outside (a hierarchy level, a table name, a quarantine reason, an error message
+    naming them) as text for the screen.
 
     The one way untrusted text reaches the terminal: as :class:`Text`, never as markup.
     """
@@ -177,7 +178,7 @@ def header_lines(snapshot: Snapshot, width: int | None) -> list[Text]:
         )
     )
     if snapshot.read_error:
-        lines.append(Text(f"showing the last good reading: {snapshot.read_error}", style="yellow"))
+        lines.append(name_text(f"showing the last good reading: {snapshot.read_error}", "yellow"))
     return lines
 
 
@@ -193,7 +194,7 @@ def quarantine_lines(snapshot: Snapshot, width: int | None) -> list[Text]:
         )
     ]
     if snapshot.quarantine_error:
-        lines.append(Text(snapshot.quarantine_error, style="yellow"))
+        lines.append(name_text(snapshot.quarantine_error, "yellow"))
     for record in quarantine.latest if quarantine else ():
         line = Text("  ") + name_text(record.reason)
         if width is not None:
