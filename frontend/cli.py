@@ -15,8 +15,7 @@ from botocore.exceptions import BotoCoreError
 
 from frontend.ledger import LedgerWatcher
 from frontend.snapshot import SnapshotBuilder, TableReadError
-from frontend.table_reader import AggregateTableReader
-from frontend.target import resolve_target
+from frontend.target import TableTarget, WatchedPipeline, resolve_target
 from frontend.terminal import run_terminal
 from frontend.web import DashboardServer, RemoteServingRefused, SnapshotPublisher, is_loopback_host
 from toolkit.cli import EXIT_USAGE, OneLineArgumentParser
@@ -106,27 +105,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     if arguments.allowed_host and not arguments.allow_remote:
         parser.error("--allowed-host only matters with --allow-remote")
 
-    try:
-        target = resolve_target(
+    def resolve() -> TableTarget:
+        return resolve_target(
             table_name=arguments.table_name,
             stack_name=arguments.stack_name,
             outputs_path=arguments.outputs,
             region=arguments.region,
         )
-        reader = AggregateTableReader(target.dynamodb(), target.table_name)
-        reader()  # fail now, with a clear message, rather than show an empty page
+
+    follows = arguments.outputs or (
+        DEFAULT_OUTPUTS_PATH if not (arguments.table_name or arguments.stack_name) else None
+    )
+    try:
+        pipeline = WatchedPipeline(resolve, follows)
+        pipeline.read_table()  # fail now, with a clear message, rather than show an empty page
     except TargetError as error:
         return _fail(USAGE_ERROR, str(error))
     except BotoCoreError as error:  # e.g. no region configured
         return _fail(USAGE_ERROR, str(error))
     except TableReadError as error:
-        return _fail(RUNTIME_ERROR, f"{error} ({target.description})")
+        return _fail(RUNTIME_ERROR, f"{error} ({pipeline.target.description})")
 
     ledger = None if arguments.no_ledger else LedgerWatcher(arguments.ledger)
-    builder = SnapshotBuilder(target.table_name, reader, ledger)
+    builder = SnapshotBuilder(
+        pipeline.table_name, pipeline.read_table, ledger, read_quarantine=pipeline.read_quarantine
+    )
     if arguments.terminal:
         return run_terminal(builder, arguments.interval)
-    return _serve(builder, arguments, target.description)
+    return _serve(builder, arguments, pipeline.target.description)
 
 
 def _serve(builder: SnapshotBuilder, arguments: argparse.Namespace, description: str) -> int:

@@ -97,6 +97,38 @@ def _signed(formatted: str) -> str:
     return formatted if formatted.startswith("-") or formatted == "0" else f"+{formatted}"
 
 
+def _count_or_none(count: int | None) -> str | None:
+    return format_count(count) if count is not None else None
+
+
+def _backlog_document(snapshot: Snapshot) -> dict[str, Any] | None:
+    backlog = snapshot.backlog
+    if backlog is None:
+        return None
+    return {
+        "ingested": _count_or_none(backlog.sent),
+        "to_apply": _count_or_none(backlog.to_apply),
+        "applied": format_count(backlog.applied),
+        "lag": _count_or_none(backlog.behind),
+        "idle": backlog.idle,
+        "last_applied_at": backlog.last_applied_at,
+    }
+
+
+def _quarantine_document(snapshot: Snapshot) -> dict[str, Any] | None:
+    quarantine = snapshot.quarantine
+    if quarantine is None and snapshot.quarantine_error is None:
+        return None
+    return {
+        "count": format_count(quarantine.count) if quarantine else None,
+        "latest": [
+            {"reason": record.reason, "at": record.quarantined_at}
+            for record in (quarantine.latest if quarantine else ())
+        ],
+        "error": snapshot.quarantine_error,
+    }
+
+
 def snapshot_document(snapshot: Snapshot) -> dict[str, Any]:
     """The JSON the page renders. Every aggregate value is a preformatted exact string."""
     stats = snapshot.stats
@@ -120,6 +152,8 @@ def snapshot_document(snapshot: Snapshot) -> dict[str, Any]:
             "latency_max": format_seconds(snapshot.latency.max_seconds),
             "latency_observations": snapshot.latency.observations,
         },
+        "backlog": _backlog_document(snapshot),
+        "quarantine": _quarantine_document(snapshot),
         "verification": {
             "status": verification.status,
             "label": printable(verification.label),

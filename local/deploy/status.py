@@ -12,10 +12,12 @@ import re
 import time
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from aggregation.names import ARCHIVE_SERVICE, MAP_SERVICE, REDUCE_SERVICE, STATE_SERVICE
 from local.deploy.lifecycle import running_state
 from local.paths import LocalPaths
 from local.runner.stats import read_stats
@@ -23,62 +25,85 @@ from toolkit.untrusted import untrusted_text
 
 _CDK_PHYSICAL_NAME = re.compile(r"^[^-]+-(?P<logical>.+?)(?:[0-9A-F]{8})?-[0-9A-Z]{8,13}$")
 
+#: The functions in pipeline order, by the names a user knows them (their Powertools service).
+SERVICES = (STATE_SERVICE, MAP_SERVICE, REDUCE_SERVICE, ARCHIVE_SERVICE)
 
-def _short(physical_name: str) -> str:
-    """`Stack-StateStateFunction0F6F2F32-VHU11YYYDZBK` -> `StateStateFunction` (fits 80 columns)."""
+#: The counters of the functions table: (row label, counter, shown red when non-zero).
+COUNTERS = (
+    ("calls", "invocations", False),
+    ("errors", "errors", True),
+    ("timeouts", "timeouts", False),
+    ("retries", "retries", False),
+    ("records", "records_processed", False),
+    ("filtered", "records_filtered", False),
+    ("batches skipped", "batches_skipped", True),
+    ("cold starts", "cold_starts", False),
+    ("busy now", "in_flight", False),
+)
+
+
+def _logical(physical_name: str) -> str:
+    """`Stack-StateStateFunction0F6F2F32-VHU11YYYDZBK` -> `StateStateFunction`."""
     match = _CDK_PHYSICAL_NAME.match(physical_name)
     return match.group("logical") if match else physical_name
 
 
+def function_name(physical_name: str) -> str:
+    """The function's name as the docs say it (`state`, `map`, `reduce`, `archive`), not CloudFormation's.
+
+    A function's logical id starts with its construct's, which is its stage (`MapMapFunction`);
+    anything else keeps its logical id.
+    """
+    logical = _logical(physical_name)
+    return next((service for service in SERVICES if logical.lower().startswith(service)), logical)
+
+
+def source_name(kind: str, physical_name: str) -> str:
+    """`ingest stream`, `state table`, `delta table`: the source's logical id in words."""
+    logical = _logical(physical_name).removeprefix("Tables")
+    words = re.findall(r"[A-Z][a-z0-9]*|[a-z0-9]+", logical)
+    return " ".join(word.lower() for word in words) or kind
+
+
+def _pipeline_order(name: str) -> tuple[int, str]:
+    return (SERVICES.index(name) if name in SERVICES else len(SERVICES), name)
+
+
 def functions_table(stats: dict[str, Any]) -> Table:
-    table = Table(title="functions", title_justify="left")
-    for column in (
-        "function",
-        "calls",
-        "errors",
-        "timeouts",
-        "retries",
-        "records",
-        "filtered",
-        "skipped",
-        "cold",
-        "busy",
-    ):
-        table.add_column(column, justify="left" if column == "function" else "right")
-    for name, counters in stats.get("functions", {}).items():
-        table.add_row(
-            untrusted_text(_short(name)),
-            _count(counters["invocations"]),
-            _count(counters["errors"], "red"),
-            _count(counters["timeouts"]),
-            _count(counters["retries"]),
-            _count(counters["records_processed"]),
-            _count(counters["records_filtered"]),
-            _count(counters["batches_skipped"], "bold red"),
-            _count(counters["cold_starts"]),
-            _count(counters["in_flight"]),
-        )
+    """One column per function, one row per counter: four functions fit 80 columns however large the counts."""
+    functions = {function_name(name): counters for name, counters in stats.get("functions", {}).items()}
+    names = sorted(functions, key=_pipeline_order)
+    table = Table(title="functions", title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 0, 0, 1))
+    table.add_column("", no_wrap=True)
+    for name in names:
+        table.add_column(untrusted_text(name), justify="right", no_wrap=True)
+    for label, counter, alarming in COUNTERS:
+        cells = []
+        for name in names:
+            count = int(functions[name].get(counter, 0))
+            cells.append(Text(f"{count:,d}", style="bold red" if alarming and count else ""))
+        table.add_row(Text(label), *cells)
     return table
 
 
-def _count(value: object, alarming: str = "") -> Text:
-    """A counter as text, in the ``alarming`` style when it is not zero."""
-    return untrusted_text(str(value), alarming if value else "")
-
-
 def shards_table(stats: dict[str, Any]) -> Table:
-    table = Table(title="iterator lag per shard", title_justify="left")
-    for column in ("function", "source", "shard", "read", "behind", "ms behind", "checkpoint"):
-        table.add_column(column, justify="right" if column in ("read", "behind", "ms behind") else "left")
-    for shard in stats.get("shards", []):
+    """Per shard of each event source: records read, read but not yet checkpointed, and how far behind
+    (the checkpoint itself is in `runner-stats.json`: a sequence number tells a user nothing)."""
+    table = Table(
+        title="iterator lag per shard", title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 0, 0, 2)
+    )
+    for column in ("function", "source", "shard", "read", "pending", "ms behind"):
+        numeric = column in ("read", "pending", "ms behind")
+        table.add_column(column, justify="right" if numeric else "left", no_wrap=True)
+    shards = sorted(stats.get("shards", []), key=lambda shard: _pipeline_order(function_name(shard["function"])))
+    for shard in shards:
         table.add_row(
-            untrusted_text(_short(shard["function"])),
-            untrusted_text(f"{shard['source']}:{_short(shard['source_name'])}"),
+            untrusted_text(function_name(shard["function"])),
+            untrusted_text(source_name(shard["source"], shard["source_name"])),
             untrusted_text(shard["shard_id"][-8:]),
-            _count(shard["records_read"]),
-            _count(shard["records_pending"]),
-            _count(shard["ms_behind"]),
-            untrusted_text("…" + shard["checkpoint"][-8:] if shard["checkpoint"] else "-"),
+            f"{shard['records_read']:,d}",
+            f"{shard['records_pending']:,d}",
+            f"{shard['ms_behind']:,d}",
         )
     return table
 

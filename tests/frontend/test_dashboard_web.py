@@ -163,6 +163,9 @@ def test_api_document_carries_exact_preformatted_values(server: DashboardServer)
         "children": [],
     }
     assert document["stats"]["messages_applied"] == "12,345"
+    backlog = document["backlog"]
+    assert (backlog["applied"], backlog["ingested"], backlog["lag"], backlog["idle"]) == ("12,345", None, None, True)
+    assert document["quarantine"] is None  # no QuarantineTable named: the page says so
     verification = document["verification"]
     assert verification["status"] == "differs"
     assert verification["label"] == "2 nodes differ · Σ|Δ| = 1,234,567.391234"  # |-0.5| + 1,234,566.891234
