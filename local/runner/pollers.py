@@ -246,33 +246,18 @@ class ShardPoller(threading.Thread):
     def _new_lanes(self) -> list[Lane]:
         """Empty lanes that start from the committed checkpoint."""
         committed = self.checkpoints.get(self.mapping.uuid, self.shard_id)
-        if self.lane_count == 1:
-            return [
-                Lane(
-                    name=self.name,
-                    mapping=self.mapping,
-                    shard_id=self.shard_id,
-                    invoke=self._invoke_counted,
-                    stats=self.stats,
-                    stop=self.stop_event,
-                    commit=self._commit,
-                    committed=committed,
-                    begin=lambda end: self.checkpoints.begin(self.mapping.uuid, self.shard_id, end),
-                    on_buffer_change=self._after_buffer_change,
-                    reshaper=self._reshaper(),
-                    retry_backoff_start_seconds=self.retry_backoff_start_seconds,
-                )
-            ]
+        inline = self.lane_count == 1  # run by the poller's own thread, its batches recorded in flight
         return [
             Lane(
-                name=f"{self.name}-lane{index}",
+                name=self.name if inline else f"{self.name}-lane{index}",
                 mapping=self.mapping,
                 shard_id=self.shard_id,
                 invoke=self._invoke_counted,
                 stats=self.stats,
-                stop=self._lanes_stop,
-                commit=functools.partial(self._finish, index),
+                stop=self.stop_event if inline else self._lanes_stop,
+                commit=self._commit if inline else functools.partial(self._finish, index),
                 committed=committed,
+                begin=functools.partial(self.checkpoints.begin, self.mapping.uuid, self.shard_id) if inline else None,
                 on_buffer_change=self._after_buffer_change,
                 reshaper=self._reshaper(index),
                 retry_backoff_start_seconds=self.retry_backoff_start_seconds,
@@ -406,6 +391,15 @@ class ShardPoller(threading.Thread):
         self._wake.wait(pause)
         self._wake.clear()
 
+    def _pause_unless_records_came(self, read: bool) -> None:
+        """Pause, unless that read returned records: more may be there, so read again at once."""
+        if not (read and self._empty_reads == 0):
+            self._pause()
+
+    def _shard_done(self) -> None:
+        log.info("%s: shard closed and fully processed", self.name)
+        self.finished = True
+
     def prepare(self) -> None:
         """Get the first iterator (so LATEST is fixed before `make up` returns)."""
         if self.lane_count == 1:
@@ -450,12 +444,9 @@ class ShardPoller(threading.Thread):
                     return
                 continue
             if not open_shard and not lane.buffer and lane.window is None:
-                log.info("%s: shard closed and fully processed", self.name)
-                self.finished = True
+                self._shard_done()
                 return
-            if read and self._empty_reads == 0:
-                continue  # that read returned records: more may be there, read again at once
-            self._pause()
+            self._pause_unless_records_came(read)
 
     def _run_lanes(self) -> None:
         """Read and hand records to the lanes, each sending its batches in a thread of its own.
@@ -482,12 +473,9 @@ class ShardPoller(threading.Thread):
                         for lane in self._lanes:
                             lane.close()
                 if not open_shard and not self._pending():
-                    log.info("%s: shard closed and fully processed", self.name)
-                    self.finished = True
+                    self._shard_done()
                     return
-                if read and self._empty_reads == 0:
-                    continue  # that read returned records: more may be there, read again at once
-                self._pause()
+                self._pause_unless_records_came(read)
         finally:
             self._lanes_stop.set()
             for lane in self._lanes:
