@@ -237,14 +237,19 @@ class ShardPoller(threading.Thread):
         self._last_read: str | None = None
         self._iterator: str | None = None
         self._redelivery = redelivery
-        self._progress = ShardProgress()
         self._commit_lock = threading.Lock()  # a lane's progress and the checkpoint it moves, together
-        self._lanes_stop = threading.Event()  # ends the lane threads of one `_run`
         self._lane_failed = threading.Event()
+        self._progress = ShardProgress()
+        self._lanes_stop = threading.Event()  # ends the lane threads of one `_run`
         self._lanes: list[Lane] = self._new_lanes()
 
     def _new_lanes(self) -> list[Lane]:
-        """Empty lanes that start from the committed checkpoint."""
+        """Empty lanes that start from the committed checkpoint, with a progress and a stop of their own.
+
+        A lane thread of an earlier `_run` that has not returned yet keeps its own (set) stop and
+        its own progress, so it can neither go on sending nor move the new lanes' checkpoint.
+        """
+        self._progress, self._lanes_stop = ShardProgress(), threading.Event()
         committed = self.checkpoints.get(self.mapping.uuid, self.shard_id)
         inline = self.lane_count == 1  # run by the poller's own thread, its batches recorded in flight
         return [
@@ -255,7 +260,7 @@ class ShardPoller(threading.Thread):
                 invoke=self._invoke_counted,
                 stats=self.stats,
                 stop=self.stop_event if inline else self._lanes_stop,
-                commit=self._commit if inline else functools.partial(self._finish, index),
+                commit=self._commit if inline else functools.partial(self._finish, self._progress, index),
                 committed=committed,
                 begin=functools.partial(self.checkpoints.begin, self.mapping.uuid, self.shard_id) if inline else None,
                 on_buffer_change=self._after_buffer_change,
@@ -352,10 +357,12 @@ class ShardPoller(threading.Thread):
             self.shard_stats.checkpoint = sequence_number
             self.shard_stats.last_activity = time.time()
 
-    def _finish(self, lane: int, sequence_number: str) -> None:
+    def _finish(self, progress: ShardProgress, lane: int, sequence_number: str) -> None:
         """A lane finished its records through `sequence_number`: move the checkpoint if it can."""
         with self._commit_lock:
-            checkpoint = self._progress.finish(lane, sequence_number)
+            if progress is not self._progress:
+                return  # a lane of an earlier run: the checkpoint is the new lanes' now
+            checkpoint = progress.finish(lane, sequence_number)
             if checkpoint is not None:
                 self._commit(checkpoint)
 
@@ -416,7 +423,7 @@ class ShardPoller(threading.Thread):
             except Exception:
                 log.exception("%s failed; resuming from the last checkpoint", self.name)
                 self._last_read, self._iterator = None, None
-                self._progress, self._lanes = ShardProgress(), self._new_lanes()
+                self._lanes = self._new_lanes()
                 self.stop_event.wait(RETRY_BACKOFF_CAP_SECONDS)
 
     def _run(self) -> None:
@@ -454,7 +461,6 @@ class ShardPoller(threading.Thread):
         Reads stop while the lanes hold `BatchSize` records each (they wake the poller as they
         make room); the shard is done when it is closed, read, and every lane is empty.
         """
-        self._lanes_stop.clear()
         self._lane_failed.clear()
         threads = [
             threading.Thread(target=self._serve, args=(lane,), name=lane.name, daemon=True) for lane in self._lanes

@@ -227,3 +227,37 @@ def test_the_lanes_of_one_shard_run_their_batches_at_once(tmp_path: Path) -> Non
     assert poller.finished and not together.broken
     assert poller.shard_stats.peak_batches_in_flight == lanes
     assert poller.checkpoints.get("m", "shard-0") == "5"
+
+
+def test_a_lane_that_crashes_restarts_the_shard_from_its_checkpoint_and_nothing_is_lost(tmp_path: Path) -> None:
+    """An unexpected error in a lane (not a function error) stops every lane; polling resumes from
+    the checkpoint, so the records after it are delivered again and the shard still ends finished."""
+    shard = ScriptedShard()
+    shard.records.extend(keyed_record(n, KEYS[n % len(KEYS)]) for n in range(12))
+    shard.closed = True
+    delivered: list[int] = []
+    crashed = threading.Event()
+
+    def invoke(event: Mapping[str, Any]) -> InvocationResult:
+        records = [int(r["dynamodb"]["SequenceNumber"]) for r in event["Records"]]
+        if 6 in records and not crashed.is_set():
+            crashed.set()
+            raise RuntimeError("the runner's own bug")
+        delivered.extend(records)
+        return InvocationResult(payload=None)
+
+    poller = ShardPoller(
+        mapping=mapping(parallelization_factor=3, batch_size=2),
+        shard_id="shard-0",
+        reader=shard,
+        invoke=invoke,
+        checkpoints=CheckpointStore(tmp_path / "checkpoints.json"),
+        stats=RunnerStats(None),
+        stop=threading.Event(),
+        poll_interval_seconds=0.005,
+    )
+    poller.start()
+    poller.join(30)
+    assert crashed.is_set() and poller.finished
+    assert set(delivered) == set(range(12)), "every record delivered after the restart"
+    assert poller.checkpoints.get("m", "shard-0") == "11"
