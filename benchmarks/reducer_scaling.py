@@ -43,11 +43,10 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from aggregation.aggregate_items import slice_of, sum_node_slices
+from aggregation.aggregate_items import slice_of
 from aggregation.deltas import NodeDelta, TradeState, add_deltas, state_change_deltas
-from aggregation.names import AGGREGATE_KEY, NODE_TRADE_COUNT, NODE_VALUE
 from aggregation.transactions import DeltaBatch, DeltaUnit, split_into_units
-from benchmarks.harness import create_pipeline_tables, median, running_emulator
+from benchmarks.harness import create_pipeline_tables, median, pipeline_for, running_emulator
 from benchmarks.stubbed_dynamodb import SimulatedRoundTrip
 from benchmarks.write_cost import standard_workload
 from function_support import aws
@@ -165,27 +164,13 @@ def _invocations(reducer: int, run: str, aggregate_slice: int, count: int) -> li
     return invocations
 
 
-def _expected(invocations: Sequence[Sequence[DeltaUnit]]) -> dict[str, NodeDelta]:
+def _expected(invocations: Sequence[Sequence[DeltaUnit]]) -> dict[str, tuple[Decimal, int]]:
+    """Each node's total, summed here from the units applied (as `Pipeline.aggregates` reads them)."""
     totals: dict[str, NodeDelta] = {}
     for units in invocations:
         for unit in units:
             add_deltas(totals, dict(unit.deltas))
-    return totals
-
-
-def _table_totals(table: str) -> dict[str, NodeDelta]:
-    """Every node's totals in the table: its slices summed by the readers' one function."""
-    slices: list[tuple[str, Decimal, int]] = []
-    for page in aws.dynamodb_client().get_paginator("scan").paginate(TableName=table):
-        slices.extend(
-            (
-                item[AGGREGATE_KEY]["S"],
-                Decimal(item.get(NODE_VALUE, {"N": "0"})["N"]),
-                int(item.get(NODE_TRADE_COUNT, {"N": "0"})["N"]),
-            )
-            for item in page["Items"]
-        )
-    return {key: total for key, total in sum_node_slices(slices).items() if not total.is_zero()}
+    return {key: (total.value, total.trade_count) for key, total in totals.items()}
 
 
 @dataclass(frozen=True)
@@ -261,7 +246,7 @@ def _run_reducers(backend: str, table: str, reducers: int, slices: int, invocati
         conflicts_retried=sum(o.conflicts_retried for o in outcomes),
         invocations_retried=sum(o.invocations_retried for o in outcomes),
         wall_seconds=max(o.finished for o in outcomes) - min(o.started for o in outcomes),
-        exact=_table_totals(table) == expected if backend == EMULATOR else None,
+        exact=pipeline_for({"aggregate": table}).aggregates() == expected if backend == EMULATOR else None,
         cpu_ms_per_invocation=1000 * sum(o.cpu_seconds for o in outcomes) / sum(len(i) for i in work),
     )
 
@@ -340,6 +325,11 @@ def render_section(result: ReducerScalingResult) -> list[str]:
     one = next(row for row in result.rows if row.backend == STUBBED and row.reducers == 1)
     waiting_ms = one.transactions * result.latency_ms / (one.messages / (REDUCE_BATCH_SIZE * MESSAGES_PER_DELTA_ITEM))
     full_speed = result.cpus * (one.cpu_ms_per_invocation + waiting_ms) / one.cpu_ms_per_invocation
+    busy = (
+        ": the machine had more work than CPUs, so the figures measure that contention more than the reducers"
+        if max(result.load_average) > result.cpus
+        else ""
+    )
     return [
         "## 7. Reducer scaling: 1, 2, 4 and 8 reducers at once",
         "",
@@ -364,7 +354,7 @@ def render_section(result: ReducerScalingResult) -> list[str]:
         f"{one.cpu_ms_per_invocation:.0f} ms of CPU per invocation beside {waiting_ms:.0f} ms of round trips, so "
         f"the machine's {result.cpus} CPUs run at most {full_speed:.1f} reducers at full speed, fewer while other "
         f"work runs (1-minute load average {result.load_average[0]:.1f} at the start, "
-        f"{result.load_average[1]:.1f} at the end); in Lambda each reducer has a CPU of its own. The "
+        f"{result.load_average[1]:.1f} at the end{busy}); in Lambda each reducer has a CPU of its own. The "
         "emulator's figures are bounded by the emulator, not by the reducers: it applies one transaction at a "
         f"time, {result.service_time_ms:.1f} ms each of this shape (median, alone, no latency injected), so "
         f"however many reducers wait their {result.latency_ms:.0f} ms side by side, it can apply at most "
