@@ -10,6 +10,7 @@ from benchmarks.emulator_transactions import OURS, EmulatorTransactionsResult
 from benchmarks.end_to_end import EndToEndResult, EndToEndSkipped
 from benchmarks.handler_overhead import OverheadResult
 from benchmarks.harness import Machine
+from benchmarks.reducer_scaling import ReducerScalingResult, render_section
 from benchmarks.state_throughput import ThroughputAtRoundTrip
 from benchmarks.write_cost import LARGE_MAP_BATCH_SIZE, LARGE_MAP_LABEL, MODES, WriteCostResult
 from benchmarks.write_units import StageWriteCost
@@ -29,6 +30,7 @@ class BenchmarkRun:
     overhead: OverheadResult
     end_to_end: EndToEndResult | EndToEndSkipped
     emulator_transactions: EmulatorTransactionsResult
+    reducer_scaling: ReducerScalingResult
     plan_defaults: CapacityPlan
     plan_recommended: CapacityPlan
     recommended_change: str
@@ -464,6 +466,7 @@ def render(run: BenchmarkRun, hand_written: str = "") -> str:
         "",
         render_markdown(recommended),
         *_emulator_transactions_section(run.emulator_transactions),
+        *render_section(run.reducer_scaling),
         "## Prices",
         "",
         f"{defaults.prices.notice}",
@@ -477,6 +480,7 @@ def render(run: BenchmarkRun, hand_written: str = "") -> str:
         "```bash",
         "make bench                                  # this page",
         "python -m benchmarks.capacity --rate 50000  # the planner alone (add --markdown, or -c key=value)",
+        "python -m benchmarks.reducer_scaling        # section 7 alone (prints its markdown)",
         "python -m benchmarks.batch_selection        # in-batch version selection alone (CPU; not part of this page)",
         "```",
         "",

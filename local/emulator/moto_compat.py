@@ -805,12 +805,14 @@ class CompatMiddleware:
         fault, request = None, None
         if self.faults.active and (request := injected_faults.identify(environ)) is not None:
             fault = self.faults.decide(request)
-        if fault is None:
+        if fault is None or fault.rule.kind == injected_faults.LATENCY:
+            delay = 0.0 if fault is None else fault.rule.hold_seconds
             if request is None or request.operation != "TransactWriteItems":
+                time.sleep(delay)
                 return self._forward(environ, start_response)
             transaction = injected_faults.request_json(environ)
             captured_transaction = _CapturedStart()
-            body = self._consumed(self._forward(environ, captured_transaction))
+            body = self._consumed(self._forward(environ, captured_transaction, delay))
             if _is_cancellation(captured_transaction.status, body):
                 self._maybe_keep_cancelled_token(environ, request, transaction)
             start_response(captured_transaction.status, captured_transaction.headers)
@@ -837,9 +839,14 @@ class CompatMiddleware:
             key = (_account_of(environ), _region_of(environ), token)
             client_request_tokens.record_cancelled(key, transact_write_request_digest(body))
 
-    def _forward(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+    def _forward(
+        self, environ: dict[str, Any], start_response: Callable[..., Any], delay: float = 0.0
+    ) -> Iterable[bytes]:
         """moto's response; DynamoDB and Kinesis requests one at a time per service, and a
-        transaction cancelled for a conflict when another one is writing one of its items."""
+        transaction cancelled for a conflict when another one is writing one of its items.
+
+        `delay`: the injected latency of a transaction, waited with its items claimed and
+        outside the service lock (`injected_faults.LATENCY`)."""
         target = environ.get("HTTP_X_AMZ_TARGET", "")
         if target == _TRANSACT_WRITE_TARGET:
             items = TransactionsInFlight.items_of(environ, injected_faults.request_json(environ))
@@ -849,6 +856,7 @@ class CompatMiddleware:
                     reasons[index] = {"Code": "TransactionConflict", "Message": "Transaction is ongoing for the item"}
                 return injected_faults.cancellation_reply(environ, start_response, reasons)
             try:
+                time.sleep(delay)
                 with self.service_locks["dynamodb"]:
                     return self._consumed(self.app(environ, start_response))
             finally:
