@@ -139,6 +139,18 @@ NON_INSERT_RECORDS_SKIPPED: Final = "NonInsertRecordsSkipped"
 TRANSACTION_CONFLICTS_RETRIED: Final = "TransactionConflictsRetried"
 """Reduce: transactions cancelled by a conflict with another reducer and resent identically."""
 
+MESSAGES_RECEIVED: Final = "MessagesReceived"
+MESSAGES_WRITTEN: Final = "MessagesWritten"
+"""State: Kinesis records read, and new versions written to the StateTable."""
+
+STATE_CHANGES_MAPPED: Final = "StateChangesMapped"
+"""Map: StateTable stream records written into a new delta item."""
+
+END_TO_END_LATENCY: Final = "EndToEndLatency"
+"""Reduce: one value per applied message, milliseconds from its producer `Timestamp` to the commit
+of its totals (`aggregation.latency`); reduce also emits `MessagesApplied` (`MESSAGES_APPLIED`,
+the name of the `#stats` count). Both high-resolution: `producer send` reads them back."""
+
 # -- Reduce idempotency modes (`reduceIdempotency`, `REDUCE_IDEMPOTENCY`) --
 
 TOKEN_AND_MARKERS: Final = "crt+marker"
