@@ -108,6 +108,10 @@ QUARANTINE_TABLE_OUTPUT: Final = "QuarantineTableName"
 ARCHIVE_BUCKET_OUTPUT: Final = "ArchiveBucketName"
 """CloudFormation output keys (logical IDs pinned by the stack): what a client looks the pipeline up by."""
 
+DASHBOARD_URL_OUTPUT: Final = "DashboardUrl"
+"""The CloudWatch dashboard's console URL: `producer send` prints it against a deployed stack (it
+is not in the local runtime's `outputs.json`: there is no console there)."""
+
 
 # -- Archive bucket layout (the bucket policy's prefixes are the function's keys) --
 
