@@ -33,11 +33,12 @@ from producer.display import (
 from producer.model import DEFAULT_HIERARCHY_LEVELS, parse_hierarchy_levels
 from producer.sender import SendError, SendOptions, send_messages
 from producer.targets import resolve_target
+from producer.trial_cost import describe, estimate, refusal
 from producer.verifier import verify_pipeline
 from producer.watch import PipelineWatch, pipeline_reader
 from toolkit.cli import OneLineArgumentParser, bounded
 from toolkit.ledger import DEFAULT_LEDGER_PATH, LedgerError
-from toolkit.pipeline import DEFAULT_OUTPUTS_PATH, PipelineTarget, TargetError
+from toolkit.pipeline import DEFAULT_OUTPUTS_PATH, PipelineTarget, TargetError, environment_endpoint
 
 PROGRAM = "producer"
 EXIT_MISMATCH = 1
@@ -124,6 +125,11 @@ def build_parser() -> argparse.ArgumentParser:
         "(default 120; 0: no read-back)",
     )
     send.add_argument(
+        "--yes",
+        action="store_true",
+        help="send to a deployed stack even when the estimated cost is above $1 (the estimate is printed first)",
+    )
+    send.add_argument(
         "--timestamp-epoch-ms",
         type=_seed,
         help="stamp messages from this epoch (ms) + 1 ms each instead of the clock: fully reproducible bytes",
@@ -178,6 +184,12 @@ def run_send(arguments: argparse.Namespace, console: Console, status: Console) -
         timestamp_epoch_ms=arguments.timestamp_epoch_ms,
     )
     options.generator_config(0)  # validate the percentages and counts before touching AWS
+    if arguments.stack_name and environment_endpoint() is None:  # AWS, not an emulator: it bills
+        cost = estimate(arguments.rate, arguments.count, arguments.duration)
+        for line in describe(cost):
+            status.print(line, highlight=False, soft_wrap=True)
+        if (refused := refusal(cost, arguments.yes)) is not None:
+            raise ValueError(refused)
     target = _target(arguments)
     if not arguments.watch:
         summary = send_messages(target, options, progress=SendProgressDisplay(status, _show_progress(arguments)))
