@@ -23,6 +23,7 @@ import pytest
 from aws_cdk.assertions import Template
 
 from aggregation.names import DASHBOARD_URL_OUTPUT, TRADE_ID
+from planner.load_test import CUSTOM_METRICS, IdleResources
 from stacks import ExactlyOnceAggregationStack
 from tests.stacks.stack_helpers import HANDLERS, function_logical_id, resources_of_type, synthesize, table_logical_id
 from tests.stacks.test_stack_alarm_metrics import emitted_metric_names, handler_modules
@@ -201,3 +202,16 @@ def test_the_dashboard_url_is_a_stack_output(template: Template) -> None:
         f"https://{REGION_PLACEHOLDER}.console.aws.amazon.com/cloudwatch/home?region={REGION_PLACEHOLDER}"
         f"#dashboards/dashboard/{REF_PREFIX}{dashboard}"
     )
+
+
+def test_the_planner_prices_what_the_stack_bills_idle(template: Template) -> None:
+    """`planner.load_test`'s idle resources and custom metrics are the stack's (README's idle cost)."""
+    idle = IdleResources()
+    streams = resources_of_type(template, "AWS::Kinesis::Stream").values()
+    assert [stream["Properties"]["StreamModeDetails"] for stream in streams] == [{"StreamMode": "ON_DEMAND"}]
+    assert idle.on_demand_streams == len(streams)
+    assert idle.alarms == len(resources_of_type(template, "AWS::CloudWatch::Alarm"))
+    assert idle.dashboards == len(resources_of_type(template, "AWS::CloudWatch::Dashboard"))
+    assert idle.customer_managed_keys == len(resources_of_type(template, "AWS::KMS::Key"))
+    emitted = sum(len(emitted_metric_names(module)) for module in handler_modules(template).values())
+    assert emitted == CUSTOM_METRICS
