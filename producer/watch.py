@@ -17,6 +17,7 @@ A reading is a figure, never part of the exactness check (that is `producer veri
 
 from __future__ import annotations
 
+import collections
 import datetime as dt
 import math
 import threading
@@ -51,6 +52,8 @@ LOCAL_SETTLE_SECONDS = 5.0
 CLOUDWATCH_SETTLE_SECONDS = 90.0
 """How long applied figures must stand still after sending before the pipeline counts as done:
 CloudWatch shows an invocation's metrics a minute or more after it ran."""
+LOCAL_WINDOW_SECONDS = 5.0
+"""The live figures' window locally: one reduce invocation a second would make a 1-s window flicker."""
 RESCAN_SECONDS = 15.0
 _BATCH_GET_LIMIT = 100
 KNOWN_SLICES = _BATCH_GET_LIMIT
@@ -60,7 +63,8 @@ KNOWN_SLICES = _BATCH_GET_LIMIT
 class Figures:
     """What the pipeline applied since the watch began, and how fast.
 
-    Live, `rate` and the latency figures are over the latest window (about one interval); in a
+    Live, `rate` and the latency figures are over the latest window (the last `LOCAL_WINDOW_SECONDS`
+    locally, the latest 10-second period of CloudWatch's); in a
     run's summary, over the whole run (`rate`: applied messages over the time from the first
     send to the last change seen). Latencies in milliseconds; None when nothing was measured.
     """
@@ -112,6 +116,7 @@ class StatsTableReader:
         self._deserializer = TypeDeserializer()
         self._start = self._read()
         self._previous = self._start
+        self._window: collections.deque[_StatsReading] = collections.deque([self._start])
         self._changes: list[_StatsReading] = []
         """The first and the latest reading that found more messages applied than the one before."""
 
@@ -153,9 +158,13 @@ class StatsTableReader:
         previous, self._previous = self._previous, reading
         if reading.applied != previous.applied:
             self._changes = [self._changes[0] if self._changes else previous, reading]
-        elapsed = reading.at - previous.at
-        rate = (reading.applied - previous.applied) / elapsed if elapsed > 0 else None
-        return _figures(reading.applied - self._start.applied, rate, difference(reading.buckets, previous.buckets))
+        while len(self._window) > 1 and reading.at - self._window[1].at >= LOCAL_WINDOW_SECONDS:
+            self._window.popleft()
+        oldest = self._window[0]
+        self._window.append(reading)
+        elapsed = reading.at - oldest.at
+        rate = (reading.applied - oldest.applied) / elapsed if elapsed > 0 else None
+        return _figures(reading.applied - self._start.applied, rate, difference(reading.buckets, oldest.buckets))
 
     def summary(self) -> Figures:
         reading = self._read()
