@@ -31,17 +31,68 @@ if TYPE_CHECKING:
     from producer.cleanup import ClearStatus, ClearSummary
     from producer.sender import SendProgressSnapshot, SendSummary
     from producer.verifier import DrainStatus, VerificationReport
+    from producer.watch import Figures, PipelineWatch
 
 MAX_ROWS = 40
 PLAIN_REPORT_INTERVAL = 10.0
+PLAIN_WATCH_INTERVAL = 5.0
+"""Off a terminal, a line of the pipeline's figures this often while `send` runs and drains."""
+
+
+def describe_figures(watch: PipelineWatch) -> str:
+    """One line of what the pipeline applied (`producer.watch`), for a live display or a log."""
+    if watch.error is not None:
+        return f"pipeline: cannot read back ({watch.error})"
+    figures = watch.latest
+    if figures is None:
+        return "pipeline: reading back"
+    rate = "" if figures.rate is None else f" · {figures.rate:,.0f} msg/s"
+    return f"pipeline: {figures.applied:,} applied{rate} · latency {_latency(figures)}"
+
+
+def _latency(figures: Figures) -> str:
+    if figures.p50_ms is None:
+        return "-"
+    return f"p50 {_ms(figures.p50_ms)} p99 {_ms(figures.p99_ms)} max {_ms(figures.max_ms)}"
+
+
+def _ms(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.0f} ms" if value < 10_000 else f"{value / 1000:,.1f} s"
+
+
+class WatchLines:
+    """Off a terminal: the pipeline's figures as a plain line every `PLAIN_WATCH_INTERVAL` seconds."""
+
+    def __init__(self, console: Console, watch: PipelineWatch) -> None:
+        self._console = console
+        self._watch = watch
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="watch-lines", daemon=True)
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(PLAIN_WATCH_INTERVAL):
+            self._console.print(describe_figures(self._watch), highlight=False, soft_wrap=True)
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 class SendProgressDisplay:
     """A live bar (sent, sent/s, retried, throttled) polling the send counters: a `sender.SendProgress`."""
 
-    def __init__(self, console: Console, enabled: bool | None = None) -> None:
-        """``enabled`` None: live on a terminal only."""
+    def __init__(self, console: Console, enabled: bool | None = None, watch: PipelineWatch | None = None) -> None:
+        """``enabled`` None: live on a terminal only. ``watch``: the pipeline's figures on the same line."""
         self._console = console
+        self._watch = watch
         self._read: Callable[[], SendProgressSnapshot] | None = None
         self._total_messages: int | None = None
         self._enabled = console.is_terminal if enabled is None else enabled
@@ -68,11 +119,12 @@ class SendProgressDisplay:
             TextColumn("retried {task.fields[retried]:,}"),
             TextColumn("throttled {task.fields[throttled]:,}"),
             TimeElapsedColumn(),
+            TextColumn("{task.fields[pipeline]}"),
             console=self._console,
             transient=False,
         )
         total = float(total_messages) if total_messages else duration
-        self._task = self._progress.add_task("send", total=total, sent=0, rate=0.0, retried=0, throttled=0)
+        self._task = self._progress.add_task("send", total=total, sent=0, rate=0.0, retried=0, throttled=0, pipeline="")
         self._progress.start()
         self._thread = threading.Thread(target=self._poll, name="send-progress", daemon=True)
         self._thread.start()
@@ -95,6 +147,7 @@ class SendProgressDisplay:
             rate=self._rate,
             retried=snapshot.retried,
             throttled=snapshot.throttled,
+            pipeline="" if self._watch is None else describe_figures(self._watch),
         )
 
     def _poll(self) -> None:
@@ -159,6 +212,18 @@ class DrainProgressDisplay(_StatusDisplay):
         self.message(text)
 
 
+class PipelineDrainDisplay(_StatusDisplay):
+    """A spinner with the pipeline's figures while `send` waits for it to apply what was sent."""
+
+    def __init__(self, console: Console, enabled: bool | None, watch: PipelineWatch) -> None:
+        """``enabled`` None: live on a terminal (off one, `WatchLines` reports); False: silent."""
+        super().__init__(console, False if enabled is None and not console.is_terminal else enabled, "draining")
+        self._watch = watch
+
+    def refresh(self) -> None:
+        self.message(f"waiting for the pipeline to apply what was sent · {describe_figures(self._watch)}")
+
+
 class ClearProgressDisplay(_StatusDisplay):
     """A spinner while ``clear`` waits for the pipeline to take the deleted trades out: a `cleanup.ClearProgress`."""
 
@@ -205,6 +270,28 @@ def render_send_summary(summary: SendSummary, console: Console) -> None:
     for name, value in rows:
         style = "yellow" if name.startswith("uncertain") else ""
         table.add_row(untrusted_text(name, style), untrusted_text(value, style))
+    console.print(table)
+
+
+def render_pipeline_summary(
+    figures: Figures, settled: bool, dashboard_url: str, waited_seconds: float, console: Console
+) -> None:
+    """What the pipeline applied of the run, read back from it (`producer.watch`)."""
+    table = Table(title="pipeline (read back)", show_header=False, title_justify="left")
+    table.add_column("what")
+    table.add_column("value", justify="right")
+    drained = "" if settled else f" (still applying after {waited_seconds:.0f} s: `producer verify` waits longer)"
+    rows = [
+        ("messages applied", f"{figures.applied:,}{drained}"),
+        ("applied rate", "-" if figures.rate is None else f"{figures.rate:,.0f} msg/s"),
+        ("end-to-end latency p50", _ms(figures.p50_ms)),
+        ("end-to-end latency p99", _ms(figures.p99_ms)),
+        ("end-to-end latency max", _ms(figures.max_ms)),
+    ]
+    if dashboard_url:
+        rows.append(("dashboard", dashboard_url))
+    for name, value in rows:
+        table.add_row(name, value)
     console.print(table)
 
 

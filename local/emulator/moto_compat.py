@@ -87,6 +87,7 @@ from typing import Any
 
 from moto.awslambda.models import LambdaBackend
 from moto.cloudformation.parsing import ResourceMap
+from moto.cloudwatch.models import Statistics
 from moto.core.exceptions import JsonRESTError
 from moto.dynamodb import models as moto_models
 from moto.dynamodb.exceptions import ERROR_TYPE_PREFIX, DynamodbException, MockValidationException
@@ -1063,6 +1064,37 @@ def fix_item_size_follows_the_developer_guide() -> None:
     DynamoType.size = size  # type: ignore[method-assign]
 
 
+PERCENTILE_STATISTIC = re.compile(r"p(\d{1,2}(?:\.\d+)?|100)")
+
+
+def fix_cloudwatch_percentile_statistics() -> None:
+    """GetMetricData answers percentile statistics (`p50`, `p99`, `p99.9`) of published values.
+
+    AWS (CloudWatch User Guide, "Statistics definitions"): `pNN` is the value below which NN %
+    of the period's data points lie, for any metric published with values (`Values`/`Counts`,
+    or EMF arrays). moto (`Statistics.get_statistics_for_type`) knows only Sum, Average,
+    Minimum, Maximum and SampleCount and answers None for a percentile, which its response then
+    cannot serialise. Here: the nearest-rank percentile of the period's values (CloudWatch's is
+    an estimate within a small relative error of it).
+    """
+    original = Statistics.get_statistics_for_type
+    if getattr(original, "_compat_fix", False):
+        return
+
+    def get_statistics_for_type(self: Statistics, stat: str) -> Any:
+        match = PERCENTILE_STATISTIC.fullmatch(stat)
+        if match is None:
+            return original(self, stat)
+        values = sorted(self.metric_single_values_list)
+        if not values:
+            return None
+        rank = max(1, math.ceil(float(match[1]) / 100 * len(values)))
+        return values[rank - 1]
+
+    get_statistics_for_type._compat_fix = True  # type: ignore[attr-defined]
+    Statistics.get_statistics_for_type = get_statistics_for_type  # type: ignore[method-assign]
+
+
 FIXES: tuple[Callable[[], None], ...] = (
     fix_transact_write_items_client_request_token,
     fix_transaction_rollback_copies_only_what_it_touches,
@@ -1073,6 +1105,7 @@ FIXES: tuple[Callable[[], None], ...] = (
     fix_ssm_parameter_defaults_resolved_only_when_used,
     fix_dynamodb_streams_have_several_shards,
     fix_dynamodb_streams_iterators_expire,
+    fix_cloudwatch_percentile_statistics,
 )
 _applied: list[str] = []
 
