@@ -29,7 +29,9 @@ from benchmarks.report import BenchmarkRun, hand_written_sections, render
 from benchmarks.state_throughput import run_state_throughput
 from benchmarks.write_cost import run_write_cost
 from planner import model
+from planner.inputs import MAX_PARALLELIZATION_FACTOR, ServiceTimes, Settings, Workload
 from planner.prices import DEFAULT_PRICE_TABLE, load_price_table
+from planner.reduce import BUSY_LIMIT
 from stacks.capacity import planned_settings
 
 PLANNED_RATE = 50_000.0
@@ -91,14 +93,14 @@ def run(arguments: argparse.Namespace, console: Console) -> int:
             )
     by_handler = {o.handler: o for o in overhead.handlers}
     at_20_ms = next(t for t in throughput if t.round_trip_ms == 20.0)
-    times = model.ServiceTimes(
+    times = ServiceTimes(
         state_messages_per_second=at_20_ms.bounded_messages_per_second,
         state_cpu_us_per_message=by_handler["state"].cpu_us_per_unit,
         map_cpu_us_per_record=by_handler["map"].cpu_us_per_unit,
         reduce_cpu_us_per_action=overhead.reduce_model.per_action_us,
         reduce_cpu_us_per_message=overhead.reduce_model.per_message_us,
     )
-    workload = model.Workload(
+    workload = Workload(
         rate=PLANNED_RATE,
         record_bytes=round(write_cost.mean_record_bytes),
         state_writes_per_message=write_cost.stages["state"].requests / write_cost.messages,
@@ -136,20 +138,20 @@ def run(arguments: argparse.Namespace, console: Console) -> int:
     return 0 if exact else 1
 
 
-def recommended(plan: model.CapacityPlan) -> model.Settings:
+def recommended(plan: model.CapacityPlan) -> Settings:
     """The cdk.json settings with what the planner's flags ask for applied."""
     settings = plan.settings
     ours = plan.ours
     if ours.state_parallelization_needed > settings.state_parallelization_factor:
-        factor = min(model.MAX_PARALLELIZATION_FACTOR, ours.state_parallelization_needed)
+        factor = min(MAX_PARALLELIZATION_FACTOR, ours.state_parallelization_needed)
         settings = replace(settings, state_parallelization_factor=factor)
-    if ours.reduce_busy_fraction > model.BUSY_LIMIT:
+    if ours.reduce_busy_fraction > BUSY_LIMIT:
         keeping_up = model.reducers_that_keep_up(plan.workload, settings, plan.times, plan.prices, model.OURS)
         settings = keeping_up or settings
     return settings
 
 
-def describe_change(before: model.Settings, after: model.Settings) -> str:
+def describe_change(before: Settings, after: Settings) -> str:
     """The cdk.json settings that differ, as `-c key=value` would set them."""
     changes = [
         f"{name} {getattr(after, field):g}"

@@ -24,18 +24,11 @@ from rich.console import Console
 from rich.table import Table
 
 from benchmarks import REPOSITORY_ROOT
-from planner.model import (
-    PIPELINE_TABLES,
-    CapacityPlan,
-    ServiceTimes,
-    Settings,
-    TableModes,
-    Workload,
-    break_even_utilization,
-    lambda_state_rate,
-    plan_capacity,
-)
+from planner.inputs import ServiceTimes, Settings, Workload
+from planner.model import CapacityPlan, plan_capacity
 from planner.prices import DEFAULT_PRICE_TABLE, load_price_table
+from planner.state import lambda_state_rate
+from planner.tables import PIPELINE_TABLES, TableModes, break_even_utilization
 from stacks.capacity import planned_settings
 from stacks.settings import PipelineSettings, SettingsError
 

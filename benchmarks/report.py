@@ -13,7 +13,8 @@ from benchmarks.harness import Machine
 from benchmarks.state_throughput import ThroughputAtRoundTrip
 from benchmarks.write_cost import LARGE_MAP_BATCH_SIZE, LARGE_MAP_LABEL, MODES, WriteCostResult
 from benchmarks.write_units import StageWriteCost
-from planner.model import CapacityPlan, break_even_utilization
+from planner.model import CapacityPlan
+from planner.tables import break_even_utilization
 
 ORIGINAL_STATE_MESSAGES_PER_SECOND = 100.0
 COMMAND = ".venv/bin/python -m benchmarks run --output docs/benchmarks.md"

@@ -24,7 +24,9 @@ from __future__ import annotations
 from aws_cdk import Annotations, Stack
 
 from aggregation.names import TOKEN_AND_MARKERS
-from planner.model import OURS, Flag, ServiceTimes, Settings, Workload, plan_design
+from planner.inputs import ServiceTimes, Settings, Workload
+from planner.model import OURS, plan_design
+from planner.plan import Flag
 from planner.prices import load_price_table
 from stacks.settings import PipelineSettings, SettingsError
 from stacks.stages import MAP_MEMORY_MB, STATE_MEMORY_MB

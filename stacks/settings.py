@@ -28,7 +28,7 @@ from aggregation.names import TOKEN_AND_MARKERS, TOKEN_ONLY
 from aggregation.setting_changes import StateSettings
 from aggregation.transactions import DEFAULT_MARKER_TTL_DAYS, MIN_MARKER_TTL_DAYS
 from aggregation.value_domain import DEFAULT_VALUE_DOMAIN, ValueDomain
-from planner.model import CapacityMode, TableCapacity
+from planner.inputs import CapacityMode, TableCapacity
 
 ContextReader = Callable[[str], Any]
 """`node.try_get_context`: returns the raw context value for a key, or None when unset."""

@@ -8,9 +8,27 @@ import pytest
 
 from aggregation.item_size import MAX_ITEM_BYTES
 from aggregation.stream_positions import COVERAGE_QUERY_PAGE_ITEMS
-from planner import model as capacity
-from planner.model import ServiceTimes, Settings, TableCapacity, Workload, plan_capacity
+from planner.ingest import kinesis_monthly_usd, kinesis_shards
+from planner.inputs import (
+    ServiceTimes,
+    Settings,
+    TableCapacity,
+    Workload,
+    cpu_slowdown,
+    distinct_nodes,
+    lambda_monthly_usd,
+)
+from planner.map import delta_item_bytes, write_units_of
+from planner.model import OURS, plan_capacity, reducers_that_keep_up
 from planner.prices import DEFAULT_PRICE_TABLE, load_price_table
+from planner.reduce import BUSY_LIMIT, transactions_per_delta_batch
+from planner.state import lambda_state_rate
+from planner.tables import (
+    break_even_utilization,
+    provisioned_read_capacity,
+    provisioned_write_capacity,
+    writes_monthly_usd,
+)
 from stacks.settings import DEFAULT_AGGREGATE_SLICES, HOTTEST_ITEM_TARGET_WRITE_UNITS, SCALE_OUT_RATE
 
 PRICES = load_price_table()
@@ -30,9 +48,9 @@ def test_the_price_table_is_dated_sourced_and_says_to_check_it() -> None:
 
 
 def test_distinct_nodes_grow_from_none_to_every_node_of_the_hierarchy() -> None:
-    assert capacity.distinct_nodes(STANDARD, 0) == 0
-    assert capacity.distinct_nodes(STANDARD, 1) == pytest.approx(3 * STANDARD.paths_per_change, rel=0.05)
-    assert capacity.distinct_nodes(STANDARD, 1_000_000) == pytest.approx(5 + 25 + 75)
+    assert distinct_nodes(STANDARD, 0) == 0
+    assert distinct_nodes(STANDARD, 1) == pytest.approx(3 * STANDARD.paths_per_change, rel=0.05)
+    assert distinct_nodes(STANDARD, 1_000_000) == pytest.approx(5 + 25 + 75)
 
 
 def test_duplicates_and_stale_versions_do_not_change_state() -> None:
@@ -41,9 +59,9 @@ def test_duplicates_and_stale_versions_do_not_change_state() -> None:
 
 
 def test_kinesis_shards_follow_the_tighter_of_the_record_and_byte_limits() -> None:
-    assert capacity.kinesis_shards(Workload(rate=50_000, record_bytes=300)) == 50
-    assert capacity.kinesis_shards(Workload(rate=2_000, record_bytes=1024)) == 2
-    assert capacity.kinesis_shards(Workload(rate=1_000, record_bytes=4096)) == 4
+    assert kinesis_shards(Workload(rate=50_000, record_bytes=300)) == 50
+    assert kinesis_shards(Workload(rate=2_000, record_bytes=1024)) == 2
+    assert kinesis_shards(Workload(rate=1_000, record_bytes=4096)) == 4
 
 
 def test_kinesis_bills_each_record_rounded_up_to_a_kilobyte() -> None:
@@ -54,34 +72,30 @@ def test_kinesis_bills_each_record_rounded_up_to_a_kilobyte() -> None:
         + 1_000 * 1024 * seconds / 1024**3 * 0.08  # 300 B billed as 1 KB
         + 1_000 * 300 * seconds / 1024**3 * 0.04
     )
-    assert capacity.kinesis_monthly_usd(workload, PRICES) == pytest.approx(expected)
+    assert kinesis_monthly_usd(workload, PRICES) == pytest.approx(expected)
 
 
 def test_lambda_cost_is_gb_seconds_plus_requests() -> None:
-    cost = capacity.lambda_monthly_usd(executions=2, memory_mb=512, invocations_per_second=10, prices=PRICES)
+    cost = lambda_monthly_usd(executions=2, memory_mb=512, invocations_per_second=10, prices=PRICES)
     seconds = PRICES.seconds_per_month
     assert cost == pytest.approx(1 * seconds * 0.0000133334 + 10 * seconds * 0.2e-6)
 
 
 def test_few_nodes_put_a_whole_invocation_in_one_transaction() -> None:
     flat = Workload(rate=1, fan_out=(2,), modifications_pct=0)
-    per_batch, actions = capacity.transactions_per_delta_batch(
-        flat, changes=100, batches_per_invocation=10, markers=True
-    )
+    per_batch, actions = transactions_per_delta_batch(flat, changes=100, batches_per_invocation=10, markers=True)
     assert per_batch == pytest.approx(1 / 10)  # both groups: 2 nodes + 2 x 10 markers + #stats
     assert actions == pytest.approx(23)
 
 
 def test_each_node_group_of_the_standard_hierarchy_takes_one_transaction() -> None:
-    per_batch, actions = capacity.transactions_per_delta_batch(
-        STANDARD, changes=10_000, batches_per_invocation=10, markers=True
-    )
+    per_batch, actions = transactions_per_delta_batch(STANDARD, changes=10_000, batches_per_invocation=10, markers=True)
     assert per_batch == pytest.approx(2 / 10)  # 52.5 nodes + 10 markers + #stats per group
     assert actions == pytest.approx(105 / 2 + 10 + 1)
 
 
 def test_token_only_mode_writes_no_markers() -> None:
-    per_batch, actions = capacity.transactions_per_delta_batch(
+    per_batch, actions = transactions_per_delta_batch(
         STANDARD, changes=10_000, batches_per_invocation=10, markers=False
     )
     assert per_batch == pytest.approx(2 / 10)  # 105 nodes + #stats exceed 100: one transaction per group
@@ -90,7 +104,7 @@ def test_token_only_mode_writes_no_markers() -> None:
 
 def test_50000_messages_per_second_with_the_defaults_in_one_slice() -> None:
     plan = plan_capacity(STANDARD, Settings(aggregate_slices=1), prices=PRICES)
-    lambda_rate = capacity.lambda_state_rate(ServiceTimes(), Settings())
+    lambda_rate = lambda_state_rate(ServiceTimes(), Settings())
     assert lambda_rate < ServiceTimes().state_messages_per_second  # 512 MB is about 0.29 vCPU
     assert plan.ours.state_executions == pytest.approx(50_000 / lambda_rate)
     assert plan.original.state_executions == pytest.approx(500)  # the original's ~500 instances
@@ -117,23 +131,23 @@ def test_50000_messages_per_second_with_the_defaults_in_one_slice() -> None:
 
 
 def test_more_reducers_per_shard_come_first_then_larger_map_batches() -> None:
-    found = capacity.reducers_that_keep_up(STANDARD, Settings(), ServiceTimes(), PRICES, capacity.OURS)
+    found = reducers_that_keep_up(STANDARD, Settings(), ServiceTimes(), PRICES, OURS)
     assert found is not None and found.reduce_parallelization_factor > 1
     assert (found.map_batch_size, found.map_batching_window_seconds) == (100, 0)
     at_ten = Settings(reduce_parallelization_factor=10, reduce_batch_size=1)  # too busy even with 10 lanes
-    assert plan_capacity(STANDARD, at_ten, prices=PRICES).ours.reduce_busy_fraction > capacity.BUSY_LIMIT
-    batched = capacity.reducers_that_keep_up(STANDARD, at_ten, ServiceTimes(), PRICES, capacity.OURS)
+    assert plan_capacity(STANDARD, at_ten, prices=PRICES).ours.reduce_busy_fraction > BUSY_LIMIT
+    batched = reducers_that_keep_up(STANDARD, at_ten, ServiceTimes(), PRICES, OURS)
     assert batched is not None and batched.map_batch_size > 100
     for settings in (found, batched):
         plan = plan_capacity(STANDARD, settings, prices=PRICES)
-        assert plan.ours.reduce_busy_fraction <= capacity.BUSY_LIMIT
+        assert plan.ours.reduce_busy_fraction <= BUSY_LIMIT
         assert not [f for f in plan.ours.flags if "reduce" in f.problem]
 
 
 def test_cpu_slows_down_with_less_memory() -> None:
-    assert capacity.cpu_slowdown(1769) == 1.0
-    assert capacity.cpu_slowdown(3538) == 1.0  # more than one vCPU does not help one thread
-    assert capacity.cpu_slowdown(256) == pytest.approx(1769 / 256)
+    assert cpu_slowdown(1769) == 1.0
+    assert cpu_slowdown(3538) == 1.0  # more than one vCPU does not help one thread
+    assert cpu_slowdown(256) == pytest.approx(1769 / 256)
 
 
 def test_without_a_batching_window_a_stream_shard_fills_only_a_quarter_second_of_records() -> None:
@@ -174,17 +188,17 @@ def test_a_delta_item_over_400_kb_is_split_by_ours_and_flagged_for_the_original(
     assert plan.ours.effective_map_batch == 10_000  # fits in the item limit: 10,000 timestamps are ~100 KB
     assert plan.ours.delta_items_per_batch == 1
     huge = replace(STANDARD, fan_out=(30, 30, 30))  # 27,930 nodes
-    whole_item = capacity.delta_item_bytes(huge, 10_000, with_timestamps=True)
+    whole_item = delta_item_bytes(huge, 10_000, with_timestamps=True)
     assert whole_item > MAX_ITEM_BYTES
     split = plan_capacity(huge, large_batches, prices=PRICES)
     assert not [f for f in split.ours.flags if "item limit" in f.problem], "map writes it as several items"
     assert split.ours.delta_items_per_batch == 2  # halved once, as map's `delta_items` does
-    half = capacity.delta_item_bytes(huge, 5_000, with_timestamps=True)
+    half = delta_item_bytes(huge, 5_000, with_timestamps=True)
     assert half <= MAX_ITEM_BYTES
-    expected_units = split.ours.delta_batches_per_second * 2 * capacity.write_units_of(half)
+    expected_units = split.ours.delta_batches_per_second * 2 * write_units_of(half)
     assert split.ours.delta_write_units_per_second == pytest.approx(expected_units)
     # Billed by bytes: two halves cost about what the one item would (fewer bytes: nodes net per half).
-    unsplit_units = split.ours.delta_batches_per_second * capacity.write_units_of(whole_item)
+    unsplit_units = split.ours.delta_batches_per_second * write_units_of(whole_item)
     assert 1.0 < split.ours.delta_write_units_per_second / unsplit_units < 1.5
     assert [f for f in split.original.flags if "item limit" in f.problem], "the original writes one item a batch"
 
@@ -192,7 +206,7 @@ def test_a_delta_item_over_400_kb_is_split_by_ours_and_flagged_for_the_original(
 def test_map_reads_a_page_of_previous_delta_items_before_each_write() -> None:
     settings = Settings(map_batch_size=2000, map_batching_window_seconds=2, state_parallelization_factor=3)
     plan = plan_capacity(STANDARD, settings, prices=PRICES)
-    item = capacity.delta_item_bytes(STANDARD, plan.ours.effective_map_batch, with_timestamps=True)
+    item = delta_item_bytes(STANDARD, plan.ours.effective_map_batch, with_timestamps=True)
     per_query = math.ceil(COVERAGE_QUERY_PAGE_ITEMS * item / 4096)  # strongly consistent: 1 unit per 4 KB
     assert plan.ours.delta_read_units_per_second == pytest.approx(plan.ours.delta_batches_per_second * per_query)
     assert plan.original.delta_read_units_per_second == 0, "the original writes without reading"
@@ -205,8 +219,8 @@ def test_map_reads_a_page_of_previous_delta_items_before_each_write() -> None:
 
 def test_provisioned_reads_are_held_at_the_target_from_the_minimum_up() -> None:
     table = TableCapacity(mode="provisioned", min_read_capacity=50, max_read_capacity=100_000)
-    assert capacity.provisioned_read_capacity(0, table) == 50
-    assert capacity.provisioned_read_capacity(700, table) == pytest.approx(1000)
+    assert provisioned_read_capacity(0, table) == 50
+    assert provisioned_read_capacity(700, table) == pytest.approx(1000)
     plan = plan_capacity(STANDARD, Settings(map_batch_size=2000, map_batching_window_seconds=2, delta_table=table))
     reads = plan.ours.delta_read_units_per_second
     component = {c.name: c.monthly_usd for c in plan.ours.components}
@@ -216,7 +230,7 @@ def test_provisioned_reads_are_held_at_the_target_from_the_minimum_up() -> None:
     assert delta.read_units_per_second == reads and delta.provisioned_read_capacity == pytest.approx(reads / 0.7)
     assert component["DeltaTable writes"] + component["DeltaTable reads"] == pytest.approx(delta.provisioned_usd)
     assert delta.on_demand_usd == pytest.approx(
-        capacity.writes_monthly_usd(delta.write_units_per_second, PRICES) + reads * PRICES.seconds_per_month * 0.125e-6
+        writes_monthly_usd(delta.write_units_per_second, PRICES) + reads * PRICES.seconds_per_month * 0.125e-6
     )
 
 
@@ -241,7 +255,7 @@ def test_a_map_shard_that_cannot_keep_up_is_flagged() -> None:
 def test_when_reducers_and_batching_are_not_enough_the_reduce_gets_more_memory() -> None:
     # 42,500 msg/s x 200 µs x 6.9 = 59 s/s at 256 MB: more than 3 shards x 10 reducers carry.
     heavy = replace(ServiceTimes(), reduce_cpu_us_per_message=200.0)
-    found = capacity.reducers_that_keep_up(STANDARD, Settings(), heavy, PRICES, capacity.OURS)
+    found = reducers_that_keep_up(STANDARD, Settings(), heavy, PRICES, OURS)
     assert found is not None and found.reduce_memory_mb > 256
     flag = next(f for f in plan_capacity(STANDARD, Settings(), heavy, PRICES).ours.flags if "reduce" in f.problem)
     assert f"set reduceMemoryMb to {found.reduce_memory_mb}" in flag.change
@@ -278,7 +292,7 @@ def test_the_default_slice_count_is_the_first_that_keeps_the_hottest_item_under_
 
 
 def test_break_even_utilisation_is_where_both_modes_cost_the_same() -> None:
-    break_even = capacity.break_even_utilization(PRICES)
+    break_even = break_even_utilization(PRICES)
     assert break_even == pytest.approx(0.00065 / 3600 / 0.625e-6)  # about 29 %
     units = 10_000.0
     at_break_even = TableCapacity(
@@ -286,20 +300,20 @@ def test_break_even_utilisation_is_where_both_modes_cost_the_same() -> None:
     )
     capacity_held = units / break_even
     provisioned = capacity_held * 0.00065 * 730 + 1 * 0.00013 * 730
-    on_demand = capacity.writes_monthly_usd(units, PRICES)
+    on_demand = writes_monthly_usd(units, PRICES)
     assert provisioned == pytest.approx(on_demand + 0.00013 * 730)  # equal but for the minimum read capacity
-    assert capacity.provisioned_write_capacity(units, replace(at_break_even, target_utilization_percent=70)) == (
+    assert provisioned_write_capacity(units, replace(at_break_even, target_utilization_percent=70)) == (
         pytest.approx(units / 0.7)
     )
 
 
 def test_provisioned_capacity_follows_the_load_from_the_minimum_up() -> None:
     table = TableCapacity(mode="provisioned", min_write_capacity=100, max_write_capacity=1000)
-    assert capacity.provisioned_write_capacity(7, table) == 100
-    assert capacity.provisioned_write_capacity(70, table) == pytest.approx(100)
-    assert capacity.provisioned_write_capacity(350, table) == pytest.approx(500)
+    assert provisioned_write_capacity(7, table) == 100
+    assert provisioned_write_capacity(70, table) == pytest.approx(100)
+    assert provisioned_write_capacity(350, table) == pytest.approx(500)
     # Beyond the maximum the cost is what carrying the load takes; the plan flags the maximum.
-    assert capacity.provisioned_write_capacity(5000, table) == pytest.approx(5000 / 0.7)
+    assert provisioned_write_capacity(5000, table) == pytest.approx(5000 / 0.7)
 
 
 def test_both_modes_are_priced_side_by_side_and_the_cheaper_recommended() -> None:
