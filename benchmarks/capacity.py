@@ -24,6 +24,7 @@ from rich.console import Console
 from rich.table import Table
 
 from benchmarks import REPOSITORY_ROOT
+from planner.ingest import PROVISIONED_SHARD_UTILIZATION
 from planner.inputs import ServiceTimes, Settings, Workload
 from planner.model import CapacityPlan, plan_capacity
 from planner.prices import DEFAULT_PRICE_TABLE, load_price_table
@@ -195,6 +196,21 @@ def describe_modes(plan: CapacityPlan) -> str:
     )
 
 
+def describe_stream(plan: CapacityPlan) -> str:
+    """The Kinesis stream in both capacity modes (`streamMode`)."""
+    stream, configured = plan.stream, plan.settings.stream
+    shards = (
+        f"its {stream.provisioned_shards} shards"
+        if configured.provisioned
+        else f"{stream.provisioned_shards} shards, each filled to {PROVISIONED_SHARD_UTILIZATION:.0%} of its limits"
+    )
+    return (
+        f"Kinesis (`streamMode` {configured.mode}): on-demand ${stream.on_demand_usd:,.0f} a month (stream-hours, "
+        f"data in and out by the GB) against provisioned ${stream.provisioned_usd:,.0f} with {shards} "
+        f"(shard-hours and 25 KB PUT payload units); {stream.cheaper} is cheaper at this steady rate."
+    )
+
+
 def render_rich(plan: CapacityPlan, console: Console) -> None:
     table = Table(title=f"Capacity plan for {plan.workload.rate:,.0f} messages/s", title_justify="left")
     table.add_column("")
@@ -210,6 +226,7 @@ def render_rich(plan: CapacityPlan, console: Console) -> None:
         modes.add_row(*mode_row)
     console.print(modes)
     console.print(describe_modes(plan).replace("**", ""))
+    console.print(describe_stream(plan).replace("`", ""))
     console.print(f"[dim]{describe_inputs(plan)}[/]")
     for design in (plan.ours, plan.original):
         for flag in design.flags:
@@ -236,6 +253,8 @@ def render_markdown(plan: CapacityPlan) -> str:
         *(f"| {name} | {ours} | {original} |" for name, ours, original in _rows(plan)),
         "",
         f"Inputs: {describe_inputs(plan)}.",
+        "",
+        describe_stream(plan),
         "",
         "DynamoDB capacity modes (this pipeline):",
         "",

@@ -76,6 +76,25 @@ class TableCapacity:
 
 
 @dataclass(frozen=True)
+class StreamCapacity:
+    """The Kinesis stream's capacity mode (`streamMode`).
+
+    On-demand: Kinesis adds shards as the writes grow and bills the stream-hour and every
+    gigabyte in and out. Provisioned: `shard_count` shards, each taking at most 1,000 records
+    and 1 MiB a second, billed by the shard-hour and by 25 KB PUT payload unit; reading is
+    included for the one shared-throughput consumer the pipeline has. The shard count is fixed
+    until someone reshards: a rate above what the shards take is throttled at the producer.
+    """
+
+    mode: CapacityMode = "on-demand"
+    shard_count: int = 0  # provisioned only
+
+    @property
+    def provisioned(self) -> bool:
+        return self.mode == "provisioned"
+
+
+@dataclass(frozen=True)
 class Settings:
     """The deployment's settings (cdk.json context names in the comments).
 
@@ -97,6 +116,7 @@ class Settings:
     state_table: TableCapacity = TableCapacity()  # stateTableCapacity
     delta_table: TableCapacity = TableCapacity()  # deltaTableCapacity
     aggregate_table: TableCapacity = TableCapacity()  # aggregateTableCapacity
+    stream: StreamCapacity = StreamCapacity()  # streamMode
 
     def table_capacity(self, table: str) -> TableCapacity:
         """The capacity of one of `PIPELINE_TABLES`."""

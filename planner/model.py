@@ -52,7 +52,7 @@ from dataclasses import dataclass, replace
 
 from aggregation.aggregate_items import MAX_SLICES
 from aggregation.stream_positions import COVERAGE_QUERY_PAGE_ITEMS
-from planner.ingest import plan_ingest
+from planner.ingest import StreamModes, plan_ingest, stream_modes
 from planner.inputs import (
     MAX_PARALLELIZATION_FACTOR,
     PER_ITEM_WRITE_UNITS_PER_SECOND,
@@ -82,6 +82,7 @@ class CapacityPlan:
     ours: DesignPlan
     original: DesignPlan
     modes: list[TableModes]  # ours, each table priced in both capacity modes
+    stream: StreamModes  # the Kinesis stream priced in both capacity modes
 
 
 OURS = Design(
@@ -117,7 +118,7 @@ def plan_design(
 ) -> DesignPlan:
     """The plan of one design; `suggest` False skips searching for settings that would keep up."""
     plan = DesignPlan(design=design.name)
-    kinesis = plan_ingest(plan, workload, prices)
+    kinesis = plan_ingest(plan, workload, settings, prices)
     state = plan_state(plan, workload=workload, settings=settings, times=times, prices=prices, design=design)
     mapping = plan_map(plan, workload=workload, settings=settings, times=times, prices=prices, design=design)
     reduce = plan_reduce(plan, workload=workload, settings=settings, times=times, prices=prices, design=design)
@@ -251,4 +252,5 @@ def plan_capacity(
         ours=ours,
         original=plan_design(workload, settings, times, prices, ORIGINAL),
         modes=capacity_modes(ours, settings, prices),
+        stream=stream_modes(workload, settings, prices),
     )

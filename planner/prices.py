@@ -62,5 +62,11 @@ def load_price_table(path: Path = DEFAULT_PRICE_TABLE) -> PriceTable:
         kinesis_put_payload_unit_bytes=int(kinesis["put_payload_unit_bytes"]),
         lambda_gb_second=float(functions["arm64_gb_second"]),
         lambda_request=float(functions["requests_per_million"]) / 1e6,
-        sources=(dynamodb["source"], dynamodb["provisioned_source"], kinesis["source"], functions["source"]),
+        sources=(
+            dynamodb["source"],
+            dynamodb["provisioned_source"],
+            kinesis["source"],
+            kinesis["provisioned_source"],
+            functions["source"],
+        ),
     )

@@ -49,6 +49,7 @@ def planned_settings(settings: PipelineSettings) -> Settings:
         state_table=settings.state_table_capacity,
         delta_table=settings.delta_table_capacity,
         aggregate_table=settings.aggregate_table_capacity,
+        stream=settings.stream_mode,
     )
 
 

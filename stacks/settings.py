@@ -28,7 +28,7 @@ from aggregation.names import TOKEN_AND_MARKERS, TOKEN_ONLY
 from aggregation.setting_changes import StateSettings
 from aggregation.transactions import DEFAULT_MARKER_TTL_DAYS, MIN_MARKER_TTL_DAYS
 from aggregation.value_domain import DEFAULT_VALUE_DOMAIN, ValueDomain
-from planner.inputs import CapacityMode, TableCapacity
+from planner.inputs import CapacityMode, StreamCapacity, TableCapacity
 
 ContextReader = Callable[[str], Any]
 """`node.try_get_context`: returns the raw context value for a key, or None when unset."""
@@ -136,6 +136,7 @@ DEFAULT_CONTEXT: Final[Mapping[str, Any]] = {
     "capacityCheck": "refuse",
     "aggregateSlices": DEFAULT_AGGREGATE_SLICES,
     "reduceParallelizationFactor": 1,
+    "streamMode": {"mode": "on-demand"},
 }
 """The defaults; `cdk.json` repeats them (a test keeps the two identical)."""
 
@@ -193,6 +194,7 @@ class PipelineSettings:
     capacity_check: CapacityCheck
     aggregate_slices: int
     reduce_parallelization_factor: int
+    stream_mode: StreamCapacity
 
     @property
     def state_settings(self) -> StateSettings:
@@ -266,6 +268,7 @@ class PipelineSettings:
             aggregate_slices=_integer(raw, "aggregateSlices", 1, MAX_SLICES),
             # Lambda's range for ParallelizationFactor.
             reduce_parallelization_factor=_integer(raw, "reduceParallelizationFactor", 1, 10),
+            stream_mode=_stream_mode(raw("streamMode")),
         )
 
 
@@ -424,6 +427,32 @@ def _table_capacity(raw: Callable[[str], Any], key: str) -> TableCapacity:
         if low > high:
             raise _fail(f"{key}.max{kind}Capacity", f"at least min{kind}Capacity ({low})", high)
     return capacity
+
+
+MAX_STREAM_SHARDS = 10_000
+"""A sanity bound on `streamMode`'s `shardCount` (Kinesis's own quota is per account and adjustable)."""
+
+
+def _stream_mode(value: Any) -> StreamCapacity:
+    """`{"mode": "on-demand"}`, or `{"mode": "provisioned", "shardCount": N}`.
+
+    A shard count is required with `provisioned` (the stream has exactly that many shards
+    until someone reshards) and refused with `on-demand`, where Kinesis chooses the shards:
+    a count there would be silently ignored.
+    """
+    if isinstance(value, str):
+        value = _json_or(value, lambda _text: None)
+    expected = '{"mode": "on-demand"} or {"mode": "provisioned", "shardCount": 1 to ' + f"{MAX_STREAM_SHARDS}}}"
+    if not isinstance(value, dict) or value.get("mode") not in CAPACITY_MODES or set(value) - {"mode", "shardCount"}:
+        raise _fail("streamMode", expected, value)
+    if value["mode"] == "on-demand":
+        if "shardCount" in value:
+            raise _fail("streamMode", f"{expected} (an on-demand stream chooses its own shards)", value)
+        return StreamCapacity()
+    if "shardCount" not in value:
+        raise _fail("streamMode", expected, value)
+    shards = _integer({"streamMode.shardCount": value["shardCount"]}.get, "streamMode.shardCount", 1, MAX_STREAM_SHARDS)
+    return StreamCapacity(mode="provisioned", shard_count=shards)
 
 
 def _capacity_check(value: Any) -> CapacityCheck:

@@ -8,10 +8,16 @@ import pytest
 
 from aggregation.item_size import MAX_ITEM_BYTES
 from aggregation.stream_positions import COVERAGE_QUERY_PAGE_ITEMS
-from planner.ingest import kinesis_monthly_usd, kinesis_shards
+from planner.ingest import (
+    kinesis_shards,
+    on_demand_stream_monthly_usd,
+    provisioned_stream_monthly_usd,
+    suggested_provisioned_shards,
+)
 from planner.inputs import (
     ServiceTimes,
     Settings,
+    StreamCapacity,
     TableCapacity,
     Workload,
     cpu_slowdown,
@@ -40,6 +46,10 @@ def test_the_price_table_is_dated_sourced_and_says_to_check_it() -> None:
     assert raw["as_of"] and "check" in raw["notice"].lower() and "list price" in raw["notice"].lower()
     assert all(section["source"].startswith("https://") for section in (raw["dynamodb"], raw["kinesis"], raw["lambda"]))
     assert raw["dynamodb"]["provisioned_source"].startswith("https://aws.amazon.com/dynamodb/pricing/provisioned/")
+    assert raw["kinesis"]["provisioned_source"].startswith("https://aws.amazon.com/kinesis/data-streams/pricing/")
+    assert PRICES.kinesis_shard_hour == pytest.approx(0.015)
+    assert PRICES.kinesis_put_payload_unit == pytest.approx(0.014e-6)
+    assert PRICES.kinesis_put_payload_unit_bytes == 25 * 1024
     assert PRICES.dynamodb_write_unit == pytest.approx(0.625e-6)
     assert PRICES.dynamodb_read_unit == pytest.approx(0.125e-6)
     assert PRICES.dynamodb_write_capacity_unit_hour == pytest.approx(0.00065)
@@ -72,7 +82,42 @@ def test_kinesis_bills_each_record_rounded_up_to_a_kilobyte() -> None:
         + 1_000 * 1024 * seconds / 1024**3 * 0.08  # 300 B billed as 1 KB
         + 1_000 * 300 * seconds / 1024**3 * 0.04
     )
-    assert kinesis_monthly_usd(workload, PRICES) == pytest.approx(expected)
+    assert on_demand_stream_monthly_usd(workload, PRICES) == pytest.approx(expected)
+
+
+def test_provisioned_kinesis_bills_shard_hours_and_25_kb_put_payload_units() -> None:
+    seconds = PRICES.seconds_per_month
+    small, large = Workload(rate=1_000, record_bytes=300), Workload(rate=1_000, record_bytes=30_000)
+    assert provisioned_stream_monthly_usd(small, 2, PRICES) == pytest.approx(
+        2 * 0.015 * 730 + 1_000 * seconds * 0.014e-6
+    )
+    # A 30,000-byte record is two 25 KB payload units.
+    assert provisioned_stream_monthly_usd(large, 2, PRICES) == pytest.approx(
+        2 * 0.015 * 730 + 2 * 1_000 * seconds * 0.014e-6
+    )
+
+
+def test_at_50000_msg_s_provisioned_kinesis_is_priced_beside_on_demand_and_costs_less() -> None:
+    plan = plan_capacity(STANDARD, prices=PRICES)
+    assert plan.stream.provisioned_shards == suggested_provisioned_shards(STANDARD) == math.ceil(50 / 0.7)
+    assert plan.stream.on_demand_usd == pytest.approx(on_demand_stream_monthly_usd(STANDARD, PRICES))
+    assert plan.stream.cheaper == "provisioned" and plan.stream.provisioned_usd < plan.stream.on_demand_usd / 3
+    (kinesis,) = [c for c in plan.ours.components if c.name.startswith("Kinesis")]
+    assert kinesis.name == "Kinesis (on-demand)" and kinesis.monthly_usd == plan.stream.on_demand_usd
+
+
+def test_a_provisioned_stream_is_billed_by_its_shards_and_flagged_when_they_are_too_few() -> None:
+    enough = plan_capacity(STANDARD, Settings(stream=StreamCapacity("provisioned", 150)), prices=PRICES)
+    (kinesis,) = [c for c in enough.ours.components if c.name.startswith("Kinesis")]
+    assert kinesis.name == "Kinesis (provisioned)"
+    assert kinesis.monthly_usd == pytest.approx(provisioned_stream_monthly_usd(STANDARD, 150, PRICES))
+    assert enough.stream.provisioned_shards == 150 and enough.ours.kinesis_shards == 150
+    assert not [f for f in enough.ours.flags if "Kinesis" in f.problem]
+    # More shards than the writes need spread them: each state instance's shard brings less.
+    assert enough.ours.state_parallelization_needed == 1
+    few = plan_capacity(STANDARD, Settings(stream=StreamCapacity("provisioned", 40)), prices=PRICES)
+    (flag,) = [f for f in few.ours.stalls if "Kinesis" in f.problem]
+    assert flag.change == f"raise streamMode shardCount to {suggested_provisioned_shards(STANDARD)}"
 
 
 def test_lambda_cost_is_gb_seconds_plus_requests() -> None:
