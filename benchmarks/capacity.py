@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -84,6 +85,11 @@ def _rows(plan: CapacityPlan) -> list[tuple[str, str, str]]:
             f"{original.reduce_lanes} ({original.reduce_busy_fraction:.0%})",
         ),
         (
+            "effective reduce batch (delta batches)",
+            f"{ours.effective_reduce_batch:,.1f}",
+            f"{original.effective_reduce_batch:,.1f}",
+        ),
+        (
             "aggregate slices in use (per invocation)",
             f"{ours.slices_in_use:.1f} ({ours.slices_per_invocation:.1f})",
             f"{original.slices_in_use:.0f} ({original.slices_per_invocation:.0f})",
@@ -114,6 +120,7 @@ def _rows(plan: CapacityPlan) -> list[tuple[str, str, str]]:
             f"{original.hottest_item_write_units_per_second:,.0f}",
         ),
     ]
+    rows.append(("latency p50 (model, s)", _seconds(ours.latency_p50_seconds), _seconds(original.latency_p50_seconds)))
     for mine, theirs in zip(ours.components, original.components, strict=True):
         rows.append((f"{mine.name} $/month", f"{mine.monthly_usd:,.0f}", f"{theirs.monthly_usd:,.0f}"))
     rows.append(("total $/month", f"{ours.monthly_usd:,.0f}", f"{original.monthly_usd:,.0f}"))
@@ -122,6 +129,52 @@ def _rows(plan: CapacityPlan) -> list[tuple[str, str, str]]:
         ("$ per million messages", f"{ours.monthly_usd / per_million:.3f}", f"{original.monthly_usd / per_million:.3f}")
     )
     return rows
+
+
+def _seconds(value: float) -> str:
+    return "unbounded (falls behind)" if math.isinf(value) else f"{value:.2f}"
+
+
+TIMING_COLUMNS = ("stage", "lanes", "batch", "between invocations s", "iterator age s", "invocation s", "busy")
+
+
+def _timing_rows(plan: CapacityPlan) -> list[tuple[str, ...]]:
+    """This pipeline's stages in steady state: what the latency model adds up."""
+    rows: list[tuple[str, ...]] = [
+        (
+            timing.stage,
+            f"{timing.lanes:,}",
+            f"{timing.batch:,.1f}",
+            f"{timing.interval_seconds:.3f}",
+            f"{timing.iterator_age_seconds:.3f}",
+            f"{timing.invocation_seconds:.3f}",
+            f"{timing.busy:.0%}",
+        )
+        for timing in plan.ours.timings
+    ]
+    rows.append(("**p50, put to commit**", "", "", "", "", _seconds(plan.ours.latency_p50_seconds), ""))
+    return rows
+
+
+def render_timings_markdown(plan: CapacityPlan) -> str:
+    lines = [
+        "| " + " | ".join(TIMING_COLUMNS) + " |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        *("| " + " | ".join(row) + " |" for row in _timing_rows(plan)),
+        "",
+        LATENCY_NOTE,
+    ]
+    return "\n".join(lines) + "\n"
+
+
+LATENCY_NOTE = (
+    "Latency model: a record waits half its lane's interval between invocations (its iterator age when read: "
+    "Lambda polls a Kinesis shard once a second, or as fast as batches fill, a DynamoDB stream shard four "
+    "times a second, or after the batching window) and then for the invocation that commits its batch; a lane "
+    "whose invocations outlast the poll interval takes what arrived meanwhile, so its batches grow. The p50 is "
+    "the sum of the stages' means (each wait spread evenly); the put and a record's time to become readable "
+    "on a stream are left out. Busy: the share of what a stage's lanes carry at full batches."
+)
 
 
 def _table_modes(settings: Settings) -> str:
@@ -226,6 +279,12 @@ def render_rich(plan: CapacityPlan, console: Console) -> None:
         modes.add_row(*mode_row)
     console.print(modes)
     console.print(describe_modes(plan).replace("**", ""))
+    timings = Table(title="Stages in steady state (this pipeline)", title_justify="left")
+    for index, column in enumerate(TIMING_COLUMNS):
+        timings.add_column(column, justify="left" if index == 0 else "right")
+    for timing_row in _timing_rows(plan):
+        timings.add_row(*(cell.replace("**", "") for cell in timing_row))
+    console.print(timings)
     console.print(describe_stream(plan).replace("`", ""))
     console.print(f"[dim]{describe_inputs(plan)}[/]")
     for design in (plan.ours, plan.original):
@@ -256,6 +315,9 @@ def render_markdown(plan: CapacityPlan) -> str:
         "",
         describe_stream(plan),
         "",
+        "Stages in steady state (this pipeline):",
+        "",
+        render_timings_markdown(plan),
         "DynamoDB capacity modes (this pipeline):",
         "",
         render_modes_markdown(plan),

@@ -6,6 +6,7 @@ Pure (the standard library), like every module of the planner (`planner.model` l
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -14,6 +15,8 @@ from planner.prices import PriceTable
 PER_ITEM_WRITE_UNITS_PER_SECOND = 1000  # DynamoDB's per-partition write throughput
 MAX_PARALLELIZATION_FACTOR = 10
 STREAM_POLLS_PER_SECOND = 4  # Lambda polls a DynamoDB stream shard about four times a second
+KINESIS_POLL_SECONDS = 1.0  # Lambda reads a Kinesis shard at a base rate of once a second
+KINESIS_READS_PER_SECOND = 5  # GetRecords calls a Kinesis shard serves a second
 GIGABYTE = 1024**3
 KILOBYTE = 1024
 LAMBDA_MB_PER_VCPU = 1769  # Lambda gives one full vCPU at 1,769 MB, proportionally less below
@@ -170,3 +173,24 @@ def lambda_monthly_usd(executions: float, memory_mb: int, invocations_per_second
     gb_seconds = executions * memory_mb / 1024 * prices.seconds_per_month
     requests = invocations_per_second * prices.seconds_per_month
     return gb_seconds * prices.lambda_gb_second + requests * prices.lambda_request
+
+
+def steady_batch(
+    batch_size: int, per_lane: float, poll_seconds: float, invocation_seconds: Callable[[float], float]
+) -> float:
+    """The records an invocation takes in steady state: what its lane gathered meanwhile.
+
+    With no batching window Lambda invokes a lane with what it finds at a poll, up to the
+    batch size. A lane whose invocations are shorter than the poll interval takes one poll's
+    arrivals; one whose invocations run longer takes what arrived while the previous one ran
+    (larger batches, each cheaper per record), until the batch size caps it. The fixed point
+    of that, iterated from one poll's batch: an invocation's duration grows more slowly than
+    its batch while the lane keeps up, so it converges; otherwise it reaches the cap.
+    """
+    batch = max(1.0, min(float(batch_size), per_lane * poll_seconds))
+    for _ in range(100):
+        following = max(1.0, min(float(batch_size), per_lane * max(poll_seconds, invocation_seconds(batch))))
+        if abs(following - batch) < 1e-4:
+            break
+        batch = following
+    return batch

@@ -16,7 +16,7 @@ from planner.inputs import (
     distinct_nodes,
     lambda_monthly_usd,
 )
-from planner.plan import Component, Design, DesignPlan, Flag
+from planner.plan import Component, Design, DesignPlan, Flag, StageTiming
 from planner.prices import PriceTable
 
 READ_UNIT_BYTES = 4 * KILOBYTE  # a strongly consistent read unit: up to 4 KB (a Query: the items read, summed)
@@ -87,6 +87,16 @@ def plan_map(
                 "give the map function more memory (CPU scales with it) or a longer batching window",
             )
         )
+    plan.timings.append(
+        StageTiming(
+            "map",
+            lanes=plan.state_stream_shards,
+            batch=plan.effective_map_batch,
+            interval_seconds=fill_seconds_per_batch,
+            invocation_seconds=map_seconds,
+            busy=map_seconds / fill_seconds_per_batch,
+        )
+    )
     return Component(
         "map λ",
         f"{plan.map_executions:,.1f} concurrent, {plan.delta_batches_per_second:,.1f} invocations/s",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -69,6 +70,34 @@ class Design:
     otherwise the put is refused on every retry (flagged)."""
 
 
+@dataclass(frozen=True)
+class StageTiming:
+    """One stage's batches and timing in steady state: what the latency model adds up.
+
+    A record waits for its lane's next invocation (half the `interval_seconds` between
+    invocations, on average: its iterator age when read), then for that invocation to finish
+    (`invocation_seconds`): a batch is committed whole. `busy` is the share of what the
+    stage's lanes can carry that the rate uses, with full batches.
+    """
+
+    stage: str
+    lanes: int
+    batch: float  # records (delta batches for reduce) an invocation takes
+    interval_seconds: float  # between two invocations of one lane
+    invocation_seconds: float
+    busy: float
+
+    @property
+    def iterator_age_seconds(self) -> float:
+        """How long a record waits, on average, before an invocation reads it."""
+        return self.interval_seconds / 2
+
+    @property
+    def seconds(self) -> float:
+        """From a record's arrival on the stage's stream to its invocation's commit, on average."""
+        return self.iterator_age_seconds + self.invocation_seconds
+
+
 @dataclass
 class DesignPlan:
     design: str
@@ -85,7 +114,8 @@ class DesignPlan:
     slices_per_invocation: float = 1.0  # slices an invocation's delta batches fall in
     slices_in_use: float = 1.0  # slices the StateTable stream shards hash to
     reduce_executions: float = 0.0  # reducers busy at once, on average
-    reduce_busy_fraction: float = 0.0  # of each reducer
+    reduce_busy_fraction: float = 0.0  # of each reducer, with full batches of reduceBatchSize
+    effective_reduce_batch: float = 0.0  # delta batches an invocation takes in steady state
     actions_per_transaction: float = 0.0
     state_write_units_per_second: float = 0.0
     delta_write_units_per_second: float = 0.0
@@ -95,6 +125,24 @@ class DesignPlan:
     hottest_item_write_units_per_second: float = 0.0
     components: list[Component] = field(default_factory=list)
     flags: list[Flag] = field(default_factory=list)
+    timings: list[StageTiming] = field(default_factory=list)  # state, map, reduce
+
+    @property
+    def latency_p50_seconds(self) -> float:
+        """A message's time from the producer's put to its reduce commit, at the median.
+
+        Each stage's wait is spread evenly over its interval, so the sum of the stages' means
+        is the median as well. Left out: the put itself and how long a record takes to become
+        readable on a stream (AWS publishes neither; both are well under a poll interval).
+        Infinite when a stage cannot keep up: its backlog, and so every message's wait, grows.
+        """
+        if any(timing.busy > 1 for timing in self.timings):
+            return math.inf
+        return sum(timing.seconds for timing in self.timings)
+
+    @property
+    def busiest_stage(self) -> StageTiming:
+        return max(self.timings, key=lambda timing: timing.busy)
 
     @property
     def monthly_usd(self) -> float:

@@ -13,14 +13,16 @@ from dataclasses import dataclass
 from aggregation.transactions import MARKER_ACTIONS_PER_UNIT, MAX_TRANSACTION_ACTIONS, NODE_GROUPS, STATS_ACTIONS
 from planner.inputs import (
     PER_ITEM_WRITE_UNITS_PER_SECOND,
+    STREAM_POLLS_PER_SECOND,
     ServiceTimes,
     Settings,
     Workload,
     cpu_slowdown,
     distinct_nodes,
     lambda_monthly_usd,
+    steady_batch,
 )
-from planner.plan import Component, Design, DesignPlan, Flag, ReducePacking
+from planner.plan import Component, Design, DesignPlan, Flag, ReducePacking, StageTiming
 from planner.prices import PriceTable
 
 BUSY_LIMIT = 0.8  # a reducer busier than this falls behind on any burst
@@ -40,30 +42,88 @@ class ReduceSlicing:
 
     delta_stream_shards: int
     lanes: int
-    slices_per_invocation: float
+    slices_per_lane: float  # the slices a lane's StateTable stream shards hash to
     slices_in_use: float
+
+    def slices_per_invocation(self, batch: float) -> float:
+        """The slices an invocation of `batch` delta batches falls in."""
+        return expected_distinct(self.slices_per_lane, batch)
+
+
+UNSLICED = ReduceSlicing(delta_stream_shards=1, lanes=1, slices_per_lane=1.0, slices_in_use=1.0)
+"""The original's reduce: one instance, one item per node."""
 
 
 def reduce_slicing(settings: Settings, state_stream_shards: int, delta_write_units_per_second: float) -> ReduceSlicing:
-    """Reducers, and the slices an invocation's delta batches fall in, with hashes assumed even.
+    """Reducers, and the slices their delta batches fall in, with hashes assumed even.
 
     The DeltaTable stream has about one shard per 1,000 WCU/s partition (as the StateTable's);
     Lambda runs `reduceParallelizationFactor` lanes per shard, a partition key (`StreamShard`)
     always in the same lane. A lane carries its share of the StateTable stream shards, whose
-    items add to `slice_of(StreamShard, aggregateSlices)`; the `reduceBatchSize` delta batches
-    of an invocation fall in as many slices as they hit, each planned apart. The hottest slice
-    takes its share of the transactions over `slices_in_use`, the slices the StateTable shards
-    hash to: an even spread, which is why the default slice count aims at half the item limit.
+    items add to `slice_of(StreamShard, aggregateSlices)`; the delta batches of an invocation
+    fall in as many slices as they hit, each planned apart. The hottest slice takes its share
+    of the transactions over `slices_in_use`, the slices the StateTable shards hash to: an even
+    spread, which is why the default slice count aims at half the item limit.
     """
     delta_shards = max(1, math.ceil(delta_write_units_per_second / PER_ITEM_WRITE_UNITS_PER_SECOND))
     lanes = delta_shards * settings.reduce_parallelization_factor
     slices = settings.aggregate_slices
-    slices_per_lane = expected_distinct(slices, state_stream_shards / lanes)
     return ReduceSlicing(
         delta_stream_shards=delta_shards,
         lanes=lanes,
-        slices_per_invocation=expected_distinct(slices_per_lane, settings.reduce_batch_size),
+        slices_per_lane=expected_distinct(slices, state_stream_shards / lanes),
         slices_in_use=expected_distinct(slices, state_stream_shards),
+    )
+
+
+@dataclass(frozen=True)
+class ReduceLoad:
+    """The reduce stage's work when each invocation takes `batch` delta batches (`reduce_load`)."""
+
+    batch: float
+    slices_per_invocation: float
+    transactions_per_second: float
+    actions_per_transaction: float
+    executions: float  # reducers busy at once, on average (seconds of work a second)
+    invocations_per_second: float
+    flags: tuple[Flag, ...]
+
+    @property
+    def invocation_seconds(self) -> float:
+        """How long one invocation runs: its transactions one after the other, and its CPU."""
+        return self.executions / self.invocations_per_second
+
+
+def reduce_load(
+    plan: DesignPlan,
+    slicing: ReduceSlicing,
+    batch: float,
+    *,
+    workload: Workload,
+    settings: Settings,
+    times: ServiceTimes,
+    design: Design,
+) -> ReduceLoad:
+    """Transactions, actions and reducer time when invocations take `batch` delta batches each."""
+    slices_per_invocation = slicing.slices_per_invocation(batch)
+    batches_together = batch / slices_per_invocation
+    packing = design.reduce_packing(workload, plan.effective_map_batch, batches_together, settings)
+    transactions = plan.delta_batches_per_second * packing.transactions_per_delta_batch
+    slowdown = cpu_slowdown(settings.reduce_memory_mb)
+    changes_per_second = workload.rate * workload.applied_share
+    executions = (
+        transactions * times.transaction_round_trip_ms / 1e3
+        + transactions * packing.actions_per_transaction * times.reduce_cpu_us_per_action / 1e6 * slowdown
+        + changes_per_second * times.reduce_cpu_us_per_message / 1e6 * slowdown
+    )
+    return ReduceLoad(
+        batch=batch,
+        slices_per_invocation=slices_per_invocation,
+        transactions_per_second=transactions,
+        actions_per_transaction=packing.actions_per_transaction,
+        executions=executions,
+        invocations_per_second=plan.delta_batches_per_second / batch,
+        flags=packing.flags,
     )
 
 
@@ -105,12 +165,12 @@ def original_reduce_packing(
 ) -> ReducePacking:
     """One transaction for the union of a reduce batch's nodes, without markers or `#stats`.
 
-    Its totals are not sliced: `batches_together` is the whole reduce batch.
+    Its totals are not sliced: `batches_together` is the whole reduce invocation.
 
     A union over the action limit does not fit one transaction: the original would have to
     split it, losing the single token that made the batch idempotent.
     """
-    union = distinct_nodes(workload, changes * settings.reduce_batch_size)
+    union = distinct_nodes(workload, changes * batches_together)
     transactions_per_batch = math.ceil(union / MAX_TRANSACTION_ACTIONS)
     flags: tuple[Flag, ...] = ()
     if union > MAX_TRANSACTION_ACTIONS:
@@ -121,7 +181,7 @@ def original_reduce_packing(
                 "the original must split it (and loses one-token idempotency); lower reduceBatchSize",
             ),
         )
-    return ReducePacking(transactions_per_batch / settings.reduce_batch_size, union / transactions_per_batch, flags)
+    return ReducePacking(transactions_per_batch / batches_together, union / transactions_per_batch, flags)
 
 
 def plan_reduce(
@@ -134,34 +194,46 @@ def plan_reduce(
     design: Design,
 ) -> Component:
     """Reducers, slices, transactions and AggregateTable writes into `plan`; its line of the plan."""
-    changes_per_second = workload.rate * workload.applied_share
     # Ours, one reducer per DeltaTable stream shard and lane over sliced totals; the
     # original, one instance over one item per node.
+    slicing = UNSLICED
     if design.scales_out_reduce:
         slicing = reduce_slicing(settings, plan.state_stream_shards, plan.delta_write_units_per_second)
-        plan.delta_stream_shards, plan.reduce_lanes = slicing.delta_stream_shards, slicing.lanes
-        plan.slices_per_invocation, plan.slices_in_use = slicing.slices_per_invocation, slicing.slices_in_use
-    batches_together = settings.reduce_batch_size / plan.slices_per_invocation
-    packing = design.reduce_packing(workload, plan.effective_map_batch, batches_together, settings)
-    plan.reduce_transactions_per_second = plan.delta_batches_per_second * packing.transactions_per_delta_batch
-    plan.actions_per_transaction = packing.actions_per_transaction
-    plan.flags.extend(packing.flags)
+    plan.delta_stream_shards, plan.reduce_lanes = slicing.delta_stream_shards, slicing.lanes
+    plan.slices_in_use = slicing.slices_in_use
+
+    def load(batch: float) -> ReduceLoad:
+        return reduce_load(plan, slicing, batch, workload=workload, settings=settings, times=times, design=design)
+
+    # How busy the reducers would be with full batches: what they can carry. In steady state
+    # an invocation takes what its lane gathered (`steady_batch`): cost and latency
+    # follow from that batch.
+    plan.reduce_busy_fraction = load(settings.reduce_batch_size).executions / slicing.lanes
+    per_lane = plan.delta_batches_per_second / slicing.lanes
+    poll_seconds = 1.0 / STREAM_POLLS_PER_SECOND
+    steady = load(
+        steady_batch(settings.reduce_batch_size, per_lane, poll_seconds, lambda b: load(b).invocation_seconds)
+    )
+    plan.effective_reduce_batch = steady.batch
+    plan.timings.append(
+        StageTiming(
+            "reduce",
+            lanes=slicing.lanes,
+            batch=steady.batch,
+            interval_seconds=steady.batch / per_lane,
+            invocation_seconds=steady.invocation_seconds,
+            busy=plan.reduce_busy_fraction,
+        )
+    )
+    plan.slices_per_invocation = steady.slices_per_invocation
+    plan.reduce_transactions_per_second = steady.transactions_per_second
+    plan.actions_per_transaction = steady.actions_per_transaction
+    plan.reduce_executions = steady.executions
+    plan.flags.extend(steady.flags)
     plan.aggregate_write_units_per_second = plan.reduce_transactions_per_second * plan.actions_per_transaction * 2
     # The hottest items (a slice's `#stats`, and the root nodes every batch touches) take one
     # transactional write (2 units) per transaction of their slice.
     plan.hottest_item_write_units_per_second = plan.reduce_transactions_per_second * 2 / plan.slices_in_use
-    reduce_slowdown = cpu_slowdown(settings.reduce_memory_mb)
-    plan.reduce_executions = (
-        plan.reduce_transactions_per_second * times.transaction_round_trip_ms / 1e3
-        + plan.reduce_transactions_per_second
-        * plan.actions_per_transaction
-        * times.reduce_cpu_us_per_action
-        / 1e6
-        * reduce_slowdown
-        + changes_per_second * times.reduce_cpu_us_per_message / 1e6 * reduce_slowdown
-    )
-    plan.reduce_busy_fraction = plan.reduce_executions / plan.reduce_lanes
-    reduce_invocations = plan.delta_batches_per_second / settings.reduce_batch_size
     return Component(
         "reduce λ",
         f"{plan.reduce_lanes} reducer{'s' if plan.reduce_lanes > 1 else ''}, {plan.reduce_busy_fraction:.0%} busy"
@@ -169,7 +241,7 @@ def plan_reduce(
         lambda_monthly_usd(
             min(float(plan.reduce_lanes), plan.reduce_executions),
             settings.reduce_memory_mb,
-            reduce_invocations,
+            steady.invocations_per_second,
             prices,
         ),
     )

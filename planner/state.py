@@ -5,15 +5,18 @@ from __future__ import annotations
 import math
 
 from planner.inputs import (
+    KINESIS_POLL_SECONDS,
+    KINESIS_READS_PER_SECOND,
     MAX_PARALLELIZATION_FACTOR,
     ServiceTimes,
     Settings,
     Workload,
     cpu_slowdown,
     lambda_monthly_usd,
+    steady_batch,
 )
 from planner.map import write_units_of
-from planner.plan import Component, Design, DesignPlan, Flag
+from planner.plan import Component, Design, DesignPlan, Flag, StageTiming
 from planner.prices import PriceTable
 
 STATE_ITEM_OVERHEAD_BYTES = 110  # ContentDigest, attribute names, the Hierarchy map's overhead
@@ -64,6 +67,22 @@ def plan_state(
     writes_per_message = workload.state_writes_per_message if design.selects_in_batch else 1.0
     plan.state_write_units_per_second = rate * writes_per_message * state_item
     state_invocations = rate / settings.state_batch_size
+    lanes = plan.kinesis_shards * settings.state_parallelization_factor
+    per_lane = rate / lanes
+    # Lambda reads a shard once a second, and again as soon as it has handed a batch over
+    # while the shard fills batches faster (up to five reads a second).
+    poll_seconds = max(1.0 / KINESIS_READS_PER_SECOND, min(KINESIS_POLL_SECONDS, settings.state_batch_size / per_lane))
+    batch = steady_batch(settings.state_batch_size, per_lane, poll_seconds, lambda b: b / instance_rate)
+    plan.timings.append(
+        StageTiming(
+            "state",
+            lanes=lanes,
+            batch=batch,
+            interval_seconds=batch / per_lane,
+            invocation_seconds=batch / instance_rate,
+            busy=per_lane / instance_rate,
+        )
+    )
     return Component(
         "state λ",
         f"{plan.state_executions:,.1f} concurrent, {state_invocations:,.0f} invocations/s",

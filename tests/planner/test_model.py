@@ -23,6 +23,7 @@ from planner.inputs import (
     cpu_slowdown,
     distinct_nodes,
     lambda_monthly_usd,
+    steady_batch,
 )
 from planner.map import delta_item_bytes, write_units_of
 from planner.model import OURS, plan_capacity, reducers_that_keep_up
@@ -398,3 +399,56 @@ def test_a_provisioned_maximum_below_the_load_cannot_keep_up() -> None:
         flag.change
         == f"raise maxWriteCapacity of aggregateTableCapacity to {wanted:,} (the load at its target utilisation)"
     )
+
+
+def test_a_lane_that_finishes_within_a_poll_takes_one_polls_arrivals() -> None:
+    assert steady_batch(100, per_lane=20.0, poll_seconds=0.25, invocation_seconds=lambda b: 0.1) == 5.0
+    assert steady_batch(4, per_lane=20.0, poll_seconds=0.25, invocation_seconds=lambda b: 0.1) == 4.0  # capped
+
+
+def test_a_lane_whose_invocations_outlast_the_poll_takes_what_arrived_meanwhile() -> None:
+    """An invocation of b records taking 0.5 s + 1 ms each at 100 records/s: b = 100 (0.5 + b/1000)."""
+    batch = steady_batch(1000, per_lane=100.0, poll_seconds=0.25, invocation_seconds=lambda b: 0.5 + b / 1000)
+    assert batch == pytest.approx(50 / 0.9, rel=1e-3)
+    # A lane that cannot keep up even with full batches runs at the cap.
+    assert steady_batch(80, per_lane=100.0, poll_seconds=0.25, invocation_seconds=lambda b: 0.5 + b / 50) == 80
+
+
+def test_many_reducers_take_small_batches_so_slices_cost_more_writes() -> None:
+    """18 lanes at 50,000 msg/s each gather 425 / 18 delta batches a second: a quarter second's
+    worth is about 6, not the 10 of reduceBatchSize, and a larger reduceBatchSize changes nothing."""
+    settings = Settings(state_parallelization_factor=3, reduce_parallelization_factor=6)
+    plan = plan_capacity(STANDARD, settings, prices=PRICES).ours
+    assert plan.reduce_lanes == 18
+    assert plan.effective_reduce_batch == pytest.approx(plan.delta_batches_per_second / 18 / 4)
+    larger = plan_capacity(STANDARD, replace(settings, reduce_batch_size=100), prices=PRICES).ours
+    assert larger.aggregate_write_units_per_second == pytest.approx(plan.aggregate_write_units_per_second)
+    assert larger.reduce_busy_fraction < plan.reduce_busy_fraction, "full batches carry more: headroom"
+    # Fewer lanes gather more between polls and pack them into fewer transactions.
+    fewer = plan_capacity(STANDARD, replace(settings, reduce_parallelization_factor=2, reduce_batch_size=100))
+    assert fewer.ours.effective_reduce_batch > 3 * plan.effective_reduce_batch
+    assert fewer.ours.aggregate_write_units_per_second < plan.aggregate_write_units_per_second / 2
+
+
+def test_the_latency_model_adds_each_stages_wait_and_invocation() -> None:
+    settings = Settings(state_parallelization_factor=3, reduce_parallelization_factor=6)
+    plan = plan_capacity(STANDARD, settings, prices=PRICES).ours
+    state, mapping, reduce = plan.timings
+    assert [t.stage for t in plan.timings] == ["state", "map", "reduce"]
+    assert state.lanes == 50 * 3 and state.batch == 100  # 333 msg/s a lane fill 100 in 0.3 s
+    assert state.interval_seconds == pytest.approx(0.3)
+    assert mapping.lanes == plan.state_stream_shards and mapping.batch == plan.effective_map_batch
+    assert reduce.interval_seconds == pytest.approx(0.25) and reduce.batch == plan.effective_reduce_batch
+    expected = sum(t.interval_seconds / 2 + t.invocation_seconds for t in (state, mapping, reduce))
+    assert plan.latency_p50_seconds == pytest.approx(expected)
+    assert 0.5 < plan.latency_p50_seconds < 1.0
+    # A map batching window adds half its length to every message's wait.
+    windowed = plan_capacity(STANDARD, replace(settings, map_batch_size=10_000, map_batching_window_seconds=2))
+    assert windowed.ours.timings[1].interval_seconds == pytest.approx(2)
+    assert windowed.ours.latency_p50_seconds > plan.latency_p50_seconds + 0.9
+
+
+def test_a_stage_that_cannot_keep_up_has_unbounded_latency() -> None:
+    plan = plan_capacity(STANDARD, prices=PRICES)  # the defaults: one state lane a shard, 3 reducers
+    assert plan.ours.busiest_stage.busy > 1
+    assert math.isinf(plan.ours.latency_p50_seconds)
