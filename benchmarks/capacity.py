@@ -80,6 +80,11 @@ def _rows(plan: CapacityPlan) -> list[tuple[str, str, str]]:
             f"{original.reduce_transactions_per_second:,.1f} ({original.actions_per_transaction:.0f})",
         ),
         (
+            "reduce transaction conflicts/s (resent)",
+            f"{ours.reduce_conflicts_per_second:,.1f}",
+            f"{original.reduce_conflicts_per_second:,.1f}",
+        ),
+        (
             "reducers (busy each)",
             f"{ours.reduce_lanes} ({ours.reduce_busy_fraction:.0%})",
             f"{original.reduce_lanes} ({original.reduce_busy_fraction:.0%})",

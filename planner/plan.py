@@ -107,7 +107,8 @@ class DesignPlan:
     map_executions: float = 0.0
     effective_map_batch: float = 0.0
     delta_batches_per_second: float = 0.0
-    reduce_transactions_per_second: float = 0.0
+    reduce_transactions_per_second: float = 0.0  # committed
+    reduce_conflicts_per_second: float = 0.0  # cancelled by a concurrent reducer and resent
     state_stream_shards: int = 1
     delta_stream_shards: int = 1
     reduce_lanes: int = 1  # concurrent reducers: DeltaTable stream shards x reduceParallelizationFactor

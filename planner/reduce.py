@@ -26,6 +26,8 @@ from planner.plan import Component, Design, DesignPlan, Flag, ReducePacking, Sta
 from planner.prices import PriceTable
 
 BUSY_LIMIT = 0.8  # a reducer busier than this falls behind on any burst
+MAX_TRANSACTION_ATTEMPTS = 11
+"""The reduce handler's tries of one transaction: the first and `CONFLICT_ATTEMPTS` (10) resends."""
 
 
 def expected_distinct(bins: float, draws: float) -> float:
@@ -82,7 +84,8 @@ class ReduceLoad:
 
     batch: float
     slices_per_invocation: float
-    transactions_per_second: float
+    transactions_per_second: float  # committed
+    conflicts_per_second: float  # attempts cancelled by a concurrent reducer's transaction, and resent
     actions_per_transaction: float
     executions: float  # reducers busy at once, on average (seconds of work a second)
     invocations_per_second: float
@@ -109,22 +112,42 @@ def reduce_load(
     batches_together = batch / slices_per_invocation
     packing = design.reduce_packing(workload, plan.effective_map_batch, batches_together, settings)
     transactions = plan.delta_batches_per_second * packing.transactions_per_delta_batch
+    attempts = transaction_attempts(slicing, transactions, times.transaction_round_trip_ms / 1e3)
     slowdown = cpu_slowdown(settings.reduce_memory_mb)
     changes_per_second = workload.rate * workload.applied_share
     executions = (
-        transactions * times.transaction_round_trip_ms / 1e3
-        + transactions * packing.actions_per_transaction * times.reduce_cpu_us_per_action / 1e6 * slowdown
+        transactions * attempts * times.transaction_round_trip_ms / 1e3
+        + transactions * attempts * packing.actions_per_transaction * times.reduce_cpu_us_per_action / 1e6 * slowdown
         + changes_per_second * times.reduce_cpu_us_per_message / 1e6 * slowdown
     )
     return ReduceLoad(
         batch=batch,
         slices_per_invocation=slices_per_invocation,
         transactions_per_second=transactions,
+        conflicts_per_second=transactions * (attempts - 1),
         actions_per_transaction=packing.actions_per_transaction,
         executions=executions,
         invocations_per_second=plan.delta_batches_per_second / batch,
         flags=packing.flags,
     )
+
+
+def transaction_attempts(slicing: ReduceSlicing, transactions_per_second: float, round_trip_seconds: float) -> float:
+    """Attempts per committed transaction when reducers of different lanes write one slice at once.
+
+    Every transaction of a slice writes its `#stats` item, so two that overlap conflict and one
+    is cancelled (`TransactionConflict`) and resent, up to `MAX_TRANSACTION_ATTEMPTS` tries
+    (beyond them the invocation fails and Lambda retries the batch: the reducers fall behind).
+    A slice is written by the lanes whose StateTable shards hash to it; another lane's
+    transaction overlaps one of ours when it starts within half a round trip either side (a
+    transaction holds its items for about half its round trip; the rest is the network, an
+    assumption: AWS does not publish it). With those arrivals Poisson, a try succeeds with
+    probability exp(-rate x round trip), so the expected tries are its inverse. One lane's
+    transactions run one after the other and never conflict.
+    """
+    lanes_per_slice = max(1.0, slicing.lanes * slicing.slices_per_lane / slicing.slices_in_use)
+    others = transactions_per_second / slicing.slices_in_use * (lanes_per_slice - 1) / lanes_per_slice
+    return min(float(MAX_TRANSACTION_ATTEMPTS), math.exp(min(others * round_trip_seconds, 50.0)))
 
 
 def transactions_per_delta_batch(
@@ -227,10 +250,14 @@ def plan_reduce(
     )
     plan.slices_per_invocation = steady.slices_per_invocation
     plan.reduce_transactions_per_second = steady.transactions_per_second
+    plan.reduce_conflicts_per_second = steady.conflicts_per_second
     plan.actions_per_transaction = steady.actions_per_transaction
     plan.reduce_executions = steady.executions
     plan.flags.extend(steady.flags)
-    plan.aggregate_write_units_per_second = plan.reduce_transactions_per_second * plan.actions_per_transaction * 2
+    # Billed per attempt: a cancelled transaction is counted as if it wrote (the pricing pages
+    # do not say otherwise), which errs on the dear side.
+    attempted = plan.reduce_transactions_per_second + plan.reduce_conflicts_per_second
+    plan.aggregate_write_units_per_second = attempted * plan.actions_per_transaction * 2
     # The hottest items (a slice's `#stats`, and the root nodes every batch touches) take one
     # transactional write (2 units) per transaction of their slice.
     plan.hottest_item_write_units_per_second = plan.reduce_transactions_per_second * 2 / plan.slices_in_use

@@ -28,7 +28,13 @@ from planner.inputs import (
 from planner.map import delta_item_bytes, write_units_of
 from planner.model import OURS, plan_capacity, reducers_that_keep_up
 from planner.prices import DEFAULT_PRICE_TABLE, load_price_table
-from planner.reduce import BUSY_LIMIT, transactions_per_delta_batch
+from planner.reduce import (
+    BUSY_LIMIT,
+    MAX_TRANSACTION_ATTEMPTS,
+    ReduceSlicing,
+    transaction_attempts,
+    transactions_per_delta_batch,
+)
 from planner.state import lambda_state_rate
 from planner.tables import (
     break_even_utilization,
@@ -36,6 +42,7 @@ from planner.tables import (
     provisioned_write_capacity,
     writes_monthly_usd,
 )
+from reduce_function.handler import CONFLICT_ATTEMPTS
 from stacks.settings import DEFAULT_AGGREGATE_SLICES, HOTTEST_ITEM_TARGET_WRITE_UNITS, SCALE_OUT_RATE
 
 PRICES = load_price_table()
@@ -167,7 +174,9 @@ def test_50000_messages_per_second_with_the_defaults_in_one_slice() -> None:
     assert plan.ours.hottest_item_write_units_per_second == pytest.approx(2 * 85)
     changes = " ".join(flag.change for flag in plan.ours.flags)
     assert f"stateParallelizationFactor to {math.ceil(1000 / lambda_rate)}" in changes
-    assert "set reduceParallelizationFactor to 2" in changes, "more reducers first: no latency, no write"
+    # In one slice more reducers conflict on `#stats` and the roots (`transaction_attempts`): two
+    # per shard are not enough, so fuller delta batches come with them.
+    assert "set reduceParallelizationFactor to" in changes and "set mapBatchSize to" in changes
     assert "quota increase" in changes  # StateTable at 50,000 WRU/s is over the 40,000 default
     quota = next(flag for flag in plan.ours.flags if "quota" in flag.change)
     assert not quota.blocking and quota not in plan.ours.stalls, "a quota is raised by asking, not by a setting"
@@ -317,9 +326,11 @@ def test_slices_spread_the_hottest_item_and_cost_packing() -> None:
     assert sixteen.slices_in_use == pytest.approx(16 * (1 - (15 / 16) ** 50))
     assert 6 < sixteen.slices_per_invocation < 7
     assert sixteen.hottest_item_write_units_per_second < one.hottest_item_write_units_per_second / 2
-    assert sixteen.aggregate_write_units_per_second > 4 * one.aggregate_write_units_per_second
+    assert sixteen.reduce_transactions_per_second > 4 * one.reduce_transactions_per_second
+    # Three lanes that cannot keep up take full batches: a larger reduceBatchSize packs them again.
     fuller = plan_capacity(STANDARD, Settings(aggregate_slices=16, reduce_batch_size=100), prices=PRICES).ours
-    assert fuller.aggregate_write_units_per_second < 1.1 * one.aggregate_write_units_per_second
+    assert fuller.effective_reduce_batch == 100
+    assert fuller.aggregate_write_units_per_second < one.aggregate_write_units_per_second / 2
     quiet = plan_capacity(Workload(rate=400), Settings(aggregate_slices=16), prices=PRICES).ours
     assert (quiet.state_stream_shards, quiet.slices_in_use, quiet.slices_per_invocation) == (1, 1, 1)
 
@@ -416,8 +427,9 @@ def test_a_lane_whose_invocations_outlast_the_poll_takes_what_arrived_meanwhile(
 
 def test_many_reducers_take_small_batches_so_slices_cost_more_writes() -> None:
     """18 lanes at 50,000 msg/s each gather 425 / 18 delta batches a second: a quarter second's
-    worth is about 6, not the 10 of reduceBatchSize, and a larger reduceBatchSize changes nothing."""
-    settings = Settings(state_parallelization_factor=3, reduce_parallelization_factor=6)
+    worth is about 6, not the 10 of reduceBatchSize, and a larger reduceBatchSize changes nothing.
+    (128 slices: few lanes share one, so conflicts keep the invocations within the poll interval.)"""
+    settings = Settings(state_parallelization_factor=3, reduce_parallelization_factor=6, aggregate_slices=128)
     plan = plan_capacity(STANDARD, settings, prices=PRICES).ours
     assert plan.reduce_lanes == 18
     assert plan.effective_reduce_batch == pytest.approx(plan.delta_batches_per_second / 18 / 4)
@@ -430,8 +442,25 @@ def test_many_reducers_take_small_batches_so_slices_cost_more_writes() -> None:
     assert fewer.ours.aggregate_write_units_per_second < plan.aggregate_write_units_per_second / 2
 
 
-def test_the_latency_model_adds_each_stages_wait_and_invocation() -> None:
+def test_reducers_sharing_a_slice_resend_conflicting_transactions() -> None:
+    """Every transaction of a slice writes its `#stats`: reducers of different lanes that share a
+    slice conflict, the more the fewer slices; one reducer alone never does."""
     settings = Settings(state_parallelization_factor=3, reduce_parallelization_factor=6)
+    by_slices = {n: plan_capacity(STANDARD, replace(settings, aggregate_slices=n)).ours for n in (1, 16, 1000)}
+    conflicts = [by_slices[n].reduce_conflicts_per_second for n in (1, 16, 1000)]
+    assert conflicts[0] > conflicts[1] > conflicts[2] > 0
+    assert by_slices[16].timings[2].invocation_seconds > by_slices[1000].timings[2].invocation_seconds
+    alone = plan_capacity(Workload(rate=400), prices=PRICES).ours
+    assert alone.reduce_lanes == 1 and alone.reduce_conflicts_per_second == 0
+    slicing = ReduceSlicing(delta_stream_shards=1, lanes=4, slices_per_lane=1.0, slices_in_use=1.0)
+    # 4 lanes on one slice: 3 of 4 of its 20 transactions a second come from other lanes.
+    assert transaction_attempts(slicing, 20.0, 0.025) == pytest.approx(math.exp(15 * 0.025))
+    assert transaction_attempts(slicing, 1e6, 0.025) == MAX_TRANSACTION_ATTEMPTS
+    assert MAX_TRANSACTION_ATTEMPTS == CONFLICT_ATTEMPTS + 1, "the reduce handler's tries"
+
+
+def test_the_latency_model_adds_each_stages_wait_and_invocation() -> None:
+    settings = Settings(state_parallelization_factor=3, reduce_parallelization_factor=6, aggregate_slices=128)
     plan = plan_capacity(STANDARD, settings, prices=PRICES).ours
     state, mapping, reduce = plan.timings
     assert [t.stage for t in plan.timings] == ["state", "map", "reduce"]
