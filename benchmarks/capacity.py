@@ -126,8 +126,10 @@ def _rows(plan: CapacityPlan) -> list[tuple[str, str, str]]:
         ),
     ]
     rows.append(("latency p50 (model, s)", _seconds(ours.latency_p50_seconds), _seconds(original.latency_p50_seconds)))
-    for mine, theirs in zip(ours.components, original.components, strict=True):
-        rows.append((f"{mine.name} $/month", f"{mine.monthly_usd:,.0f}", f"{theirs.monthly_usd:,.0f}"))
+    theirs = {component.name: component for component in original.components}
+    for mine in ours.components:
+        other = theirs.get(mine.name)
+        rows.append((f"{mine.name} $/month", f"{mine.monthly_usd:,.0f}", f"{other.monthly_usd:,.0f}" if other else "-"))
     rows.append(("total $/month", f"{ours.monthly_usd:,.0f}", f"{original.monthly_usd:,.0f}"))
     per_million = plan.prices.seconds_per_month * plan.workload.rate / 1e6
     rows.append(

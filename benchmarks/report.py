@@ -41,9 +41,10 @@ def _ratio(ours: float, theirs: float) -> str:
 
 def _cost_differences(plan: CapacityPlan) -> str:
     """The components that make the monthly difference, largest first."""
-    pairs = zip(plan.ours.components, plan.original.components, strict=True)
+    theirs = {component.name: component.monthly_usd for component in plan.original.components}
     differences = sorted(
-        ((mine.monthly_usd - theirs.monthly_usd, mine.name) for mine, theirs in pairs), key=lambda d: d[0]
+        ((mine.monthly_usd - theirs.get(mine.name, 0.0), mine.name) for mine in plan.ours.components),
+        key=lambda d: d[0],
     )
     total = abs(plan.ours.monthly_usd - plan.original.monthly_usd) or 1.0
     return ", ".join(

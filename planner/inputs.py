@@ -97,6 +97,22 @@ class StreamCapacity:
         return self.mode == "provisioned"
 
 
+ARCHIVE_STORAGE_CLASSES = ("STANDARD", "STANDARD_IA", "GLACIER_IR", "GLACIER", "DEEP_ARCHIVE")
+"""Where `archiveLifecycle` can move archived delta objects: STANDARD keeps them there."""
+
+
+@dataclass(frozen=True)
+class ArchiveLifecycle:
+    """`archiveLifecycle`: the storage class archived delta objects move to after `after_days`."""
+
+    storage_class: str = "STANDARD"
+    after_days: int = 0
+
+    @property
+    def transitions(self) -> bool:
+        return self.storage_class != "STANDARD"
+
+
 @dataclass(frozen=True)
 class Settings:
     """The deployment's settings (cdk.json context names in the comments).
@@ -120,6 +136,9 @@ class Settings:
     delta_table: TableCapacity = TableCapacity()  # deltaTableCapacity
     aggregate_table: TableCapacity = TableCapacity()  # aggregateTableCapacity
     stream: StreamCapacity = StreamCapacity()  # streamMode
+    archive_batch_size: int = 100  # archiveBatchSize
+    archive_lifecycle: ArchiveLifecycle = ArchiveLifecycle()  # archiveLifecycle
+    archive_access_log_retention_days: int = 365  # archiveAccessLogRetentionDays
 
     def table_capacity(self, table: str) -> TableCapacity:
         """The capacity of one of `PIPELINE_TABLES`."""
@@ -152,6 +171,7 @@ class ServiceTimes:
     map_cpu_us_per_record: float = 60.0
     reduce_cpu_us_per_action: float = 50.0  # building and serialising one transaction action
     reduce_cpu_us_per_message: float = 1.0  # a delta item's ProducerTimestamps, parsed and summed
+    s3_round_trip_ms: float = 30.0  # one S3 request (PutObject, GetObject), an assumption for S3 in-region
 
 
 def cpu_slowdown(memory_mb: int) -> float:

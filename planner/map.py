@@ -72,6 +72,7 @@ def plan_map(
             plan.effective_map_batch / plan.delta_items_per_batch,
             with_timestamps=design.timestamps_in_delta_items,
         )
+    plan.delta_item_bytes = item_bytes
     plan.delta_write_units_per_second = (
         plan.delta_batches_per_second * plan.delta_items_per_batch * write_units_of(item_bytes)
     )

@@ -39,7 +39,9 @@ for settings that keep up:
 - `planner.plan`: the plan's lines, flags and figures, and what sets a design apart;
 - `planner.ingest`: the Kinesis stream; `planner.state`: the state function and StateTable;
 - `planner.map`: map batches and delta items; `planner.reduce`: reducers, slices, transactions;
-- `planner.tables`: each table's units in either capacity mode, quotas and maxima.
+- `planner.tables`: each table's units in either capacity mode, quotas and maxima;
+- `planner.archive`: the archive's S3 requests, registry, storage and access logs;
+- `planner.scale_out`: the cheapest settings within the busy, hot-item and latency targets.
 
 Why a model and not a load test: the pipeline cannot be run at 50,000 messages/s on a
 laptop. The model's per-message write counts are checked against the write-cost
@@ -52,6 +54,7 @@ from dataclasses import dataclass, replace
 
 from aggregation.aggregate_items import MAX_SLICES
 from aggregation.stream_positions import COVERAGE_QUERY_PAGE_ITEMS
+from planner.archive import plan_archive
 from planner.ingest import StreamModes, plan_ingest, stream_modes
 from planner.inputs import (
     MAX_PARALLELIZATION_FACTOR,
@@ -94,6 +97,7 @@ OURS = Design(
     coverage_query_items=COVERAGE_QUERY_PAGE_ITEMS,
     splits_delta_items=True,
     scales_out_reduce=True,
+    archives=True,
 )
 ORIGINAL = Design(
     name="original design",
@@ -104,6 +108,7 @@ ORIGINAL = Design(
     coverage_query_items=0,
     splits_delta_items=False,
     scales_out_reduce=False,
+    archives=False,
 )
 
 
@@ -131,8 +136,13 @@ def plan_design(
                 plan, workload=workload, settings=settings, times=times, prices=prices, design=design, suggest=suggest
             )
         )
+    archive = (
+        plan_archive(plan, object_bytes=plan.delta_item_bytes, settings=settings, times=times, prices=prices)
+        if design.archives
+        else []
+    )
     plan.flags.extend(table_flags(plan, settings))
-    plan.components = [kinesis, state, mapping, reduce, *table_components(plan, settings, prices)]
+    plan.components = [kinesis, state, mapping, reduce, *table_components(plan, settings, prices), *archive]
     return plan
 
 

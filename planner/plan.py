@@ -30,6 +30,7 @@ class Flag:
     problem: str
     change: str
     blocking: bool = True
+    side_stage: bool = False  # about the archive, which no total waits for
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,8 @@ class Design:
     splits_delta_items: bool
     """A batch whose delta item would exceed DynamoDB's item limit is written as several items;
     otherwise the put is refused on every retry (flagged)."""
+    archives: bool
+    """Every delta item is also kept as an S3 object (`planner.archive`)."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,7 @@ class StageTiming:
     interval_seconds: float  # between two invocations of one lane
     invocation_seconds: float
     busy: float
+    on_latency_path: bool = True  # False: a side consumer (the archive) no total waits for
 
     @property
     def iterator_age_seconds(self) -> float:
@@ -121,12 +125,19 @@ class DesignPlan:
     state_write_units_per_second: float = 0.0
     delta_write_units_per_second: float = 0.0
     delta_items_per_batch: int = 1
+    delta_item_bytes: float = 0.0
     delta_read_units_per_second: float = 0.0
     aggregate_write_units_per_second: float = 0.0
     hottest_item_write_units_per_second: float = 0.0
     components: list[Component] = field(default_factory=list)
     flags: list[Flag] = field(default_factory=list)
-    timings: list[StageTiming] = field(default_factory=list)  # state, map, reduce
+    timings: list[StageTiming] = field(default_factory=list)  # state, map, reduce, archive
+    archive_objects_per_second: float = 0.0
+    archive_registry_updates_per_second: float = 0.0
+    archive_registry_conflicts_per_second: float = 0.0
+    archive_registry_busy: float = 0.0  # of the one registry key
+    archive_gb_per_month: float = 0.0  # new archived objects
+    archive_storage_after_year_usd: float = 0.0  # the storage bill after a year at this rate
 
     @property
     def latency_p50_seconds(self) -> float:
@@ -137,9 +148,10 @@ class DesignPlan:
         readable on a stream (AWS publishes neither; both are well under a poll interval).
         Infinite when a stage cannot keep up: its backlog, and so every message's wait, grows.
         """
-        if any(timing.busy > 1 for timing in self.timings):
+        on_path = [timing for timing in self.timings if timing.on_latency_path]
+        if any(timing.busy > 1 for timing in on_path):
             return math.inf
-        return sum(timing.seconds for timing in self.timings)
+        return sum(timing.seconds for timing in on_path)
 
     @property
     def busiest_stage(self) -> StageTiming:

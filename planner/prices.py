@@ -16,6 +16,17 @@ SECONDS_PER_HOUR = 3600
 
 
 @dataclass(frozen=True)
+class StorageClassPrice:
+    """An S3 storage class a lifecycle rule can move objects to, and how it bills small objects."""
+
+    gb_month: float
+    transition_request: float  # USD per object moved into the class
+    minimum_object_bytes: int  # an object is billed at least this size
+    standard_overhead_bytes: int  # per object, billed at S3 Standard's rate
+    class_overhead_bytes: int  # per object, billed at this class's rate
+
+
+@dataclass(frozen=True)
 class PriceTable:
     region: str
     as_of: str
@@ -34,6 +45,10 @@ class PriceTable:
     kinesis_put_payload_unit_bytes: int
     lambda_gb_second: float
     lambda_request: float
+    s3_standard_gb_month: float
+    s3_put_request: float
+    s3_get_request: float
+    s3_storage_classes: dict[str, StorageClassPrice]
     sources: tuple[str, ...]
 
     @property
@@ -43,7 +58,7 @@ class PriceTable:
 
 def load_price_table(path: Path = DEFAULT_PRICE_TABLE) -> PriceTable:
     raw: dict[str, Any] = json.loads(path.read_text())
-    dynamodb, kinesis, functions = raw["dynamodb"], raw["kinesis"], raw["lambda"]
+    dynamodb, kinesis, functions, s3 = raw["dynamodb"], raw["kinesis"], raw["lambda"], raw["s3"]
     return PriceTable(
         region=raw["region"],
         as_of=raw["as_of"],
@@ -62,11 +77,25 @@ def load_price_table(path: Path = DEFAULT_PRICE_TABLE) -> PriceTable:
         kinesis_put_payload_unit_bytes=int(kinesis["put_payload_unit_bytes"]),
         lambda_gb_second=float(functions["arm64_gb_second"]),
         lambda_request=float(functions["requests_per_million"]) / 1e6,
+        s3_standard_gb_month=float(s3["standard_gb_month"]),
+        s3_put_request=float(s3["put_requests_per_thousand"]) / 1e3,
+        s3_get_request=float(s3["get_requests_per_thousand"]) / 1e3,
+        s3_storage_classes={
+            name: StorageClassPrice(
+                gb_month=float(price["gb_month"]),
+                transition_request=float(price["transition_per_thousand"]) / 1e3,
+                minimum_object_bytes=int(price["minimum_object_bytes"]),
+                standard_overhead_bytes=int(price["standard_overhead_bytes"]),
+                class_overhead_bytes=int(price["class_overhead_bytes"]),
+            )
+            for name, price in s3["storage_classes"].items()
+        },
         sources=(
             dynamodb["source"],
             dynamodb["provisioned_source"],
             kinesis["source"],
             kinesis["provisioned_source"],
             functions["source"],
+            s3["source"],
         ),
     )

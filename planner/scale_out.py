@@ -3,8 +3,9 @@
 `plan_design` says whether given settings keep up; this searches the settings a deployment
 can change in `cdk.json` for the cheapest plan (this pipeline's monthly cost) in which
 
-- every stage uses at most `STAGE_BUSY_TARGET` of what its lanes carry (`StageTiming.busy`),
-  runs on at least `MIN_LANES` lanes, and nothing is flagged as unable to keep up;
+- every stage on the way to the totals uses at most `STAGE_BUSY_TARGET` of what its lanes
+  carry (`StageTiming.busy`), runs on at least `MIN_LANES` lanes, and none is flagged as
+  unable to keep up (the archive is planned and priced, not held to this: `within_targets`);
 - the hottest aggregate item takes at most `HOTTEST_ITEM_TARGET` write units a second (half
   of a partition's 1,000: hashes spread slices evenly only on average);
 - optionally, the modelled p50 latency stays within a bound.
@@ -51,11 +52,17 @@ class Choice:
 
 
 def within_targets(plan: DesignPlan, latency_limit_seconds: float | None) -> bool:
-    """Every stage within `STAGE_BUSY_TARGET` on at least `MIN_LANES` lanes, the hottest item
-    within its target, and the p50 within `latency_limit_seconds` (if given)."""
-    if plan.stalls or plan.busiest_stage.busy > STAGE_BUSY_TARGET:
+    """Every stage a total waits for within `STAGE_BUSY_TARGET` on at least `MIN_LANES` lanes,
+    the hottest item within its target, and the p50 within `latency_limit_seconds` (if given).
+
+    The archive is planned and priced but not held to the targets: its registry is one S3 key
+    that every archive invocation updates twice, so no setting keeps it within them at these
+    rates (the plan shows how busy it is, and flags it); it needs sharding, not settings.
+    """
+    path = [timing for timing in plan.timings if timing.on_latency_path]
+    if any(flag.blocking and not flag.side_stage for flag in plan.flags):
         return False
-    if any(timing.lanes < MIN_LANES for timing in plan.timings):
+    if any(timing.busy > STAGE_BUSY_TARGET or timing.lanes < MIN_LANES for timing in path):
         return False
     if plan.hottest_item_write_units_per_second > HOTTEST_ITEM_TARGET:
         return False

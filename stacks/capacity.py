@@ -50,6 +50,9 @@ def planned_settings(settings: PipelineSettings) -> Settings:
         delta_table=settings.delta_table_capacity,
         aggregate_table=settings.aggregate_table_capacity,
         stream=settings.stream_mode,
+        archive_batch_size=settings.archive_batch_size,
+        archive_lifecycle=settings.archive_lifecycle,
+        archive_access_log_retention_days=settings.archive_access_log_retention_days,
     )
 
 

@@ -28,7 +28,7 @@ from aggregation.names import TOKEN_AND_MARKERS, TOKEN_ONLY
 from aggregation.setting_changes import StateSettings
 from aggregation.transactions import DEFAULT_MARKER_TTL_DAYS, MIN_MARKER_TTL_DAYS
 from aggregation.value_domain import DEFAULT_VALUE_DOMAIN, ValueDomain
-from planner.inputs import CapacityMode, StreamCapacity, TableCapacity
+from planner.inputs import ARCHIVE_STORAGE_CLASSES, ArchiveLifecycle, CapacityMode, StreamCapacity, TableCapacity
 
 ContextReader = Callable[[str], Any]
 """`node.try_get_context`: returns the raw context value for a key, or None when unset."""
@@ -137,6 +137,7 @@ DEFAULT_CONTEXT: Final[Mapping[str, Any]] = {
     "aggregateSlices": DEFAULT_AGGREGATE_SLICES,
     "reduceParallelizationFactor": 1,
     "streamMode": {"mode": "on-demand"},
+    "archiveLifecycle": {"storageClass": "STANDARD"},
 }
 """The defaults; `cdk.json` repeats them (a test keeps the two identical)."""
 
@@ -195,6 +196,7 @@ class PipelineSettings:
     aggregate_slices: int
     reduce_parallelization_factor: int
     stream_mode: StreamCapacity
+    archive_lifecycle: ArchiveLifecycle
 
     @property
     def state_settings(self) -> StateSettings:
@@ -269,6 +271,7 @@ class PipelineSettings:
             # Lambda's range for ParallelizationFactor.
             reduce_parallelization_factor=_integer(raw, "reduceParallelizationFactor", 1, 10),
             stream_mode=_stream_mode(raw("streamMode")),
+            archive_lifecycle=_archive_lifecycle(raw("archiveLifecycle")),
         )
 
 
@@ -453,6 +456,41 @@ def _stream_mode(value: Any) -> StreamCapacity:
         raise _fail("streamMode", expected, value)
     shards = _integer({"streamMode.shardCount": value["shardCount"]}.get, "streamMode.shardCount", 1, MAX_STREAM_SHARDS)
     return StreamCapacity(mode="provisioned", shard_count=shards)
+
+
+MAX_TRANSITION_DAYS = 36_500
+INFREQUENT_ACCESS_MIN_DAYS = 30
+"""S3 refuses a transition to STANDARD_IA sooner than 30 days after creation."""
+
+
+def _archive_lifecycle(value: Any) -> ArchiveLifecycle:
+    """`{"storageClass": "STANDARD"}` (objects stay), or `{"storageClass": C, "afterDays": N}`.
+
+    `afterDays` is required with a class to move to and refused with STANDARD, where it would
+    be silently ignored.
+    """
+    if isinstance(value, str):
+        value = _json_or(value, lambda _text: None)
+    classes = ", ".join(ARCHIVE_STORAGE_CLASSES)
+    expected = f'{{"storageClass": one of {classes}}} with "afterDays" (1 to {MAX_TRANSITION_DAYS}) unless STANDARD'
+    if (
+        not isinstance(value, dict)
+        or value.get("storageClass") not in ARCHIVE_STORAGE_CLASSES
+        or set(value) - {"storageClass", "afterDays"}
+    ):
+        raise _fail("archiveLifecycle", expected, value)
+    storage_class = value["storageClass"]
+    if storage_class == "STANDARD":
+        if "afterDays" in value:
+            raise _fail("archiveLifecycle", f"{expected} (STANDARD moves nothing)", value)
+        return ArchiveLifecycle()
+    if "afterDays" not in value:
+        raise _fail("archiveLifecycle", expected, value)
+    low = INFREQUENT_ACCESS_MIN_DAYS if storage_class == "STANDARD_IA" else 1
+    days = _integer(
+        {"archiveLifecycle.afterDays": value["afterDays"]}.get, "archiveLifecycle.afterDays", low, MAX_TRANSITION_DAYS
+    )
+    return ArchiveLifecycle(storage_class=storage_class, after_days=days)
 
 
 def _capacity_check(value: Any) -> CapacityCheck:

@@ -462,8 +462,9 @@ def test_reducers_sharing_a_slice_resend_conflicting_transactions() -> None:
 def test_the_latency_model_adds_each_stages_wait_and_invocation() -> None:
     settings = Settings(state_parallelization_factor=3, reduce_parallelization_factor=6, aggregate_slices=128)
     plan = plan_capacity(STANDARD, settings, prices=PRICES).ours
-    state, mapping, reduce = plan.timings
-    assert [t.stage for t in plan.timings] == ["state", "map", "reduce"]
+    state, mapping, reduce, archive = plan.timings
+    assert [t.stage for t in plan.timings] == ["state", "map", "reduce", "archive"]
+    assert not archive.on_latency_path
     assert state.lanes == 50 * 3 and state.batch == 100  # 333 msg/s a lane fill 100 in 0.3 s
     assert state.interval_seconds == pytest.approx(0.3)
     assert mapping.lanes == plan.state_stream_shards and mapping.batch == plan.effective_map_batch
