@@ -33,8 +33,10 @@ from planner.inputs import MAX_PARALLELIZATION_FACTOR, ServiceTimes, Settings, W
 from planner.prices import DEFAULT_PRICE_TABLE, load_price_table
 from planner.reduce import BUSY_LIMIT
 from stacks.capacity import planned_settings
+from stacks.settings import SCALE_OUT_RATE
 
 PLANNED_RATE = 50_000.0
+FLAGS_FIX = "cdk.json with what the flags ask for"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -111,6 +113,8 @@ def run(arguments: argparse.Namespace, console: Console) -> int:
     recommended_settings = recommended(defaults)
     plan_recommended = model.plan_capacity(workload, recommended_settings, times, prices)
     change = describe_change(cdk_json_settings, recommended_settings)
+    scale_workload = replace(workload, rate=SCALE_OUT_RATE)
+    scale_start = recommended(model.plan_capacity(scale_workload, cdk_json_settings, times, prices))
     previous = arguments.output.read_text() if arguments.output.exists() else ""
     page = render(
         BenchmarkRun(
@@ -125,6 +129,12 @@ def run(arguments: argparse.Namespace, console: Console) -> int:
             plan_defaults=defaults,
             plan_recommended=plan_recommended,
             recommended_change=change,
+            scenarios=capacity.scale_out_scenarios(
+                workload, recommended_settings, times, prices, start_label=FLAGS_FIX
+            ),
+            scale_out_scenarios=capacity.scale_out_scenarios(
+                scale_workload, scale_start, times, prices, start_label=FLAGS_FIX
+            ),
         ),
         hand_written_sections(previous),
     )

@@ -17,7 +17,7 @@ import json
 import math
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +27,10 @@ from rich.table import Table
 from benchmarks import REPOSITORY_ROOT
 from planner.ingest import PROVISIONED_SHARD_UTILIZATION
 from planner.inputs import ServiceTimes, Settings, Workload
-from planner.model import CapacityPlan, plan_capacity
-from planner.prices import DEFAULT_PRICE_TABLE, load_price_table
+from planner.model import OURS, CapacityPlan, plan_capacity, plan_design
+from planner.plan import DesignPlan
+from planner.prices import DEFAULT_PRICE_TABLE, PriceTable, load_price_table
+from planner.scale_out import cheapest_settings, describe_choice
 from planner.state import lambda_state_rate
 from planner.tables import PIPELINE_TABLES, TableModes, break_even_utilization
 from stacks.capacity import planned_settings
@@ -373,6 +375,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--transaction-ms", type=float, default=times.transaction_round_trip_ms)
     parser.add_argument("--prices", type=Path, default=DEFAULT_PRICE_TABLE)
     parser.add_argument("--markdown", action="store_true", help="print markdown instead of a table")
+    parser.add_argument(
+        "--scale-out",
+        action="store_true",
+        help="print the searches' cheapest settings within the targets (planner/scale_out.py), as markdown",
+    )
     return parser
 
 
@@ -433,11 +440,109 @@ def main(argv: Sequence[str] | None = None) -> int:
         ),
         load_price_table(arguments.prices),
     )
-    if arguments.markdown:
+    if arguments.scale_out:
+        scenarios = scale_out_scenarios(
+            plan.workload, plan.settings, plan.times, plan.prices, start_label="these settings"
+        )
+        print(render_scenarios_markdown(scenarios), end="")
+    elif arguments.markdown:
         print(render_markdown(plan), end="")
     else:
         render_rich(plan, Console())
     return 0
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One set of settings at one rate, planned, with the same settings in one slice beside it."""
+
+    label: str
+    before: Settings
+    plan: CapacityPlan
+    one_slice: DesignPlan
+
+
+def scenario(label: str, before: Settings, plan: CapacityPlan) -> Scenario:
+    one_slice = plan_design(
+        plan.workload, replace(plan.settings, aggregate_slices=1), plan.times, plan.prices, OURS, suggest=False
+    )
+    return Scenario(label, before, plan, one_slice)
+
+
+def scale_out_scenarios(
+    workload: Workload, start: Settings, times: ServiceTimes, prices: PriceTable, *, start_label: str
+) -> list[Scenario]:
+    """`start` and the searches' choices from it (`planner.scale_out`).
+
+    With the packing suggestion alone (slices and stream mode kept, p50 within 1 s), then the
+    cheapest within a 1 s and a 4 s p50 (the reference design's 3-4 s) with slices and the
+    stream mode chosen too. A search that finds nothing within its targets is left out.
+    """
+    scenarios = [scenario(start_label, start, plan_capacity(workload, start, times, prices))]
+    searches = (
+        ("packing, 16 slices and stream kept, p50 ≤ 1 s", 1.0, start.aggregate_slices, False),
+        ("cheapest, p50 ≤ 1 s", 1.0, None, True),
+        ("cheapest, p50 ≤ 4 s", 4.0, None, True),
+    )
+    for label, latency, slices, stream in searches:
+        choice = cheapest_settings(
+            workload,
+            start,
+            times,
+            prices,
+            latency_limit_seconds=latency,
+            aggregate_slices=slices,
+            choose_stream=stream,
+        )
+        if choice is not None:
+            scenarios.append(scenario(label, start, plan_capacity(workload, choice.settings, times, prices)))
+    return scenarios
+
+
+SCENARIO_COLUMNS = (
+    "settings",
+    "changes (cdk.json)",
+    "$/month",
+    "$ per million msg",
+    "p50 s",
+    "busiest stage (to the totals)",
+    "hottest item WU/s",
+    "AggregateTable WU/msg",
+    "same in 1 slice",
+    "archive registry busy",
+)
+
+
+def _path_busiest(plan: DesignPlan) -> str:
+    timing = max((t for t in plan.timings if t.on_latency_path), key=lambda t: t.busy)
+    return f"{timing.stage} {timing.busy:.0%} ({timing.lanes} lanes)"
+
+
+def render_scenarios_markdown(scenarios: Sequence[Scenario]) -> str:
+    lines = ["| " + " | ".join(SCENARIO_COLUMNS) + " |", "| --- | --- |" + " ---: |" * (len(SCENARIO_COLUMNS) - 2)]
+    for item in scenarios:
+        ours, rate = item.plan.ours, item.plan.workload.rate
+        per_million = item.plan.prices.seconds_per_month * rate / 1e6
+        changes = describe_choice(item.before, item.plan.settings)
+        lines.append(
+            "| "
+            + " | ".join(
+                (
+                    item.label,
+                    ", ".join(changes) if changes else "-",
+                    f"{ours.monthly_usd:,.0f}",
+                    f"{ours.monthly_usd / per_million:.3f}",
+                    _seconds(ours.latency_p50_seconds),
+                    _path_busiest(ours),
+                    f"{ours.hottest_item_write_units_per_second:,.0f}",
+                    f"{ours.aggregate_write_units_per_second / rate:.3f}",
+                    f"{item.one_slice.aggregate_write_units_per_second / rate:.3f}",
+                    f"{ours.archive_registry_busy:.0%}",
+                )
+            )
+            + " |"
+        )
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

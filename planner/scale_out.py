@@ -77,13 +77,15 @@ def cheapest_settings(
     *,
     latency_limit_seconds: float | None = None,
     aggregate_slices: int | None = None,
+    choose_stream: bool = True,
 ) -> Choice | None:
     """The cheapest settings within the targets (`within_targets`), or None when none is.
 
     `aggregate_slices` fixes the slice count instead of choosing it (to price a deployment
-    whose slices are set: they cannot change over stored totals).
+    whose slices are set: they cannot change over stored totals); `choose_stream` False keeps
+    the stream's mode as `settings` has it.
     """
-    base = _stream_and_state(workload, settings, times, prices)
+    base = _stream_and_state(workload, settings, times, prices, choose_stream=choose_stream)
     best: Choice | None = None
     for trial in _candidates(base):
         choice = _fewest_slices(
@@ -101,9 +103,12 @@ def cheapest_settings(
     return Choice(best.settings, plan_design(workload, best.settings, times, prices, OURS))
 
 
-def _stream_and_state(workload: Workload, settings: Settings, times: ServiceTimes, prices: PriceTable) -> Settings:
+def _stream_and_state(
+    workload: Workload, settings: Settings, times: ServiceTimes, prices: PriceTable, *, choose_stream: bool
+) -> Settings:
     """The cheaper stream mode, then the least state parallelization within the busy target."""
-    if stream_modes(workload, replace(settings, stream=StreamCapacity()), prices).cheaper == "provisioned":
+    cheaper = stream_modes(workload, replace(settings, stream=StreamCapacity()), prices).cheaper
+    if choose_stream and cheaper == "provisioned":
         settings = replace(settings, stream=StreamCapacity("provisioned", suggested_provisioned_shards(workload)))
     for factor in range(1, MAX_PARALLELIZATION_FACTOR + 1):
         trial = replace(settings, state_parallelization_factor=factor)
