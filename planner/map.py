@@ -9,15 +9,12 @@ from planner.inputs import (
     KILOBYTE,
     PER_ITEM_WRITE_UNITS_PER_SECOND,
     STREAM_POLLS_PER_SECOND,
-    ServiceTimes,
-    Settings,
     Workload,
     cpu_slowdown,
     distinct_nodes,
     lambda_monthly_usd,
 )
-from planner.plan import Component, Design, DesignPlan, Flag, StageTiming
-from planner.prices import PriceTable
+from planner.plan import Component, DesignPlan, Flag, PlanInputs, StageTiming
 
 READ_UNIT_BYTES = 4 * KILOBYTE  # a strongly consistent read unit: up to 4 KB (a Query: the items read, summed)
 # Sizes of a DeltaTable item's parts (bytes, DynamoDB's item size rules), fitted to the items
@@ -38,26 +35,25 @@ def write_units_of(size_bytes: float) -> int:
 
 def plan_map(
     plan: DesignPlan,
-    *,
-    workload: Workload,
-    settings: Settings,
-    times: ServiceTimes,
-    prices: PriceTable,
-    design: Design,
+    given: PlanInputs,
 ) -> Component:
     """The map stage's batches, delta items and their reads into `plan`, with its flags; its line of the plan."""
-    changes_per_second = workload.rate * workload.applied_share
+    changes_per_second = given.workload.rate * given.workload.applied_share
     # Map: the StateTable stream has about one shard per 1,000 WCU/s partition.
     plan.state_stream_shards = max(1, math.ceil(plan.state_write_units_per_second / PER_ITEM_WRITE_UNITS_PER_SECOND))
     per_stream_shard = changes_per_second / plan.state_stream_shards
-    fill_seconds = max(1.0 / STREAM_POLLS_PER_SECOND, settings.map_batching_window_seconds)
-    plan.effective_map_batch = max(1.0, min(float(settings.map_batch_size), per_stream_shard * fill_seconds))
+    fill_seconds = max(1.0 / STREAM_POLLS_PER_SECOND, given.settings.map_batching_window_seconds)
+    plan.effective_map_batch = max(1.0, min(float(given.settings.map_batch_size), per_stream_shard * fill_seconds))
     plan.delta_batches_per_second = changes_per_second / plan.effective_map_batch
-    map_cpu = plan.effective_map_batch * times.map_cpu_us_per_record / 1e6 * cpu_slowdown(settings.map_memory_mb)
-    map_seconds = map_cpu + times.write_round_trip_ms / 1e3
+    map_cpu = (
+        plan.effective_map_batch * given.times.map_cpu_us_per_record / 1e6 * cpu_slowdown(given.settings.map_memory_mb)
+    )
+    map_seconds = map_cpu + given.times.write_round_trip_ms / 1e3
     plan.map_executions = plan.delta_batches_per_second * map_seconds
-    delta_bytes = delta_item_bytes(workload, plan.effective_map_batch, with_timestamps=design.timestamps_in_delta_items)
-    if delta_bytes > MAX_ITEM_BYTES and not design.splits_delta_items:
+    delta_bytes = delta_item_bytes(
+        given.workload, plan.effective_map_batch, with_timestamps=given.design.timestamps_in_delta_items
+    )
+    if delta_bytes > MAX_ITEM_BYTES and not given.design.splits_delta_items:
         plan.flags.append(
             Flag(
                 f"a delta item would be {delta_bytes / KILOBYTE:,.0f} KB, over DynamoDB's 400 KB item limit",
@@ -65,19 +61,19 @@ def plan_map(
             )
         )
     item_bytes = delta_bytes
-    while design.splits_delta_items and item_bytes > MAX_ITEM_BYTES:  # halved, as `delta_items` does
+    while given.design.splits_delta_items and item_bytes > MAX_ITEM_BYTES:  # halved, as `delta_items` does
         plan.delta_items_per_batch *= 2
         item_bytes = delta_item_bytes(
-            workload,
+            given.workload,
             plan.effective_map_batch / plan.delta_items_per_batch,
-            with_timestamps=design.timestamps_in_delta_items,
+            with_timestamps=given.design.timestamps_in_delta_items,
         )
     plan.delta_item_bytes = item_bytes
     plan.delta_write_units_per_second = (
         plan.delta_batches_per_second * plan.delta_items_per_batch * write_units_of(item_bytes)
     )
     # The coverage Query reads the shard's newest items, each as large as this batch's.
-    query_bytes = design.coverage_query_items * item_bytes
+    query_bytes = given.design.coverage_query_items * item_bytes
     plan.delta_read_units_per_second = plan.delta_batches_per_second * math.ceil(query_bytes / READ_UNIT_BYTES)
     fill_seconds_per_batch = plan.effective_map_batch / per_stream_shard
     if map_seconds > fill_seconds_per_batch:
@@ -101,5 +97,7 @@ def plan_map(
     return Component(
         "map λ",
         f"{plan.map_executions:,.1f} concurrent, {plan.delta_batches_per_second:,.1f} invocations/s",
-        lambda_monthly_usd(plan.map_executions, settings.map_memory_mb, plan.delta_batches_per_second, prices),
+        lambda_monthly_usd(
+            plan.map_executions, given.settings.map_memory_mb, plan.delta_batches_per_second, given.prices
+        ),
     )

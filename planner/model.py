@@ -65,7 +65,7 @@ from planner.inputs import (
     cpu_slowdown,
 )
 from planner.map import plan_map
-from planner.plan import Design, DesignPlan, Flag
+from planner.plan import Design, DesignPlan, Flag, PlanInputs
 from planner.prices import PriceTable, load_price_table
 from planner.reduce import BUSY_LIMIT, original_reduce_packing, our_reduce_packing, plan_reduce
 from planner.state import lambda_state_rate, original_state_rate, plan_state
@@ -123,19 +123,15 @@ def plan_design(
 ) -> DesignPlan:
     """The plan of one design; `suggest` False skips searching for settings that would keep up."""
     plan = DesignPlan(design=design.name)
+    given = PlanInputs(workload, settings, times, prices, design)
     kinesis = plan_ingest(plan, workload, settings, prices)
-    state = plan_state(plan, workload=workload, settings=settings, times=times, prices=prices, design=design)
-    mapping = plan_map(plan, workload=workload, settings=settings, times=times, prices=prices, design=design)
-    reduce = plan_reduce(plan, workload=workload, settings=settings, times=times, prices=prices, design=design)
+    state = plan_state(plan, given)
+    mapping = plan_map(plan, given)
+    reduce = plan_reduce(plan, given)
     if plan.reduce_busy_fraction > BUSY_LIMIT and suggest:
-        flag = busy_reducers_flag(plan, workload=workload, settings=settings, times=times, prices=prices, design=design)
-        plan.flags.append(flag)
+        plan.flags.append(busy_reducers_flag(plan, given))
     if plan.hottest_item_write_units_per_second > PER_ITEM_WRITE_UNITS_PER_SECOND:
-        plan.flags.append(
-            hot_item_flag(
-                plan, workload=workload, settings=settings, times=times, prices=prices, design=design, suggest=suggest
-            )
-        )
+        plan.flags.append(hot_item_flag(plan, given, suggest=suggest))
     archive = (
         plan_archive(plan, object_bytes=plan.delta_item_bytes, settings=settings, times=times, prices=prices)
         if design.archives
@@ -146,51 +142,47 @@ def plan_design(
     return plan
 
 
-def busy_reducers_flag(
-    plan: DesignPlan, *, workload: Workload, settings: Settings, times: ServiceTimes, prices: PriceTable, design: Design
-) -> Flag:
+def busy_reducers_flag(plan: DesignPlan, given: PlanInputs) -> Flag:
     """The reducers cannot keep up: the least change that lets them (`reducers_that_keep_up`)."""
     reducers = "the single reduce instance" if plan.reduce_lanes == 1 else f"each of {plan.reduce_lanes} reducers"
     problem = (
         f"{reducers} would be {plan.reduce_busy_fraction:.0%} busy "
-        f"({plan.reduce_transactions_per_second:,.1f} transactions/s at {times.transaction_round_trip_ms:g} ms)"
+        f"({plan.reduce_transactions_per_second:,.1f} transactions/s at {given.times.transaction_round_trip_ms:g} ms)"
     )
-    better = reducers_that_keep_up(workload, settings, times, prices, design)
+    better = reducers_that_keep_up(given.workload, given.settings, given.times, given.prices, given.design)
     if better is None:
         change = (
             "no reduceParallelizationFactor up to 10, map batching up to 10,000 records / 300 s and 1,769 MB "
             "of reduce memory suffices"
         )
     else:
-        change = " and ".join(changed_settings(settings, better))
-        if better.map_batch_size != settings.map_batch_size:
+        change = " and ".join(changed_settings(given.settings, better))
+        if better.map_batch_size != given.settings.map_batch_size:
             change += " (fewer, fuller delta batches)"
-        if better.reduce_memory_mb != settings.reduce_memory_mb:
+        if better.reduce_memory_mb != given.settings.reduce_memory_mb:
             change += (
-                f" (CPU scales with memory: at {settings.reduce_memory_mb} MB its CPU work runs "
-                f"{cpu_slowdown(settings.reduce_memory_mb):.1f}x slower than one vCPU)"
+                f" (CPU scales with memory: at {given.settings.reduce_memory_mb} MB its CPU work runs "
+                f"{cpu_slowdown(given.settings.reduce_memory_mb):.1f}x slower than one vCPU)"
             )
     return Flag(problem, change)
 
 
-def hot_item_flag(
-    plan: DesignPlan,
-    *,
-    workload: Workload,
-    settings: Settings,
-    times: ServiceTimes,
-    prices: PriceTable,
-    design: Design,
-    suggest: bool,
-) -> Flag:
+def hot_item_flag(plan: DesignPlan, given: PlanInputs, *, suggest: bool) -> Flag:
     """An aggregate item over DynamoDB's per-partition limit: more slices, or fewer transactions."""
     problem = f"the hottest aggregate item takes {plan.hottest_item_write_units_per_second:,.0f} WCU/s (limit 1,000)"
     fewer = "raise mapBatchSize / reduceBatchSize to cut transactions per second"
-    if not (design.scales_out_reduce and suggest):
+    if not (given.design.scales_out_reduce and suggest):
         return Flag(problem, fewer)
-    slices = settings.aggregate_slices * 2
+    slices = given.settings.aggregate_slices * 2
     while slices <= MAX_SLICES:
-        trial = plan_design(workload, replace(settings, aggregate_slices=slices), times, prices, design, suggest=False)
+        trial = plan_design(
+            given.workload,
+            replace(given.settings, aggregate_slices=slices),
+            given.times,
+            given.prices,
+            given.design,
+            suggest=False,
+        )
         if trial.hottest_item_write_units_per_second <= PER_ITEM_WRITE_UNITS_PER_SECOND:
             return Flag(problem, f"raise aggregateSlices to {slices}, or {fewer}")
         slices *= 2

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from planner.inputs import ServiceTimes, Settings, Workload
+from planner.prices import PriceTable
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,17 @@ class Design:
     otherwise the put is refused on every retry (flagged)."""
     archives: bool
     """Every delta item is also kept as an S3 object (`planner.archive`)."""
+
+
+@dataclass(frozen=True)
+class PlanInputs:
+    """What one design's plan is made from: every stage's model reads these."""
+
+    workload: Workload
+    settings: Settings
+    times: ServiceTimes
+    prices: PriceTable
+    design: Design
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,6 @@ from aggregation.transactions import MARKER_ACTIONS_PER_UNIT, MAX_TRANSACTION_AC
 from planner.inputs import (
     PER_ITEM_WRITE_UNITS_PER_SECOND,
     STREAM_POLLS_PER_SECOND,
-    ServiceTimes,
     Settings,
     Workload,
     cpu_slowdown,
@@ -22,8 +21,7 @@ from planner.inputs import (
     lambda_monthly_usd,
     steady_batch,
 )
-from planner.plan import Component, Design, DesignPlan, Flag, ReducePacking, StageTiming
-from planner.prices import PriceTable
+from planner.plan import Component, DesignPlan, Flag, PlanInputs, ReducePacking, StageTiming
 
 BUSY_LIMIT = 0.8  # a reducer busier than this falls behind on any burst
 MAX_TRANSACTION_ATTEMPTS = 11
@@ -101,24 +99,25 @@ def reduce_load(
     plan: DesignPlan,
     slicing: ReduceSlicing,
     batch: float,
-    *,
-    workload: Workload,
-    settings: Settings,
-    times: ServiceTimes,
-    design: Design,
+    given: PlanInputs,
 ) -> ReduceLoad:
     """Transactions, actions and reducer time when invocations take `batch` delta batches each."""
     slices_per_invocation = slicing.slices_per_invocation(batch)
     batches_together = batch / slices_per_invocation
-    packing = design.reduce_packing(workload, plan.effective_map_batch, batches_together, settings)
+    packing = given.design.reduce_packing(given.workload, plan.effective_map_batch, batches_together, given.settings)
     transactions = plan.delta_batches_per_second * packing.transactions_per_delta_batch
-    attempts = transaction_attempts(slicing, transactions, times.transaction_round_trip_ms / 1e3)
-    slowdown = cpu_slowdown(settings.reduce_memory_mb)
-    changes_per_second = workload.rate * workload.applied_share
+    attempts = transaction_attempts(slicing, transactions, given.times.transaction_round_trip_ms / 1e3)
+    slowdown = cpu_slowdown(given.settings.reduce_memory_mb)
+    changes_per_second = given.workload.rate * given.workload.applied_share
     executions = (
-        transactions * attempts * times.transaction_round_trip_ms / 1e3
-        + transactions * attempts * packing.actions_per_transaction * times.reduce_cpu_us_per_action / 1e6 * slowdown
-        + changes_per_second * times.reduce_cpu_us_per_message / 1e6 * slowdown
+        transactions * attempts * given.times.transaction_round_trip_ms / 1e3
+        + transactions
+        * attempts
+        * packing.actions_per_transaction
+        * given.times.reduce_cpu_us_per_action
+        / 1e6
+        * slowdown
+        + changes_per_second * given.times.reduce_cpu_us_per_message / 1e6 * slowdown
     )
     return ReduceLoad(
         batch=batch,
@@ -209,33 +208,28 @@ def original_reduce_packing(
 
 def plan_reduce(
     plan: DesignPlan,
-    *,
-    workload: Workload,
-    settings: Settings,
-    times: ServiceTimes,
-    prices: PriceTable,
-    design: Design,
+    given: PlanInputs,
 ) -> Component:
     """Reducers, slices, transactions and AggregateTable writes into `plan`; its line of the plan."""
     # Ours, one reducer per DeltaTable stream shard and lane over sliced totals; the
     # original, one instance over one item per node.
     slicing = UNSLICED
-    if design.scales_out_reduce:
-        slicing = reduce_slicing(settings, plan.state_stream_shards, plan.delta_write_units_per_second)
+    if given.design.scales_out_reduce:
+        slicing = reduce_slicing(given.settings, plan.state_stream_shards, plan.delta_write_units_per_second)
     plan.delta_stream_shards, plan.reduce_lanes = slicing.delta_stream_shards, slicing.lanes
     plan.slices_in_use = slicing.slices_in_use
 
     def load(batch: float) -> ReduceLoad:
-        return reduce_load(plan, slicing, batch, workload=workload, settings=settings, times=times, design=design)
+        return reduce_load(plan, slicing, batch, given)
 
     # How busy the reducers would be with full batches: what they can carry. In steady state
     # an invocation takes what its lane gathered (`steady_batch`): cost and latency
     # follow from that batch.
-    plan.reduce_busy_fraction = load(settings.reduce_batch_size).executions / slicing.lanes
+    plan.reduce_busy_fraction = load(given.settings.reduce_batch_size).executions / slicing.lanes
     per_lane = plan.delta_batches_per_second / slicing.lanes
     poll_seconds = 1.0 / STREAM_POLLS_PER_SECOND
     steady = load(
-        steady_batch(settings.reduce_batch_size, per_lane, poll_seconds, lambda b: load(b).invocation_seconds)
+        steady_batch(given.settings.reduce_batch_size, per_lane, poll_seconds, lambda b: load(b).invocation_seconds)
     )
     plan.effective_reduce_batch = steady.batch
     plan.timings.append(
@@ -267,8 +261,8 @@ def plan_reduce(
         + (" each" if plan.reduce_lanes > 1 else ""),
         lambda_monthly_usd(
             min(float(plan.reduce_lanes), plan.reduce_executions),
-            settings.reduce_memory_mb,
+            given.settings.reduce_memory_mb,
             steady.invocations_per_second,
-            prices,
+            given.prices,
         ),
     )

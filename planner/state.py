@@ -10,14 +10,12 @@ from planner.inputs import (
     MAX_PARALLELIZATION_FACTOR,
     ServiceTimes,
     Settings,
-    Workload,
     cpu_slowdown,
     lambda_monthly_usd,
     steady_batch,
 )
 from planner.map import write_units_of
-from planner.plan import Component, Design, DesignPlan, Flag, StageTiming
-from planner.prices import PriceTable
+from planner.plan import Component, DesignPlan, Flag, PlanInputs, StageTiming
 
 STATE_ITEM_OVERHEAD_BYTES = 110  # ContentDigest, attribute names, the Hierarchy map's overhead
 
@@ -37,20 +35,15 @@ def original_state_rate(times: ServiceTimes, settings: Settings) -> float:
 
 def plan_state(
     plan: DesignPlan,
-    *,
-    workload: Workload,
-    settings: Settings,
-    times: ServiceTimes,
-    prices: PriceTable,
-    design: Design,
+    given: PlanInputs,
 ) -> Component:
     """The state function's executions and StateTable writes into `plan`, with its flag; its line of the plan."""
-    rate = workload.rate
-    instance_rate = design.state_rate(times, settings)
+    rate = given.workload.rate
+    instance_rate = given.design.state_rate(given.times, given.settings)
     plan.state_executions = rate / instance_rate
     per_shard_rate = rate / plan.kinesis_shards
     plan.state_parallelization_needed = math.ceil(per_shard_rate / instance_rate)
-    if plan.state_parallelization_needed > settings.state_parallelization_factor:
+    if plan.state_parallelization_needed > given.settings.state_parallelization_factor:
         if plan.state_parallelization_needed > MAX_PARALLELIZATION_FACTOR:
             change = "more shards (provisioned mode) or a faster state function: no factor up to 10 suffices"
         else:
@@ -61,18 +54,20 @@ def plan_state(
                 change,
             )
         )
-    state_item = write_units_of(workload.record_bytes + STATE_ITEM_OVERHEAD_BYTES)
+    state_item = write_units_of(given.workload.record_bytes + STATE_ITEM_OVERHEAD_BYTES)
     # One conditional write per message, duplicates included (a failed condition is billed),
     # except those an in-batch selection never sends.
-    writes_per_message = workload.state_writes_per_message if design.selects_in_batch else 1.0
+    writes_per_message = given.workload.state_writes_per_message if given.design.selects_in_batch else 1.0
     plan.state_write_units_per_second = rate * writes_per_message * state_item
-    state_invocations = rate / settings.state_batch_size
-    lanes = plan.kinesis_shards * settings.state_parallelization_factor
+    state_invocations = rate / given.settings.state_batch_size
+    lanes = plan.kinesis_shards * given.settings.state_parallelization_factor
     per_lane = rate / lanes
     # Lambda reads a shard once a second, and again as soon as it has handed a batch over
     # while the shard fills batches faster (up to five reads a second).
-    poll_seconds = max(1.0 / KINESIS_READS_PER_SECOND, min(KINESIS_POLL_SECONDS, settings.state_batch_size / per_lane))
-    batch = steady_batch(settings.state_batch_size, per_lane, poll_seconds, lambda b: b / instance_rate)
+    poll_seconds = max(
+        1.0 / KINESIS_READS_PER_SECOND, min(KINESIS_POLL_SECONDS, given.settings.state_batch_size / per_lane)
+    )
+    batch = steady_batch(given.settings.state_batch_size, per_lane, poll_seconds, lambda b: b / instance_rate)
     plan.timings.append(
         StageTiming(
             "state",
@@ -86,5 +81,5 @@ def plan_state(
     return Component(
         "state λ",
         f"{plan.state_executions:,.1f} concurrent, {state_invocations:,.0f} invocations/s",
-        lambda_monthly_usd(plan.state_executions, settings.state_memory_mb, state_invocations, prices),
+        lambda_monthly_usd(plan.state_executions, given.settings.state_memory_mb, state_invocations, given.prices),
     )
