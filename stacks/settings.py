@@ -94,9 +94,11 @@ target (`tests/planner/test_model.py` checks it). The target is half DynamoDB's 
 a second per item, the margin for slices a hash loads unevenly. At the default 400 msg/s slices
 change nothing (a StateTable stream of one shard writes one slice). Between, they cost writes:
 an invocation plans each slice apart, so fewer delta batches share a transaction (at 50,000
-msg/s the planner counts about 57,000 AggregateTable write units a second with 16 slices against
-11,000 with one); a larger `reduceBatchSize` wins the packing back (11,300 at 100), and
-`python -m benchmarks.capacity` prints the plan for any choice."""
+msg/s and every other default the planner counts about 92,000 AggregateTable write units a second
+with 16 slices against 44,500 with one, whose three reducers resend conflicting transactions); a
+larger `reduceBatchSize` wins the packing back (12,200 at 100). With other settings fewer slices
+may do: `python -m benchmarks.capacity --scale-out` prints the cheapest settings, slices included,
+that keep every stage within 70 % busy and the hottest item within the target."""
 
 SCALE_OUT_RATE: Final[int] = 250_000
 """The rate `DEFAULT_AGGREGATE_SLICES` is chosen for (messages a second)."""
