@@ -151,6 +151,29 @@ def _benchmark_shape_reduce(plan: CapacityPlan) -> float:
     return per_batch * actions * 2 / (changes / workload.applied_share)
 
 
+def _scenario_brief(item: Scenario) -> str:
+    ours = item.plan.ours
+    per_million = item.plan.prices.seconds_per_month * item.plan.workload.rate / 1e6
+    return (
+        f"${ours.monthly_usd:,.0f} a month (${ours.monthly_usd / per_million:.3f} per million messages, "
+        f"p50 {ours.latency_p50_seconds:.2f} s, {item.plan.settings.aggregate_slices} slices)"
+    )
+
+
+def scale_out_summary(at_planned: Sequence[Scenario], at_scale: Sequence[Scenario]) -> str:
+    """The summary's bullet: the flags' fix against the searches' choices, at both rates."""
+    start = at_planned[0]
+    rate = start.plan.workload.rate
+    choices = "; ".join(f"{item.label}: {_scenario_brief(item)}" for item in at_planned[1:])
+    scale = "; ".join(f"{item.label}: {_scenario_brief(item)}" for item in at_scale[1:]) or "none within the targets"
+    return (
+        f"- **Scale-out (planner, section 5)**: at {rate:,.0f} msg/s the flags' fix costs "
+        f"{_scenario_brief(start)}; with every stage on the way to the totals ≤ 70 % busy on two lanes or more "
+        f"and the hottest item ≤ 500 write units a second, {choices}. At {at_scale[0].plan.workload.rate:,.0f} "
+        f"msg/s, {scale}."
+    )
+
+
 def scale_out_section(at_planned: Sequence[Scenario], at_scale: Sequence[Scenario]) -> list[str]:
     """What the planner suggests at the planned rate, and the scale-out plan, rendered from its searches."""
     rate = at_planned[0].plan.workload.rate
@@ -513,6 +536,7 @@ def render(run: BenchmarkRun, hand_written: str = "") -> str:
         f"at the cdk.json defaults ${defaults.ours.monthly_usd:,.0f} against ${defaults.original.monthly_usd:,.0f}, "
         "but neither keeps up there (flags in section 5). "
         f"{_capacity_modes(recommended)}.",
+        scale_out_summary(run.scenarios, run.scale_out_scenarios),
         "- **Guarantee**: the original's reduce is exactly-once only for replays within 10 minutes; ours "
         "(`crt+marker`) for ever, at the price of the `#applied#` marker writes counted below "
         "(`crt+marker` against `crt`).",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Literal
 
 from planner.prices import PriceTable
@@ -51,8 +52,9 @@ class Workload:
             return 1.0
         return 1.0 + (self.modifications_pct / 100.0) / self.applied_share * self.move_share
 
-    @property
+    @cached_property
     def nodes_per_level(self) -> tuple[int, ...]:
+        """Nodes a level holds (the product of the fan-outs down to it): asked for in every plan's inner loops."""
         return tuple(math.prod(self.fan_out[: depth + 1]) for depth in range(len(self.fan_out)))
 
 
@@ -210,7 +212,7 @@ def steady_batch(
     batch = max(1.0, min(float(batch_size), per_lane * poll_seconds))
     for _ in range(100):
         following = max(1.0, min(float(batch_size), per_lane * max(poll_seconds, invocation_seconds(batch))))
-        if abs(following - batch) < 1e-4:
+        if abs(following - batch) < 1e-3 * batch:
             break
         batch = following
     return batch

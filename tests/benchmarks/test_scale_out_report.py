@@ -3,7 +3,7 @@
 import pytest
 
 from benchmarks import capacity
-from benchmarks.report import scale_out_section
+from benchmarks.report import scale_out_section, scale_out_summary
 from planner.inputs import ServiceTimes, Settings, Workload
 from planner.prices import load_price_table
 
@@ -59,3 +59,12 @@ def test_the_command_line_prints_the_scenarios(capsys: pytest.CaptureFixture[str
     out = capsys.readouterr().out
     assert out.startswith("| settings | changes (cdk.json) |")
     assert "| these settings | - |" in out and "cheapest, p50 ≤ 1 s" in out
+
+
+def test_the_summary_names_each_choice_with_its_cost_and_latency(
+    at_50000: list[capacity.Scenario], at_250000: list[capacity.Scenario]
+) -> None:
+    text = scale_out_summary(at_50000, at_250000)
+    assert text.startswith("- **Scale-out (planner, section 5)**: at 50,000 msg/s the flags' fix costs $")
+    assert "cheapest, p50 ≤ 1 s: $" in text and "At 250,000 msg/s, cheapest, p50 ≤ 1 s: $" in text
+    assert "\n" not in text
