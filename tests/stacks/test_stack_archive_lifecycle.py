@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from aws_cdk.assertions import Template
+from aws_cdk.assertions import Annotations, Match, Template
 
+from stacks.template_lint import lint_template
 from tests.stacks.stack_helpers import resources_of_type, synthesize
 
 
@@ -22,7 +24,10 @@ def test_by_default_archived_deltas_stay_in_standard(template: Template) -> None
 
 
 def test_a_transition_moves_only_the_delta_objects_after_the_days_set() -> None:
-    _stack, template = synthesize({"archiveLifecycle": {"storageClass": "GLACIER_IR", "afterDays": 90}})
+    stack, template = synthesize({"archiveLifecycle": {"storageClass": "GLACIER_IR", "afterDays": 90}})
+    assert lint_template(json.dumps(template.to_json())) == []
+    nag = Annotations.from_stack(stack).find_error("*", Match.string_like_regexp("AwsSolutions-.*"))
+    assert nag == [], [error.entry.data for error in nag]
     rule = archive_rules(template)["MoveArchivedDeltas"]
     assert rule["Status"] == "Enabled"
     assert rule["Prefix"] == "deltas/", "the registry stays where it is read"

@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from aws_cdk.assertions import Annotations, Match
 
 from stacks import SettingsError
+from stacks.template_lint import lint_template
 from tests.stacks.stack_helpers import synthesize
 
 PROVISIONED = {"mode": "provisioned", "shardCount": 4}
 
 
 def test_a_provisioned_stream_has_exactly_its_shard_count_and_stays_kms_encrypted() -> None:
-    _stack, template = synthesize({"streamMode": PROVISIONED})
+    stack, template = synthesize({"streamMode": PROVISIONED})
+    assert lint_template(json.dumps(template.to_json())) == []
+    nag = Annotations.from_stack(stack).find_error("*", Match.string_like_regexp("AwsSolutions-.*"))
+    assert nag == [], [error.entry.data for error in nag]
     template.resource_count_is("AWS::Kinesis::Stream", 1)
     template.has_resource_properties(
         "AWS::Kinesis::Stream",
