@@ -122,8 +122,13 @@ def plan_archive(
                 f"metastore/registry.json would take {updates:,.0f} compare-and-swap updates a second, "
                 f"{plan.archive_registry_busy:.0%} of what one S3 key serialises at a {times.s3_round_trip_ms:g} ms "
                 "round trip",
-                "raise archiveBatchSize (fewer, larger archive invocations) or mapBatchSize / "
-                "mapBatchingWindowSeconds (fewer delta items); the registry is one key",
+                (
+                    "raise archiveBatchSize (fewer, larger archive invocations) or "
+                    if batch >= settings.archive_batch_size
+                    else ""
+                )
+                + "raise mapBatchSize with mapBatchingWindowSeconds (fewer delta items, so fewer archive "
+                "invocations); the registry is one key, which only sharding it lifts",
                 side_stage=True,
             )
         )

@@ -93,3 +93,10 @@ def test_access_logs_are_held_for_their_retention() -> None:
     assert long_logs == pytest.approx(short_logs * 365 / 30)
     requests_per_second = long_logs / 0.023 * 1024**3 / ACCESS_LOG_RECORD_BYTES / (365 * 86_400)
     assert requests_per_second > long.archive_objects_per_second, "a log record per object PUT, and more"
+
+
+def test_the_registry_flag_asks_for_larger_archive_batches_only_when_they_are_full() -> None:
+    settings = Settings(state_parallelization_factor=3, reduce_parallelization_factor=6)
+    poll_limited = plan_capacity(Workload(rate=50_000), settings).ours  # 3 lanes gather ~70 items a batch
+    (flag,) = [f for f in poll_limited.flags if "registry.json" in f.problem]
+    assert "archiveBatchSize" not in flag.change and "mapBatchingWindowSeconds" in flag.change
