@@ -3,8 +3,9 @@
 import pytest
 
 from benchmarks import capacity
-from benchmarks.report import scale_out_section, scale_out_summary
+from benchmarks.report import keeps_up, scale_out_section, scale_out_summary
 from planner.inputs import ServiceTimes, Settings, Workload
+from planner.model import plan_capacity
 from planner.prices import load_price_table
 
 PRICES = load_price_table()
@@ -68,3 +69,13 @@ def test_the_summary_names_each_choice_with_its_cost_and_latency(
     assert text.startswith("- **Scale-out (planner, section 5)**: at 50,000 msg/s the flags' fix costs $")
     assert "cheapest, p50 ≤ 1 s: $" in text and "At 250,000 msg/s, cheapest, p50 ≤ 1 s: $" in text
     assert "\n" not in text
+
+
+def test_a_plan_whose_only_stall_is_the_archive_registry_keeps_the_totals_up() -> None:
+    settings = Settings(state_parallelization_factor=3, reduce_parallelization_factor=6)
+    plan = plan_capacity(Workload(rate=50_000), settings, TIMES, PRICES)
+    assert plan.ours.stalls and all(flag.side_stage for flag in plan.ours.stalls)
+    assert keeps_up(plan) == "; the totals keep up, the archive's one registry key does not, see section 5"
+    assert keeps_up(plan_capacity(Workload(rate=50_000), Settings(), TIMES, PRICES)).startswith(
+        "; **still cannot keep up**"
+    )
