@@ -30,10 +30,14 @@ from benchmarks.report import BenchmarkRun, hand_written_sections, render
 from benchmarks.state_throughput import run_state_throughput
 from benchmarks.write_cost import run_write_cost
 from planner import model
+from planner.inputs import MAX_PARALLELIZATION_FACTOR, ServiceTimes, Settings, Workload
 from planner.prices import DEFAULT_PRICE_TABLE, load_price_table
+from planner.reduce import BUSY_LIMIT
 from stacks.capacity import planned_settings
+from stacks.settings import SCALE_OUT_RATE
 
 PLANNED_RATE = 50_000.0
+FLAGS_FIX = "cdk.json with what the flags ask for"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -93,14 +97,14 @@ def run(arguments: argparse.Namespace, console: Console) -> int:
             )
     by_handler = {o.handler: o for o in overhead.handlers}
     at_20_ms = next(t for t in throughput if t.round_trip_ms == 20.0)
-    times = model.ServiceTimes(
+    times = ServiceTimes(
         state_messages_per_second=at_20_ms.bounded_messages_per_second,
         state_cpu_us_per_message=by_handler["state"].cpu_us_per_unit,
         map_cpu_us_per_record=by_handler["map"].cpu_us_per_unit,
         reduce_cpu_us_per_action=overhead.reduce_model.per_action_us,
         reduce_cpu_us_per_message=overhead.reduce_model.per_message_us,
     )
-    workload = model.Workload(
+    workload = Workload(
         rate=PLANNED_RATE,
         record_bytes=round(write_cost.mean_record_bytes),
         state_writes_per_message=write_cost.stages["state"].requests / write_cost.messages,
@@ -111,6 +115,8 @@ def run(arguments: argparse.Namespace, console: Console) -> int:
     recommended_settings = recommended(defaults)
     plan_recommended = model.plan_capacity(workload, recommended_settings, times, prices)
     change = describe_change(cdk_json_settings, recommended_settings)
+    scale_workload = replace(workload, rate=SCALE_OUT_RATE)
+    scale_start = recommended(model.plan_capacity(scale_workload, cdk_json_settings, times, prices))
     previous = arguments.output.read_text() if arguments.output.exists() else ""
     page = render(
         BenchmarkRun(
@@ -126,6 +132,12 @@ def run(arguments: argparse.Namespace, console: Console) -> int:
             plan_defaults=defaults,
             plan_recommended=plan_recommended,
             recommended_change=change,
+            scenarios=capacity.scale_out_scenarios(
+                workload, recommended_settings, times, prices, start_label=FLAGS_FIX
+            ),
+            scale_out_scenarios=capacity.scale_out_scenarios(
+                scale_workload, scale_start, times, prices, start_label=FLAGS_FIX
+            ),
         ),
         hand_written_sections(previous),
     )
@@ -143,20 +155,20 @@ def run(arguments: argparse.Namespace, console: Console) -> int:
     return 0 if exact else 1
 
 
-def recommended(plan: model.CapacityPlan) -> model.Settings:
+def recommended(plan: model.CapacityPlan) -> Settings:
     """The cdk.json settings with what the planner's flags ask for applied."""
     settings = plan.settings
     ours = plan.ours
     if ours.state_parallelization_needed > settings.state_parallelization_factor:
-        factor = min(model.MAX_PARALLELIZATION_FACTOR, ours.state_parallelization_needed)
+        factor = min(MAX_PARALLELIZATION_FACTOR, ours.state_parallelization_needed)
         settings = replace(settings, state_parallelization_factor=factor)
-    if ours.reduce_busy_fraction > model.BUSY_LIMIT:
+    if ours.reduce_busy_fraction > BUSY_LIMIT:
         keeping_up = model.reducers_that_keep_up(plan.workload, settings, plan.times, plan.prices, model.OURS)
         settings = keeping_up or settings
     return settings
 
 
-def describe_change(before: model.Settings, after: model.Settings) -> str:
+def describe_change(before: Settings, after: Settings) -> str:
     """The cdk.json settings that differ, as `-c key=value` would set them."""
     changes = [
         f"{name} {getattr(after, field):g}"

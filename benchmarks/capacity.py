@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,18 +30,14 @@ from benchmarks import REPOSITORY_ROOT
 from toolkit.node_runtime import silence_node_banners
 
 silence_node_banners()  # before `stacks` imports the CDK, whose jsii runtime would print them as bytes
-from planner.model import (  # noqa: E402
-    PIPELINE_TABLES,
-    CapacityPlan,
-    ServiceTimes,
-    Settings,
-    TableModes,
-    Workload,
-    break_even_utilization,
-    lambda_state_rate,
-    plan_capacity,
-)
-from planner.prices import DEFAULT_PRICE_TABLE, load_price_table  # noqa: E402
+from planner.ingest import PROVISIONED_SHARD_UTILIZATION  # noqa: E402
+from planner.inputs import ServiceTimes, Settings, Workload  # noqa: E402
+from planner.model import OURS, CapacityPlan, plan_capacity, plan_design  # noqa: E402
+from planner.plan import DesignPlan  # noqa: E402
+from planner.prices import DEFAULT_PRICE_TABLE, PriceTable, load_price_table  # noqa: E402
+from planner.scale_out import cheapest_settings, describe_choice  # noqa: E402
+from planner.state import lambda_state_rate  # noqa: E402
+from planner.tables import PIPELINE_TABLES, TableModes, break_even_utilization  # noqa: E402
 from stacks.capacity import planned_settings  # noqa: E402
 from stacks.settings import PipelineSettings, SettingsError  # noqa: E402
 from toolkit.untrusted import untrusted_text  # noqa: E402
@@ -91,9 +88,19 @@ def _rows(plan: CapacityPlan) -> list[tuple[str, str, str]]:
             f"{original.reduce_transactions_per_second:,.1f} ({original.actions_per_transaction:.0f})",
         ),
         (
+            "reduce transaction conflicts/s (resent)",
+            f"{ours.reduce_conflicts_per_second:,.1f}",
+            f"{original.reduce_conflicts_per_second:,.1f}",
+        ),
+        (
             "reducers (busy each)",
             f"{ours.reduce_lanes} ({ours.reduce_busy_fraction:.0%})",
             f"{original.reduce_lanes} ({original.reduce_busy_fraction:.0%})",
+        ),
+        (
+            "effective reduce batch (delta batches)",
+            f"{ours.effective_reduce_batch:,.1f}",
+            f"{original.effective_reduce_batch:,.1f}",
         ),
         (
             "aggregate slices in use (per invocation)",
@@ -126,14 +133,63 @@ def _rows(plan: CapacityPlan) -> list[tuple[str, str, str]]:
             f"{original.hottest_item_write_units_per_second:,.0f}",
         ),
     ]
-    for mine, theirs in zip(ours.components, original.components, strict=True):
-        rows.append((f"{mine.name} $/month", f"{mine.monthly_usd:,.0f}", f"{theirs.monthly_usd:,.0f}"))
+    rows.append(("latency p50 (model, s)", _seconds(ours.latency_p50_seconds), _seconds(original.latency_p50_seconds)))
+    theirs = {component.name: component for component in original.components}
+    for mine in ours.components:
+        other = theirs.get(mine.name)
+        rows.append((f"{mine.name} $/month", f"{mine.monthly_usd:,.0f}", f"{other.monthly_usd:,.0f}" if other else "-"))
     rows.append(("total $/month", f"{ours.monthly_usd:,.0f}", f"{original.monthly_usd:,.0f}"))
     per_million = plan.prices.seconds_per_month * plan.workload.rate / 1e6
     rows.append(
         ("$ per million messages", f"{ours.monthly_usd / per_million:.3f}", f"{original.monthly_usd / per_million:.3f}")
     )
     return rows
+
+
+def _seconds(value: float) -> str:
+    return "unbounded (falls behind)" if math.isinf(value) else f"{value:.2f}"
+
+
+TIMING_COLUMNS = ("stage", "lanes", "batch", "between invocations s", "iterator age s", "invocation s", "busy")
+
+
+def _timing_rows(plan: CapacityPlan) -> list[tuple[str, ...]]:
+    """This pipeline's stages in steady state: what the latency model adds up."""
+    rows: list[tuple[str, ...]] = [
+        (
+            timing.stage,
+            f"{timing.lanes:,}",
+            f"{timing.batch:,.1f}",
+            f"{timing.interval_seconds:.3f}",
+            f"{timing.iterator_age_seconds:.3f}",
+            f"{timing.invocation_seconds:.3f}",
+            f"{timing.busy:.0%}",
+        )
+        for timing in plan.ours.timings
+    ]
+    rows.append(("**p50, put to commit**", "", "", "", "", _seconds(plan.ours.latency_p50_seconds), ""))
+    return rows
+
+
+def render_timings_markdown(plan: CapacityPlan) -> str:
+    lines = [
+        "| " + " | ".join(TIMING_COLUMNS) + " |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        *("| " + " | ".join(row) + " |" for row in _timing_rows(plan)),
+        "",
+        LATENCY_NOTE,
+    ]
+    return "\n".join(lines) + "\n"
+
+
+LATENCY_NOTE = (
+    "Latency model: a record waits half its lane's interval between invocations (its iterator age when read: "
+    "Lambda polls a Kinesis shard once a second, or as fast as batches fill, a DynamoDB stream shard four "
+    "times a second, or after the batching window) and then for the invocation that commits its batch; a lane "
+    "whose invocations outlast the poll interval takes what arrived meanwhile, so its batches grow. The p50 is "
+    "the sum of the stages' means (each wait spread evenly); the put and a record's time to become readable "
+    "on a stream are left out. Busy: the share of what a stage's lanes carry at full batches."
+)
 
 
 def _table_modes(settings: Settings) -> str:
@@ -220,6 +276,21 @@ def print_whole(console: Console, table: Table) -> None:
         console.width = width
 
 
+def describe_stream(plan: CapacityPlan) -> str:
+    """The Kinesis stream in both capacity modes (`streamMode`)."""
+    stream, configured = plan.stream, plan.settings.stream
+    shards = (
+        f"its {stream.provisioned_shards} shards"
+        if configured.provisioned
+        else f"{stream.provisioned_shards} shards, each filled to {PROVISIONED_SHARD_UTILIZATION:.0%} of its limits"
+    )
+    return (
+        f"Kinesis (`streamMode` {configured.mode}): on-demand ${stream.on_demand_usd:,.0f} a month (stream-hours, "
+        f"data in and out by the GB) against provisioned ${stream.provisioned_usd:,.0f} with {shards} "
+        f"(shard-hours and 25 KB PUT payload units); {stream.cheaper} is cheaper at this steady rate."
+    )
+
+
 def render_rich(plan: CapacityPlan, console: Console) -> None:
     """The plan as rich tables. Every cell and line is `untrusted_text`: settings (`-c key=value`,
     cdk.json) and the price table's fields are not ours, and a string would be parsed as markup."""
@@ -237,6 +308,13 @@ def render_rich(plan: CapacityPlan, console: Console) -> None:
         modes.add_row(*map(untrusted_text, mode_row))
     print_whole(console, modes)
     console.print(untrusted_text(describe_modes(plan).replace("**", "")))
+    timings = Table(title="Stages in steady state (this pipeline)", title_justify="left")
+    for index, column in enumerate(TIMING_COLUMNS):
+        timings.add_column(column, justify="left" if index == 0 else "right", no_wrap=True)
+    for timing_row in _timing_rows(plan):
+        timings.add_row(*(untrusted_text(cell.replace("**", "")) for cell in timing_row))
+    print_whole(console, timings)
+    console.print(untrusted_text(describe_stream(plan).replace("`", "")))
     console.print(untrusted_text(describe_inputs(plan), "dim"))
     for design in (plan.ours, plan.original):
         for flag in design.flags:
@@ -270,6 +348,11 @@ def render_markdown(plan: CapacityPlan) -> str:
         "",
         f"Inputs: {describe_inputs(plan)}.",
         "",
+        describe_stream(plan),
+        "",
+        "Stages in steady state (this pipeline):",
+        "",
+        render_timings_markdown(plan),
         "DynamoDB capacity modes (this pipeline):",
         "",
         render_modes_markdown(plan),
@@ -318,6 +401,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--transaction-ms", type=float, default=times.transaction_round_trip_ms)
     parser.add_argument("--prices", type=Path, default=DEFAULT_PRICE_TABLE)
     parser.add_argument("--markdown", action="store_true", help="print markdown instead of a table")
+    parser.add_argument(
+        "--scale-out",
+        action="store_true",
+        help="print the searches' cheapest settings within the targets (planner/scale_out.py), as markdown",
+    )
     return parser
 
 
@@ -378,11 +466,109 @@ def main(argv: Sequence[str] | None = None) -> int:
         ),
         load_price_table(arguments.prices),
     )
-    if arguments.markdown:
+    if arguments.scale_out:
+        scenarios = scale_out_scenarios(
+            plan.workload, plan.settings, plan.times, plan.prices, start_label="these settings"
+        )
+        print(render_scenarios_markdown(scenarios), end="")
+    elif arguments.markdown:
         print(render_markdown(plan), end="")
     else:
         render_rich(plan, Console())
     return 0
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One set of settings at one rate, planned, with the same settings in one slice beside it."""
+
+    label: str
+    before: Settings
+    plan: CapacityPlan
+    one_slice: DesignPlan
+
+
+def scenario(label: str, before: Settings, plan: CapacityPlan) -> Scenario:
+    one_slice = plan_design(
+        plan.workload, replace(plan.settings, aggregate_slices=1), plan.times, plan.prices, OURS, suggest=False
+    )
+    return Scenario(label, before, plan, one_slice)
+
+
+def scale_out_scenarios(
+    workload: Workload, start: Settings, times: ServiceTimes, prices: PriceTable, *, start_label: str
+) -> list[Scenario]:
+    """`start` and the searches' choices from it (`planner.scale_out`).
+
+    With the packing suggestion alone (slices and stream mode kept, p50 within 1 s), then the
+    cheapest within a 1 s and a 4 s p50 (the reference design's 3-4 s) with slices and the
+    stream mode chosen too. A search that finds nothing within its targets is left out.
+    """
+    scenarios = [scenario(start_label, start, plan_capacity(workload, start, times, prices))]
+    searches = (
+        ("packing, 16 slices and stream kept, p50 ≤ 1 s", 1.0, start.aggregate_slices, False),
+        ("cheapest, p50 ≤ 1 s", 1.0, None, True),
+        ("cheapest, p50 ≤ 4 s", 4.0, None, True),
+    )
+    for label, latency, slices, stream in searches:
+        choice = cheapest_settings(
+            workload,
+            start,
+            times,
+            prices,
+            latency_limit_seconds=latency,
+            aggregate_slices=slices,
+            choose_stream=stream,
+        )
+        if choice is not None:
+            scenarios.append(scenario(label, start, plan_capacity(workload, choice.settings, times, prices)))
+    return scenarios
+
+
+SCENARIO_COLUMNS = (
+    "settings",
+    "changes (cdk.json)",
+    "$/month",
+    "$ per million msg",
+    "p50 s",
+    "busiest stage (to the totals)",
+    "hottest item WU/s",
+    "AggregateTable WU/msg",
+    "same in 1 slice",
+    "archive registry busy",
+)
+
+
+def _path_busiest(plan: DesignPlan) -> str:
+    timing = max((t for t in plan.timings if t.on_latency_path), key=lambda t: t.busy)
+    return f"{timing.stage} {timing.busy:.0%} ({timing.lanes} lanes)"
+
+
+def render_scenarios_markdown(scenarios: Sequence[Scenario]) -> str:
+    lines = ["| " + " | ".join(SCENARIO_COLUMNS) + " |", "| --- | --- |" + " ---: |" * (len(SCENARIO_COLUMNS) - 2)]
+    for item in scenarios:
+        ours, rate = item.plan.ours, item.plan.workload.rate
+        per_million = item.plan.prices.seconds_per_month * rate / 1e6
+        changes = describe_choice(item.before, item.plan.settings)
+        lines.append(
+            "| "
+            + " | ".join(
+                (
+                    item.label,
+                    ", ".join(changes) if changes else "-",
+                    f"{ours.monthly_usd:,.0f}",
+                    f"{ours.monthly_usd / per_million:.3f}",
+                    _seconds(ours.latency_p50_seconds),
+                    _path_busiest(ours),
+                    f"{ours.hottest_item_write_units_per_second:,.0f}",
+                    f"{ours.aggregate_write_units_per_second / rate:.3f}",
+                    f"{item.one_slice.aggregate_write_units_per_second / rate:.3f}",
+                    f"{ours.archive_registry_busy:.0%}",
+                )
+            )
+            + " |"
+        )
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

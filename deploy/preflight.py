@@ -82,6 +82,7 @@ class DeploymentPlan:
     reduce_parallelization_factor: int
     powertools_parameter: str
     powertools_layer_version: int | None
+    kinesis_shards_at_start: int = KINESIS_ON_DEMAND_INITIAL_SHARDS  # a provisioned stream's shardCount
 
     @classmethod
     def from_settings(cls, settings: PipelineSettings, stack_name: str | None = None) -> DeploymentPlan:
@@ -91,6 +92,9 @@ class DeploymentPlan:
             reduce_parallelization_factor=settings.reduce_parallelization_factor,
             powertools_parameter=powertools_layer_parameter_name(),
             powertools_layer_version=settings.powertools_layer_version,
+            kinesis_shards_at_start=settings.stream_mode.shard_count
+            if settings.stream_mode.provisioned
+            else KINESIS_ON_DEMAND_INITIAL_SHARDS,
         )
 
 
@@ -207,13 +211,14 @@ def check_powertools_layer(account: Account, partition: str, plan: DeploymentPla
 def concurrency_quota_check(quota: int, plan: DeploymentPlan) -> Check:
     """Whether the account's concurrency quota runs the stages without throttling at the start.
 
-    At the start: state per Kinesis shard times its parallelization factor; map and archive one
+    At the start: state per Kinesis shard (an on-demand stream starts with 4, a provisioned one
+    has its `shardCount`) times its parallelization factor; map and archive one
     per table stream shard; reduce one per DeltaTable stream shard times its factor.
     """
     name = "concurrency quota"
     reducers = TABLE_STREAM_SHARDS_AT_START * plan.reduce_parallelization_factor
     starting = (
-        KINESIS_ON_DEMAND_INITIAL_SHARDS * plan.state_parallelization_factor
+        plan.kinesis_shards_at_start * plan.state_parallelization_factor
         + 2 * TABLE_STREAM_SHARDS_AT_START  # map and archive
         + reducers
     )

@@ -9,9 +9,8 @@ Two figures say whether it does, both from the planner's dated list prices (`pla
   the model leaves out because it does not grow with the rate: the functions' CloudWatch logs
   (a line and an EMF document per invocation, and one latency value per applied message: sizes
   measured in the local runner's log), the custom metrics the functions emit (billed by the
-  hour, a metric-month each), the producer's `GetMetricData` reads while it watches, and the
-  archive's S3 requests (an object per delta item and a registry read and write per invocation;
-  the archive function's own time is about the reduce function's and left out).
+  hour, a metric-month each) and the producer's `GetMetricData` reads while it watches (the
+  archive is a stage of the model: `planner/archive.py`).
   The pipeline keeps working for as long as it takes to drain, which costs the same per message.
 - `idle_costs`: a month of a deployed stack that receives nothing: the on-demand stream's
   hours, the alarms, the dashboard and a customer managed key if there is one. Lambda, the
@@ -28,7 +27,9 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from planner.model import Component, Settings, Workload, plan_capacity
+from planner.inputs import Settings, Workload
+from planner.model import plan_capacity
+from planner.plan import Component
 from planner.prices import SECONDS_PER_HOUR, PriceTable, load_price_table
 
 LOG_BYTES_PER_INVOCATION = 1600
@@ -40,9 +41,6 @@ CUSTOM_METRICS = 22
 """Metric names the four functions emit (6 + 4 + 6 + 6, `dimension service`; a stack test counts them)."""
 WATCH_METRICS_PER_SECOND = 4 / 10
 """`producer send` on AWS asks CloudWatch for 4 metrics every 10 seconds (`producer.watch`)."""
-ARCHIVE_REGISTRY_REQUESTS = 2
-"""Registry requests billed as PUT-class per archive invocation (its conditional write, and the
-read before it priced alike to stay on the safe side)."""
 FLAT_OUT_RATE = 5000.0
 """The rate assumed for a test sent as fast as possible (`--rate 0`): about what one producer
 process puts with its default 16 concurrent calls."""
@@ -111,9 +109,6 @@ def load_test_cost(
             + WATCH_METRICS_PER_SECOND * seconds * prices.get_metric_data_per_metric,
         ),
     ]
-    archive_invocations = plan.delta_batches_per_second / settings.reduce_batch_size
-    puts = seconds * (plan.delta_batches_per_second + ARCHIVE_REGISTRY_REQUESTS * archive_invocations)
-    components.append(Component("archive S3 requests", f"{puts:,.0f} PUT-class requests", puts * prices.s3_put_request))
     return LoadTestCost(rate=rate, seconds=seconds, components=tuple(components))
 
 

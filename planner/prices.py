@@ -16,6 +16,17 @@ SECONDS_PER_HOUR = 3600
 
 
 @dataclass(frozen=True)
+class StorageClassPrice:
+    """An S3 storage class a lifecycle rule can move objects to, and how it bills small objects."""
+
+    gb_month: float
+    transition_request: float  # USD per object moved into the class
+    minimum_object_bytes: int  # an object is billed at least this size
+    standard_overhead_bytes: int  # per object, billed at S3 Standard's rate
+    class_overhead_bytes: int  # per object, billed at this class's rate
+
+
+@dataclass(frozen=True)
 class PriceTable:
     region: str
     as_of: str
@@ -34,6 +45,10 @@ class PriceTable:
     kinesis_put_payload_unit_bytes: int
     lambda_gb_second: float
     lambda_request: float
+    s3_standard_gb_month: float
+    s3_put_request: float
+    s3_get_request: float
+    s3_storage_classes: dict[str, StorageClassPrice]
     sources: tuple[str, ...]
     logs_ingestion_per_gb: float
     custom_metric_month: float
@@ -41,7 +56,6 @@ class PriceTable:
     standard_alarm_month: float
     get_metric_data_per_metric: float
     kms_customer_managed_key_month: float
-    s3_put_request: float
 
     @property
     def seconds_per_month(self) -> float:
@@ -70,10 +84,24 @@ def load_price_table(path: Path = DEFAULT_PRICE_TABLE) -> PriceTable:
         kinesis_put_payload_unit_bytes=int(kinesis["put_payload_unit_bytes"]),
         lambda_gb_second=float(functions["arm64_gb_second"]),
         lambda_request=float(functions["requests_per_million"]) / 1e6,
+        s3_standard_gb_month=float(s3["standard_gb_month"]),
+        s3_put_request=float(s3["put_requests_per_thousand"]) / 1e3,
+        s3_get_request=float(s3["get_requests_per_thousand"]) / 1e3,
+        s3_storage_classes={
+            name: StorageClassPrice(
+                gb_month=float(price["gb_month"]),
+                transition_request=float(price["transition_per_thousand"]) / 1e3,
+                minimum_object_bytes=int(price["minimum_object_bytes"]),
+                standard_overhead_bytes=int(price["standard_overhead_bytes"]),
+                class_overhead_bytes=int(price["class_overhead_bytes"]),
+            )
+            for name, price in s3["storage_classes"].items()
+        },
         sources=(
             dynamodb["source"],
             dynamodb["provisioned_source"],
             kinesis["source"],
+            kinesis["provisioned_source"],
             functions["source"],
             cloudwatch["source"],
             kms["source"],
@@ -85,5 +113,4 @@ def load_price_table(path: Path = DEFAULT_PRICE_TABLE) -> PriceTable:
         standard_alarm_month=float(cloudwatch["standard_alarm_month"]),
         get_metric_data_per_metric=float(cloudwatch["get_metric_data_per_thousand_metrics"]) / 1000,
         kms_customer_managed_key_month=float(kms["customer_managed_key_month"]),
-        s3_put_request=float(s3["put_requests_per_thousand"]) / 1000,
     )

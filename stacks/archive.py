@@ -27,6 +27,7 @@ from cdk_nag import NagPackSuppression, NagSuppressions
 from constructs import Construct
 
 from aggregation.names import ARCHIVE_SERVICE, DELTA_PREFIX, METASTORE_PREFIX, REGISTRY_KEY
+from planner.inputs import ArchiveLifecycle
 from stacks.functions import PipelineFunction, SharedFunctionAssets
 from stacks.settings import PipelineSettings
 from stacks.stages import consume_table_stream
@@ -70,6 +71,39 @@ def deny_unconditional_puts(bucket: s3.IBucket) -> list[iam.PolicyStatement]:
     ]
 
 
+STORAGE_CLASSES: Final = {
+    "STANDARD_IA": s3.StorageClass.INFREQUENT_ACCESS,
+    "GLACIER_IR": s3.StorageClass.GLACIER_INSTANT_RETRIEVAL,
+    "GLACIER": s3.StorageClass.GLACIER,
+    "DEEP_ARCHIVE": s3.StorageClass.DEEP_ARCHIVE,
+}
+"""`archiveLifecycle`'s storage classes (`planner.inputs.ARCHIVE_STORAGE_CLASSES` but STANDARD)."""
+
+
+def archived_delta_transitions(lifecycle: ArchiveLifecycle) -> list[s3.LifecycleRule]:
+    """The rule moving archived delta objects to a cheaper class after `afterDays`, if one is set.
+
+    Only `deltas/`: the registry is rewritten all the time and must stay readable at once.
+    S3 leaves objects below 128 KB where they are (its default minimum for transitions since
+    September 2024), which is right for delta objects of a few KB: the infrequent-access and
+    Glacier classes would bill each as 128 KB or add 40 KB (the planner prices both).
+    """
+    if not lifecycle.transitions:
+        return []
+    return [
+        s3.LifecycleRule(
+            id="MoveArchivedDeltas",
+            prefix=DELTA_PREFIX,
+            transitions=[
+                s3.Transition(
+                    storage_class=STORAGE_CLASSES[lifecycle.storage_class],
+                    transition_after=Duration.days(lifecycle.after_days),
+                )
+            ],
+        )
+    ]
+
+
 class ArchiveBuckets(Construct):
     """The archive bucket and the bucket receiving its server access logs."""
 
@@ -110,6 +144,7 @@ class ArchiveBuckets(Construct):
                 s3.LifecycleRule(
                     id="AbortIncompleteMultipartUploads", abort_incomplete_multipart_upload_after=Duration.days(1)
                 ),
+                *archived_delta_transitions(settings.archive_lifecycle),
             ],
             removal_policy=RemovalPolicy.RETAIN,
         )

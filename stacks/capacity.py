@@ -24,7 +24,9 @@ from __future__ import annotations
 from aws_cdk import Annotations, Stack
 
 from aggregation.names import TOKEN_AND_MARKERS
-from planner.model import OURS, Flag, ServiceTimes, Settings, Workload, plan_design
+from planner.inputs import ServiceTimes, Settings, Workload
+from planner.model import OURS, plan_design
+from planner.plan import Flag
 from planner.prices import load_price_table
 from stacks.settings import PipelineSettings, SettingsError
 from stacks.stages import MAP_MEMORY_MB, STATE_MEMORY_MB
@@ -47,6 +49,10 @@ def planned_settings(settings: PipelineSettings) -> Settings:
         state_table=settings.state_table_capacity,
         delta_table=settings.delta_table_capacity,
         aggregate_table=settings.aggregate_table_capacity,
+        stream=settings.stream_mode,
+        archive_batch_size=settings.archive_batch_size,
+        archive_lifecycle=settings.archive_lifecycle,
+        archive_access_log_retention_days=settings.archive_access_log_retention_days,
     )
 
 

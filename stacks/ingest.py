@@ -9,9 +9,13 @@ from stacks.settings import PipelineSettings
 
 
 class IngestStream(Construct):
-    """An ON_DEMAND stream, KMS-encrypted at rest with the AWS-managed `aws/kinesis` key.
+    """An ON_DEMAND or PROVISIONED stream (`streamMode`), KMS-encrypted at rest with the AWS-managed `aws/kinesis` key.
 
-    ON_DEMAND: capacity follows the producer; no shard count to plan or re-shard.
+    ON_DEMAND (the default): capacity follows the producer; no shard count to plan or
+    re-shard. PROVISIONED with `shardCount` shards: a steady high rate costs several times
+    less (shard-hours instead of every gigabyte in and out; `python -m benchmarks.capacity`
+    prices both), but the shards are fixed and a rate above their write limits is throttled
+    at the producer until someone reshards.
 
     `aws/kinesis` rather than a customer-managed key (cdk-nag AwsSolutions-KDS3): the data is
     still KMS-encrypted, but there is no key to pay for, to rotate, or to leave behind after
@@ -21,10 +25,12 @@ class IngestStream(Construct):
 
     def __init__(self, scope: Construct, construct_id: str, *, settings: PipelineSettings) -> None:
         super().__init__(scope, construct_id)
+        stream = settings.stream_mode
         self.stream = kinesis.Stream(
             self,
             "Stream",
-            stream_mode=kinesis.StreamMode.ON_DEMAND,
+            stream_mode=kinesis.StreamMode.PROVISIONED if stream.provisioned else kinesis.StreamMode.ON_DEMAND,
+            shard_count=stream.shard_count if stream.provisioned else None,
             encryption=kinesis.StreamEncryption.MANAGED,
             removal_policy=settings.removal_policy,
         )

@@ -28,7 +28,7 @@ from aggregation.names import TOKEN_AND_MARKERS, TOKEN_ONLY
 from aggregation.setting_changes import StateSettings
 from aggregation.transactions import DEFAULT_MARKER_TTL_DAYS, MIN_MARKER_TTL_DAYS
 from aggregation.value_domain import DEFAULT_VALUE_DOMAIN, ValueDomain
-from planner.model import CapacityMode, TableCapacity
+from planner.inputs import ARCHIVE_STORAGE_CLASSES, ArchiveLifecycle, CapacityMode, StreamCapacity, TableCapacity
 
 ContextReader = Callable[[str], Any]
 """`node.try_get_context`: returns the raw context value for a key, or None when unset."""
@@ -94,9 +94,11 @@ target (`tests/planner/test_model.py` checks it). The target is half DynamoDB's 
 a second per item, the margin for slices a hash loads unevenly. At the default 400 msg/s slices
 change nothing (a StateTable stream of one shard writes one slice). Between, they cost writes:
 an invocation plans each slice apart, so fewer delta batches share a transaction (at 50,000
-msg/s the planner counts about 57,000 AggregateTable write units a second with 16 slices against
-11,000 with one); a larger `reduceBatchSize` wins the packing back (11,300 at 100), and
-`python -m benchmarks.capacity` prints the plan for any choice."""
+msg/s and every other default the planner counts about 92,000 AggregateTable write units a second
+with 16 slices against 44,500 with one, whose three reducers resend conflicting transactions); a
+larger `reduceBatchSize` wins the packing back (12,200 at 100). With other settings fewer slices
+may do: `python -m benchmarks.capacity --scale-out` prints the cheapest settings, slices included,
+that keep every stage within 70 % busy and the hottest item within the target."""
 
 SCALE_OUT_RATE: Final[int] = 250_000
 """The rate `DEFAULT_AGGREGATE_SLICES` is chosen for (messages a second)."""
@@ -136,6 +138,8 @@ DEFAULT_CONTEXT: Final[Mapping[str, Any]] = {
     "capacityCheck": "refuse",
     "aggregateSlices": DEFAULT_AGGREGATE_SLICES,
     "reduceParallelizationFactor": 1,
+    "streamMode": {"mode": "on-demand"},
+    "archiveLifecycle": {"storageClass": "STANDARD"},
 }
 """The defaults; `cdk.json` repeats them (a test keeps the two identical)."""
 
@@ -193,6 +197,8 @@ class PipelineSettings:
     capacity_check: CapacityCheck
     aggregate_slices: int
     reduce_parallelization_factor: int
+    stream_mode: StreamCapacity
+    archive_lifecycle: ArchiveLifecycle
 
     @property
     def state_settings(self) -> StateSettings:
@@ -266,6 +272,8 @@ class PipelineSettings:
             aggregate_slices=_integer(raw, "aggregateSlices", 1, MAX_SLICES),
             # Lambda's range for ParallelizationFactor.
             reduce_parallelization_factor=_integer(raw, "reduceParallelizationFactor", 1, 10),
+            stream_mode=_stream_mode(raw("streamMode")),
+            archive_lifecycle=_archive_lifecycle(raw("archiveLifecycle")),
         )
 
 
@@ -424,6 +432,67 @@ def _table_capacity(raw: Callable[[str], Any], key: str) -> TableCapacity:
         if low > high:
             raise _fail(f"{key}.max{kind}Capacity", f"at least min{kind}Capacity ({low})", high)
     return capacity
+
+
+MAX_STREAM_SHARDS = 10_000
+"""A sanity bound on `streamMode`'s `shardCount` (Kinesis's own quota is per account and adjustable)."""
+
+
+def _stream_mode(value: Any) -> StreamCapacity:
+    """`{"mode": "on-demand"}`, or `{"mode": "provisioned", "shardCount": N}`.
+
+    A shard count is required with `provisioned` (the stream has exactly that many shards
+    until someone reshards) and refused with `on-demand`, where Kinesis chooses the shards:
+    a count there would be silently ignored.
+    """
+    if isinstance(value, str):
+        value = _json_or(value, lambda _text: None)
+    expected = '{"mode": "on-demand"} or {"mode": "provisioned", "shardCount": 1 to ' + f"{MAX_STREAM_SHARDS}}}"
+    if not isinstance(value, dict) or value.get("mode") not in CAPACITY_MODES or set(value) - {"mode", "shardCount"}:
+        raise _fail("streamMode", expected, value)
+    if value["mode"] == "on-demand":
+        if "shardCount" in value:
+            raise _fail("streamMode", f"{expected} (an on-demand stream chooses its own shards)", value)
+        return StreamCapacity()
+    if "shardCount" not in value:
+        raise _fail("streamMode", expected, value)
+    shards = _integer({"streamMode.shardCount": value["shardCount"]}.get, "streamMode.shardCount", 1, MAX_STREAM_SHARDS)
+    return StreamCapacity(mode="provisioned", shard_count=shards)
+
+
+MAX_TRANSITION_DAYS = 36_500
+INFREQUENT_ACCESS_MIN_DAYS = 30
+"""S3 refuses a transition to STANDARD_IA sooner than 30 days after creation."""
+
+
+def _archive_lifecycle(value: Any) -> ArchiveLifecycle:
+    """`{"storageClass": "STANDARD"}` (objects stay), or `{"storageClass": C, "afterDays": N}`.
+
+    `afterDays` is required with a class to move to and refused with STANDARD, where it would
+    be silently ignored.
+    """
+    if isinstance(value, str):
+        value = _json_or(value, lambda _text: None)
+    classes = ", ".join(ARCHIVE_STORAGE_CLASSES)
+    expected = f'{{"storageClass": one of {classes}}} with "afterDays" (1 to {MAX_TRANSITION_DAYS}) unless STANDARD'
+    if (
+        not isinstance(value, dict)
+        or value.get("storageClass") not in ARCHIVE_STORAGE_CLASSES
+        or set(value) - {"storageClass", "afterDays"}
+    ):
+        raise _fail("archiveLifecycle", expected, value)
+    storage_class = value["storageClass"]
+    if storage_class == "STANDARD":
+        if "afterDays" in value:
+            raise _fail("archiveLifecycle", f"{expected} (STANDARD moves nothing)", value)
+        return ArchiveLifecycle()
+    if "afterDays" not in value:
+        raise _fail("archiveLifecycle", expected, value)
+    low = INFREQUENT_ACCESS_MIN_DAYS if storage_class == "STANDARD_IA" else 1
+    days = _integer(
+        {"archiveLifecycle.afterDays": value["afterDays"]}.get, "archiveLifecycle.afterDays", low, MAX_TRANSITION_DAYS
+    )
+    return ArchiveLifecycle(storage_class=storage_class, after_days=days)
 
 
 def _capacity_check(value: Any) -> CapacityCheck:

@@ -15,7 +15,7 @@ from constructs import Construct
 
 from aggregation.delta_items import FIRST_SEQUENCE_NUMBER, STREAM_SHARD
 from aggregation.names import AGGREGATE_KEY, EXPIRES_AT, QUARANTINE_RECORD_ID, TRADE_ID
-from planner.model import TableCapacity
+from planner.inputs import TableCapacity
 from stacks.settings import PipelineSettings
 
 ON_DEMAND = TableCapacity()

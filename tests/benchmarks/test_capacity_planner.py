@@ -9,7 +9,8 @@ import pytest
 from benchmarks import capacity
 from benchmarks.handler_overhead import fit_reduce_cpu
 from benchmarks.harness import percentile
-from planner.model import Settings, Workload, plan_capacity
+from planner.inputs import Settings, Workload
+from planner.model import plan_capacity
 from planner.prices import DEFAULT_PRICE_TABLE, load_price_table
 from stacks.capacity import planned_settings
 

@@ -66,6 +66,13 @@ def test_the_reducers_counted_are_one_per_delta_stream_shard_times_the_factor() 
     assert concurrency_quota_check(10, plan(reduce_factor=10)).status is Status.WARN
 
 
+def test_a_provisioned_stream_starts_one_state_execution_per_shard_and_lane() -> None:
+    context = {"streamMode": {"mode": "provisioned", "shardCount": 20}, "stateParallelizationFactor": 2}
+    provisioned = DeploymentPlan.from_settings(PipelineSettings.from_context(context.get))
+    assert provisioned.kinesis_shards_at_start == 20
+    assert "start at about 43, 1 of them reducers" in concurrency_quota_check(1000, provisioned).detail
+
+
 @pytest.mark.parametrize(
     ("status", "result", "says"),
     [

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Annotations, Match, Template
 
-from planner.model import TableCapacity
+from planner.inputs import TableCapacity
 from stacks import ExactlyOnceAggregationStack, SettingsError
 from stacks.capacity import capacity_flags, planned_settings
 from stacks.settings import PipelineSettings

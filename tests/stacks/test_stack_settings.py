@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from aggregation.aggregate_items import MAX_SLICES
+from planner.inputs import ArchiveLifecycle, StreamCapacity
 from stacks import SettingsError, build_app
 from stacks.functions import powertools_layer_arn_for_version
 from stacks.settings import DEFAULT_CONTEXT, FAULT_INJECTION_VARIABLES, PipelineSettings
@@ -39,6 +40,8 @@ def test_defaults() -> None:
     assert settings.iterator_age_alarm_ms == 60000
     assert settings.removal_policy_name == "retain"
     assert dict(settings.fault_injection) == dict.fromkeys(FAULT_INJECTION_VARIABLES, 0.0)
+    assert settings.stream_mode == StreamCapacity()
+    assert settings.archive_lifecycle == ArchiveLifecycle()
 
 
 def test_command_line_strings_are_accepted() -> None:
@@ -49,8 +52,12 @@ def test_command_line_strings_are_accepted() -> None:
             "hierarchyLevels": "Desk, Book",
             "removalPolicy": "DESTROY",
             "faultInjection": '{"FAILURE_MAP_LAMBDA_AFTER_WRITE_PCT": "12.5"}',
+            "streamMode": '{"mode": "provisioned", "shardCount": "8"}',
+            "archiveLifecycle": '{"storageClass": "DEEP_ARCHIVE", "afterDays": "180"}',
         }
     )
+    assert settings.archive_lifecycle == ArchiveLifecycle("DEEP_ARCHIVE", 180)
+    assert settings.stream_mode == StreamCapacity(mode="provisioned", shard_count=8)
     assert settings.state_batch_size == 250
     assert settings.hierarchy_levels == ("Desk", "Book")
     assert settings.removal_policy_name == "destroy"
@@ -127,6 +134,16 @@ def test_the_reservation_setting_of_earlier_releases_is_refused_whatever_its_val
         ),
         ("faultInjection", {"FAILURE_MAP_LAMBDA_PCT": -1}, "from 0 to 100"),
         ("faultInjection", {"FAILURE_MAP_LAMBDA_PCT": "NaN"}, "from 0 to 100"),
+        ("streamMode", "provisioned", '\'streamMode\' must be {"mode": "on-demand"} or'),
+        ("streamMode", {"mode": "provisioned"}, '"shardCount": 1 to 10000}'),
+        ("streamMode", {"mode": "on-demand", "shardCount": 4}, "an on-demand stream chooses its own shards"),
+        ("streamMode", {"mode": "provisioned", "shardCount": 0}, "'streamMode.shardCount' must be an integer"),
+        ("streamMode", {"mode": "provisioned", "shards": 4}, "'streamMode' must be"),
+        ("archiveLifecycle", {"storageClass": "GLACIER_IR"}, 'with "afterDays" (1 to 36500) unless STANDARD'),
+        ("archiveLifecycle", {"storageClass": "STANDARD", "afterDays": 30}, "STANDARD moves nothing"),
+        ("archiveLifecycle", {"storageClass": "STANDARD_IA", "afterDays": 10}, "from 30 to 36500, got 10"),
+        ("archiveLifecycle", {"storageClass": "ONEZONE_IA", "afterDays": 30}, "'archiveLifecycle' must be"),
+        ("archiveLifecycle", {"storageClass": "GLACIER", "afterDays": 0}, "'archiveLifecycle.afterDays' must be"),
     ],
 )
 def test_invalid_values_are_refused_with_a_one_line_error(key: str, value: Any, message: str) -> None:

@@ -31,7 +31,8 @@ from frontend.snapshot import LedgerState, SnapshotBuilder, StatsRecord, TableRe
 from frontend.terminal import render_snapshot
 from frontend.web import snapshot_document
 from local.deploy.status import functions_table, shards_table
-from planner.model import Workload, plan_capacity
+from planner.inputs import Workload
+from planner.model import plan_capacity
 from planner.prices import load_price_table
 from producer.cleanup import ClearSummary
 from producer.display import render_clear_summary, render_send_summary, render_verification_report

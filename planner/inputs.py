@@ -1,0 +1,218 @@
+"""What a plan is given: the workload, the settings, the service times, and the Lambda arithmetic every stage shares.
+
+Pure (the standard library), like every module of the planner (`planner.model` lists them).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Literal
+
+from planner.prices import PriceTable
+
+PER_ITEM_WRITE_UNITS_PER_SECOND = 1000  # DynamoDB's per-partition write throughput
+MAX_PARALLELIZATION_FACTOR = 10
+STREAM_POLLS_PER_SECOND = 4  # Lambda polls a DynamoDB stream shard about four times a second
+KINESIS_POLL_SECONDS = 1.0  # Lambda reads a Kinesis shard at a base rate of once a second
+KINESIS_READS_PER_SECOND = 5  # GetRecords calls a Kinesis shard serves a second
+GIGABYTE = 1024**3
+KILOBYTE = 1024
+LAMBDA_MB_PER_VCPU = 1769  # Lambda gives one full vCPU at 1,769 MB, proportionally less below
+
+CapacityMode = Literal["on-demand", "provisioned"]
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The messages: rate, size and mix (percentages of messages)."""
+
+    rate: float
+    record_bytes: int = 300
+    duplicates_pct: float = 10.0
+    out_of_order_pct: float = 5.0  # messages that arrive after a newer version: stale, ignored
+    modifications_pct: float = 20.0
+    move_share: float = 0.3  # of modifications, those that move the trade to another node
+    fan_out: tuple[int, ...] = (5, 5, 3)  # values per hierarchy level, root first
+    # Ours only: conditional writes per message after dropping in-batch duplicates and
+    # superseded versions (the write-cost benchmark measures it; 1.0 assumes no saving).
+    state_writes_per_message: float = 1.0
+
+    @property
+    def applied_share(self) -> float:
+        """State changes per message: everything but duplicates and stale versions."""
+        return max(0.0, 1.0 - (self.duplicates_pct + self.out_of_order_pct) / 100.0)
+
+    @property
+    def paths_per_change(self) -> float:
+        """Hierarchy paths one state change touches: a move touches the old and the new one."""
+        if self.applied_share == 0:
+            return 1.0
+        return 1.0 + (self.modifications_pct / 100.0) / self.applied_share * self.move_share
+
+    @cached_property
+    def nodes_per_level(self) -> tuple[int, ...]:
+        """Nodes a level holds (the product of the fan-outs down to it): asked for in every plan's inner loops."""
+        return tuple(math.prod(self.fan_out[: depth + 1]) for depth in range(len(self.fan_out)))
+
+
+@dataclass(frozen=True)
+class TableCapacity:
+    """One table's capacity mode (`stateTableCapacity`, `deltaTableCapacity`, `aggregateTableCapacity`).
+
+    On-demand bills every write request. Provisioned bills capacity by the hour, which
+    Application Auto Scaling keeps near `target_utilization_percent` of what is consumed,
+    between the minimum and the maximum (the table starts at the minimum). The provisioned
+    figures are kept for an on-demand table too: the planner prices the alternative with them.
+    """
+
+    mode: CapacityMode = "on-demand"
+    min_write_capacity: int = 5
+    max_write_capacity: int = 40_000
+    min_read_capacity: int = 1
+    max_read_capacity: int = 1000
+    target_utilization_percent: int = 70
+
+    @property
+    def provisioned(self) -> bool:
+        return self.mode == "provisioned"
+
+
+@dataclass(frozen=True)
+class StreamCapacity:
+    """The Kinesis stream's capacity mode (`streamMode`).
+
+    On-demand: Kinesis adds shards as the writes grow and bills the stream-hour and every
+    gigabyte in and out. Provisioned: `shard_count` shards, each taking at most 1,000 records
+    and 1 MiB a second, billed by the shard-hour and by 25 KB PUT payload unit; reading is
+    included for the one shared-throughput consumer the pipeline has. The shard count is fixed
+    until someone reshards: a rate above what the shards take is throttled at the producer.
+    """
+
+    mode: CapacityMode = "on-demand"
+    shard_count: int = 0  # provisioned only
+
+    @property
+    def provisioned(self) -> bool:
+        return self.mode == "provisioned"
+
+
+ARCHIVE_STORAGE_CLASSES = ("STANDARD", "STANDARD_IA", "GLACIER_IR", "GLACIER", "DEEP_ARCHIVE")
+"""Where `archiveLifecycle` can move archived delta objects: STANDARD keeps them there."""
+
+
+@dataclass(frozen=True)
+class ArchiveLifecycle:
+    """`archiveLifecycle`: the storage class archived delta objects move to after `after_days`."""
+
+    storage_class: str = "STANDARD"
+    after_days: int = 0
+
+    @property
+    def transitions(self) -> bool:
+        return self.storage_class != "STANDARD"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The deployment's settings (cdk.json context names in the comments).
+
+    The defaults are cdk.json's (a test keeps them equal to what `stacks.capacity`
+    reads from it); state and map memory are the stack's fixed function sizes.
+    """
+
+    state_batch_size: int = 100  # stateBatchSize
+    state_parallelization_factor: int = 1  # stateParallelizationFactor
+    map_batch_size: int = 100  # mapBatchSize
+    map_batching_window_seconds: float = 0.0  # mapBatchingWindowSeconds
+    reduce_batch_size: int = 10  # reduceBatchSize
+    markers: bool = True  # reduceIdempotency crt+marker (True) or crt
+    state_memory_mb: int = 512
+    map_memory_mb: int = 256
+    reduce_memory_mb: int = 256  # reduceMemoryMb
+    aggregate_slices: int = 16  # aggregateSlices
+    reduce_parallelization_factor: int = 1  # reduceParallelizationFactor
+    state_table: TableCapacity = TableCapacity()  # stateTableCapacity
+    delta_table: TableCapacity = TableCapacity()  # deltaTableCapacity
+    aggregate_table: TableCapacity = TableCapacity()  # aggregateTableCapacity
+    stream: StreamCapacity = StreamCapacity()  # streamMode
+    archive_batch_size: int = 100  # archiveBatchSize
+    archive_lifecycle: ArchiveLifecycle = ArchiveLifecycle()  # archiveLifecycle
+    archive_access_log_retention_days: int = 365  # archiveAccessLogRetentionDays
+
+    def table_capacity(self, table: str) -> TableCapacity:
+        """The capacity of one of `PIPELINE_TABLES`."""
+        by_table = {
+            "StateTable": self.state_table,
+            "DeltaTable": self.delta_table,
+            "AggregateTable": self.aggregate_table,
+        }
+        return by_table[table]
+
+
+@dataclass(frozen=True)
+class ServiceTimes:
+    """Per-invocation speeds the plan rests on. `make bench` passes measured values.
+
+    CPU figures are per full vCPU; the plan slows them down by each function's memory
+    (`cpu_slowdown`). Defaults: ours from the state-throughput benchmark at a 20 ms round
+    trip (conservative for DynamoDB in-region); the original's 100 messages/s per instance is what its
+    authors measured; a 20 ms single write and 25 ms transaction round trip; handler CPU
+    from the overhead benchmark (the reduce's split into a per-transaction and a
+    per-message part by fitting invocations of small and large delta batches). The
+    original's reduce is given the same CPU figures.
+    """
+
+    state_messages_per_second: float = 700.0  # on one full core
+    state_cpu_us_per_message: float = 250.0  # of which CPU, on one full core (slower in a 512 MB function)
+    original_state_messages_per_second: float = 100.0
+    write_round_trip_ms: float = 20.0
+    transaction_round_trip_ms: float = 25.0
+    map_cpu_us_per_record: float = 60.0
+    reduce_cpu_us_per_action: float = 50.0  # building and serialising one transaction action
+    reduce_cpu_us_per_message: float = 1.0  # a delta item's ProducerTimestamps, parsed and summed
+    s3_round_trip_ms: float = 30.0  # one S3 request (PutObject, GetObject), an assumption for S3 in-region
+
+
+def cpu_slowdown(memory_mb: int) -> float:
+    """How much slower CPU work runs in a function of `memory_mb` than on one full vCPU.
+
+    Lambda allocates CPU in proportion to memory, one vCPU at 1,769 MB; the handler CPU
+    figures are measured on one full core.
+    """
+    return max(1.0, LAMBDA_MB_PER_VCPU / memory_mb)
+
+
+def distinct_nodes(workload: Workload, changes: float) -> float:
+    """Expected aggregate nodes touched by `changes` state changes, hierarchy values uniform."""
+    touches = changes * workload.paths_per_change
+    return float(sum(nodes * (1.0 - (1.0 - 1.0 / nodes) ** touches) for nodes in workload.nodes_per_level))
+
+
+def lambda_monthly_usd(executions: float, memory_mb: int, invocations_per_second: float, prices: PriceTable) -> float:
+    gb_seconds = executions * memory_mb / 1024 * prices.seconds_per_month
+    requests = invocations_per_second * prices.seconds_per_month
+    return gb_seconds * prices.lambda_gb_second + requests * prices.lambda_request
+
+
+def steady_batch(
+    batch_size: int, per_lane: float, poll_seconds: float, invocation_seconds: Callable[[float], float]
+) -> float:
+    """The records an invocation takes in steady state: what its lane gathered meanwhile.
+
+    With no batching window Lambda invokes a lane with what it finds at a poll, up to the
+    batch size. A lane whose invocations are shorter than the poll interval takes one poll's
+    arrivals; one whose invocations run longer takes what arrived while the previous one ran
+    (larger batches, each cheaper per record), until the batch size caps it. The fixed point
+    of that, iterated from one poll's batch: an invocation's duration grows more slowly than
+    its batch while the lane keeps up, so it converges; otherwise it reaches the cap.
+    """
+    batch = max(1.0, min(float(batch_size), per_lane * poll_seconds))
+    for _ in range(100):
+        following = max(1.0, min(float(batch_size), per_lane * max(poll_seconds, invocation_seconds(batch))))
+        if abs(following - batch) < 1e-3 * batch:
+            break
+        batch = following
+    return batch

@@ -1,0 +1,175 @@
+"""The cheapest settings that carry a rate with room to spare: what the planner suggests.
+
+`plan_design` says whether given settings keep up; this searches the settings a deployment
+can change in `cdk.json` for the cheapest plan (this pipeline's monthly cost) in which
+
+- every stage on the way to the totals uses at most `STAGE_BUSY_TARGET` of what its lanes
+  carry (`StageTiming.busy`), runs on at least `MIN_LANES` lanes, and none is flagged as
+  unable to keep up (the archive is planned and priced, not held to this: `within_targets`);
+- the hottest aggregate item takes at most `HOTTEST_ITEM_TARGET` write units a second (half
+  of a partition's 1,000: hashes spread slices evenly only on average);
+- optionally, the modelled p50 latency stays within a bound.
+
+What it chooses: the stream's mode (the cheaper one, with a shard count that fills each
+provisioned shard to 70 %), the state parallelization factor (the least that keeps the state
+lanes within the target), map batching (batch size and window: fuller delta batches cost a
+window's wait), the reducers (`reduceParallelizationFactor`) and `reduceBatchSize` (fewer
+lanes gather more delta batches per invocation, which share transactions; a larger batch
+size lets them), and `aggregateSlices` (the fewest that keep the hottest item within its
+target: each slice an invocation's batches fall in is its own set of transactions).
+Tables keep their capacity modes; the plan prices both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+
+from planner.ingest import stream_modes, suggested_provisioned_shards
+from planner.inputs import MAX_PARALLELIZATION_FACTOR, ServiceTimes, Settings, StreamCapacity, Workload
+from planner.model import OURS, plan_design
+from planner.plan import DesignPlan
+from planner.prices import PriceTable
+
+STAGE_BUSY_TARGET = 0.7
+HOTTEST_ITEM_TARGET = 500.0
+MIN_LANES = 2
+"""No stage limited to one concurrent execution: one lane is one function instance, whose
+failure or slow invocation holds up the whole stage."""
+REDUCE_BATCH_CANDIDATES = (10, 20, 50, 100, 200, 500, 1000)
+SLICE_CANDIDATES = (1, 2, 4, 8, 16, 32, 64, 128)
+MAP_BATCHING_CANDIDATES = ((100, 0), (500, 0), (1000, 1), (2000, 2), (5000, 5))
+"""(mapBatchSize, mapBatchingWindowSeconds): without a window a map batch is what a quarter
+second brings; a window lets it fill, and adds up to its length to the latency."""
+
+
+@dataclass(frozen=True)
+class Choice:
+    """Settings the search chose, and this pipeline's plan with them."""
+
+    settings: Settings
+    plan: DesignPlan
+
+
+def within_targets(plan: DesignPlan, latency_limit_seconds: float | None) -> bool:
+    """Every stage a total waits for within `STAGE_BUSY_TARGET` on at least `MIN_LANES` lanes,
+    the hottest item within its target, and the p50 within `latency_limit_seconds` (if given).
+
+    The archive is planned and priced but not held to the targets: its registry is one S3 key
+    that every archive invocation updates twice, so no setting keeps it within them at these
+    rates (the plan shows how busy it is, and flags it); it needs sharding, not settings.
+    """
+    path = [timing for timing in plan.timings if timing.on_latency_path]
+    if any(flag.blocking and not flag.side_stage for flag in plan.flags):
+        return False
+    if any(timing.busy > STAGE_BUSY_TARGET or timing.lanes < MIN_LANES for timing in path):
+        return False
+    if plan.hottest_item_write_units_per_second > HOTTEST_ITEM_TARGET:
+        return False
+    return latency_limit_seconds is None or plan.latency_p50_seconds <= latency_limit_seconds
+
+
+def cheapest_settings(
+    workload: Workload,
+    settings: Settings,
+    times: ServiceTimes,
+    prices: PriceTable,
+    *,
+    latency_limit_seconds: float | None = None,
+    aggregate_slices: int | None = None,
+    choose_stream: bool = True,
+) -> Choice | None:
+    """The cheapest settings within the targets (`within_targets`), or None when none is.
+
+    `aggregate_slices` fixes the slice count instead of choosing it (to price a deployment
+    whose slices are set: they cannot change over stored totals); `choose_stream` False keeps
+    the stream's mode as `settings` has it.
+    """
+    base = _stream_and_state(workload, settings, times, prices, choose_stream=choose_stream)
+    best: Choice | None = None
+    for trial in _candidates(base):
+        choice = _fewest_slices(
+            workload,
+            trial,
+            times,
+            prices,
+            aggregate_slices=aggregate_slices,
+            latency_limit_seconds=latency_limit_seconds,
+        )
+        if choice is not None and (best is None or _rank(choice) < _rank(best)):
+            best = choice
+    if best is None:
+        return None
+    return Choice(best.settings, plan_design(workload, best.settings, times, prices, OURS))
+
+
+def _stream_and_state(
+    workload: Workload, settings: Settings, times: ServiceTimes, prices: PriceTable, *, choose_stream: bool
+) -> Settings:
+    """The cheaper stream mode, then the least state parallelization within the busy target."""
+    cheaper = stream_modes(workload, replace(settings, stream=StreamCapacity()), prices).cheaper
+    if choose_stream and cheaper == "provisioned":
+        settings = replace(settings, stream=StreamCapacity("provisioned", suggested_provisioned_shards(workload)))
+    for factor in range(1, MAX_PARALLELIZATION_FACTOR + 1):
+        trial = replace(settings, state_parallelization_factor=factor)
+        state = plan_design(workload, trial, times, prices, OURS, suggest=False).timings[0]
+        if state.busy <= STAGE_BUSY_TARGET:
+            return trial
+    return replace(settings, state_parallelization_factor=MAX_PARALLELIZATION_FACTOR)
+
+
+def _candidates(settings: Settings) -> Iterator[Settings]:
+    """Map batching x reducers x reduce batch size."""
+    for map_batch, window in MAP_BATCHING_CANDIDATES:
+        for factor in range(1, MAX_PARALLELIZATION_FACTOR + 1):
+            for batch in REDUCE_BATCH_CANDIDATES:
+                yield replace(
+                    settings,
+                    map_batch_size=map_batch,
+                    map_batching_window_seconds=window,
+                    reduce_parallelization_factor=factor,
+                    reduce_batch_size=batch,
+                )
+
+
+def _fewest_slices(
+    workload: Workload,
+    settings: Settings,
+    times: ServiceTimes,
+    prices: PriceTable,
+    *,
+    aggregate_slices: int | None,
+    latency_limit_seconds: float | None,
+) -> Choice | None:
+    """The fewest slices within the targets (each slice more costs writes; more slices cool the
+    hottest item and spread concurrent reducers' transactions), or `aggregate_slices` if
+    given; None when no count is within them."""
+    for count in (aggregate_slices,) if aggregate_slices is not None else SLICE_CANDIDATES:
+        trial = replace(settings, aggregate_slices=count)
+        plan = plan_design(workload, trial, times, prices, OURS, suggest=False)
+        if within_targets(plan, latency_limit_seconds):
+            return Choice(trial, plan)
+    return None
+
+
+def _rank(choice: Choice) -> tuple[float, float]:
+    """Cheaper first, then faster."""
+    return choice.plan.monthly_usd, choice.plan.latency_p50_seconds
+
+
+def describe_choice(before: Settings, after: Settings) -> list[str]:
+    """The cdk.json settings the choice changes, as `name value`."""
+    names = (
+        ("state_parallelization_factor", "stateParallelizationFactor"),
+        ("map_batch_size", "mapBatchSize"),
+        ("map_batching_window_seconds", "mapBatchingWindowSeconds"),
+        ("reduce_parallelization_factor", "reduceParallelizationFactor"),
+        ("reduce_batch_size", "reduceBatchSize"),
+        ("aggregate_slices", "aggregateSlices"),
+    )
+    changes = [
+        f"{name} {getattr(after, field):g}" for field, name in names if getattr(after, field) != getattr(before, field)
+    ]
+    if after.stream != before.stream:
+        changes.insert(0, f"streamMode provisioned with {after.stream.shard_count} shards")
+    return changes

@@ -1,0 +1,85 @@
+"""The state stage: Kinesis -> state function -> StateTable, its executions and write units."""
+
+from __future__ import annotations
+
+import math
+
+from planner.inputs import (
+    KINESIS_POLL_SECONDS,
+    KINESIS_READS_PER_SECOND,
+    MAX_PARALLELIZATION_FACTOR,
+    ServiceTimes,
+    Settings,
+    cpu_slowdown,
+    lambda_monthly_usd,
+    steady_batch,
+)
+from planner.map import write_units_of
+from planner.plan import Component, DesignPlan, Flag, PlanInputs, StageTiming
+
+STATE_ITEM_OVERHEAD_BYTES = 110  # ContentDigest, attribute names, the Hierarchy map's overhead
+
+
+def lambda_state_rate(times: ServiceTimes, settings: Settings) -> float:
+    """Our state instance's messages/s in Lambda: the measured rate, its CPU part slowed down by memory."""
+    batch = settings.state_batch_size
+    measured_seconds = batch / times.state_messages_per_second
+    extra_cpu = batch * times.state_cpu_us_per_message / 1e6 * (cpu_slowdown(settings.state_memory_mb) - 1.0)
+    return batch / (measured_seconds + extra_cpu)
+
+
+def original_state_rate(times: ServiceTimes, settings: Settings) -> float:
+    """What the original's authors measured per instance, whatever the memory."""
+    return times.original_state_messages_per_second
+
+
+def plan_state(
+    plan: DesignPlan,
+    given: PlanInputs,
+) -> Component:
+    """The state function's executions and StateTable writes into `plan`, with its flag; its line of the plan."""
+    rate = given.workload.rate
+    instance_rate = given.design.state_rate(given.times, given.settings)
+    plan.state_executions = rate / instance_rate
+    per_shard_rate = rate / plan.kinesis_shards
+    plan.state_parallelization_needed = math.ceil(per_shard_rate / instance_rate)
+    if plan.state_parallelization_needed > given.settings.state_parallelization_factor:
+        if plan.state_parallelization_needed > MAX_PARALLELIZATION_FACTOR:
+            change = "more shards (provisioned mode) or a faster state function: no factor up to 10 suffices"
+        else:
+            change = f"set stateParallelizationFactor to {plan.state_parallelization_needed}"
+        plan.flags.append(
+            Flag(
+                f"one state instance does {instance_rate:,.0f} msg/s but a shard brings {per_shard_rate:,.0f} msg/s",
+                change,
+            )
+        )
+    state_item = write_units_of(given.workload.record_bytes + STATE_ITEM_OVERHEAD_BYTES)
+    # One conditional write per message, duplicates included (a failed condition is billed),
+    # except those an in-batch selection never sends.
+    writes_per_message = given.workload.state_writes_per_message if given.design.selects_in_batch else 1.0
+    plan.state_write_units_per_second = rate * writes_per_message * state_item
+    state_invocations = rate / given.settings.state_batch_size
+    lanes = plan.kinesis_shards * given.settings.state_parallelization_factor
+    per_lane = rate / lanes
+    # Lambda reads a shard once a second, and again as soon as it has handed a batch over
+    # while the shard fills batches faster (up to five reads a second).
+    poll_seconds = max(
+        1.0 / KINESIS_READS_PER_SECOND, min(KINESIS_POLL_SECONDS, given.settings.state_batch_size / per_lane)
+    )
+    batch = steady_batch(given.settings.state_batch_size, per_lane, poll_seconds, lambda b: b / instance_rate)
+    plan.timings.append(
+        StageTiming(
+            "state",
+            lanes=lanes,
+            batch=batch,
+            interval_seconds=batch / per_lane,
+            invocation_seconds=batch / instance_rate,
+            busy=per_lane / instance_rate,
+        )
+    )
+    return Component(
+        "state λ",
+        f"{plan.state_executions:,.1f} concurrent, {state_invocations:,.0f} invocations/s",
+        lambda_monthly_usd(plan.state_executions, given.settings.state_memory_mb, state_invocations, given.prices),
+    )

@@ -1,0 +1,81 @@
+"""The planner's scale-out scenarios as `make bench` writes them into docs/benchmarks.md, and on the command line."""
+
+import pytest
+
+from benchmarks import capacity
+from benchmarks.report import keeps_up, scale_out_section, scale_out_summary
+from planner.inputs import ServiceTimes, Settings, Workload
+from planner.model import plan_capacity
+from planner.prices import load_price_table
+
+PRICES = load_price_table()
+TIMES = ServiceTimes()
+FLAGS_FIX = Settings(state_parallelization_factor=2, reduce_parallelization_factor=6)
+
+
+@pytest.fixture(scope="module")
+def at_50000() -> list[capacity.Scenario]:
+    return capacity.scale_out_scenarios(Workload(rate=50_000), FLAGS_FIX, TIMES, PRICES, start_label="flags")
+
+
+@pytest.fixture(scope="module")
+def at_250000() -> list[capacity.Scenario]:
+    return capacity.scale_out_scenarios(Workload(rate=250_000), FLAGS_FIX, TIMES, PRICES, start_label="flags")
+
+
+def test_at_50000_the_packing_suggestion_is_priced_beside_the_flags_fix(at_50000: list[capacity.Scenario]) -> None:
+    labels = [item.label for item in at_50000]
+    assert labels == [
+        "flags",
+        "packing, 16 slices and stream kept, p50 ≤ 1 s",
+        "cheapest, p50 ≤ 1 s",
+        "cheapest, p50 ≤ 4 s",
+    ]
+    flags, packing, fast, cheap = at_50000
+    assert packing.plan.settings.aggregate_slices == 16 and packing.plan.settings.stream == FLAGS_FIX.stream
+    assert packing.plan.ours.monthly_usd < flags.plan.ours.monthly_usd
+    assert packing.plan.ours.latency_p50_seconds <= 1.0 and fast.plan.ours.latency_p50_seconds <= 1.0
+    assert cheap.plan.ours.monthly_usd <= fast.plan.ours.monthly_usd <= packing.plan.ours.monthly_usd
+    assert all(item.one_slice.design == "this pipeline" for item in at_50000)
+
+
+def test_the_section_renders_both_rates_and_the_chosen_plan(
+    at_50000: list[capacity.Scenario], at_250000: list[capacity.Scenario]
+) -> None:
+    text = "\n".join(scale_out_section(at_50000, at_250000))
+    assert "### What the planner suggests at 50,000 msg/s" in text
+    assert "### The 250,000 msg/s plan" in text
+    assert "| settings | changes (cdk.json) | $/month |" in text
+    chosen = next(item for item in at_250000 if "1 s" in item.label)
+    ours = chosen.plan.ours
+    assert f"The plan ({chosen.label}): Kinesis shards {chosen.plan.settings.stream.shard_count} provisioned" in text
+    assert f"hottest aggregate item {ours.hottest_item_write_units_per_second:,.0f} write units" in text
+    assert ours.hottest_item_write_units_per_second <= 500
+    assert "Inputs: rate 250,000 msg/s" in text, "the chosen plan in full"
+    assert "| archive | " in text
+
+
+def test_the_command_line_prints_the_scenarios(capsys: pytest.CaptureFixture[str]) -> None:
+    assert capacity.main(["--rate", "50000", "--scale-out", "-c", "stateParallelizationFactor=3"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("| settings | changes (cdk.json) |")
+    assert "| these settings | - |" in out and "cheapest, p50 ≤ 1 s" in out
+
+
+def test_the_summary_names_each_choice_with_its_cost_and_latency(
+    at_50000: list[capacity.Scenario], at_250000: list[capacity.Scenario]
+) -> None:
+    text = scale_out_summary(at_50000, at_250000)
+    assert text.startswith("- **Scale-out (planner, section 5)**: at 50,000 msg/s the flags' fix costs $")
+    assert "cheapest, p50 ≤ 1 s: $" in text and "At 250,000 msg/s, cheapest, p50 ≤ 1 s: $" in text
+    assert "\n" not in text
+
+
+def test_a_plan_whose_only_stall_is_the_archive_registry_keeps_the_totals_up() -> None:
+    settings = Settings(state_parallelization_factor=3, reduce_parallelization_factor=6)
+    plan = plan_capacity(Workload(rate=50_000), settings, TIMES, PRICES)
+    assert plan.ours.stalls and all(flag.side_stage for flag in plan.ours.stalls)
+    assert keeps_up(plan) == "; the totals keep up, the archive's one registry key does not, see section 5"
+    assert keeps_up(plan_capacity(Workload(rate=50_000), Settings(), TIMES, PRICES)).startswith(
+        "; **still cannot keep up**"
+    )

@@ -1,0 +1,83 @@
+"""The settings search: the cheapest plan with every stage within 70 % and the hottest item within 500."""
+
+from dataclasses import replace
+
+import pytest
+
+from planner.inputs import ServiceTimes, Settings, StreamCapacity, Workload
+from planner.model import OURS, plan_design
+from planner.prices import load_price_table
+from planner.scale_out import (
+    HOTTEST_ITEM_TARGET,
+    STAGE_BUSY_TARGET,
+    cheapest_settings,
+    describe_choice,
+    within_targets,
+)
+
+PRICES = load_price_table()
+TIMES = ServiceTimes()
+
+
+@pytest.mark.parametrize(("rate", "latency"), [(50_000, 1.0), (50_000, 4.0), (250_000, 4.0)])
+def test_the_choice_is_within_every_target_and_no_stage_runs_alone(rate: float, latency: float) -> None:
+    workload = Workload(rate=rate)
+    choice = cheapest_settings(workload, Settings(), TIMES, PRICES, latency_limit_seconds=latency)
+    assert choice is not None
+    plan = choice.plan
+    assert all(flag.side_stage for flag in plan.stalls), "only the archive's one registry key may be flagged"
+    path = [timing for timing in plan.timings if timing.on_latency_path]
+    assert [timing.stage for timing in path] == ["state", "map", "reduce"]
+    assert all(timing.busy <= STAGE_BUSY_TARGET for timing in path)
+    assert all(timing.lanes > 1 for timing in path), "no stage limited to one concurrent execution"
+    assert plan.hottest_item_write_units_per_second <= HOTTEST_ITEM_TARGET
+    assert plan.latency_p50_seconds <= latency
+    assert plan == plan_design(workload, choice.settings, TIMES, PRICES, OURS)
+
+
+def test_a_looser_latency_bound_never_costs_more() -> None:
+    workload = Workload(rate=50_000)
+    fast = cheapest_settings(workload, Settings(), TIMES, PRICES, latency_limit_seconds=1.0)
+    slow = cheapest_settings(workload, Settings(), TIMES, PRICES, latency_limit_seconds=4.0)
+    assert fast is not None and slow is not None
+    assert slow.plan.monthly_usd <= fast.plan.monthly_usd
+
+
+def test_fixed_slices_are_kept_and_the_choice_beats_the_flags_fix_alone() -> None:
+    """At 50,000 msg/s the flags alone ask for more state and reduce lanes; the search, keeping 16
+    slices and a 1 s p50, also packs delta batches and is cheaper."""
+    workload = Workload(rate=50_000)
+    flags_fix = Settings(state_parallelization_factor=3, reduce_parallelization_factor=6)
+    choice = cheapest_settings(workload, flags_fix, TIMES, PRICES, latency_limit_seconds=1.0, aggregate_slices=16)
+    assert choice is not None and choice.settings.aggregate_slices == 16
+    before = plan_design(workload, flags_fix, TIMES, PRICES, OURS)
+    assert choice.plan.monthly_usd < before.monthly_usd
+    assert (
+        choice.plan.aggregate_write_units_per_second / choice.plan.reduce_transactions_per_second
+        >= before.aggregate_write_units_per_second / before.reduce_transactions_per_second * 0.5
+    )
+
+
+def test_within_targets_refuses_a_busy_stage_a_single_lane_and_a_slow_plan() -> None:
+    plan = plan_design(Workload(rate=50_000), Settings(), TIMES, PRICES, OURS)  # the defaults fall behind
+    assert not within_targets(plan, None)
+    quiet = plan_design(Workload(rate=100), Settings(), TIMES, PRICES, OURS)
+    assert quiet.busiest_stage.busy < STAGE_BUSY_TARGET and not quiet.stalls
+    assert not within_targets(quiet, None), "one lane a stage"
+    choice = cheapest_settings(Workload(rate=50_000), Settings(), TIMES, PRICES, latency_limit_seconds=4.0)
+    assert choice is not None and within_targets(choice.plan, 4.0)
+    assert not within_targets(choice.plan, choice.plan.latency_p50_seconds / 2)
+
+
+def test_the_changes_are_named_as_cdk_json_settings() -> None:
+    after = replace(
+        Settings(),
+        stream=StreamCapacity("provisioned", 72),
+        reduce_batch_size=50,
+        map_batching_window_seconds=2,
+    )
+    assert describe_choice(Settings(), after) == [
+        "streamMode provisioned with 72 shards",
+        "mapBatchingWindowSeconds 2",
+        "reduceBatchSize 50",
+    ]
