@@ -15,6 +15,7 @@ from typing import Final
 
 from aws_cdk import Aws, Duration
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_ssm as ssm
@@ -121,10 +122,13 @@ def require_supported_partitions(target_partitions: object, deployment_region: s
 
 
 class SharedFunctionAssets(Construct):
-    """The code asset and the Powertools layer, created once and given to every function."""
+    """The code asset, the Powertools layer and the log groups' key, created once and given to every function."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, settings: PipelineSettings) -> None:
+    def __init__(
+        self, scope: Construct, construct_id: str, *, settings: PipelineSettings, key: kms.IKey | None
+    ) -> None:
         super().__init__(scope, construct_id)
+        self.log_key = key
         self.code: lambda_.Code = lambda_.Code.from_asset(str(LAMBDA_SOURCE_DIR), exclude=ASSET_EXCLUDES)
         self.powertools_layer: lambda_.ILayerVersion = lambda_.LayerVersion.from_layer_version_arn(
             self, "PowertoolsLayer", powertools_layer_arn(self, settings)
@@ -158,6 +162,7 @@ class PipelineFunction(Construct):
         self.log_group = logs.LogGroup(
             self,
             "LogGroup",
+            encryption_key=assets.log_key,
             retention=settings.log_retention,
             removal_policy=settings.removal_policy,
         )

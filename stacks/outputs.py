@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from aws_cdk import CfnOutput
 from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from aggregation.names import (
     AGGREGATE_TABLE_OUTPUT,
+    ALARM_TOPIC_OUTPUT,
     ARCHIVE_BUCKET_OUTPUT,
     DELTA_TABLE_OUTPUT,
     QUARANTINE_TABLE_OUTPUT,
@@ -23,7 +25,8 @@ from stacks.tables import PipelineTables
 
 
 class PipelineOutputs(Construct):
-    """StreamName, StateTableName, DeltaTableName, AggregateTableName, QuarantineTableName, ArchiveBucketName."""
+    """StreamName, StateTableName, DeltaTableName, AggregateTableName, QuarantineTableName, ArchiveBucketName,
+    AlarmTopicArn."""
 
     def __init__(
         self,
@@ -33,6 +36,7 @@ class PipelineOutputs(Construct):
         ingest: IngestStream,
         tables: PipelineTables,
         archive_bucket: s3.IBucket,
+        alarm_topic: sns.ITopic,
     ) -> None:
         super().__init__(scope, construct_id)
         values = {
@@ -42,6 +46,7 @@ class PipelineOutputs(Construct):
             AGGREGATE_TABLE_OUTPUT: (tables.aggregate_table.table_name, "The aggregates"),
             QUARANTINE_TABLE_OUTPUT: (tables.quarantine_table.table_name, "Invalid input records"),
             ARCHIVE_BUCKET_OUTPUT: (archive_bucket.bucket_name, "Audit archive: every delta item, written once"),
+            ALARM_TOPIC_OUTPUT: (alarm_topic.topic_arn, "SNS topic every alarm notifies (subscribe to be told)"),
         }
         for key, (value, description) in values.items():
             output = CfnOutput(self, key, value=value, description=description)

@@ -9,9 +9,10 @@ from constructs import Construct
 
 from stacks.archive import ArchiveStage
 from stacks.capacity import check_capacity
+from stacks.encryption import StackKeys
 from stacks.functions import SharedFunctionAssets
 from stacks.ingest import IngestStream
-from stacks.monitoring import PipelineAlarms
+from stacks.monitoring import AlarmTopic, PipelineAlarms
 from stacks.outputs import PipelineOutputs
 from stacks.settings import PipelineSettings
 from stacks.settings_guard import SettingsGuard
@@ -35,15 +36,21 @@ class ExactlyOnceAggregationStack(Stack):
         )
         self.settings = settings
         check_capacity(self, settings)
-        self.ingest = IngestStream(self, "Ingest", settings=settings)
-        self.tables = PipelineTables(self, "Tables", settings=settings)
-        assets = SharedFunctionAssets(self, "FunctionAssets", settings=settings)
+        self.keys = StackKeys(self, "Keys", settings=settings)
+        self.ingest = IngestStream(self, "Ingest", settings=settings, key=self.keys.data_key)
+        self.tables = PipelineTables(self, "Tables", settings=settings, key=self.keys.data_key)
+        assets = SharedFunctionAssets(self, "FunctionAssets", settings=settings, key=self.keys.data_key)
         self.state_stage = StateStage(
-            self, "State", settings=settings, assets=assets, ingest=self.ingest, tables=self.tables
+            self, "State", settings=settings, assets=assets, ingest=self.ingest, tables=self.tables, keys=self.keys
         )
-        self.map_stage = MapStage(self, "Map", settings=settings, assets=assets, tables=self.tables)
-        self.reduce_stage = ReduceStage(self, "Reduce", settings=settings, assets=assets, tables=self.tables)
-        self.archive_stage = ArchiveStage(self, "Archive", settings=settings, assets=assets, tables=self.tables)
+        self.map_stage = MapStage(self, "Map", settings=settings, assets=assets, tables=self.tables, keys=self.keys)
+        self.reduce_stage = ReduceStage(
+            self, "Reduce", settings=settings, assets=assets, tables=self.tables, keys=self.keys
+        )
+        self.archive_stage = ArchiveStage(
+            self, "Archive", settings=settings, assets=assets, tables=self.tables, keys=self.keys
+        )
+        self.alarm_topic = AlarmTopic(self, "AlarmTopic", settings=settings, key=self.keys.topic_key)
         self.alarms = PipelineAlarms(
             self,
             "Alarms",
@@ -54,6 +61,7 @@ class ExactlyOnceAggregationStack(Stack):
                 "reduce": self.reduce_stage.handler.function,
                 "archive": self.archive_stage.handler.function,
             },
+            topic=self.alarm_topic.topic,
         )
         # Every function is updated only after the guard accepted the new settings.
         self.settings_guard = SettingsGuard(self, "SettingsGuard", settings=settings, assets=assets)
@@ -64,5 +72,10 @@ class ExactlyOnceAggregationStack(Stack):
             self.archive_stage.handler.function,
         )
         PipelineOutputs(
-            self, "Outputs", ingest=self.ingest, tables=self.tables, archive_bucket=self.archive_stage.buckets.bucket
+            self,
+            "Outputs",
+            ingest=self.ingest,
+            tables=self.tables,
+            archive_bucket=self.archive_stage.buckets.bucket,
+            alarm_topic=self.alarm_topic.topic,
         )

@@ -86,7 +86,8 @@ def test_streams_and_ttl_per_table(template: Template) -> None:
     assert "StreamSpecification" not in aggregate
     assert aggregate["TimeToLiveSpecification"] == {"AttributeName": "ExpiresAt", "Enabled": True}
     assert "StreamSpecification" not in quarantine
-    assert "TimeToLiveSpecification" not in quarantine
+    # Quarantined records expire `quarantineTtlDays` after they were written (the state function sets ExpiresAt).
+    assert quarantine["TimeToLiveSpecification"] == {"AttributeName": "ExpiresAt", "Enabled": True}
 
 
 def test_the_four_pipeline_functions_and_the_settings_guard(template: Template) -> None:
