@@ -92,6 +92,32 @@ def powertools_layer_arn(scope: Construct, settings: PipelineSettings) -> str:
     return powertools_layer_arn_for_version(settings.powertools_layer_version)
 
 
+LAYER_ARN_ACCOUNT_FIELD: Final[int] = 4
+LAYER_ARN_REGION_FIELD: Final[int] = 3
+"""Where a layer version ARN (``arn:<partition>:lambda:<region>:<account>:layer:<name>:<version>``)
+holds its account and region, counted from 0 in its ``:``-separated fields."""
+
+
+def powertools_layer_arn_problem(arn: str, region: str) -> str | None:
+    """Why `arn` is not a Powertools layer version of the publisher account in `region`, or None.
+
+    What `make preflight` checks of the value the public parameter holds in the target region. (A
+    template rule cannot: CloudFormation rules may compare a parameter's resolved value only as a
+    whole, with no `Fn::Split`, `Fn::Join` or `Fn::Sub` to read its account and region fields.)
+    """
+    fields = arn.split(":")
+    if len(fields) != 8 or fields[:3] != ["arn", "aws", "lambda"] or fields[5] != "layer":
+        return f"{arn!r} is not a Lambda layer version ARN"
+    if fields[LAYER_ARN_ACCOUNT_FIELD] != POWERTOOLS_LAYER_ACCOUNT:
+        return (
+            f"{arn} belongs to account {fields[LAYER_ARN_ACCOUNT_FIELD]}, not to the Powertools publisher "
+            f"{POWERTOOLS_LAYER_ACCOUNT}"
+        )
+    if fields[LAYER_ARN_REGION_FIELD] != region:
+        return f"{arn} is in {fields[LAYER_ARN_REGION_FIELD]}, not in the target region {region}"
+    return None
+
+
 def require_supported_partitions(target_partitions: object, deployment_region: str | None) -> None:
     """Stop synthesis when the app is aimed at a partition the Powertools layer is not published in.
 
