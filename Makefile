@@ -24,11 +24,12 @@ PYTEST_ARGS ?=
 PREFLIGHT_ARGS ?=
 SOAK_ARGS ?=
 
-.PHONY: help install system-packages test lint typecheck unit synth preflight up down status demo chaos soak bench clean
+.PHONY: help install lock system-packages test lint typecheck unit synth preflight up down status demo chaos soak bench clean
 
 help:
 	@echo "make demo    run the whole pipeline locally with faults and prove it exact"
 	@echo "make test    ruff, mypy and the whole test suite"
+	@echo "make lock    regenerate requirements*.lock (hashes) after a pin changed"
 	@echo "make synth   synthesize the CDK app to cdk.out/ (cdk-nag AwsSolutions and cfn-lint applied)"
 	@echo "make preflight  check the AWS account and region before the first deploy (PREFLIGHT_ARGS=\"--region R\")"
 	@echo "make up      start the local emulator + runner and deploy the stack into it"
@@ -38,13 +39,33 @@ help:
 	@echo "make soak    a steady load (SOAK_ARGS=\"--duration S --rate R\"), exact, memory within a budget"
 	@echo "make bench   benchmarks and the capacity planner, written to docs/benchmarks.md"
 
-# The project itself goes in editable (pyproject.toml: its packages, `lambdas/`'s included).
-$(BIN)/.installed: requirements.txt requirements-dev.txt constraints.txt pyproject.toml
+# Supply chain: every Python package is installed from a lock with hashes (`--require-hashes`:
+# pip refuses a file whose SHA-256 the lock does not list, and any package the lock does not pin),
+# starting with pip itself at its pinned version. The project goes in editable (pyproject.toml: its
+# packages, `lambdas/`'s included) without build isolation, so its build backend is the locked
+# setuptools, not one fetched unhashed. `make lock` regenerates both locks after a pin changes in
+# requirements*.txt or constraints.txt (pip-compile, from the default index with any local pip
+# configuration ignored, so the hashes are those of the published files; pip-tools lives only in a
+# throwaway venv).
+PIP := $(BIN)/python -m pip --quiet --disable-pip-version-check
+PIP_TOOLS_VERSION := 7.6.2
+$(BIN)/.installed: requirements-pip.lock requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt -c constraints.txt
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --editable .
+	$(PIP) install --require-hashes -r requirements-pip.lock
+	$(PIP) install --require-hashes -r requirements.lock
+	$(PIP) install --no-deps --no-build-isolation --editable .
 	touch $@
+
+lock:
+	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv
+	.lock-venv/bin/python -m pip --quiet install pip-tools==$(PIP_TOOLS_VERSION)
+	for lock in requirements-pip requirements; do \
+		input=$$lock.in; [ $$lock = requirements ] && input=requirements-lock.in; \
+		env -u PIP_FIND_LINKS -u PIP_INDEX_URL -u PIP_EXTRA_INDEX_URL PIP_CONFIG_FILE=/dev/null .lock-venv/bin/pip-compile --quiet --generate-hashes \
+			--allow-unsafe --strip-extras --no-emit-index-url \
+			--output-file $$lock.lock $$input || exit 1; \
+	done
+	rm -rf .lock-venv
 
 node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error

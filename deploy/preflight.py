@@ -8,7 +8,9 @@ lacks it) says "unknown" instead of failing the run; only a known obstacle fails
 * **partition**: the region's partition must be one the Powertools layer is published in.
 * **CDK bootstrap**: the `CDKToolkit` stack and its `/cdk-bootstrap/hnb659fds/version` parameter.
 * **Powertools layer**: AWS's public SSM parameter for the pinned release, runtime and
-  architecture (or the explicitly chosen layer version) exists in the region.
+  architecture (or the explicitly chosen layer version) exists in the region, and the layer it
+  names is a version of the Powertools publisher account's (017000801446) in that region: code
+  from anyone else's layer would run inside every function.
 * **concurrency quota** (`lambda:GetAccountSettings`): whether the account's quota holds the
   stages' concurrent executions at the start, reducers included (one per DeltaTable stream shard
   times `reduceParallelizationFactor`). Nothing is reserved, so no quota makes the deploy fail
@@ -33,6 +35,7 @@ from stacks.functions import (
     POWERTOOLS_VERSION,
     SUPPORTED_PARTITIONS,
     powertools_layer_arn_for_version,
+    powertools_layer_arn_problem,
     powertools_layer_parameter_name,
 )
 from stacks.settings import PipelineSettings
@@ -205,6 +208,9 @@ def check_powertools_layer(account: Account, partition: str, plan: DeploymentPla
             f"{account.region} publishes no {plan.powertools_parameter} (Powertools {POWERTOOLS_VERSION}): deploy to "
             "another region, or set -c powertoolsLayerVersion=N to a layer version that exists here",
         )
+    problem = powertools_layer_arn_problem(arn, account.region)
+    if problem is not None:
+        return Check(name, Status.FAIL, f"{plan.powertools_parameter}: {problem}: do not deploy with it")
     return Check(name, Status.PASS, f"{plan.powertools_parameter} = {arn}")
 
 

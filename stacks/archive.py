@@ -14,6 +14,20 @@ grant, and the policy forces write-once), but a person or another tool with broa
 could; versioning keeps what they removed recoverable (`python -m audit reconcile` names any
 delta object that went missing). The registry is rewritten on every batch, so its superseded
 versions expire after 30 days instead of accumulating.
+
+Why only the archive role may write or delete there (`deny_writes_but_the_archive_role`): `audit
+rebuild` trusts what it finds under ``deltas/`` and in the registry, so any principal of the
+account with a broad `s3:PutObject` (an administrator, a CI role) could otherwise add a delta
+object or rewrite the registry, and If-None-Match would stop only overwrites. The bucket policy
+denies writes and deletes of both to everyone but the archive function's role and, when
+`breakGlassRoleArn` is set, that one role for repairs.
+
+Object Lock (`archiveObjectLockDays`): the bucket is created with Object Lock enabled and the
+archive function gives every delta object a governance-mode retention of that many days, so not
+even the archive role can delete a version (a principal with `s3:BypassGovernanceRetention`
+can, deliberately). Only ``deltas/``: the registry is rewritten on every batch and its superseded
+versions must still expire. S3 can enable Object Lock only on a versioned bucket; switching it on
+for an already deployed bucket is supported by S3 but not reversible.
 """
 
 from __future__ import annotations
@@ -22,12 +36,14 @@ from typing import Final
 
 from aws_cdk import CfnResource, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from cdk_nag import NagPackSuppression, NagSuppressions
 from constructs import Construct
 
 from aggregation.names import ARCHIVE_SERVICE, DELTA_PREFIX, METASTORE_PREFIX, REGISTRY_KEY
 from planner.inputs import ArchiveLifecycle
+from stacks.encryption import StackKeys
 from stacks.functions import PipelineFunction, SharedFunctionAssets
 from stacks.settings import PipelineSettings
 from stacks.stages import consume_table_stream
@@ -104,10 +120,43 @@ def archived_delta_transitions(lifecycle: ArchiveLifecycle) -> list[s3.Lifecycle
     ]
 
 
+PROTECTED_OBJECT_ACTIONS: Final[list[str]] = [
+    "s3:PutObject",
+    "s3:DeleteObject",
+    "s3:DeleteObjectVersion",
+    "s3:PutObjectRetention",
+    "s3:PutObjectLegalHold",
+    "s3:ReplicateObject",
+    "s3:ReplicateDelete",
+]
+"""Every object action that creates, replaces, deletes or unlocks a delta object or the registry."""
+
+
+def deny_writes_but_the_archive_role(
+    bucket: s3.IBucket, archive_role: iam.IRole, break_glass_role_arn: str | None
+) -> iam.PolicyStatement:
+    """Deny creating, deleting or unlocking delta objects and the registry to all but the archive role.
+
+    `aws:PrincipalArn` is the role's ARN for any of its sessions, so the condition names roles, not
+    sessions. A break-glass role, when configured, is the one exception for a human repair.
+    """
+    writers = [archive_role.role_arn, *([break_glass_role_arn] if break_glass_role_arn else [])]
+    return iam.PolicyStatement(
+        sid="DenyArchiveWritesExceptTheArchiveRole",
+        effect=iam.Effect.DENY,
+        principals=[iam.AnyPrincipal()],
+        actions=PROTECTED_OBJECT_ACTIONS,
+        resources=[bucket.arn_for_objects(f"{DELTA_PREFIX}*"), bucket.arn_for_objects(REGISTRY_KEY)],
+        conditions={"ArnNotEquals": {"aws:PrincipalArn": writers}},
+    )
+
+
 class ArchiveBuckets(Construct):
     """The archive bucket and the bucket receiving its server access logs."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, settings: PipelineSettings) -> None:
+    def __init__(
+        self, scope: Construct, construct_id: str, *, settings: PipelineSettings, key: kms.IKey | None
+    ) -> None:
         super().__init__(scope, construct_id)
         self.access_logs_bucket = s3.Bucket(
             self,
@@ -127,7 +176,11 @@ class ArchiveBuckets(Construct):
         self.bucket = s3.Bucket(
             self,
             "Bucket",
-            encryption=s3.BucketEncryption.S3_MANAGED,
+            encryption=s3.BucketEncryption.KMS if key else s3.BucketEncryption.S3_MANAGED,
+            encryption_key=key,
+            # An S3 Bucket Key: one data key per bucket and period instead of a KMS call per object.
+            bucket_key_enabled=True if key else None,
+            object_lock_enabled=True if settings.archive_object_lock_days else None,
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
             enforce_ssl=True,
             minimum_tls_version=1.2,
@@ -163,9 +216,10 @@ class ArchiveStage(Construct):
         settings: PipelineSettings,
         assets: SharedFunctionAssets,
         tables: PipelineTables,
+        keys: StackKeys,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.buckets = ArchiveBuckets(self, "Storage", settings=settings)
+        self.buckets = ArchiveBuckets(self, "Storage", settings=settings, key=keys.data_key)
         bucket = self.buckets.bucket
         self.handler = PipelineFunction(
             self,
@@ -181,6 +235,7 @@ class ArchiveStage(Construct):
             timeout=Duration.seconds(120),
             environment={
                 "ARCHIVE_BUCKET": bucket.bucket_name,
+                "ARCHIVE_OBJECT_LOCK_DAYS": str(settings.archive_object_lock_days),
                 **settings.fault_injection_environment("ARCHIVE"),
             },
         )
@@ -195,6 +250,19 @@ class ArchiveStage(Construct):
                 resources=[bucket.arn_for_objects(f"{DELTA_PREFIX}*"), bucket.arn_for_objects(REGISTRY_KEY)],
             )
         )
+        if settings.archive_object_lock_days:
+            # The retention sent with each delta object's PutObject is authorised as this action.
+            self.handler.role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    sid="LockDeltaObjects",
+                    actions=["s3:PutObjectRetention"],
+                    resources=[bucket.arn_for_objects(f"{DELTA_PREFIX}*")],
+                )
+            )
+        bucket.add_to_resource_policy(
+            deny_writes_but_the_archive_role(bucket, self.handler.role, settings.break_glass_role_arn)
+        )
+        keys.allow_roles([self.handler.role], ["dynamodb", "s3"], sid="ArchiveFunction")
         # The registry, and the delta objects' claim tags: HeadObject after a 412 (which claim
         # created the object) and GetObject of a stale claim's object. S3 authorises HeadObject
         # as s3:GetObject; there is no narrower action.
@@ -227,10 +295,14 @@ class ArchiveStage(Construct):
             apply_to_children=True,
         )
         # Without ListBucket, S3 answers a GET of a missing key with 403 instead of 404, and the
-        # function could not tell "no registry yet" (create it) from a real denial. It lists key
-        # names only; no object content.
+        # function could not tell "no registry yet" (create it) or "no object yet" from a real
+        # denial. It never lists: the condition confines any listing to the registry key and the
+        # deltas/ prefix (`IfExists`: the existence check behind a GET carries no s3:prefix).
         self.handler.role.add_to_principal_policy(
             iam.PolicyStatement(
-                sid="TellMissingRegistryFromDenied", actions=["s3:ListBucket"], resources=[bucket.bucket_arn]
+                sid="TellMissingRegistryFromDenied",
+                actions=["s3:ListBucket"],
+                resources=[bucket.bucket_arn],
+                conditions={"StringLikeIfExists": {"s3:prefix": [REGISTRY_KEY, f"{DELTA_PREFIX}*"]}},
             )
         )

@@ -15,6 +15,7 @@ from typing import Final
 
 from aws_cdk import Aws, Duration
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_ssm as ssm
@@ -91,6 +92,32 @@ def powertools_layer_arn(scope: Construct, settings: PipelineSettings) -> str:
     return powertools_layer_arn_for_version(settings.powertools_layer_version)
 
 
+LAYER_ARN_ACCOUNT_FIELD: Final[int] = 4
+LAYER_ARN_REGION_FIELD: Final[int] = 3
+"""Where a layer version ARN (``arn:<partition>:lambda:<region>:<account>:layer:<name>:<version>``)
+holds its account and region, counted from 0 in its ``:``-separated fields."""
+
+
+def powertools_layer_arn_problem(arn: str, region: str) -> str | None:
+    """Why `arn` is not a Powertools layer version of the publisher account in `region`, or None.
+
+    What `make preflight` checks of the value the public parameter holds in the target region. (A
+    template rule cannot: CloudFormation rules may compare a parameter's resolved value only as a
+    whole, with no `Fn::Split`, `Fn::Join` or `Fn::Sub` to read its account and region fields.)
+    """
+    fields = arn.split(":")
+    if len(fields) != 8 or fields[:3] != ["arn", "aws", "lambda"] or fields[5] != "layer":
+        return f"{arn!r} is not a Lambda layer version ARN"
+    if fields[LAYER_ARN_ACCOUNT_FIELD] != POWERTOOLS_LAYER_ACCOUNT:
+        return (
+            f"{arn} belongs to account {fields[LAYER_ARN_ACCOUNT_FIELD]}, not to the Powertools publisher "
+            f"{POWERTOOLS_LAYER_ACCOUNT}"
+        )
+    if fields[LAYER_ARN_REGION_FIELD] != region:
+        return f"{arn} is in {fields[LAYER_ARN_REGION_FIELD]}, not in the target region {region}"
+    return None
+
+
 def require_supported_partitions(target_partitions: object, deployment_region: str | None) -> None:
     """Stop synthesis when the app is aimed at a partition the Powertools layer is not published in.
 
@@ -121,10 +148,13 @@ def require_supported_partitions(target_partitions: object, deployment_region: s
 
 
 class SharedFunctionAssets(Construct):
-    """The code asset and the Powertools layer, created once and given to every function."""
+    """The code asset, the Powertools layer and the log groups' key, created once and given to every function."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, settings: PipelineSettings) -> None:
+    def __init__(
+        self, scope: Construct, construct_id: str, *, settings: PipelineSettings, key: kms.IKey | None
+    ) -> None:
         super().__init__(scope, construct_id)
+        self.log_key = key
         self.code: lambda_.Code = lambda_.Code.from_asset(str(LAMBDA_SOURCE_DIR), exclude=ASSET_EXCLUDES)
         self.powertools_layer: lambda_.ILayerVersion = lambda_.LayerVersion.from_layer_version_arn(
             self, "PowertoolsLayer", powertools_layer_arn(self, settings)
@@ -158,6 +188,7 @@ class PipelineFunction(Construct):
         self.log_group = logs.LogGroup(
             self,
             "LogGroup",
+            encryption_key=assets.log_key,
             retention=settings.log_retention,
             removal_policy=settings.removal_policy,
         )

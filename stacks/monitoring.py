@@ -11,16 +11,27 @@
   mapping's filter let through a record that is not an INSERT (a delta item was modified, which
   nothing in the pipeline does); the handler skipped it, and someone should find out why.
 
-No alarm actions: where notifications go (SNS, chat, pager) is the operator's choice.
+Every alarm notifies the stack's alarm topic (`AlarmTopic`, its ARN the `AlarmTopicArn` output)
+when it fires and again when it recovers (OK actions), so on AWS a stalled shard pages someone
+instead of retrying silently until the stream's retention drops its records. `alarmEmail`
+subscribes an address (AWS mails it a confirmation link first); chat, pager or ticketing
+subscribe to the topic the same way. The topic is encrypted with a customer-managed key
+(`stacks.encryption`: CloudWatch cannot publish to a topic under the AWS-managed SNS key) and
+refuses requests without TLS.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from aws_cdk import Duration
+from aws_cdk import Aws, Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
 
 from aggregation.names import (
@@ -35,8 +46,30 @@ from aggregation.names import (
 from stacks.settings import PipelineSettings
 
 
+class AlarmTopic(Construct):
+    """The SNS topic every alarm notifies, encrypted, TLS only, optionally with an email subscription."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, settings: PipelineSettings, key: kms.IKey) -> None:
+        super().__init__(scope, construct_id)
+        self.topic = sns.Topic(
+            self, "Topic", display_name="Exactly-once aggregation alarms", master_key=key, enforce_ssl=True
+        )
+        # CloudWatch publishes to the topic as a service: only for this account's alarms.
+        self.topic.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="CloudWatchAlarmsOfThisAccount",
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["sns:Publish"],
+                resources=[self.topic.topic_arn],
+                conditions={"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}},
+            )
+        )
+        if settings.alarm_email is not None:
+            self.topic.add_subscription(subscriptions.EmailSubscription(settings.alarm_email))
+
+
 class PipelineAlarms(Construct):
-    """One IteratorAge alarm per stage function, and alarms on any count of the unexpected."""
+    """One IteratorAge alarm per stage function, and alarms on any count of the unexpected, all on `topic`."""
 
     def __init__(
         self,
@@ -45,6 +78,7 @@ class PipelineAlarms(Construct):
         *,
         settings: PipelineSettings,
         functions: Mapping[str, lambda_.IFunction],
+        topic: sns.ITopic,
     ) -> None:
         super().__init__(scope, construct_id)
         self.iterator_age_alarms: dict[str, cloudwatch.Alarm] = {}
@@ -90,6 +124,20 @@ class PipelineAlarms(Construct):
             )
             for service in (REDUCE_SERVICE, ARCHIVE_SERVICE)
         }
+        action = cloudwatch_actions.SnsAction(topic)
+        for alarm in self.alarms:
+            alarm.add_alarm_action(action)
+            alarm.add_ok_action(action)
+
+    @property
+    def alarms(self) -> list[cloudwatch.Alarm]:
+        """Every alarm of the stack."""
+        return [
+            *self.iterator_age_alarms.values(),
+            self.quarantine_alarm,
+            self.conflict_alarm,
+            *self.non_insert_alarms.values(),
+        ]
 
     def _metric_alarm(self, construct_id: str, service: str, metric_name: str, description: str) -> cloudwatch.Alarm:
         """An alarm on any non-zero count of one of a function's own metrics."""

@@ -4,7 +4,8 @@
 finding (error or warning) whose rule is not in `CFN_LINT_IGNORED_RULES`
 (`stacks/template_lint.py` runs it). A cdk-nag suppression sits beside the construct or grant
 it was reviewed for, scoped to it (and, for IAM5, to the exact wildcard), with its reason
-(`stacks/stages.py`: the stream-read grant; `stacks/archive.py`: the delta objects' prefix);
+(`stacks/stages.py`: the stream-read grant; `stacks/archive.py`: the delta objects' prefix;
+`stacks/ingest.py`: the stream's customer-managed key, when `customerManagedKey` asks for one);
 cfn-lint can only ignore a rule, for the whole template.
 """
 

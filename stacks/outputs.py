@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from aws_cdk import CfnOutput
 from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from aggregation.names import (
     AGGREGATE_TABLE_OUTPUT,
+    ALARM_TOPIC_OUTPUT,
     ARCHIVE_BUCKET_OUTPUT,
     DASHBOARD_URL_OUTPUT,
     DELTA_TABLE_OUTPUT,
@@ -25,7 +27,7 @@ from stacks.tables import PipelineTables
 
 class PipelineOutputs(Construct):
     """StreamName, StateTableName, DeltaTableName, AggregateTableName, QuarantineTableName,
-    ArchiveBucketName, DashboardUrl."""
+    ArchiveBucketName, DashboardUrl, AlarmTopicArn."""
 
     def __init__(
         self,
@@ -36,6 +38,7 @@ class PipelineOutputs(Construct):
         tables: PipelineTables,
         archive_bucket: s3.IBucket,
         dashboard_url: str,
+        alarm_topic: sns.ITopic,
     ) -> None:
         super().__init__(scope, construct_id)
         values = {
@@ -49,6 +52,7 @@ class PipelineOutputs(Construct):
                 dashboard_url,
                 "CloudWatch dashboard of the pipeline (python -m producer send shows it)",
             ),
+            ALARM_TOPIC_OUTPUT: (alarm_topic.topic_arn, "SNS topic every alarm notifies (subscribe to be told)"),
         }
         for key, (value, description) in values.items():
             output = CfnOutput(self, key, value=value, description=description)

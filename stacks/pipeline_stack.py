@@ -10,9 +10,10 @@ from constructs import Construct
 from stacks.archive import ArchiveStage
 from stacks.capacity import check_capacity
 from stacks.dashboard import PipelineDashboard
+from stacks.encryption import StackKeys
 from stacks.functions import SharedFunctionAssets
 from stacks.ingest import IngestStream
-from stacks.monitoring import PipelineAlarms
+from stacks.monitoring import AlarmTopic, PipelineAlarms
 from stacks.outputs import PipelineOutputs
 from stacks.settings import PipelineSettings
 from stacks.settings_guard import SettingsGuard
@@ -36,22 +37,30 @@ class ExactlyOnceAggregationStack(Stack):
         )
         self.settings = settings
         check_capacity(self, settings)
-        self.ingest = IngestStream(self, "Ingest", settings=settings)
-        self.tables = PipelineTables(self, "Tables", settings=settings)
-        assets = SharedFunctionAssets(self, "FunctionAssets", settings=settings)
+        self.keys = StackKeys(self, "Keys", settings=settings)
+        self.ingest = IngestStream(self, "Ingest", settings=settings, key=self.keys.data_key)
+        self.tables = PipelineTables(self, "Tables", settings=settings, key=self.keys.data_key)
+        assets = SharedFunctionAssets(self, "FunctionAssets", settings=settings, key=self.keys.data_key)
         self.state_stage = StateStage(
-            self, "State", settings=settings, assets=assets, ingest=self.ingest, tables=self.tables
+            self, "State", settings=settings, assets=assets, ingest=self.ingest, tables=self.tables, keys=self.keys
         )
-        self.map_stage = MapStage(self, "Map", settings=settings, assets=assets, tables=self.tables)
-        self.reduce_stage = ReduceStage(self, "Reduce", settings=settings, assets=assets, tables=self.tables)
-        self.archive_stage = ArchiveStage(self, "Archive", settings=settings, assets=assets, tables=self.tables)
+        self.map_stage = MapStage(self, "Map", settings=settings, assets=assets, tables=self.tables, keys=self.keys)
+        self.reduce_stage = ReduceStage(
+            self, "Reduce", settings=settings, assets=assets, tables=self.tables, keys=self.keys
+        )
+        self.archive_stage = ArchiveStage(
+            self, "Archive", settings=settings, assets=assets, tables=self.tables, keys=self.keys
+        )
         functions = {
             "state": self.state_stage.handler.function,
             "map": self.map_stage.handler.function,
             "reduce": self.reduce_stage.handler.function,
             "archive": self.archive_stage.handler.function,
         }
-        self.alarms = PipelineAlarms(self, "Alarms", settings=settings, functions=functions)
+        self.alarm_topic = AlarmTopic(self, "AlarmTopic", settings=settings, key=self.keys.topic_key)
+        self.alarms = PipelineAlarms(
+            self, "Alarms", settings=settings, functions=functions, topic=self.alarm_topic.topic
+        )
         tables = {
             "StateTable": self.tables.state_table,
             "DeltaTable": self.tables.delta_table,
@@ -86,4 +95,5 @@ class ExactlyOnceAggregationStack(Stack):
             tables=self.tables,
             archive_bucket=self.archive_stage.buckets.bucket,
             dashboard_url=self.dashboard.url,
+            alarm_topic=self.alarm_topic.topic,
         )

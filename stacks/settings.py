@@ -107,6 +107,22 @@ HOTTEST_ITEM_TARGET_WRITE_UNITS: Final[int] = 500
 """What the hottest aggregate item may take at `SCALE_OUT_RATE` (write units a second)."""
 
 _STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,127}$")
+_ROLE_ARN = re.compile(r"^arn:aws:iam::\d{12}:role/[A-Za-z0-9+=,.@_/-]{1,512}$")
+_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+
+DEFAULT_QUARANTINE_TTL_DAYS: Final[int] = 30
+"""How long a quarantined record is kept (`quarantineTtlDays`): long enough to inspect it after the
+alarm (which fires within minutes of the first one), short enough that a producer cannot fill the
+table without bound and personal data in a bad record does not stay for ever."""
+
+MIN_QUARANTINE_TTL_DAYS: Final[int] = 7
+"""A week: a quarantine alarm raised on a Friday evening still finds its records on Monday."""
+
+DELETION_PROTECTION_AUTO: Final[str] = "auto"
+"""`tableDeletionProtection` value meaning "on when `removalPolicy` is `retain`"."""
+
+MAX_OBJECT_LOCK_DAYS: Final[int] = 36500
+"""S3's longest default retention (100 years)."""
 
 DEFAULT_CONTEXT: Final[Mapping[str, Any]] = {
     "stackName": "ExactlyOnceAggregation",
@@ -140,6 +156,14 @@ DEFAULT_CONTEXT: Final[Mapping[str, Any]] = {
     "reduceParallelizationFactor": 1,
     "streamMode": {"mode": "on-demand"},
     "archiveLifecycle": {"storageClass": "STANDARD"},
+    "alarmEmail": "",
+    "quarantineTtlDays": DEFAULT_QUARANTINE_TTL_DAYS,
+    "tableDeletionProtection": DELETION_PROTECTION_AUTO,
+    "breakGlassRoleArn": "",
+    "archiveObjectLockDays": 0,
+    "customerManagedKey": False,
+    "keyAdminRoleArn": "",
+    "keyUserRoleArns": [],
 }
 """The defaults; `cdk.json` repeats them (a test keeps the two identical)."""
 
@@ -199,6 +223,14 @@ class PipelineSettings:
     reduce_parallelization_factor: int
     stream_mode: StreamCapacity
     archive_lifecycle: ArchiveLifecycle
+    alarm_email: str | None
+    quarantine_ttl_days: int
+    table_deletion_protection: bool
+    break_glass_role_arn: str | None
+    archive_object_lock_days: int  # 0: no Object Lock
+    customer_managed_key: bool
+    key_admin_role_arn: str | None
+    key_user_role_arns: tuple[str, ...]
 
     @property
     def state_settings(self) -> StateSettings:
@@ -274,6 +306,12 @@ class PipelineSettings:
             reduce_parallelization_factor=_integer(raw, "reduceParallelizationFactor", 1, 10),
             stream_mode=_stream_mode(raw("streamMode")),
             archive_lifecycle=_archive_lifecycle(raw("archiveLifecycle")),
+            alarm_email=_optional_email(raw("alarmEmail")),
+            quarantine_ttl_days=_integer(raw, "quarantineTtlDays", MIN_QUARANTINE_TTL_DAYS, 3650),
+            table_deletion_protection=_deletion_protection(raw("tableDeletionProtection"), raw("removalPolicy")),
+            break_glass_role_arn=_optional_role_arn("breakGlassRoleArn", raw("breakGlassRoleArn")),
+            archive_object_lock_days=_integer(raw, "archiveObjectLockDays", 0, MAX_OBJECT_LOCK_DAYS),
+            **_customer_managed_key(raw),
         )
 
 
@@ -352,6 +390,70 @@ def _removal_policy(value: Any) -> str:
     if name not in REMOVAL_POLICIES:
         raise _fail("removalPolicy", " or ".join(repr(p) for p in REMOVAL_POLICIES), value)
     return cast(str, name)
+
+
+def _boolean(key: str, value: Any) -> bool:
+    """true or false, or on the command line their spelling (`-c customerManagedKey=true`)."""
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    if not isinstance(value, bool):
+        raise _fail(key, "true or false", value)
+    return value
+
+
+def _deletion_protection(value: Any, removal_policy: Any) -> bool:
+    """`auto` follows `removalPolicy`: a table CloudFormation is told to keep is also kept from deletion."""
+    if value == DELETION_PROTECTION_AUTO:
+        return _removal_policy(removal_policy) == "retain"
+    try:
+        return _boolean("tableDeletionProtection", value)
+    except SettingsError:
+        raise _fail("tableDeletionProtection", f"{DELETION_PROTECTION_AUTO!r}, true or false", value) from None
+
+
+def _optional_role_arn(key: str, value: Any) -> str | None:
+    """An IAM role ARN in the `aws` partition, or "" for none."""
+    if value == "":
+        return None
+    if not isinstance(value, str) or not _ROLE_ARN.match(value):
+        raise _fail(key, 'an IAM role ARN (arn:aws:iam::<account>:role/<name>) or ""', value)
+    return value
+
+
+def _optional_email(value: Any) -> str | None:
+    if value == "":
+        return None
+    if not isinstance(value, str) or not _EMAIL.match(value):
+        raise _fail("alarmEmail", 'an email address or ""', value)
+    return value
+
+
+def _customer_managed_key(raw: Callable[[str], Any]) -> dict[str, Any]:
+    """`customerManagedKey`, `keyAdminRoleArn` and `keyUserRoleArns`, checked together.
+
+    The key's policy names its principals instead of trusting the whole account, so a customer-managed
+    key without an administrator role could never be managed again: the two go together.
+    """
+    enabled = _boolean("customerManagedKey", raw("customerManagedKey"))
+    admin = _optional_role_arn("keyAdminRoleArn", raw("keyAdminRoleArn"))
+    users = raw("keyUserRoleArns")
+    if isinstance(users, str):
+        users = _json_or(users, lambda text: [part.strip() for part in text.split(",") if part.strip()])
+    if not isinstance(users, list):
+        raise _fail("keyUserRoleArns", "a list of IAM role ARNs", users)
+    user_arns = tuple(_optional_role_arn("keyUserRoleArns", user) or "" for user in users)
+    if "" in user_arns:
+        raise _fail("keyUserRoleArns", "a list of IAM role ARNs", users)
+    if enabled and admin is None:
+        raise SettingsError(
+            "cdk.json context 'customerManagedKey' true needs 'keyAdminRoleArn', the IAM role ARN of the key's "
+            "administrator (the key's policy trusts no one else to manage it)"
+        )
+    if not enabled and (admin is not None or user_arns):
+        raise SettingsError(
+            "cdk.json context 'keyAdminRoleArn' and 'keyUserRoleArns' apply only with customerManagedKey true"
+        )
+    return {"customer_managed_key": enabled, "key_admin_role_arn": admin, "key_user_role_arns": user_arns}
 
 
 def _fault_injection(value: Any) -> Mapping[str, float]:

@@ -52,7 +52,11 @@ class SettingsGuard(Construct):
             environment={},
         )
         framework_logs = logs.LogGroup(
-            self, "ProviderLogGroup", retention=settings.log_retention, removal_policy=settings.removal_policy
+            self,
+            "ProviderLogGroup",
+            encryption_key=assets.log_key,
+            retention=settings.log_retention,
+            removal_policy=settings.removal_policy,
         )
         framework_role = iam.Role(
             self,

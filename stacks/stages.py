@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from aws_cdk import Duration
+from aws_cdk import Duration, Names
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
@@ -24,6 +24,7 @@ from cdk_nag import NagPackSuppression, NagSuppressions
 from constructs import Construct
 
 from aggregation.names import MAP_SERVICE, REDUCE_SERVICE, STATE_SERVICE
+from stacks.encryption import StackKeys
 from stacks.functions import PipelineFunction, SharedFunctionAssets
 from stacks.ingest import IngestStream
 from stacks.settings import PipelineSettings
@@ -35,6 +36,16 @@ STREAM_TYPE_CODES: Final[Mapping[dynamodb.AttributeType, str]] = {
     dynamodb.AttributeType.BINARY: "B",
 }
 """A key attribute's type as stream records spell it (`{"S": "..."}`)."""
+
+KINESIS_POLLING_ACTIONS: Final[tuple[str, ...]] = (
+    "kinesis:DescribeStream",
+    "kinesis:DescribeStreamSummary",
+    "kinesis:GetRecords",
+    "kinesis:GetShardIterator",
+    "kinesis:ListShards",
+)
+"""What Lambda's poller calls on the stream for a standard (shared-throughput) mapping, with the
+function's role (Lambda Developer Guide, "Kinesis execution role permissions")."""
 
 RETRY_UNTIL_SUCCESS = -1
 """`MaximumRetryAttempts` / `MaximumRecordAgeInSeconds` value meaning "infinite"."""
@@ -150,6 +161,7 @@ class StateStage(Construct):
         assets: SharedFunctionAssets,
         ingest: IngestStream,
         tables: PipelineTables,
+        keys: StackKeys,
     ) -> None:
         super().__init__(scope, construct_id)
         self.handler = PipelineFunction(
@@ -167,6 +179,7 @@ class StateStage(Construct):
             environment={
                 "STATE_TABLE": tables.state_table.table_name,
                 "QUARANTINE_TABLE": tables.quarantine_table.table_name,
+                "QUARANTINE_TTL_DAYS": str(settings.quarantine_ttl_days),
                 "HIERARCHY_LEVELS": ",".join(settings.hierarchy_levels),
                 "STATE_WRITE_CONCURRENCY": str(settings.state_write_concurrency),
                 "VALUE_INTEGER_DIGITS": str(settings.value_domain.integer_digits),
@@ -176,8 +189,13 @@ class StateStage(Construct):
             },
         )
         function = self.handler.function
-        self.event_source = sources.KinesisEventSource(
-            ingest.stream,
+        # The mapping itself rather than `KinesisEventSource`, whose `grantRead` adds the enhanced
+        # fan-out actions (SubscribeToShard, DescribeStreamConsumer) and ListStreams that a shared-
+        # throughput mapping never uses. Same construct id as `KinesisEventSource` gives it, so
+        # the mapping keeps its logical id (a new mapping would start again at TRIM_HORIZON).
+        self.event_source = function.add_event_source_mapping(
+            f"KinesisEventSource:{Names.node_unique_id(ingest.stream.node)}",
+            event_source_arn=ingest.stream.stream_arn,
             starting_position=lambda_.StartingPosition.TRIM_HORIZON,
             batch_size=settings.state_batch_size,
             parallelization_factor=settings.state_parallelization_factor,
@@ -185,13 +203,14 @@ class StateStage(Construct):
             bisect_batch_on_error=False,
             report_batch_item_failures=False,
         )
-        # Grants read of this stream only (the aws/kinesis key needs no grant).
-        function.add_event_source(self.event_source)
+        ingest.stream.grant(function, *KINESIS_POLLING_ACTIONS)
         retry_until_record_expires(function)
+        keys.allow_roles([self.handler.role], ["kinesis", "dynamodb"], sid="StateFunction")
         # Only the conditional UpdateItem: no reads, no deletes, no transactions.
         tables.state_table.grant(function, "dynamodb:UpdateItem")
-        # A quarantined record is written (possibly batched), never read back by the pipeline.
-        tables.quarantine_table.grant(function, "dynamodb:PutItem", "dynamodb:BatchWriteItem")
+        # A quarantined record is put once (conditionally: never over evidence already there) and
+        # never read back. No BatchWriteItem: IAM cannot tell its puts from its deletes.
+        tables.quarantine_table.grant(function, "dynamodb:PutItem")
 
 
 class MapStage(Construct):
@@ -205,6 +224,7 @@ class MapStage(Construct):
         settings: PipelineSettings,
         assets: SharedFunctionAssets,
         tables: PipelineTables,
+        keys: StackKeys,
     ) -> None:
         super().__init__(scope, construct_id)
         self.handler = PipelineFunction(
@@ -239,6 +259,7 @@ class MapStage(Construct):
         )
         # Query reads which stream positions earlier items cover; PutItem writes the rest.
         tables.delta_table.grant(function, "dynamodb:Query", "dynamodb:PutItem")
+        keys.allow_roles([self.handler.role], ["dynamodb"], sid="MapFunction")
 
 
 class ReduceStage(Construct):
@@ -252,6 +273,7 @@ class ReduceStage(Construct):
         settings: PipelineSettings,
         assets: SharedFunctionAssets,
         tables: PipelineTables,
+        keys: StackKeys,
     ) -> None:
         super().__init__(scope, construct_id)
         self.handler = PipelineFunction(
@@ -289,13 +311,13 @@ class ReduceStage(Construct):
             parallelization_factor=settings.reduce_parallelization_factor,
         )
         # TransactWriteItems has no IAM action of its own: it is authorised per contained action
-        # (Update of aggregates and #stats, Put of markers, ConditionCheck if ever used).
+        # (Update of aggregates and #stats, Put of markers; no ConditionCheck is ever sent).
         # BatchGetItem: the strongly consistent read of markers that decides an
         # IdempotentParameterMismatchException (evidence, never an assumption).
         tables.aggregate_table.grant(
             function,
             "dynamodb:UpdateItem",
             "dynamodb:PutItem",
-            "dynamodb:ConditionCheckItem",
             "dynamodb:BatchGetItem",
         )
+        keys.allow_roles([self.handler.role], ["dynamodb"], sid="ReduceFunction")

@@ -11,6 +11,7 @@ the stack outputs carry them to every client.
 from __future__ import annotations
 
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from aggregation.delta_items import FIRST_SEQUENCE_NUMBER, STREAM_SHARD
@@ -24,16 +25,22 @@ ON_DEMAND = TableCapacity()
 class PipelineTables(Construct):
     """StateTable, DeltaTable, AggregateTable and QuarantineTable, all with the same safety net.
 
-    Every table has point-in-time recovery and server-side encryption with the AWS-managed
-    DynamoDB key. StateTable, DeltaTable and AggregateTable are on-demand by default (the
+    Every table has point-in-time recovery, deletion protection (`tableDeletionProtection`, on by
+    default whenever `removalPolicy` is `retain`: a table CloudFormation keeps is not one a stray
+    `DeleteTable` should take) and server-side encryption with the AWS-managed DynamoDB key, or
+    the stack's data key (`customerManagedKey`). StateTable, DeltaTable and AggregateTable are on-demand by default (the
     load follows the producer, nothing to size) or provisioned with auto scaling
     (`stateTableCapacity`, ...: cheaper under a steady load, see the planner); the
-    quarantine is always on-demand.
+    quarantine is always on-demand, and its items expire `quarantineTtlDays` after they were
+    written (the state function writes their `ExpiresAt`).
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, settings: PipelineSettings) -> None:
+    def __init__(
+        self, scope: Construct, construct_id: str, *, settings: PipelineSettings, key: kms.IKey | None
+    ) -> None:
         super().__init__(scope, construct_id)
         self._settings = settings
+        self._key = key
 
         self.state_table = self._table(
             "StateTable",
@@ -63,7 +70,9 @@ class PipelineTables(Construct):
             time_to_live_attribute=EXPIRES_AT,
             capacity=settings.aggregate_table_capacity,
         )
-        self.quarantine_table = self._table("QuarantineTable", partition_key=QUARANTINE_RECORD_ID)
+        self.quarantine_table = self._table(
+            "QuarantineTable", partition_key=QUARANTINE_RECORD_ID, time_to_live_attribute=EXPIRES_AT
+        )
 
     def _table(
         self,
@@ -85,7 +94,9 @@ class PipelineTables(Construct):
             # Provisioned tables start at their minimum; auto scaling takes them from there.
             write_capacity=capacity.min_write_capacity if provisioned else None,
             read_capacity=capacity.min_read_capacity if provisioned else None,
-            encryption=dynamodb.TableEncryption.AWS_MANAGED,
+            encryption=dynamodb.TableEncryption.CUSTOMER_MANAGED if self._key else dynamodb.TableEncryption.AWS_MANAGED,
+            encryption_key=self._key,
+            deletion_protection=self._settings.table_deletion_protection,
             point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
                 point_in_time_recovery_enabled=True
             ),

@@ -106,6 +106,7 @@ DELTA_TABLE_OUTPUT: Final = "DeltaTableName"
 AGGREGATE_TABLE_OUTPUT: Final = "AggregateTableName"
 QUARANTINE_TABLE_OUTPUT: Final = "QuarantineTableName"
 ARCHIVE_BUCKET_OUTPUT: Final = "ArchiveBucketName"
+ALARM_TOPIC_OUTPUT: Final = "AlarmTopicArn"
 """CloudFormation output keys (logical IDs pinned by the stack): what a client looks the pipeline up by."""
 
 DASHBOARD_URL_OUTPUT: Final = "DashboardUrl"

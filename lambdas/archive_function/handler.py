@@ -46,7 +46,7 @@ from aggregation.names import ARCHIVE_SERVICE, METRICS_NAMESPACE, NON_INSERT_REC
 from archive_function.store import RegistryStore, RegistryUpdateStats, put_delta_object, read_delta_object
 from function_support.aws import s3_client
 from function_support.faults import FailurePoint, maybe_inject_failure
-from function_support.settings import positive_int_setting, required_setting
+from function_support.settings import int_setting, positive_int_setting, required_setting
 from function_support.stream_records import is_insert
 
 STAGE: Final = "ARCHIVE"
@@ -107,7 +107,12 @@ def archive_batch(
     stale = _to_sweep(claimed, hashes, sweep_after_generations)
     with ThreadPoolExecutor(max_workers=max(1, min(write_concurrency, len(items)))) as pool:
         observed = list(
-            pool.map(lambda item: put_delta_object(store.s3, store.bucket, item, held[item.batch_hash]), items)
+            pool.map(
+                lambda item: put_delta_object(
+                    store.s3, store.bucket, item, held[item.batch_hash], store.delta_lock_days
+                ),
+                items,
+            )
         )
         swept = [seen for seen in pool.map(lambda batch_hash: _read_stale(store, batch_hash), stale) if seen]
 
@@ -155,7 +160,9 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, i
     if not records:
         return {"records": 0}
     deltas = [archived_delta(record) for record in records]
-    store = RegistryStore(s3_client(), required_setting("ARCHIVE_BUCKET"))
+    store = RegistryStore(
+        s3_client(), required_setting("ARCHIVE_BUCKET"), int_setting("ARCHIVE_OBJECT_LOCK_DAYS", 0, minimum=0)
+    )
     started = time.monotonic()
     counts = archive_batch(
         deltas,

@@ -26,7 +26,8 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, Final
 
 from botocore.exceptions import ClientError
 
@@ -89,8 +90,18 @@ class DeltaObjectVanished(RuntimeError):
     """S3 refused to create an object that it then could not find: someone deleted it."""
 
 
-def put_delta_object(s3: S3Client, bucket: str, delta: ArchivedDelta, claim_id: int) -> ObservedObject:
-    """Write the delta's object once, under `claim_id`; the object as it exists afterwards."""
+def object_lock_arguments(lock_days: int, now: datetime) -> dict[str, Any]:
+    """The PutObject arguments that lock a delta object in governance mode for `lock_days` (none for 0)."""
+    if not lock_days:
+        return {}
+    return {"ObjectLockMode": "GOVERNANCE", "ObjectLockRetainUntilDate": now + timedelta(days=lock_days)}
+
+
+def put_delta_object(
+    s3: S3Client, bucket: str, delta: ArchivedDelta, claim_id: int, lock_days: int = 0
+) -> ObservedObject:
+    """Write the delta's object once, under `claim_id` (locked for `lock_days` when the bucket has
+    Object Lock: `archiveObjectLockDays`); the object as it exists afterwards."""
     try:
         s3.put_object(
             Bucket=bucket,
@@ -99,6 +110,7 @@ def put_delta_object(s3: S3Client, bucket: str, delta: ArchivedDelta, claim_id: 
             ContentType=JSON_CONTENT_TYPE,
             IfNoneMatch="*",
             Metadata=claim_metadata(claim_id),
+            **object_lock_arguments(lock_days, datetime.now(UTC)),
         )
     except ClientError as error:
         if not is_precondition_failed(error):
@@ -159,6 +171,8 @@ class RegistryStore:
 
     s3: S3Client
     bucket: str
+    delta_lock_days: int = 0
+    """Governance-mode retention of each delta object, in days (0: none); `put_delta_object`'s."""
     sleep: Callable[[float], None] = time.sleep
     rng: random.Random = field(default_factory=random.Random)
     max_conflict_retries: int = MAX_CONFLICT_RETRIES

@@ -1,7 +1,11 @@
 """Quarantine: invalid records are kept with their reason, never lost, never retried.
 
-Items are keyed by the Kinesis event ID, so a retried batch rewrites the same
-items instead of adding new ones.
+Items are keyed by the Kinesis event ID and put only where none exists yet, so a retried batch
+finds its items already there instead of adding new ones, and the function can never replace
+(or, with no `BatchWriteItem` or `DeleteItem` grant, delete) evidence already stored. Each item
+carries `ExpiresAt`, `QUARANTINE_TTL_DAYS` after it was written: the table's TTL removes it then
+(a producer cannot fill the table without bound, and personal data in a bad record does not
+stay for ever).
 
 A Kinesis record holds up to 1 MiB and a DynamoDB item 400 KB, and an item over the
 limit would be refused on every retry of the batch. So the payload is stored as
@@ -17,18 +21,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from aggregation.item_size import MAX_ITEM_BYTES, item_size_bytes
 from aggregation.names import (
+    EXPIRES_AT,
     QUARANTINE_BINARY_PAYLOAD,
     QUARANTINE_PAYLOAD_TRUNCATED,
     QUARANTINE_REASON,
     QUARANTINE_RECORD_ID,
     QUARANTINE_TEXT_PAYLOAD,
 )
-from function_support.aws import dynamodb_client, serializer
+from function_support.aws import dynamodb_client, error_code, serializer
+from function_support.settings import ttl_seconds
 
-BATCH_WRITE_LIMIT = 25
-MAX_UNPROCESSED_ROUNDS = 8
+DEFAULT_QUARANTINE_TTL_DAYS = 30
+"""`quarantineTtlDays`'s default (`stacks/settings.py`), for a function run without the variable."""
 
 
 @dataclass(frozen=True)
@@ -67,9 +75,9 @@ def _character_boundary(text: bytes, cut: int) -> int:
     return cut
 
 
-def quarantine_item(record: QuarantinedRecord, now: float) -> dict[str, Any]:
+def quarantine_item(record: QuarantinedRecord, now: float, ttl: int) -> dict[str, Any]:
     """The QuarantineTable item of one invalid record (docs/architecture.md), in DynamoDB's
-    wire format, never over `MAX_ITEM_BYTES`."""
+    wire format, never over `MAX_ITEM_BYTES`, expiring `ttl` seconds after `now`."""
     origin = record.origin
     payload = origin.payload
     try:
@@ -87,6 +95,7 @@ def quarantine_item(record: QuarantinedRecord, now: float) -> dict[str, Any]:
         "SequenceNumber": origin.sequence_number,
         "ShardId": origin.shard_id,
         "QuarantinedAt": int(now),
+        EXPIRES_AT: int(now) + ttl,
     }
     item = {name: serializer.serialize(value) for name, value in described.items()}
     room = max(0, MAX_ITEM_BYTES - item_size_bytes(item) - len(attribute))
@@ -101,16 +110,23 @@ def quarantine_item(record: QuarantinedRecord, now: float) -> dict[str, Any]:
 
 
 def quarantine_records(table_name: str, records: Sequence[QuarantinedRecord]) -> None:
-    """Write every record to the quarantine table; raise if any could not be written."""
+    """Put every record in the quarantine table unless its item is already there (a retried batch).
+
+    One conditional `PutItem` each rather than `BatchWriteItem`: a batch write cannot be
+    conditional, and IAM cannot grant its puts without its deletes. Quarantined records are rare,
+    so the extra requests cost nothing that matters; any other error fails the batch, which is
+    retried.
+    """
     now = time.time()
-    requests = [{"PutRequest": {"Item": quarantine_item(r, now)}} for r in records]
-    for start in range(0, len(requests), BATCH_WRITE_LIMIT):
-        pending: list[Any] = requests[start : start + BATCH_WRITE_LIMIT]
-        for _ in range(MAX_UNPROCESSED_ROUNDS):
-            response = dynamodb_client().batch_write_item(RequestItems={table_name: pending})
-            pending = response.get("UnprocessedItems", {}).get(table_name, [])
-            if not pending:
-                break
-            time.sleep(0.05)
-        if pending:
-            raise RuntimeError(f"{len(pending)} quarantine writes stayed unprocessed")
+    ttl = ttl_seconds("QUARANTINE_TTL_DAYS", DEFAULT_QUARANTINE_TTL_DAYS)
+    for record in records:
+        try:
+            dynamodb_client().put_item(
+                TableName=table_name,
+                Item=quarantine_item(record, now, ttl),
+                ConditionExpression="attribute_not_exists(#id)",
+                ExpressionAttributeNames={"#id": QUARANTINE_RECORD_ID},
+            )
+        except ClientError as error:
+            if error_code(error) != "ConditionalCheckFailedException":
+                raise

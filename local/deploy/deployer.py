@@ -108,6 +108,7 @@ RESOURCE_TYPES_THAT_MAY_BE_MISSING = frozenset(
         "AWS::CDK::Metadata",
         "AWS::Lambda::LayerVersion",  # Powertools comes from the runner's Python locally
         "AWS::S3::BucketPolicy",  # the emulator enforces no resource policies
+        "AWS::SNS::TopicPolicy",  # (the alarm topic's: TLS only, CloudWatch may publish)
         "AWS::IAM::Policy",  # nor IAM
         # Auto scaling of provisioned tables (`stateTableCapacity` ...): moto's CloudFormation
         # knows neither type, and its DynamoDB never throttles on provisioned capacity, so

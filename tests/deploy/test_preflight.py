@@ -147,6 +147,30 @@ def test_a_bootstrapped_region_with_the_layer_parameter_passes(aws_environment: 
     assert layer.status is Status.PASS and layer.detail == f"{published} = {arn}"
 
 
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        (
+            "arn:aws:lambda:ap-northeast-3:123456789012:layer:AWSLambdaPowertoolsPythonV3-python314-arm64:7",
+            "belongs to account 123456789012, not to the Powertools publisher 017000801446",
+        ),
+        (
+            "arn:aws:lambda:us-east-1:017000801446:layer:AWSLambdaPowertoolsPythonV3-python314-arm64:7",
+            "is in us-east-1, not in the target region ap-northeast-3",
+        ),
+        ("not-an-arn", "'not-an-arn' is not a Lambda layer version ARN"),
+    ],
+)
+def test_a_parameter_naming_someone_elses_layer_fails(aws_environment: str, value: str, says: str) -> None:
+    """A parameter pointed at another account's or region's layer is refused before any deploy."""
+    account = account_in("ap-northeast-3")
+    name = f"/preflight-test/{uuid.uuid4().hex}"
+    account.client("ssm").put_parameter(Name=name, Value=value, Type="String")
+    check = check_powertools_layer(account, "aws", DeploymentPlan("S", 1, 1, name, None))
+    assert check.status is Status.FAIL
+    assert says in check.detail
+
+
 def test_an_explicit_layer_version_is_looked_up_instead(aws_environment: str) -> None:
     check = check_powertools_layer(account_in("eu-west-3"), "aws", plan(layer_version=41))
     assert check.status is Status.FAIL

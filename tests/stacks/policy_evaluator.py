@@ -2,8 +2,10 @@
 
 Supported: Effect Allow/Deny; Principal ``*`` / ``{"AWS": "*"}`` / ``{"AWS": <arn or list>}``;
 Action and Resource with ``*`` and ``?`` wildcards (actions case-insensitively); condition
-operators ``Null``, ``Bool``, ``StringEquals``, ``NumericLessThan`` (several keys in one
-operator, and several operators, must all hold; a list of values means any of them). Anything
+operators ``Null``, ``Bool``, ``StringEquals``, ``StringLikeIfExists``, ``ArnNotEquals``,
+``NumericLessThan`` (several keys in one operator, and several operators, must all hold; a list
+of values means any of them, and for the negated ``ArnNotEquals`` none of them). The request's
+principal is its ``aws:PrincipalArn``. Anything
 else raises `UnsupportedPolicy` instead of being silently ignored.
 
 Decision order as AWS documents it for one account: an explicit Deny in any policy wins; else
@@ -80,9 +82,13 @@ def _condition_holds(operator: str, key: str, expected: Any, context: Mapping[st
     values = [str(v) for v in _as_list(expected)]
     if operator == "Null":
         return any((value.lower() == "true") == (not present) for value in values)
+    if operator == "StringLikeIfExists":
+        return not present or any(wildcard_matches(value, context[key]) for value in values)
     if not present:
-        return False  # no ...IfExists: a condition on an absent key does not hold
+        return False  # a condition on an absent key does not hold (negated operators included)
     actual = context[key]
+    if operator == "ArnNotEquals":
+        return all(actual != value for value in values)
     if operator == "Bool":
         return any(actual.lower() == value.lower() for value in values)
     if operator == "StringEquals":
@@ -101,8 +107,9 @@ def statement_applies(statement: Mapping[str, Any], request: Request, identity_p
         return False
     if not any(wildcard_matches(r, request.resource) for r in _as_list(statement["Resource"])):
         return False
+    context = {"aws:PrincipalArn": request.principal, **request.context}
     return all(
-        _condition_holds(operator, key, expected, request.context)
+        _condition_holds(operator, key, expected, context)
         for operator, keys in statement.get("Condition", {}).items()
         for key, expected in keys.items()
     )

@@ -17,6 +17,7 @@ import boto3
 import pytest
 from aws_cdk.assertions import Template
 
+from aggregation.names import REGISTRY_KEY
 from archive_function import handler as archive_handler
 from local.runner.inprocess import LambdaContextStub
 from tests.lambdas.archive_function.archive_helpers import archive_bucket_environment, delta_event
@@ -28,6 +29,7 @@ from tests.stacks.stack_helpers import (
     function_properties,
     resources_of_type,
     role_statements,
+    synthesize,
     table_logical_id,
 )
 
@@ -46,6 +48,11 @@ def archive_bucket_id(template: Template) -> str:
     return bucket_id
 
 
+def archive_role_id(template: Template) -> str:
+    role_id: str = function_properties(template, ARCHIVE_HANDLER)["Role"]["Fn::GetAtt"][0]
+    return role_id
+
+
 def bucket_policy_statements(template: Template) -> list[dict[str, Any]]:
     bucket_id = archive_bucket_id(template)
     (policy,) = [
@@ -54,7 +61,8 @@ def bucket_policy_statements(template: Template) -> list[dict[str, Any]]:
         if p["Properties"]["Bucket"] == {"Ref": bucket_id}
     ]
     statements: list[dict[str, Any]] = resolve(
-        policy["Properties"]["PolicyDocument"]["Statement"], {bucket_id: BUCKET_ARN}
+        policy["Properties"]["PolicyDocument"]["Statement"],
+        {bucket_id: BUCKET_ARN, archive_role_id(template): ROLE_ARN},
     )
     return statements
 
@@ -251,6 +259,53 @@ def test_every_request_the_archive_sends_is_allowed(
 )
 def test_policy_decisions(template: Template, request_: Request, expected: str) -> None:
     assert decide(bucket_policy_statements(template), archive_role_statements(template), request_) == expected
+
+
+ADMIN_ARN = "arn:aws:iam::123456789012:role/admin"
+ADMIN_ALLOW_ALL = [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]
+DELTA_KEY = "deltas/ab/" + "ab" * 32 + ".json"
+
+
+def test_only_the_archive_role_may_write_or_delete_delta_objects_and_the_registry(template: Template) -> None:
+    (statement,) = [
+        s for s in bucket_policy_statements(template) if s.get("Sid") == "DenyArchiveWritesExceptTheArchiveRole"
+    ]
+    assert statement["Effect"] == "Deny" and statement["Principal"] == {"AWS": "*"}
+    assert {"s3:PutObject", "s3:DeleteObject", "s3:DeleteObjectVersion", "s3:PutObjectRetention"} <= set(
+        statement["Action"]
+    )
+    assert statement["Resource"] == [f"{BUCKET_ARN}/deltas/*", f"{BUCKET_ARN}/metastore/registry.json"]
+    assert statement["Condition"] == {"ArnNotEquals": {"aws:PrincipalArn": [ROLE_ARN]}}
+
+
+@pytest.mark.parametrize(
+    ("request_", "expected"),
+    [
+        # An administrator's broad rights cannot add a delta object, rewrite the registry or delete either ...
+        (Request(ADMIN_ARN, "s3:PutObject", object_arn(DELTA_KEY), {**CREATE, "s3:if-none-match": "*"}), EXPLICIT_DENY),
+        (Request(ADMIN_ARN, "s3:PutObject", object_arn(REGISTRY_KEY), {**CREATE, "s3:if-match": '"e"'}), EXPLICIT_DENY),
+        (Request(ADMIN_ARN, "s3:DeleteObject", object_arn(DELTA_KEY), SECURE), EXPLICIT_DENY),
+        (Request(ADMIN_ARN, "s3:DeleteObjectVersion", object_arn(REGISTRY_KEY), SECURE), EXPLICIT_DENY),
+        # ... while the rest of the bucket, and reading, stay theirs.
+        (Request(ADMIN_ARN, "s3:PutObject", object_arn("notes/x.txt"), CREATE), ALLOW),
+        (Request(ADMIN_ARN, "s3:GetObject", object_arn(DELTA_KEY), SECURE), ALLOW),
+    ],
+)
+def test_an_administrator_cannot_forge_the_archive(template: Template, request_: Request, expected: str) -> None:
+    assert decide(bucket_policy_statements(template), ADMIN_ALLOW_ALL, request_) == expected
+
+
+def test_a_configured_break_glass_role_may_repair_the_archive() -> None:
+    break_glass = "arn:aws:iam::123456789012:role/BreakGlass"
+    _stack, template = synthesize({"breakGlassRoleArn": break_glass})
+    statements = bucket_policy_statements(template)
+    (deny,) = [s for s in statements if s.get("Sid") == "DenyArchiveWritesExceptTheArchiveRole"]
+    assert deny["Condition"] == {"ArnNotEquals": {"aws:PrincipalArn": [ROLE_ARN, break_glass]}}
+    repair = Request(break_glass, "s3:DeleteObject", object_arn(DELTA_KEY), SECURE)
+    assert decide(statements, ADMIN_ALLOW_ALL, repair) == ALLOW
+    assert (
+        decide(statements, ADMIN_ALLOW_ALL, Request(ADMIN_ARN, repair.action, repair.resource, SECURE)) == EXPLICIT_DENY
+    )
 
 
 def test_the_deny_binds_any_principal_not_only_the_archive_role(template: Template) -> None:

@@ -7,10 +7,13 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Template
 
+from tests.stacks.handler_calls import calls_made, iam_actions_needed
 from tests.stacks.stack_helpers import (
+    ARCHIVE_HANDLER,
     HANDLERS,
     MAP_HANDLER,
     REDUCE_HANDLER,
+    SETTINGS_GUARD_HANDLER,
     STATE_HANDLER,
     actions_on,
     as_list,
@@ -18,6 +21,7 @@ from tests.stacks.stack_helpers import (
     referenced_logical_ids,
     resources_of_type,
     role_statements,
+    synthesize,
     table_logical_id,
 )
 
@@ -59,16 +63,20 @@ def test_every_role_writes_only_its_own_log_group(template: Template, handler: s
 def test_state_role(template: Template) -> None:
     statements = role_statements(template, STATE_HANDLER)
     assert actions_on(statements, table_arn(template, "TradeID")) == {"dynamodb:UpdateItem"}
-    assert actions_on(statements, table_arn(template, "RecordId")) == {
-        "dynamodb:PutItem",
-        "dynamodb:BatchWriteItem",
-    }
+    # Conditional puts only: no BatchWriteItem, whose grant would allow deleting quarantine evidence.
+    assert actions_on(statements, table_arn(template, "RecordId")) == {"dynamodb:PutItem"}
     (stream_id,) = resources_of_type(template, "AWS::Kinesis::Stream")
     kinesis_actions = actions_on(statements, {"Fn::GetAtt": [stream_id, "Arn"]})
-    assert {"kinesis:GetRecords", "kinesis:GetShardIterator", "kinesis:DescribeStream"} <= kinesis_actions
-    assert not any(action.startswith("kinesis:Put") for action in kinesis_actions)
+    # A standard mapping's polling only: no enhanced fan-out (SubscribeToShard, DescribeStreamConsumer).
+    assert kinesis_actions == {
+        "kinesis:DescribeStream",
+        "kinesis:DescribeStreamSummary",
+        "kinesis:GetRecords",
+        "kinesis:GetShardIterator",
+        "kinesis:ListShards",
+    }
     dynamodb_actions = {a for a in all_actions(statements) if a.startswith("dynamodb:")}
-    assert dynamodb_actions == {"dynamodb:UpdateItem", "dynamodb:PutItem", "dynamodb:BatchWriteItem"}
+    assert dynamodb_actions == {"dynamodb:UpdateItem", "dynamodb:PutItem"}
     referenced = referenced_logical_ids(statements)
     for other in ("StreamShard", "AggregateKey"):
         assert table_logical_id(template, other) not in referenced
@@ -98,12 +106,11 @@ def test_reduce_role(template: Template) -> None:
         "dynamodb:GetRecords",
         "dynamodb:GetShardIterator",
     }
-    # TransactWriteItems is authorised per contained action: Update, Put (markers), ConditionCheck.
+    # TransactWriteItems is authorised per contained action: Update, Put (markers); no ConditionCheck is sent.
     # BatchGetItem: the consistent read of markers that decides a token mismatch.
     assert actions_on(statements, table_arn(template, "AggregateKey")) == {
         "dynamodb:UpdateItem",
         "dynamodb:PutItem",
-        "dynamodb:ConditionCheckItem",
         "dynamodb:BatchGetItem",
     }
     assert actions_on(statements, table_arn(template, "StreamShard")) == set()
@@ -128,3 +135,61 @@ def test_nobody_may_delete_or_scan_and_only_map_queries_its_own_items(template: 
         for resource in as_list(statement["Resource"])
     ]
     assert queried == [table_arn(template, "StreamShard")], "the DeltaTable only, no index, no other table"
+
+
+MAPPING_ACTIONS = {
+    # What Lambda's pollers call with the role, not the handler: the Kinesis mapping ...
+    "kinesis:DescribeStream",
+    "kinesis:DescribeStreamSummary",
+    "kinesis:GetRecords",
+    "kinesis:GetShardIterator",
+    "kinesis:ListShards",
+    # ... and the DynamoDB stream mappings.
+    "dynamodb:DescribeStream",
+    "dynamodb:GetRecords",
+    "dynamodb:GetShardIterator",
+    "dynamodb:ListStreams",
+}
+WRITE_ITS_LOGS = {"logs:CreateLogStream", "logs:PutLogEvents"}
+NEEDED_BEYOND_THE_CALLS = {
+    # S3 answers a GET or HEAD of a missing key with 404 only to a role with ListBucket.
+    ARCHIVE_HANDLER: {"s3:ListBucket"},
+}
+
+
+def handler_module(handler: str) -> str:
+    return handler.rsplit(".", 1)[0]
+
+
+@pytest.mark.parametrize("handler", [*HANDLERS.values(), SETTINGS_GUARD_HANDLER])
+def test_each_role_may_make_exactly_the_calls_its_handler_makes(template: Template, handler: str) -> None:
+    """Both ways: no call the role cannot make, no grant the code never uses (the mapping's and the
+    log group's aside)."""
+    granted = all_actions(role_statements(template, handler)) - WRITE_ITS_LOGS - MAPPING_ACTIONS
+    needed = iam_actions_needed(handler_module(handler)) | NEEDED_BEYOND_THE_CALLS.get(handler, set())
+    assert granted == needed
+
+
+def test_the_scan_finds_what_each_handler_calls() -> None:
+    """The scan itself, on calls known to be there: it must not pass by finding nothing."""
+    assert calls_made("reduce_function.handler") >= {"dynamodb:TransactWriteItems", "dynamodb:BatchGetItem"}
+    assert iam_actions_needed("reduce_function.handler") >= {"dynamodb:PutItem", "dynamodb:UpdateItem"}
+    assert "dynamodb:ConditionCheckItem" not in iam_actions_needed("reduce_function.handler")
+    assert calls_made("archive_function.handler") >= {"s3:HeadObject", "s3:PutObject", "s3:GetObject"}
+    assert calls_made("state_function.handler") == {"dynamodb:UpdateItem", "dynamodb:PutItem"}
+    assert calls_made("settings_guard_function.handler") == set()
+
+
+def test_with_object_lock_the_archive_role_may_also_set_retention_on_delta_objects_only() -> None:
+    _stack, template = synthesize({"archiveObjectLockDays": 30})
+    statements = role_statements(template, ARCHIVE_HANDLER)
+    granted = all_actions(statements) - WRITE_ITS_LOGS - MAPPING_ACTIONS
+    assert granted == iam_actions_needed("archive_function.handler") | {"s3:ListBucket", "s3:PutObjectRetention"}
+    (retention,) = [s for s in statements if "s3:PutObjectRetention" in as_list(s["Action"])]
+    assert retention["Action"] == "s3:PutObjectRetention"
+    assert retention["Resource"]["Fn::Join"][1][-1] == "/deltas/*"
+
+
+def test_the_archive_role_lists_only_the_registry_and_delta_prefixes(template: Template) -> None:
+    (listing,) = [s for s in role_statements(template, ARCHIVE_HANDLER) if "s3:ListBucket" in as_list(s["Action"])]
+    assert listing["Condition"] == {"StringLikeIfExists": {"s3:prefix": ["metastore/registry.json", "deltas/*"]}}

@@ -86,7 +86,8 @@ def test_streams_and_ttl_per_table(template: Template) -> None:
     assert "StreamSpecification" not in aggregate
     assert aggregate["TimeToLiveSpecification"] == {"AttributeName": "ExpiresAt", "Enabled": True}
     assert "StreamSpecification" not in quarantine
-    assert "TimeToLiveSpecification" not in quarantine
+    # Quarantined records expire `quarantineTtlDays` after they were written (the state function sets ExpiresAt).
+    assert quarantine["TimeToLiveSpecification"] == {"AttributeName": "ExpiresAt", "Enabled": True}
 
 
 def test_the_four_pipeline_functions_and_the_settings_guard(template: Template) -> None:
@@ -141,6 +142,7 @@ def test_environment_per_function(template: Template) -> None:
         "POWERTOOLS_METRICS_NAMESPACE": "ExactlyOnceAggregation",
         "STATE_TABLE": {"Ref": state_id},
         "QUARANTINE_TABLE": {"Ref": quarantine_id},
+        "QUARANTINE_TTL_DAYS": "30",
         "HIERARCHY_LEVELS": "RiskType,TradeDesk,Region",
         "STATE_WRITE_CONCURRENCY": "16",
         "VALUE_INTEGER_DIGITS": "18",
@@ -215,4 +217,4 @@ def test_outputs_have_the_contract_keys(template: Template) -> None:
     }
     for output_key, partition_key in expected.items():
         assert outputs[output_key]["Value"] == {"Ref": table_logical_id(template, partition_key)}
-    assert set(outputs) == {"StreamName", "ArchiveBucketName", "DashboardUrl", *expected}
+    assert set(outputs) == {"StreamName", "ArchiveBucketName", "DashboardUrl", "AlarmTopicArn", *expected}

@@ -144,6 +144,17 @@ def test_the_reservation_setting_of_earlier_releases_is_refused_whatever_its_val
         ("archiveLifecycle", {"storageClass": "STANDARD_IA", "afterDays": 10}, "from 30 to 36500, got 10"),
         ("archiveLifecycle", {"storageClass": "ONEZONE_IA", "afterDays": 30}, "'archiveLifecycle' must be"),
         ("archiveLifecycle", {"storageClass": "GLACIER", "afterDays": 0}, "'archiveLifecycle.afterDays' must be"),
+        ("alarmEmail", "oncall", "'alarmEmail' must be an email address or \"\""),
+        ("alarmEmail", 5, "'alarmEmail' must be an email address"),
+        ("quarantineTtlDays", 3, "'quarantineTtlDays' must be an integer from 7 to 3650, got 3"),
+        ("tableDeletionProtection", "yes", "'tableDeletionProtection' must be 'auto', true or false"),
+        ("breakGlassRoleArn", "arn:aws:iam::123456789012:user/alice", "'breakGlassRoleArn' must be an IAM role ARN"),
+        ("archiveObjectLockDays", -1, "'archiveObjectLockDays' must be an integer from 0 to 36500"),
+        ("customerManagedKey", "yes", "'customerManagedKey' must be true or false"),
+        ("customerManagedKey", True, "'customerManagedKey' true needs 'keyAdminRoleArn'"),
+        ("keyAdminRoleArn", "arn:aws:iam::123456789012:role/Admin", "apply only with customerManagedKey true"),
+        ("keyUserRoleArns", ["not-an-arn"], "'keyUserRoleArns' must be an IAM role ARN"),
+        ("keyUserRoleArns", {"role": "x"}, "'keyUserRoleArns' must be a list of IAM role ARNs"),
     ],
 )
 def test_invalid_values_are_refused_with_a_one_line_error(key: str, value: Any, message: str) -> None:
@@ -167,3 +178,25 @@ def test_app_py_exits_with_a_one_line_error_on_a_bad_setting() -> None:
     error_lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert error_lines == ["error: cdk.json context 'stateBatchSize' must be an integer from 1 to 10000, got 0"]
     assert "Traceback" not in result.stderr
+
+
+def test_security_settings_read_their_command_line_spellings() -> None:
+    admin, producer, reader = (f"arn:aws:iam::123456789012:role/{name}" for name in ("Admin", "Producer", "Reader"))
+    settings = settings_from(
+        {
+            "customerManagedKey": "true",
+            "keyAdminRoleArn": admin,
+            "keyUserRoleArns": f"{producer}, {reader}",
+            "tableDeletionProtection": "false",
+            "alarmEmail": "oncall@example.com",
+            "archiveObjectLockDays": "90",
+        }
+    )
+    assert (settings.customer_managed_key, settings.key_admin_role_arn) == (True, admin)
+    assert settings.key_user_role_arns == (producer, reader)
+    assert settings.table_deletion_protection is False
+    assert (settings.alarm_email, settings.archive_object_lock_days) == ("oncall@example.com", 90)
+    defaults = settings_from({})
+    assert (defaults.alarm_email, defaults.break_glass_role_arn, defaults.key_admin_role_arn) == (None, None, None)
+    assert (defaults.quarantine_ttl_days, defaults.table_deletion_protection) == (30, True)
+    assert settings_from({"removalPolicy": "destroy"}).table_deletion_protection is False

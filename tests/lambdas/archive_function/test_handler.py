@@ -147,8 +147,8 @@ def test_failure_between_objects_and_registry_count_is_recovered_by_the_retry(
     assert (registry.objects_archived, registry.state_changes_archived, dict(registry.claims)) == (2, 4, {})
 
 
-def _no_sleep_store(s3: Any, bucket: str) -> RegistryStore:
-    return RegistryStore(s3, bucket, sleep=lambda _seconds: None)
+def _no_sleep_store(s3: Any, bucket: str, delta_lock_days: int) -> RegistryStore:
+    return RegistryStore(s3, bucket, delta_lock_days, sleep=lambda _seconds: None)
 
 
 def test_409_is_retried_with_bounded_jittered_backoff(wire: WireRecorder) -> None:

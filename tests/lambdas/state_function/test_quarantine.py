@@ -13,6 +13,7 @@ import pytest
 
 from aggregation.item_size import MAX_ITEM_BYTES, item_size_bytes
 from local.runner.inprocess import Pipeline
+from state_function.quarantine import QuarantinedRecord, RecordOrigin, quarantine_records
 
 KINESIS_MAX_RECORD_BYTES = 1024 * 1024 - len("pk")
 """1 MiB, data and partition key together."""
@@ -121,3 +122,25 @@ def test_small_records_are_stored_whole(pipeline: Pipeline) -> None:
     binary = b"\xfe\x00\x01 binary"
     assert not check_stored(quarantine_one(pipeline, text), text, as_text=True)
     assert not check_stored(quarantine_one(pipeline, binary), binary, as_text=False)
+
+
+def test_items_expire_quarantine_ttl_days_after_they_were_written(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("QUARANTINE_TTL_DAYS", "9")
+    item = quarantine_one(pipeline, b"not JSON")
+    assert int(item["ExpiresAt"]["N"]) == int(item["QuarantinedAt"]["N"]) + 9 * 86_400
+
+
+def test_a_retried_record_never_replaces_the_evidence_already_stored(pipeline: Pipeline) -> None:
+    """The put is conditional: a retry (or anything the role could send) finds the first item kept."""
+    origin = RecordOrigin("shardId-000000000000:retried", "shardId-000000000000", "1", "pk", b"first bytes")
+    quarantine_records(pipeline.names["quarantine"], [QuarantinedRecord(origin, "first reason")])
+    forged = RecordOrigin(origin.event_id, origin.shard_id, "2", "pk", b"other bytes")
+    quarantine_records(pipeline.names["quarantine"], [QuarantinedRecord(forged, "other reason")])
+    item = stored_items(pipeline)[origin.event_id]
+    assert (item["Reason"]["S"], item["Payload"]["S"], item["SequenceNumber"]["S"]) == (
+        "first reason",
+        "first bytes",
+        "1",
+    )

@@ -1,0 +1,47 @@
+"""`archiveObjectLockDays`: every delta object is locked in governance mode; the registry is not.
+
+Run against the emulator's S3 with a bucket created with Object Lock, as the stack creates it
+when the setting is on.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import boto3
+import pytest
+
+from aggregation.names import REGISTRY_KEY
+from archive_function import handler as archive_handler
+from function_support import aws
+from local.runner.inprocess import LambdaContextStub
+from tests.lambdas.archive_function.archive_helpers import delta_event, delta_keys
+
+
+def test_delta_objects_are_locked_for_the_configured_days_and_the_registry_is_not(
+    aws_environment: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s3 = boto3.client("s3")
+    bucket = f"archive-lock-{uuid.uuid4().hex[:12]}"
+    s3.create_bucket(Bucket=bucket, ObjectLockEnabledForBucket=True)
+    monkeypatch.setenv("ARCHIVE_BUCKET", bucket)
+    monkeypatch.setenv("ARCHIVE_OBJECT_LOCK_DAYS", "3")
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "ExactlyOnceAggregationTest")
+    aws.s3_client.cache_clear()
+    try:
+        before = datetime.now(UTC)
+        archive_handler.lambda_handler(delta_event(["lock-a", "lock-b"]), LambdaContextStub())
+        after = datetime.now(UTC)
+    finally:
+        aws.s3_client.cache_clear()
+    keys = delta_keys(bucket)
+    assert len(keys) == 2
+    for key in keys:
+        head = s3.head_object(Bucket=bucket, Key=key)
+        assert head["ObjectLockMode"] == "GOVERNANCE"
+        until = head["ObjectLockRetainUntilDate"]
+        assert before + timedelta(days=3) - timedelta(seconds=1) <= until <= after + timedelta(days=3, seconds=1)
+        with pytest.raises(s3.exceptions.ClientError, match="AccessDenied"):
+            s3.delete_object(Bucket=bucket, Key=key, VersionId=head["VersionId"])
+    assert "ObjectLockMode" not in s3.head_object(Bucket=bucket, Key=REGISTRY_KEY)
