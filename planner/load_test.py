@@ -56,7 +56,7 @@ class IdleResources:
     on_demand_streams: int = 1
     alarms: int = 8
     dashboards: int = 1
-    customer_managed_keys: int = 0
+    customer_managed_keys: int = 1  # the alarm topic's: CloudWatch cannot publish under AWS's SNS key
 
 
 @dataclass(frozen=True)
@@ -130,7 +130,7 @@ def idle_costs(resources: IdleResources | None = None, prices: PriceTable | None
         ),
         Component(
             "KMS customer managed keys",
-            f"{resources.customer_managed_keys}; the AWS managed aws/kinesis key has no fee",
+            f"{resources.customer_managed_keys}; the alarm topic's, the AWS managed aws/kinesis key has no fee",
             resources.customer_managed_keys * prices.kms_customer_managed_key_month,
         ),
     ]

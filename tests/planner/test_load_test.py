@@ -29,8 +29,8 @@ def test_the_idle_stack_bills_its_stream_hours_alarms_and_dashboard() -> None:
     assert costs["Kinesis on-demand stream"] == pytest.approx(730 * 0.04)  # about $29 a month
     assert costs["CloudWatch alarms"] == pytest.approx(8 * 0.10)
     assert costs["CloudWatch dashboard"] == pytest.approx(3.00)
-    assert costs["KMS customer managed keys"] == 0
-    with_key = idle_costs(IdleResources(customer_managed_keys=1), PRICES)
+    assert costs["KMS customer managed keys"] == pytest.approx(1.00)  # the alarm topic's key
+    with_key = idle_costs(IdleResources(customer_managed_keys=2), PRICES)  # and customerManagedKey's
     assert sum(c.monthly_usd for c in with_key) - sum(costs.values()) == pytest.approx(1.00)
 
 
