@@ -9,6 +9,7 @@ Every error is one line on stderr, never a traceback.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,7 +27,7 @@ from producer.display import (
     render_verification_report,
 )
 from producer.model import DEFAULT_HIERARCHY_LEVELS, parse_hierarchy_levels
-from producer.sender import SendError, SendOptions, send_messages
+from producer.sender import SendError, SendOptions, send_messages, stop_on_sigterm
 from producer.targets import resolve_target
 from producer.verifier import verify_pipeline
 from toolkit.cli import OneLineArgumentParser, bounded
@@ -83,7 +84,20 @@ def build_parser() -> argparse.ArgumentParser:
     amount.add_argument("--count", type=_positive_int, help="messages to send (default 3000)")
     amount.add_argument("--duration", type=_positive, help="send for this many seconds instead")
     send.add_argument("--rate", type=_non_negative, default=0.0, help="messages per second, held steady (0: flat out)")
-    send.add_argument("--concurrency", type=_positive_int, default=16, help="parallel put_records calls (default 16)")
+    send.add_argument(
+        "--concurrency", type=_positive_int, default=16, help="parallel put_records calls per process (default 16)"
+    )
+    send.add_argument(
+        "--processes",
+        type=_positive_int,
+        default=os.cpu_count() or 1,
+        help=f"sending processes, one merged ledger (default one per core: {os.cpu_count() or 1})",
+    )
+    send.add_argument(
+        "--aggregate",
+        action="store_true",
+        help="pack messages into KPL aggregated records (50 KiB, one shard each), as the KPL does",
+    )
     send.add_argument("--trades", type=_positive_int, help="distinct TradeIDs (default: derived from the count)")
     send.add_argument("--duplicates-pct", type=_percentage, default=10.0, help="identical resends (default 10)")
     send.add_argument(
@@ -162,9 +176,12 @@ def run_send(arguments: argparse.Namespace, console: Console, status: Console) -
         ledger_path=arguments.ledger,
         hierarchy_levels=arguments.hierarchy_levels,
         timestamp_epoch_ms=arguments.timestamp_epoch_ms,
+        aggregate=arguments.aggregate,
+        processes=arguments.processes,
     )
     options.generator_config(0)  # validate the percentages and counts before touching AWS
     target = _target(arguments)
+    stop_on_sigterm()
     summary = send_messages(target, options, progress=SendProgressDisplay(status, _show_progress(arguments)))
     render_send_summary(summary, console)
     return 0
@@ -221,7 +238,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as error:
         errors.print(f"{PROGRAM}: error: {_one_line(str(error))}", markup=False)
     except KeyboardInterrupt:
-        errors.print(f"{PROGRAM}: interrupted (accepted messages are in the ledger)", markup=False)
+        errors.print(
+            f"{PROGRAM}: interrupted (accepted messages are in the ledger, those in doubt counted)", markup=False
+        )
         return EXIT_INTERRUPTED
     return EXIT_ERROR
 
