@@ -10,6 +10,7 @@ from benchmarks.emulator_transactions import OURS, EmulatorTransactionsResult
 from benchmarks.end_to_end import EndToEndResult, EndToEndSkipped
 from benchmarks.handler_overhead import OverheadResult
 from benchmarks.harness import Machine
+from benchmarks.producer_throughput import ProducerRun, producer_section
 from benchmarks.state_throughput import ThroughputAtRoundTrip
 from benchmarks.write_cost import LARGE_MAP_BATCH_SIZE, LARGE_MAP_LABEL, MODES, WriteCostResult
 from benchmarks.write_units import StageWriteCost
@@ -32,6 +33,7 @@ class BenchmarkRun:
     plan_defaults: CapacityPlan
     plan_recommended: CapacityPlan
     recommended_change: str
+    producer: list[ProducerRun]
 
 
 def _ratio(ours: float, theirs: float) -> str:
@@ -464,6 +466,7 @@ def render(run: BenchmarkRun, hand_written: str = "") -> str:
         "",
         render_markdown(recommended),
         *_emulator_transactions_section(run.emulator_transactions),
+        *producer_section(run.producer),
         "## Prices",
         "",
         f"{defaults.prices.notice}",
@@ -478,6 +481,7 @@ def render(run: BenchmarkRun, hand_written: str = "") -> str:
         "make bench                                  # this page",
         "python -m benchmarks.capacity --rate 50000  # the planner alone (add --markdown, or -c key=value)",
         "python -m benchmarks.batch_selection        # in-batch version selection alone (CPU; not part of this page)",
+        "python -m benchmarks.producer_throughput    # section 7 alone",
         "```",
         "",
     ]
