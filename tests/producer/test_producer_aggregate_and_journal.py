@@ -25,7 +25,7 @@ from producer.journal import JournalWriter, journal_path, journals_of, read_jour
 from producer.kpl import AGGREGATE_MAX_BYTES, ShardMap
 from producer.ledger import Ledger
 from producer.sender import MAX_BYTES_PER_RECORD, pack, record_size
-from tests.producer.test_producer_cli import REPOSITORY, write_outputs
+from tests.producer.test_producer_cli import REPOSITORY, run_cli, write_outputs
 from toolkit.pipeline import PipelineTarget
 
 TWO_SHARDS = ShardMap([0, 2**127])
@@ -88,6 +88,28 @@ def test_a_journal_is_absorbed_once_and_counts_what_is_in_doubt(tmp_path: Path) 
     ledger.save(ledger_path)
     again = Ledger.load(ledger_path)  # the journal is still there: not applied twice
     assert (again.counts.messages_sent, again.counts.uncertain) == (15, 15)
+
+
+def test_verify_says_how_many_messages_were_in_doubt(pipeline: PipelineTarget, tmp_path: Path) -> None:
+    outputs = write_outputs(pipeline, tmp_path)
+    ledger_path = tmp_path / "ledger.json"
+    writer = JournalWriter(journal_path(ledger_path, "killed", 0))
+    writer.sending(0, 7)  # and nothing after: the process was killed with 7 messages in flight
+    writer.close()
+    verified = run_cli(
+        "verify",
+        "--outputs",
+        str(outputs),
+        "--ledger",
+        str(ledger_path),
+        "--timeout",
+        "5",
+        "--settle",
+        "1",
+        "--no-progress",
+        cwd=tmp_path,
+    )
+    assert "7 messages in doubt" in verified.stdout, verified.stdout + verified.stderr
 
 
 def test_a_torn_last_line_is_left_out(tmp_path: Path) -> None:
@@ -153,3 +175,26 @@ def test_sigkill_loses_at_most_the_chunks_in_flight(pipeline: PipelineTarget, tm
             latest[trade] = version
     for trade, state in ledger.trades.items():
         assert latest[trade] >= state.version, "a version the ledger holds reached the stream"
+
+
+def test_sigterm_stops_every_process_gracefully_and_saves_the_ledger(pipeline: PipelineTarget, tmp_path: Path) -> None:
+    outputs = write_outputs(pipeline, tmp_path)
+    ledger_path = tmp_path / "ledger.json"
+    environment = {key: value for key, value in os.environ.items() if not key.startswith("AWS_ENDPOINT")}
+    environment.update({"PYTHONPATH": str(REPOSITORY), "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "t"})
+    command = [sys.executable, "-m", "producer", "send", "--outputs", str(outputs), "--ledger", str(ledger_path)]
+    command += ["--count", "1000000", "--rate", "3000", "--processes", "2", "--no-progress"]
+    producer = subprocess.Popen(command, cwd=tmp_path, env=environment, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while sum(len(read_journal(path)[0]) for path in journals_of(ledger_path)) < 1000:
+        assert producer.poll() is None, "the producer ended before it was stopped"
+        assert time.monotonic() < deadline, "the producer journalled nothing in 60 s"
+        time.sleep(0.2)
+    producer.send_signal(signal.SIGTERM)  # the parent only, as `kill` would: it stops its children
+    _, errors = producer.communicate(timeout=60)
+    assert producer.returncode == 130, errors
+    assert "interrupted" in errors and "Traceback" not in errors
+    assert journals_of(ledger_path) == [], "merged into the ledger and deleted"
+    ledger = Ledger.load(ledger_path)
+    assert ledger.counts.uncertain == 0, "the chunks in flight were finished, not abandoned"
+    assert ledger.counts.messages_sent == len(stream_messages(pipeline))
