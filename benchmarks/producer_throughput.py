@@ -166,7 +166,7 @@ def run_producer_throughput(messages: int, report: Callable[[str, float], None])
                 ProducerRun(
                     aggregate=aggregate,
                     messages=summary.messages_sent,
-                    records=summary.put_records_calls,
+                    records=summary.records_sent,
                     megabytes=summary.bytes_sent / 1e6,
                     wall_seconds=time.perf_counter() - wall,
                     cpu_seconds=_cpu_seconds() - cpu,
@@ -192,7 +192,7 @@ def producer_section(runs: list[ProducerRun]) -> list[str]:
         f"server in another process accepting every PutRecords, {STUB_SHARDS} shards). Per core: messages over "
         "the producer process's CPU seconds, all threads; `--processes N` runs N such processes.",
         "",
-        "| mode | messages | put_records calls | sent | msg/s (wall) | msg/s per core | cores for 50,000 msg/s |",
+        "| mode | messages | Kinesis records | sent | msg/s (wall) | msg/s per core | cores for 50,000 msg/s |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
         *rows,
         "",

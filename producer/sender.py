@@ -204,6 +204,7 @@ class SendStatistics:
         self.started = time.monotonic()
         self.sent = 0
         self.bytes_sent = 0
+        self.records = 0
         self.retried = 0
         self.throttled = 0
         self.call_errors = 0
@@ -214,6 +215,7 @@ class SendStatistics:
         *,
         sent: int = 0,
         bytes_sent: int = 0,
+        records: int = 0,
         retried: int = 0,
         throttled: int = 0,
         call_errors: int = 0,
@@ -222,6 +224,7 @@ class SendStatistics:
         with self._lock:
             self.sent += sent
             self.bytes_sent += bytes_sent
+            self.records += records
             self.retried += retried
             self.throttled += throttled
             self.call_errors += call_errors
@@ -263,6 +266,8 @@ class SendSummary:
     ledger_path: Path | None
     ledger_trades: int
     ledger_nodes: int
+    records_sent: int = 0
+    """Kinesis records accepted: fewer than messages with `aggregate`."""
 
     @property
     def messages_per_second(self) -> float:
@@ -562,7 +567,9 @@ class KinesisDelivery:
                 accepted.append(record)
         if accepted:
             messages = [message for record in accepted for message in record.messages]
-            self._statistics.add(sent=len(messages), bytes_sent=sum(record_size(r) for r in accepted))
+            self._statistics.add(
+                sent=len(messages), bytes_sent=sum(record_size(r) for r in accepted), records=len(accepted)
+            )
             on_accepted(messages)
         if throttled:
             self._statistics.add(throttled=throttled)
@@ -693,6 +700,7 @@ class ShareOutcome:
 
     counts: LedgerCounts
     sent: int
+    records: int
     bytes_sent: int
     calls: int
     retried: int
@@ -765,6 +773,7 @@ def send_share(
     return ShareOutcome(
         counts=run.run_counts,
         sent=statistics_now.sent,
+        records=statistics_now.records,
         bytes_sent=statistics_now.bytes_sent,
         calls=statistics_now.calls,
         retried=statistics_now.retried,
@@ -816,7 +825,7 @@ def _share_process(task: ShareTask, counters: Any, results: Any) -> None:
     try:
         outcome = send_share(task.target, task.options, task.seed, task.ledger, task.journal, statistics=statistics)
     except Exception as error:  # reported by the parent, as one line
-        outcome = ShareOutcome(LedgerCounts(), 0, 0, 0, 0, 0, 0, 0, False, _describe(error))
+        outcome = ShareOutcome(LedgerCounts(), 0, 0, 0, 0, 0, 0, 0, 0, False, _describe(error))
     results.put((task.share, outcome))
 
 
@@ -868,7 +877,7 @@ def send_in_processes(
         for child in children:
             child.join()
     missing = [share for share in range(parts) if share not in outcomes]
-    lost = [ShareOutcome(LedgerCounts(), 0, 0, 0, 0, 0, 0, 0, False, "a sending process died") for _ in missing]
+    lost = [ShareOutcome(LedgerCounts(), 0, 0, 0, 0, 0, 0, 0, 0, False, "a sending process died") for _ in missing]
     return (
         [*outcomes.values(), *lost]
         if not interrupted
@@ -940,6 +949,7 @@ def send_messages(
         ledger_path=ledger_path,
         ledger_trades=len(ledger.trades),
         ledger_nodes=len(ledger.aggregates()) if ledger_path is not None else 0,
+        records_sent=sum(outcome.records for outcome in outcomes),
     )
     if any(outcome.interrupted for outcome in outcomes):
         raise KeyboardInterrupt

@@ -24,7 +24,7 @@ from producer.generator import GeneratorConfig, generate_messages
 from producer.journal import JournalWriter, journal_path, journals_of, read_journal
 from producer.kpl import AGGREGATE_MAX_BYTES, ShardMap
 from producer.ledger import Ledger
-from producer.sender import MAX_BYTES_PER_RECORD, pack, record_size
+from producer.sender import MAX_BYTES_PER_RECORD, SendOptions, pack, record_size, send_messages
 from tests.producer.test_producer_cli import REPOSITORY, run_cli, write_outputs
 from toolkit.pipeline import PipelineTarget
 
@@ -198,3 +198,14 @@ def test_sigterm_stops_every_process_gracefully_and_saves_the_ledger(pipeline: P
     ledger = Ledger.load(ledger_path)
     assert ledger.counts.uncertain == 0, "the chunks in flight were finished, not abandoned"
     assert ledger.counts.messages_sent == len(stream_messages(pipeline))
+
+
+def test_an_aggregated_send_puts_every_message_on_the_stream_in_fewer_records(
+    pipeline: PipelineTarget, tmp_path: Path
+) -> None:
+    ledger_path = tmp_path / "ledger.json"
+    summary = send_messages(pipeline, SendOptions(count=1500, seed=4, aggregate=True, ledger_path=ledger_path))
+    assert summary.records_sent < summary.messages_sent / 10
+    on_stream = stream_messages(pipeline)
+    assert len(on_stream) == summary.messages_sent == Ledger.load(ledger_path).counts.messages_sent == 1500
+    assert journals_of(ledger_path) == []
