@@ -182,6 +182,7 @@ def render_send_summary(summary: SendSummary, console: Console) -> None:
         ("  out of order", f"{counts.out_of_order:,}"),
         ("  conflicting duplicates", f"{counts.conflicting_duplicates:,}"),
         ("  malformed", f"{counts.malformed:,}"),
+        ("Kinesis records", f"{summary.records_sent:,}"),
         ("put_records calls", f"{summary.put_records_calls:,}"),
         ("records retried", f"{summary.retried_records:,}"),
         ("records throttled", f"{summary.throttled_records:,}"),
