@@ -8,9 +8,13 @@ both are retried with exponential backoff and full jitter until Kinesis accepts
 every record. A chunk that makes no progress at all for
 ``RetryPolicy.max_stall_seconds`` ends the run with an error instead of hanging.
 
-The ledger records a message only once Kinesis has accepted it, so an aborted
-run still leaves a ledger that matches what the pipeline received; messages in
-flight at the abort are counted as ``uncertain``.
+The ledger records a message only once Kinesis has accepted it, and each process
+journals it then (`producer.journal`), so an aborted run, even a SIGKILLed one,
+still leaves a ledger that matches what the pipeline received; messages in
+flight at the abort are counted as ``uncertain`` (in doubt).
+
+With ``aggregate`` a chunk's messages go as KPL aggregates (`pack`, `producer.kpl`);
+with ``processes`` > 1 each process sends its share (`send_in_processes`).
 """
 
 from __future__ import annotations
