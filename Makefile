@@ -5,7 +5,18 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(CURDIR)/node_modules/.bin:$(PATH)
-export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 16,18,20
+# The pinned CDK's jsii runtime supports Node.js 22 and 24 (toolkit/node_runtime.py, README). On an
+# older release it prints an eleven-line banner per Node process; `make` says it once, in one line,
+# and silences the banners.
+NODE_MAJOR := $(shell node --version 2>/dev/null | sed -nE 's/^v([0-9]+)\..*/\1/p')
+ifeq ($(MAKELEVEL),0)
+ifneq ($(NODE_MAJOR),)
+ifeq ($(shell test $(NODE_MAJOR) -lt 22 && echo older),older)
+$(info warning: Node.js $(NODE_MAJOR) is older than the pinned CDK supports (22 or 24); it still works today, but upgrade Node.js)
+endif
+endif
+endif
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 16,18,20,$(NODE_MAJOR)
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := true

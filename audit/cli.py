@@ -10,6 +10,7 @@ from pathlib import Path
 from botocore.exceptions import BotoCoreError, ClientError
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from aggregation.transactions import DEFAULT_MARKER_TTL_DAYS, MIN_MARKER_TTL_DAYS
 from audit.rebuild import DEFAULT_MARKER_WINDOW_HOURS, RebuildPlan, rebuild
@@ -18,6 +19,7 @@ from audit.targets import AuditError, resolve_target
 from toolkit.cli import OneLineArgumentParser, bounded
 from toolkit.ledger import LedgerError
 from toolkit.pipeline import DEFAULT_OUTPUTS_PATH, TargetError
+from toolkit.untrusted import printable, untrusted_text
 
 EXIT_OK = 0
 EXIT_MISMATCH = 1
@@ -60,12 +62,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def print_reconcile_report(report: ReconcileReport, console: Console) -> None:
+    """The checks, the differing nodes and the verdict.
+
+    Node keys and object keys come from producers and from the bucket: each is shown as
+    `toolkit.untrusted.untrusted_text` (never parsed as markup, control characters escaped),
+    so no name can end the report early (``Delta[/]``), forge its verdict or write to the terminal.
+    """
     checks = Table(title=f"reconcile: {report.objects} archived deltas, {report.nodes} nodes")
     checks.add_column("check")
     checks.add_column("result")
     checks.add_column("detail")
     for check in report.checks:
-        checks.add_row(check.name, "[green]ok[/green]" if check.ok else "[red]MISMATCH[/red]", check.detail)
+        result = Text("ok", style="green") if check.ok else Text("MISMATCH", style="red")
+        checks.add_row(untrusted_text(check.name), result, untrusted_text(check.detail))
     console.print(checks)
     if report.differences:
         differences = Table(title="nodes that differ (archive is the expected side)")
@@ -73,32 +82,35 @@ def print_reconcile_report(report: ReconcileReport, console: Console) -> None:
             differences.add_column(column)
         for difference in report.differences[:MAX_DIFFERENCE_ROWS]:
             differences.add_row(
-                difference.key,
-                difference.source,
-                str(difference.archive.value),
-                str(difference.other.value),
-                str(difference.archive.trade_count),
-                str(difference.other.trade_count),
+                untrusted_text(difference.key),
+                untrusted_text(difference.source),
+                Text(str(difference.archive.value)),
+                Text(str(difference.other.value)),
+                Text(str(difference.archive.trade_count)),
+                Text(str(difference.other.trade_count)),
             )
         console.print(differences)
         if len(report.differences) > MAX_DIFFERENCE_ROWS:
-            console.print(f"... and {len(report.differences) - MAX_DIFFERENCE_ROWS} more")
+            console.print(Text(f"... and {len(report.differences) - MAX_DIFFERENCE_ROWS} more"))
     for key, reason in report.unreadable[:MAX_DIFFERENCE_ROWS]:
-        console.print(f"[red]unreadable[/red] {key}: {reason}")
-    verdict = "[bold green]MATCH[/bold green]" if report.ok else "[bold red]MISMATCH[/bold red]"
-    console.print(f"verdict: {verdict}")
+        console.print(Text.assemble(("unreadable", "red"), " ", untrusted_text(f"{key}: {reason}")))
+    verdict = Text("MATCH", style="bold green") if report.ok else Text("MISMATCH", style="bold red")
+    console.print(Text.assemble("verdict: ", verdict))
 
 
 def print_rebuild_plan(plan: RebuildPlan, dry_run: bool, console: Console) -> None:
+    """What the rebuild wrote (or would write); stale keys shown as untrusted text."""
     action = "would write" if dry_run else "wrote"
     console.print(
-        f"rebuild {action}: {len(plan.nodes)} nodes, {len(plan.markers)} reduce markers, "
-        f"#stats MessagesApplied={plan.messages_applied}; {len(plan.stale_items)} other node items "
-        f"(nodes absent from the archive, other slices, the layout before slices) {'would be' if dry_run else 'were'} "
-        "deleted"
+        Text(
+            f"rebuild {action}: {len(plan.nodes)} nodes, {len(plan.markers)} reduce markers, "
+            f"#stats MessagesApplied={plan.messages_applied}; {len(plan.stale_items)} other node items "
+            f"(nodes absent from the archive, other slices, the layout before slices) "
+            f"{'would be' if dry_run else 'were'} deleted"
+        )
     )
     for key in plan.stale_items[:MAX_DIFFERENCE_ROWS]:
-        console.print(f"  stale node item: {key}", markup=False, highlight=False)
+        console.print(Text.assemble("  stale node item: ", untrusted_text(key)))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -119,10 +131,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print_rebuild_plan(plan, arguments.dry_run, console)
         return EXIT_OK
     except (AuditError, LedgerError, TargetError) as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(f"error: {printable(str(error))}", file=sys.stderr)
     except ClientError as error:
         details = error.response.get("Error", {})
-        print(f"error: {details.get('Code', 'AWS error')}: {details.get('Message', error)}", file=sys.stderr)
+        message = f"{details.get('Code', 'AWS error')}: {details.get('Message', error)}"
+        print(f"error: {printable(message)}", file=sys.stderr)
     except BotoCoreError as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(f"error: {printable(str(error))}", file=sys.stderr)
     return EXIT_ERROR

@@ -26,6 +26,7 @@ from benchmarks.end_to_end import EndToEndResult, run_end_to_end
 from benchmarks.handler_overhead import run_handler_overhead
 from benchmarks.harness import describe_machine, running_emulator
 from benchmarks.producer_throughput import DEFAULT_MESSAGES, run_producer_throughput
+from benchmarks.reducer_scaling import run_reducer_scaling
 from benchmarks.report import BenchmarkRun, hand_written_sections, render
 from benchmarks.state_throughput import run_state_throughput
 from benchmarks.write_cost import run_write_cost
@@ -84,6 +85,7 @@ def run(arguments: argparse.Namespace, console: Console) -> int:
             write_cost = run_write_cost(arguments.messages, report)
         throughput = run_state_throughput(arguments.repetitions, report)
         emulator_transactions = run_emulator_transactions(report)
+        reducer_scaling = run_reducer_scaling(report)
         overhead = run_handler_overhead(write_cost.events, arguments.passes, report)
         producer = run_producer_throughput(arguments.producer_messages, report)
         if arguments.skip_end_to_end:
@@ -125,6 +127,7 @@ def run(arguments: argparse.Namespace, console: Console) -> int:
             overhead=overhead,
             end_to_end=end_to_end,
             emulator_transactions=emulator_transactions,
+            reducer_scaling=reducer_scaling,
             plan_defaults=defaults,
             plan_recommended=plan_recommended,
             recommended_change=change,
@@ -136,7 +139,11 @@ def run(arguments: argparse.Namespace, console: Console) -> int:
     arguments.output.write_text(page)
     capacity.render_rich(plan_recommended, console)
     console.print(f"[green]wrote {arguments.output}[/] in {time.perf_counter() - started:.0f} s")
-    exact = all(write_cost.exact.values()) and (not isinstance(end_to_end, EndToEndResult) or end_to_end.exact)
+    exact = (
+        all(write_cost.exact.values())
+        and reducer_scaling.exact
+        and (not isinstance(end_to_end, EndToEndResult) or end_to_end.exact)
+    )
     if not exact:
         console.print("[bold red]a run computed wrong aggregates: the figures above are not trustworthy[/]")
     return 0 if exact else 1

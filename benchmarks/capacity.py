@@ -21,10 +21,15 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
+from rich.text import Text
 
 from benchmarks import REPOSITORY_ROOT
-from planner.model import (
+from toolkit.node_runtime import silence_node_banners
+
+silence_node_banners()  # before `stacks` imports the CDK, whose jsii runtime would print them as bytes
+from planner.model import (  # noqa: E402
     PIPELINE_TABLES,
     CapacityPlan,
     ServiceTimes,
@@ -35,9 +40,10 @@ from planner.model import (
     lambda_state_rate,
     plan_capacity,
 )
-from planner.prices import DEFAULT_PRICE_TABLE, load_price_table
-from stacks.capacity import planned_settings
-from stacks.settings import PipelineSettings, SettingsError
+from planner.prices import DEFAULT_PRICE_TABLE, load_price_table  # noqa: E402
+from stacks.capacity import planned_settings  # noqa: E402
+from stacks.settings import PipelineSettings, SettingsError  # noqa: E402
+from toolkit.untrusted import untrusted_text  # noqa: E402
 
 CDK_JSON = REPOSITORY_ROOT / "cdk.json"
 
@@ -202,27 +208,47 @@ def describe_modes(plan: CapacityPlan) -> str:
     )
 
 
+def print_whole(console: Console, table: Table) -> None:
+    """A table at its natural width, never squeezed into the terminal's or a pipe's 80 columns:
+    a figure or a name is never cut (a terminal narrower than the table wraps its lines instead)."""
+    natural = Measurement.get(console, console.options.update_width(10_000), table).maximum
+    width = console.width
+    console.width = max(width, natural)
+    try:
+        console.print(table, crop=False)
+    finally:
+        console.width = width
+
+
 def render_rich(plan: CapacityPlan, console: Console) -> None:
+    """The plan as rich tables. Every cell and line is `untrusted_text`: settings (`-c key=value`,
+    cdk.json) and the price table's fields are not ours, and a string would be parsed as markup."""
     table = Table(title=f"Capacity plan for {plan.workload.rate:,.0f} messages/s", title_justify="left")
-    table.add_column("")
-    table.add_column("this pipeline", justify="right")
-    table.add_column("original design", justify="right")
+    table.add_column("", no_wrap=True)
+    table.add_column("this pipeline", justify="right", no_wrap=True)
+    table.add_column("original design", justify="right", no_wrap=True)
     for row in _rows(plan):
-        table.add_row(*row)
-    console.print(table)
+        table.add_row(*map(untrusted_text, row))
+    print_whole(console, table)
     modes = Table(title="DynamoDB capacity modes (this pipeline)", title_justify="left")
     for index, column in enumerate(MODE_COLUMNS):
-        modes.add_column(column, justify="left" if index == 0 else "right")
+        modes.add_column(column, justify="left" if index == 0 else "right", no_wrap=True)
     for mode_row in _mode_rows(plan.modes):
-        modes.add_row(*mode_row)
-    console.print(modes)
-    console.print(describe_modes(plan).replace("**", ""))
-    console.print(f"[dim]{describe_inputs(plan)}[/]")
+        modes.add_row(*map(untrusted_text, mode_row))
+    print_whole(console, modes)
+    console.print(untrusted_text(describe_modes(plan).replace("**", "")))
+    console.print(untrusted_text(describe_inputs(plan), "dim"))
     for design in (plan.ours, plan.original):
         for flag in design.flags:
-            console.print(f"[bold yellow]⚠ {design.design}[/]: {flag.problem} → [bold]{flag.change}[/]")
+            console.print(
+                Text.assemble(
+                    untrusted_text(f"⚠ {design.design}", "bold yellow"),
+                    untrusted_text(f": {flag.problem} → "),
+                    untrusted_text(flag.change, "bold"),
+                )
+            )
     if not plan.ours.stalls:
-        console.print("[green]this pipeline keeps up with these settings[/]")
+        console.print(Text("this pipeline keeps up with these settings", style="green"))
 
 
 def render_modes_markdown(plan: CapacityPlan) -> str:

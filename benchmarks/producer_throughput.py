@@ -185,7 +185,7 @@ def producer_section(runs: list[ProducerRun]) -> list[str]:
         for run in runs
     ]
     return [
-        "## 7. Producer messages per second per core",
+        "## 8. Producer messages per second per core",
         "",
         "`benchmarks/producer_throughput.py`: `python -m producer send`'s code (`send_messages`, one process, "
         "standard workload, ledger and journal written) flat out against a stubbed Kinesis (a local HTTP "

@@ -11,6 +11,7 @@ from benchmarks.end_to_end import EndToEndResult, EndToEndSkipped
 from benchmarks.handler_overhead import OverheadResult
 from benchmarks.harness import Machine
 from benchmarks.producer_throughput import ProducerRun, producer_section
+from benchmarks.reducer_scaling import ReducerScalingResult, render_section
 from benchmarks.state_throughput import ThroughputAtRoundTrip
 from benchmarks.write_cost import LARGE_MAP_BATCH_SIZE, LARGE_MAP_LABEL, MODES, WriteCostResult
 from benchmarks.write_units import StageWriteCost
@@ -30,6 +31,7 @@ class BenchmarkRun:
     overhead: OverheadResult
     end_to_end: EndToEndResult | EndToEndSkipped
     emulator_transactions: EmulatorTransactionsResult
+    reducer_scaling: ReducerScalingResult
     plan_defaults: CapacityPlan
     plan_recommended: CapacityPlan
     recommended_change: str
@@ -466,6 +468,7 @@ def render(run: BenchmarkRun, hand_written: str = "") -> str:
         "",
         render_markdown(recommended),
         *_emulator_transactions_section(run.emulator_transactions),
+        *render_section(run.reducer_scaling),
         *producer_section(run.producer),
         "## Prices",
         "",
@@ -480,8 +483,9 @@ def render(run: BenchmarkRun, hand_written: str = "") -> str:
         "```bash",
         "make bench                                  # this page",
         "python -m benchmarks.capacity --rate 50000  # the planner alone (add --markdown, or -c key=value)",
+        "python -m benchmarks.reducer_scaling        # section 7 alone (prints its markdown)",
         "python -m benchmarks.batch_selection        # in-batch version selection alone (CPU; not part of this page)",
-        "python -m benchmarks.producer_throughput    # section 7 alone",
+        "python -m benchmarks.producer_throughput    # section 8 alone (prints its markdown)",
         "```",
         "",
     ]

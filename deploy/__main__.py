@@ -1,13 +1,13 @@
 """`python -m deploy ...`."""
 
-import os
 import sys
+
+from toolkit.node_runtime import silence_node_banners
 
 # The settings are validated with the CDK's own types, which start its Node runtime; as `make`
 # does, keep that runtime's Node-version banners off the one-line output.
-os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "16,18,20")
-os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
+silence_node_banners()
 
-from deploy.cli import main
+from deploy.cli import main  # noqa: E402
 
 sys.exit(main())

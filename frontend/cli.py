@@ -15,10 +15,9 @@ from botocore.exceptions import BotoCoreError
 
 from frontend.ledger import LedgerWatcher
 from frontend.snapshot import SnapshotBuilder, TableReadError
-from frontend.table_reader import AggregateTableReader
-from frontend.target import resolve_target
+from frontend.target import TableTarget, WatchedPipeline, resolve_target
 from frontend.terminal import run_terminal
-from frontend.web import DashboardServer, SnapshotPublisher
+from frontend.web import DashboardServer, RemoteServingRefused, SnapshotPublisher, is_loopback_host
 from toolkit.cli import EXIT_USAGE, OneLineArgumentParser
 from toolkit.ledger import DEFAULT_LEDGER_PATH
 from toolkit.pipeline import DEFAULT_OUTPUTS_PATH, TargetError
@@ -40,6 +39,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--terminal", action="store_true", help="show the terminal view instead of serving the page")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind the web server to (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port of the web server (default 8000; 0 picks one)")
+    parser.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="serve other machines when --host is not loopback: the page has no authentication, so anyone who "
+        "reaches the port reads every aggregate",
+    )
+    parser.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="with --allow-remote, also answer requests for this host name (the machine's own names and any IP "
+        "address always are; other names are refused, against DNS rebinding)",
+    )
     where = parser.add_mutually_exclusive_group()
     where.add_argument(
         "--stack-name", metavar="NAME", help="read the table name from this CloudFormation stack's outputs"
@@ -84,40 +97,62 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--port must be between 0 and 65535, not {arguments.port}")
     if not 0.05 <= arguments.interval <= 60:
         parser.error(f"--interval must be between 0.05 and 60 seconds, not {arguments.interval:g}")
+    if not arguments.terminal and not arguments.allow_remote and not is_loopback_host(arguments.host):
+        parser.error(
+            f"--host {arguments.host} serves the dashboard to other machines, without authentication: "
+            "add --allow-remote to mean it"
+        )
+    if arguments.allowed_host and not arguments.allow_remote:
+        parser.error("--allowed-host only matters with --allow-remote")
 
-    try:
-        target = resolve_target(
+    def resolve() -> TableTarget:
+        return resolve_target(
             table_name=arguments.table_name,
             stack_name=arguments.stack_name,
             outputs_path=arguments.outputs,
             region=arguments.region,
         )
-        reader = AggregateTableReader(target.dynamodb(), target.table_name)
-        reader()  # fail now, with a clear message, rather than show an empty page
+
+    follows = arguments.outputs or (
+        DEFAULT_OUTPUTS_PATH if not (arguments.table_name or arguments.stack_name) else None
+    )
+    try:
+        pipeline = WatchedPipeline(resolve, follows)
+        pipeline.read_table()  # fail now, with a clear message, rather than show an empty page
     except TargetError as error:
         return _fail(USAGE_ERROR, str(error))
     except BotoCoreError as error:  # e.g. no region configured
         return _fail(USAGE_ERROR, str(error))
     except TableReadError as error:
-        return _fail(RUNTIME_ERROR, f"{error} ({target.description})")
+        return _fail(RUNTIME_ERROR, f"{error} ({pipeline.target.description})")
 
     ledger = None if arguments.no_ledger else LedgerWatcher(arguments.ledger)
-    builder = SnapshotBuilder(target.table_name, reader, ledger)
+    builder = SnapshotBuilder(
+        pipeline.table_name, pipeline.read_table, ledger, read_quarantine=pipeline.read_quarantine
+    )
     if arguments.terminal:
         return run_terminal(builder, arguments.interval)
-    return _serve(builder, arguments.host, arguments.port, arguments.interval, target.description)
+    return _serve(builder, arguments, pipeline.target.description)
 
 
-def _serve(builder: SnapshotBuilder, host: str, port: int, interval: float, description: str) -> int:
-    publisher = SnapshotPublisher(builder, interval)
+def _serve(builder: SnapshotBuilder, arguments: argparse.Namespace, description: str) -> int:
+    host, port = arguments.host, arguments.port
+    publisher = SnapshotPublisher(builder, arguments.interval)
     try:
-        server = DashboardServer((host, port), publisher)
+        server = DashboardServer((host, port), publisher, arguments.allow_remote, arguments.allowed_host)
+    except RemoteServingRefused as error:  # a name that resolved beyond loopback
+        return _fail(USAGE_ERROR, str(error))
     except (OSError, ValueError) as error:
         return _fail(RUNTIME_ERROR, f"cannot serve on {host}:{port}: {getattr(error, 'strerror', None) or error}")
     publisher.start()
     print(f"Dashboard of {description} at {server.url} (Ctrl-C to stop)", flush=True)
-    if server.allowed_hosts is None:
-        print("note: serving beyond this machine; the page is read-only and has no authentication", flush=True)
+    if server.remote:
+        print(
+            f"{PROGRAM}: warning: serving other machines on {server.url}: the page is read-only but has no "
+            "authentication; anyone who can reach this port reads every aggregate",
+            file=sys.stderr,
+            flush=True,
+        )
     try:
         server.serve_forever(poll_interval=0.25)
     except KeyboardInterrupt:

@@ -1,9 +1,9 @@
 """The producer's ledger: the ground truth the dashboard's verification badge compares against.
 
 The producer (``producer/ledger.py``) merges what it sent into a JSON file, by default
-``.local/ledger.json``, read as every tool reads it (``toolkit.ledger.load_ledger``). The
-file is rewritten while the producer runs, so the watcher re-reads it when it changes and
-keeps the last good reading over a half-written file.
+``.local/ledger.json``, read as every tool reads it (``toolkit.ledger.load_ledger``, here with
+its message counts for the backlog). The file is rewritten while the producer runs, so the
+watcher re-reads it when it changes and keeps the last good reading over a half-written file.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from frontend.snapshot import LedgerState
-from toolkit.ledger import LedgerError, load_ledger
+from toolkit.ledger import LedgerError, load_ledger_with_messages
 
 
 class LedgerWatcher:
@@ -41,11 +41,11 @@ class LedgerWatcher:
         if version == self._version:
             return self._state
         try:
-            nodes = load_ledger(self._path)
+            nodes, messages = load_ledger_with_messages(self._path)
         except LedgerError as error:
             if self._state.nodes is None:
                 self._state = LedgerState(str(self._path), None, str(error))
             return self._state
         self._version = version
-        self._state = LedgerState(str(self._path), nodes)
+        self._state = LedgerState(str(self._path), nodes, messages=messages)
         return self._state

@@ -17,14 +17,14 @@ from __future__ import annotations
 import decimal
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Literal
 
 from aggregation.hierarchy import KEY_SEPARATOR
 from frontend.formatting import format_count, format_decimal
-from toolkit.ledger import ZERO_TOTALS, NodeTotals, differing_keys, node_keys
+from toolkit.ledger import ZERO_TOTALS, LedgerMessages, NodeTotals, differing_keys, node_keys
 
 #: DynamoDB numbers span 38 significant digits between 1E-130 and 1E+126, so an
 #: exact sum of any of them needs a few hundred digits. ``Inexact`` is trapped:
@@ -112,6 +112,13 @@ def build_tree(nodes: Mapping[str, NodeTotals]) -> tuple[TreeNode, ...]:
         )
 
     return tuple(subtree(key, 0) for key in sorted(children_of[""]))
+
+
+def walk(nodes: tuple[TreeNode, ...]) -> Iterator[TreeNode]:
+    """Every node of the tree, parents before their children (the order every view lists them)."""
+    for node in nodes:
+        yield node
+        yield from walk(node.children)
 
 
 def sum_totals(totals: Iterable[NodeTotals | None]) -> NodeTotals:
@@ -252,16 +259,22 @@ class StatsHistory:
 
 # --------------------------------------------------------------------------- verification
 
-VerificationStatus = Literal["exact", "differs", "no-ledger", "ledger-error"]
+VerificationStatus = Literal["exact", "draining", "differs", "no-ledger", "ledger-error"]
+
+#: The pipeline counts as idle once ``MessagesApplied`` has not moved for this long; only
+#: then is a difference from the ledger a failure rather than work still in flight.
+IDLE_AFTER_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
 class LedgerState:
-    """What the producer's ledger says the aggregates must be (``nodes``), or why that is unknown."""
+    """What the producer's ledger says the aggregates must be (``nodes``), or why that is unknown;
+    ``messages`` is what it says about the messages sent (None for a ledger without counts)."""
 
     path: str | None
     nodes: Mapping[str, NodeTotals] | None
     error: str | None = None
+    messages: LedgerMessages | None = None
 
 
 @dataclass(frozen=True)
@@ -289,12 +302,20 @@ class Verification:
     differences: tuple[NodeDifference, ...]
     total_absolute_difference: Decimal
     detail: str | None = None
+    progress: tuple[int, int] | None = None
+    """While draining: (messages applied, messages the ledger expects applied), when both are known."""
 
     @property
     def label(self) -> str:
         """The badge text, identical in every view."""
         if self.status == "exact":
             return f"exact · {format_count(self.compared_nodes)} nodes match the ledger"
+        if self.status == "draining":
+            if self.progress is not None:
+                applied, to_apply = self.progress
+                return f"draining: {format_count(applied)} of {format_count(to_apply)} applied"
+            matching = self.compared_nodes - len(self.differences)
+            return f"draining: {format_count(matching)} of {format_count(self.compared_nodes)} nodes match"
         if self.status == "differs":
             count = len(self.differences)
             nodes = "node differs" if count == 1 else "nodes differ"
@@ -304,29 +325,92 @@ class Verification:
         return f"ledger unreadable: {self.detail}"
 
 
-def verify(actual: Mapping[str, NodeTotals], ledger: LedgerState) -> Verification:
+def verify(
+    actual: Mapping[str, NodeTotals],
+    ledger: LedgerState,
+    *,
+    idle: bool = True,
+    messages_applied: int | None = None,
+) -> Verification:
     """Compares every node in the table or the ledger; a node missing on one side counts as zero.
 
     A node the table holds at zero value and zero trades (every trade moved
     away) equals a ledger without it. The total absolute difference is the sum
-    over differing nodes of |table value - ledger value|, exact.
+    over differing nodes of |table value - ledger value|, exact. While the
+    pipeline is not ``idle`` a difference is work in flight (``draining``), not a
+    failure: the reader is told how far it got instead.
     """
     if ledger.nodes is None:
-        status: VerificationStatus = "ledger-error" if ledger.error else "no-ledger"
-        return Verification(status, ledger.path, 0, (), Decimal(0), ledger.error)
+        unknown: VerificationStatus = "ledger-error" if ledger.error else "no-ledger"
+        return Verification(unknown, ledger.path, 0, (), Decimal(0), ledger.error)
     differences = tuple(
         NodeDifference(key, ledger.nodes.get(key, ZERO_TOTALS), actual.get(key, ZERO_TOTALS))
         for key in differing_keys(ledger.nodes, actual)
     )
     with decimal.localcontext(EXACT_ARITHMETIC):
         total = sum((abs(d.value_difference) for d in differences), Decimal(0))
+    status: VerificationStatus = "exact" if not differences else "differs" if idle else "draining"
+    progress = None
+    to_apply = ledger.messages.to_apply if ledger.messages is not None else None
+    if status == "draining" and to_apply is not None and messages_applied is not None and messages_applied <= to_apply:
+        progress = (messages_applied, to_apply)
     return Verification(
-        status="differs" if differences else "exact",
+        status=status,
         ledger_path=ledger.path,
         compared_nodes=len(node_keys(actual, ledger.nodes)),
         differences=differences,
         total_absolute_difference=total,
+        progress=progress,
     )
+
+
+# --------------------------------------------------------------------------- backlog and quarantine
+
+
+@dataclass(frozen=True)
+class Backlog:
+    """Messages in vs messages applied: how far behind the pipeline is.
+
+    ``sent`` and ``to_apply`` come from the producer's ledger (None without one);
+    ``applied`` from ``#stats``. ``behind`` is what is still to apply, ``idle``
+    whether the applied count has stood still for :data:`IDLE_AFTER_SECONDS`, and
+    ``last_applied_at`` when it last moved.
+
+    The two sides count alike from a fresh runtime (`make up` starts the tables and
+    the ledger together). `producer clear` starts a new ledger while ``#stats`` keeps
+    counting (its deletions are state changes too), so once ``applied`` exceeds
+    ``to_apply`` the difference means nothing and ``behind`` is unknown (None).
+    """
+
+    sent: int | None
+    to_apply: int | None
+    applied: int
+    idle: bool
+    last_applied_at: float | None
+
+    @property
+    def behind(self) -> int | None:
+        """Messages the ledger expects applied that are not yet; None when not comparable."""
+        if self.to_apply is None or self.applied > self.to_apply:
+            return None
+        return self.to_apply - self.applied
+
+
+@dataclass(frozen=True)
+class QuarantinedRecord:
+    """One QuarantineTable item as shown: why, and when (epoch seconds, None if not recorded)."""
+
+    record_id: str
+    reason: str
+    quarantined_at: float | None
+
+
+@dataclass(frozen=True)
+class QuarantineSummary:
+    """How many records the pipeline quarantined, and the latest few (newest first)."""
+
+    count: int
+    latest: tuple[QuarantinedRecord, ...]
 
 
 # --------------------------------------------------------------------------- the snapshot
@@ -348,6 +432,9 @@ class Snapshot:
     verification: Verification
     read_error: str | None
     last_read_at: float | None
+    backlog: Backlog | None = None
+    quarantine: QuarantineSummary | None = None
+    quarantine_error: str | None = None
 
 
 class SnapshotBuilder:
@@ -359,20 +446,62 @@ class SnapshotBuilder:
 
     def __init__(
         self,
-        table_name: str,
+        table_name: str | Callable[[], str],
         read_table: Callable[[], TableReading],
         read_ledger: Callable[[], LedgerState] | None = None,
         *,
+        read_quarantine: Callable[[], QuarantineSummary | None] | None = None,
         clock: Callable[[], float] = time.time,
         history: StatsHistory | None = None,
     ) -> None:
         self._table_name = table_name
         self._read_table = read_table
         self._read_ledger = read_ledger
+        self._read_quarantine = read_quarantine
         self._clock = clock
         self._history = history if history is not None else StatsHistory()
         self._reading = TableReading({}, None)
         self._last_read_at: float | None = None
+        self._started_at: float | None = None
+        self._applied: int | None = None
+        self._applied_changed_at: float | None = None
+        self._quarantine: QuarantineSummary | None = None
+
+    def _note_applied(self, now: float, stats: StatsRecord | None) -> float:
+        """When the applied count last moved: seen moving by us, or the reduce stage's own
+        ``LastUpdated``, whichever is later (without ``LastUpdated``, the dashboard's start)."""
+        applied = stats.messages_applied if stats else 0
+        if self._started_at is None:
+            self._started_at = now
+        if self._applied is not None and applied != self._applied:
+            self._applied_changed_at = now
+        self._applied = applied
+        written = stats.last_updated if stats else None
+        moments = [self._applied_changed_at, written if written is not None else self._started_at]
+        return max(moment for moment in moments if moment is not None)
+
+    def _backlog(self, now: float, ledger: LedgerState) -> Backlog:
+        stats = self._reading.stats
+        last_moved = self._note_applied(now, stats)
+        applied = stats.messages_applied if stats else 0
+        messages = ledger.messages
+        return Backlog(
+            sent=messages.sent if messages else None,
+            to_apply=messages.to_apply if messages else None,
+            applied=applied,
+            idle=now - last_moved >= IDLE_AFTER_SECONDS,
+            last_applied_at=stats.last_updated if stats else None,
+        )
+
+    def _quarantine_reading(self) -> str | None:
+        """Reads the quarantine (keeping the last good reading on failure); the error, if any."""
+        if self._read_quarantine is None:
+            return None
+        try:
+            self._quarantine = self._read_quarantine()
+        except TableReadError as error:
+            return str(error)
+        return None
 
     def build(self) -> Snapshot:
         """Reads the table (and ledger) once and returns the resulting snapshot."""
@@ -387,17 +516,24 @@ class SnapshotBuilder:
         reading = self._reading
         tree = build_tree(reading.nodes)
         ledger = self._read_ledger() if self._read_ledger else LedgerState(None, None)
+        backlog = self._backlog(now, ledger)
+        quarantine_error = self._quarantine_reading()
         return Snapshot(
-            table_name=self._table_name,
+            table_name=self._table_name() if callable(self._table_name) else self._table_name,
             generated_at=now,
             tree=tree,
             grand_total=sum_totals(node.totals for node in tree),
-            node_count=len(reading.nodes),
+            node_count=sum(1 for _ in walk(tree)),
             stats=reading.stats,
             applied_per_second=self._history.applied_per_second(),
             latency=self._history.latency(now),
             chart=self._history.chart(),
-            verification=verify(reading.nodes, ledger),
+            verification=verify(
+                reading.nodes, ledger, idle=backlog.idle, messages_applied=backlog.applied if reading.stats else None
+            ),
             read_error=read_error,
             last_read_at=self._last_read_at,
+            backlog=backlog,
+            quarantine=self._quarantine,
+            quarantine_error=quarantine_error,
         )

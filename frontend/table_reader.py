@@ -1,5 +1,5 @@
 """Reading the AggregateTable: hierarchy nodes (the sums of their slices) and ``#stats``, never the
-``#applied#`` markers.
+``#applied#`` markers; and the QuarantineTable: how many records, and why the latest were set aside.
 
 The table also holds one ``#applied#…`` marker per applied delta unit (kept
 for days), so under a long load test markers vastly outnumber nodes. A scan
@@ -29,9 +29,17 @@ from aggregation.names import (
     MESSAGES_APPLIED,
     NODE_TRADE_COUNT,
     NODE_VALUE,
+    QUARANTINE_REASON,
+    QUARANTINE_RECORD_ID,
     STATS_KEY,
 )
-from frontend.snapshot import StatsRecord, TableReadError, TableReading
+from frontend.snapshot import (
+    QuarantinedRecord,
+    QuarantineSummary,
+    StatsRecord,
+    TableReadError,
+    TableReading,
+)
 from toolkit.ledger import NodeTotals
 
 if TYPE_CHECKING:
@@ -106,7 +114,7 @@ class AggregateTableReader:
                 if reading.stats and reading.stats.messages_applied < self._last_messages_applied:
                     reading = self._scan()  # the tables were cleared: find out what is left
         except (BotoCoreError, ClientError) as error:
-            raise TableReadError(f"cannot read table {self._table_name}: {error}") from None
+            raise TableReadError(describe_read_error(self._table_name, error)) from None
         if reading.stats:
             self._last_messages_applied = reading.stats.messages_applied
         return reading
@@ -168,3 +176,78 @@ def _reading_from(items: list[dict[str, Any]]) -> tuple[TableReading, list[str]]
     stats = parse_item(combined)[1] if combined is not None else None
     keys = sorted([key for key, _, _ in slices] + [str(item[AGGREGATE_KEY]) for item in stats_items])
     return TableReading(nodes, stats if isinstance(stats, StatsRecord) else None), keys
+
+
+def describe_read_error(table_name: str, error: BotoCoreError | ClientError) -> str:
+    """One line naming the table once: botocore's own message for a missing table names it again."""
+    if isinstance(error, ClientError):
+        details = error.response.get("Error", {})
+        code = details.get("Code", "error")
+        if code == "ResourceNotFoundException":
+            return f"cannot read table {table_name}: it does not exist ({code})"
+        return f"cannot read table {table_name}: {code}: {details.get('Message', error)}"
+    return f"cannot read table {table_name}: {error}"
+
+
+#: When the state function set a record aside (epoch seconds): `state_function/quarantine.py` writes it.
+QUARANTINED_AT = "QuarantinedAt"
+
+
+class QuarantineReader:
+    """Callable returning a :class:`QuarantineSummary` of the QuarantineTable.
+
+    Quarantine is rare (an alarm fires on any), so a scan of three small attributes (never
+    the payloads) is cheap; it still runs at most every ``refresh_seconds`` whatever the
+    dashboard's interval, and returns the previous summary in between.
+    """
+
+    def __init__(
+        self,
+        dynamodb: DynamoDBServiceResource,
+        table_name: str,
+        *,
+        latest: int = 3,
+        refresh_seconds: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._table_name = table_name
+        self._table = dynamodb.Table(table_name)
+        self._latest = latest
+        self._refresh_seconds = refresh_seconds
+        self._clock = clock
+        self._summary: QuarantineSummary | None = None
+        self._read_at = 0.0
+
+    def __call__(self) -> QuarantineSummary:
+        """The count and the latest records (newest first); raises :class:`TableReadError`."""
+        if self._summary is not None and self._clock() - self._read_at < self._refresh_seconds:
+            return self._summary
+        records: list[QuarantinedRecord] = []
+        arguments: dict[str, Any] = {
+            "ProjectionExpression": "#id, #reason, #at",
+            "ExpressionAttributeNames": {
+                "#id": QUARANTINE_RECORD_ID,
+                "#reason": QUARANTINE_REASON,
+                "#at": QUARANTINED_AT,
+            },
+        }
+        try:
+            while True:
+                page = self._table.scan(**arguments)
+                records.extend(
+                    QuarantinedRecord(
+                        record_id=str(item.get(QUARANTINE_RECORD_ID, "")),
+                        reason=str(item.get(QUARANTINE_REASON, "")),
+                        quarantined_at=_seconds(item.get(QUARANTINED_AT)),
+                    )
+                    for item in page.get("Items", [])
+                )
+                if "LastEvaluatedKey" not in page:
+                    break
+                arguments["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        except (BotoCoreError, ClientError) as error:
+            raise TableReadError(describe_read_error(self._table_name, error)) from None
+        records.sort(key=lambda record: (record.quarantined_at or 0.0, record.record_id), reverse=True)
+        self._summary = QuarantineSummary(len(records), tuple(records[: self._latest]))
+        self._read_at = self._clock()
+        return self._summary

@@ -5,9 +5,13 @@ open tab sees the same samples (and throughput history accrues even with no
 tab open) while the table is read once per interval however many tabs poll.
 The page (``static/app.js``) polls the API and updates the DOM in place.
 
-Hierarchy names come from untrusted messages. The page only ever sets them
-with ``textContent``; the server adds a strict Content-Security-Policy (no
-inline script, nothing from elsewhere) as a second line of defence.
+Hierarchy names come from untrusted messages. The API document carries every
+string that is not the server's own through `toolkit.untrusted.printable`, so a
+control character or a bidirectional override in a name reaches the page as a
+visible escape (``\u202e``) and cannot reorder what follows it; the page only
+ever sets text with ``textContent``; the server adds a strict
+Content-Security-Policy (no inline script, nothing from elsewhere) as a further
+line of defence, on every response, errors included.
 """
 
 from __future__ import annotations
@@ -15,7 +19,9 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
+import socket
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -24,7 +30,9 @@ from typing import Any
 
 from frontend.formatting import format_count, format_decimal, format_rate, format_seconds
 from frontend.snapshot import Snapshot, SnapshotBuilder, TreeNode
+from toolkit.hosts import LOOPBACK_NAMES, HostAllowlist
 from toolkit.ledger import NodeTotals
+from toolkit.untrusted import printable
 
 CONTENT_SECURITY_POLICY = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
@@ -77,8 +85,8 @@ def _totals_document(totals: NodeTotals | None) -> dict[str, str | None]:
 
 def _tree_document(node: TreeNode) -> dict[str, Any]:
     return {
-        "key": node.key,
-        "name": node.name,
+        "key": printable(node.key),
+        "name": printable(node.name),
         **_totals_document(node.totals),
         "children": [_tree_document(child) for child in node.children],
     }
@@ -89,17 +97,52 @@ def _signed(formatted: str) -> str:
     return formatted if formatted.startswith("-") or formatted == "0" else f"+{formatted}"
 
 
+def _count_or_none(count: int | None) -> str | None:
+    return format_count(count) if count is not None else None
+
+
+def _backlog_document(snapshot: Snapshot) -> dict[str, Any] | None:
+    backlog = snapshot.backlog
+    if backlog is None:
+        return None
+    return {
+        "ingested": _count_or_none(backlog.sent),
+        "to_apply": _count_or_none(backlog.to_apply),
+        "applied": format_count(backlog.applied),
+        "lag": _count_or_none(backlog.behind),
+        "idle": backlog.idle,
+        "last_applied_at": backlog.last_applied_at,
+    }
+
+
+def _quarantine_document(snapshot: Snapshot) -> dict[str, Any] | None:
+    quarantine = snapshot.quarantine
+    if quarantine is None and snapshot.quarantine_error is None:
+        return None
+    return {
+        "count": format_count(quarantine.count) if quarantine else None,
+        "latest": [
+            {"reason": record.reason, "at": record.quarantined_at}
+            for record in (quarantine.latest if quarantine else ())
+        ],
+        "error": snapshot.quarantine_error,
+    }
+
+
 def snapshot_document(snapshot: Snapshot) -> dict[str, Any]:
     """The JSON the page renders. Every aggregate value is a preformatted exact string."""
     stats = snapshot.stats
     verification = snapshot.verification
     return {
-        "table": snapshot.table_name,
+        "table": printable(snapshot.table_name),
         "generated_at": snapshot.generated_at,
         "last_read_at": snapshot.last_read_at,
-        "read_error": snapshot.read_error,
+        "read_error": None if snapshot.read_error is None else printable(snapshot.read_error),
         "totals": {**_totals_document(snapshot.grand_total), "nodes": format_count(snapshot.node_count)},
-        "top_level": [{"key": node.key, "name": node.name, **_totals_document(node.totals)} for node in snapshot.tree],
+        "top_level": [
+            {"key": printable(node.key), "name": printable(node.name), **_totals_document(node.totals)}
+            for node in snapshot.tree
+        ],
         "stats": {
             "messages_applied": format_count(stats.messages_applied) if stats else None,
             "last_updated": stats.last_updated if stats else None,
@@ -109,13 +152,15 @@ def snapshot_document(snapshot: Snapshot) -> dict[str, Any]:
             "latency_max": format_seconds(snapshot.latency.max_seconds),
             "latency_observations": snapshot.latency.observations,
         },
+        "backlog": _backlog_document(snapshot),
+        "quarantine": _quarantine_document(snapshot),
         "verification": {
             "status": verification.status,
-            "label": verification.label,
-            "ledger": verification.ledger_path,
+            "label": printable(verification.label),
+            "ledger": None if verification.ledger_path is None else printable(verification.ledger_path),
             "differences": [
                 {
-                    "key": difference.key,
+                    "key": printable(difference.key),
                     "expected": _totals_document(difference.expected),
                     "actual": _totals_document(difference.actual),
                     "value_difference": _signed(format_decimal(difference.value_difference)),
@@ -184,32 +229,67 @@ class SnapshotPublisher:
                 logging.getLogger(__name__).exception("cannot build a snapshot")
 
 
+class RemoteServingRefused(ValueError):
+    """The address is not loopback, and serving other machines was not asked for (``--allow-remote``)."""
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether ``--host`` names loopback: ``localhost`` or a loopback address (any other name resolves beyond it)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 class DashboardServer(ThreadingHTTPServer):
-    """The HTTP server; one thread per request, the data from the publisher."""
+    """The HTTP server; one thread per request, the data from the publisher.
+
+    Bound to loopback, it answers only loopback names (`toolkit.hosts`): another site's page
+    that rebinds its DNS name to 127.0.0.1 sends its own Host header and is turned away. Bound
+    beyond loopback, it serves only with ``allow_remote`` (the page has no authentication), and
+    still answers only the machine's own names, IP literals and ``allowed_names``.
+    """
 
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], publisher: SnapshotPublisher) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        publisher: SnapshotPublisher,
+        allow_remote: bool = False,
+        allowed_names: Iterable[str] = (),
+    ) -> None:
         super().__init__(address, DashboardRequestHandler)
         self.publisher = publisher
         self.static_files = load_static_files()
         bound_host, port = self.server_address[:2]
         host = bound_host.decode() if isinstance(bound_host, bytes) else str(bound_host)
         self.url = f"http://{host}:{port}/"
-        # Bound to loopback, only loopback names may address us: another site's page that
-        # rebinds its DNS name to 127.0.0.1 sends its own Host header and is turned away.
-        self.allowed_hosts: frozenset[str] | None = (
-            frozenset(f"{name}:{port}" for name in ("127.0.0.1", "localhost", "[::1]", host))
-            if ipaddress.ip_address(host).is_loopback
-            else None
-        )
+        self.remote = not ipaddress.ip_address(host).is_loopback
+        if not self.remote:
+            self.allowed_hosts = HostAllowlist.loopback(port, [host])
+        elif allow_remote:
+            names = {*LOOPBACK_NAMES, socket.gethostname(), socket.getfqdn(), *allowed_names}
+            self.allowed_hosts = HostAllowlist(port, frozenset(name.lower() for name in names), ip_literals=True)
+        else:
+            self.server_close()
+            raise RemoteServingRefused(
+                f"{host} is not a loopback address: the dashboard has no authentication, so serving other "
+                "machines needs --allow-remote"
+            )
 
 
 class DashboardRequestHandler(BaseHTTPRequestHandler):
-    """GET only: the static page and ``/api/snapshot``. Anything else is refused."""
+    """GET only: the static page and ``/api/snapshot``. Anything else is refused (501), and
+    every response, the errors `BaseHTTPRequestHandler` sends itself included, carries the
+    security headers (`end_headers`)."""
 
     server: DashboardServer
     server_version = "aggregation-dashboard"
+    error_content_type = "text/plain; charset=utf-8"
+    error_message_format = "%(code)d %(message)s\n"
 
     def version_string(self) -> str:
         """The Server header: no Python version to fingerprint."""
@@ -217,8 +297,7 @@ class DashboardRequestHandler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         """Serves the page, its assets, or the latest snapshot."""
-        allowed = self.server.allowed_hosts
-        if allowed is not None and self.headers.get("Host", "") not in allowed:
+        if not self.server.allowed_hosts.allows(self.headers.get("Host")):
             self._send(HTTPStatus.MISDIRECTED_REQUEST, b"unexpected Host header\n", "text/plain; charset=utf-8")
             return
         path = self.path.split("?", 1)[0]
@@ -231,13 +310,19 @@ class DashboardRequestHandler(BaseHTTPRequestHandler):
             return
         self._send(HTTPStatus.OK, static.body, static.content_type, cache="no-cache")
 
+    def end_headers(self) -> None:
+        """Every response's headers end with the security headers: the 501 for POST, PUT,
+        OPTIONS or HEAD and the 400 for a malformed request are sent by the base class, and
+        carried neither the CSP nor ``nosniff`` before."""
+        for name, value in SECURITY_HEADERS.items():
+            self.send_header(name, value)
+        super().end_headers()
+
     def _send(self, status: HTTPStatus, body: bytes, content_type: str, cache: str = "no-store") -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Cache-Control", cache)
-        for name, value in SECURITY_HEADERS.items():
-            self.send_header(name, value)
         self.end_headers()
         self.wfile.write(body)
 

@@ -35,6 +35,13 @@ class PriceTable:
     lambda_gb_second: float
     lambda_request: float
     sources: tuple[str, ...]
+    logs_ingestion_per_gb: float
+    custom_metric_month: float
+    dashboard_month: float
+    standard_alarm_month: float
+    get_metric_data_per_metric: float
+    kms_customer_managed_key_month: float
+    s3_put_request: float
 
     @property
     def seconds_per_month(self) -> float:
@@ -44,6 +51,7 @@ class PriceTable:
 def load_price_table(path: Path = DEFAULT_PRICE_TABLE) -> PriceTable:
     raw: dict[str, Any] = json.loads(path.read_text())
     dynamodb, kinesis, functions = raw["dynamodb"], raw["kinesis"], raw["lambda"]
+    cloudwatch, kms, s3 = raw["cloudwatch"], raw["kms"], raw["s3"]
     return PriceTable(
         region=raw["region"],
         as_of=raw["as_of"],
@@ -62,5 +70,20 @@ def load_price_table(path: Path = DEFAULT_PRICE_TABLE) -> PriceTable:
         kinesis_put_payload_unit_bytes=int(kinesis["put_payload_unit_bytes"]),
         lambda_gb_second=float(functions["arm64_gb_second"]),
         lambda_request=float(functions["requests_per_million"]) / 1e6,
-        sources=(dynamodb["source"], dynamodb["provisioned_source"], kinesis["source"], functions["source"]),
+        sources=(
+            dynamodb["source"],
+            dynamodb["provisioned_source"],
+            kinesis["source"],
+            functions["source"],
+            cloudwatch["source"],
+            kms["source"],
+            s3["source"],
+        ),
+        logs_ingestion_per_gb=float(cloudwatch["logs_ingestion_per_gb"]),
+        custom_metric_month=float(cloudwatch["custom_metric_month"]),
+        dashboard_month=float(cloudwatch["dashboard_month"]),
+        standard_alarm_month=float(cloudwatch["standard_alarm_month"]),
+        get_metric_data_per_metric=float(cloudwatch["get_metric_data_per_thousand_metrics"]) / 1000,
+        kms_customer_managed_key_month=float(kms["customer_managed_key_month"]),
+        s3_put_request=float(s3["put_requests_per_thousand"]) / 1000,
     )

@@ -9,8 +9,10 @@ Every error is one line on stderr, never a traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -21,18 +23,24 @@ from producer.cleanup import DEFAULT_CLEAR_TIMEOUT_SECONDS, ClearTimeout, clear_
 from producer.display import (
     ClearProgressDisplay,
     DrainProgressDisplay,
+    PipelineDrainDisplay,
     SendProgressDisplay,
+    WatchLines,
     render_clear_summary,
+    render_pipeline_summary,
     render_send_summary,
     render_verification_report,
 )
 from producer.model import DEFAULT_HIERARCHY_LEVELS, parse_hierarchy_levels
 from producer.sender import SendError, SendOptions, send_messages, stop_on_sigterm
 from producer.targets import resolve_target
+from producer.trial_cost import describe, estimate, refusal
 from producer.verifier import verify_pipeline
+from producer.watch import PipelineWatch, pipeline_reader
 from toolkit.cli import OneLineArgumentParser, bounded
 from toolkit.ledger import DEFAULT_LEDGER_PATH, LedgerError
-from toolkit.pipeline import DEFAULT_OUTPUTS_PATH, PipelineTarget, TargetError
+from toolkit.pipeline import DEFAULT_OUTPUTS_PATH, PipelineTarget, TargetError, environment_endpoint
+from toolkit.untrusted import printable
 
 PROGRAM = "producer"
 EXIT_MISMATCH = 1
@@ -124,6 +132,19 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"comma-separated levels, as the pipeline is configured (default {','.join(DEFAULT_HIERARCHY_LEVELS)})",
     )
     send.add_argument(
+        "--watch",
+        type=_non_negative,
+        default=120.0,
+        help="read back the applied rate and latency as it runs (locally from the stack, on AWS from CloudWatch), "
+        "then wait up to this many seconds for the pipeline to apply what was sent and print p50/p99 "
+        "(default 120; 0: no read-back)",
+    )
+    send.add_argument(
+        "--yes",
+        action="store_true",
+        help="send to a deployed stack even when the estimated cost is above $1 (the estimate is printed first)",
+    )
+    send.add_argument(
         "--timestamp-epoch-ms",
         type=_seed,
         help="stamp messages from this epoch (ms) + 1 ms each instead of the clock: fully reproducible bytes",
@@ -180,10 +201,35 @@ def run_send(arguments: argparse.Namespace, console: Console, status: Console) -
         processes=arguments.processes,
     )
     options.generator_config(0)  # validate the percentages and counts before touching AWS
+    if arguments.stack_name and environment_endpoint() is None:  # AWS, not an emulator: it bills
+        cost = estimate(arguments.rate, arguments.count, arguments.duration)
+        for line in describe(cost):
+            status.print(line, highlight=False, soft_wrap=True)
+        if (refused := refusal(cost, arguments.yes)) is not None:
+            raise ValueError(refused)
     target = _target(arguments)
     stop_on_sigterm()
-    summary = send_messages(target, options, progress=SendProgressDisplay(status, _show_progress(arguments)))
-    render_send_summary(summary, console)
+    if not arguments.watch:
+        summary = send_messages(target, options, progress=SendProgressDisplay(status, _show_progress(arguments)))
+        render_send_summary(summary, console)
+        return 0
+    watch = PipelineWatch(pipeline_reader(target))
+    watch.start()
+    enabled = _show_progress(arguments)
+    plain = enabled is None and not status.is_terminal
+    with WatchLines(status, watch) if plain else contextlib.nullcontext():
+        summary = send_messages(target, options, progress=SendProgressDisplay(status, enabled, watch))
+        render_send_summary(summary, console)
+        started = time.monotonic()
+        with PipelineDrainDisplay(status, enabled, watch) as display:
+
+            def refresh_and_sleep(seconds: float) -> None:
+                display.refresh()
+                time.sleep(seconds)
+
+            settled = watch.wait_until_settled(arguments.watch, sleep=refresh_and_sleep)
+    dashboard = "" if target.is_local else target.dashboard_url  # the console has no emulator
+    render_pipeline_summary(watch.stop(), settled, dashboard, time.monotonic() - started, console)
     return 0
 
 
@@ -213,7 +259,8 @@ def run_clear(arguments: argparse.Namespace, console: Console, status: Console) 
 
 
 def _one_line(text: str) -> str:
-    return " ".join(text.split())
+    """An error on one line, its control characters escaped (an AWS message may quote a name)."""
+    return printable(" ".join(text.split()))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

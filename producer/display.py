@@ -6,6 +6,10 @@ protocols they define (`sender.SendProgress`, `verifier.DrainProgress`,
 `cleanup.ClearProgress`), which the
 displays here implement, and the CLI connects the two. Live displays only run on a
 terminal; in CI logs the same information appears as occasional plain lines.
+
+TradeIDs, node keys, table names and paths are not this module's own text: each is shown as
+`toolkit.untrusted.untrusted_text` (never parsed as rich markup, control characters escaped), so
+no TradeID or hierarchy name can forge the verdict or write to the operator's terminal.
 """
 
 from __future__ import annotations
@@ -19,22 +23,76 @@ from typing import TYPE_CHECKING, Self
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
+
+from toolkit.untrusted import untrusted_text
 
 if TYPE_CHECKING:
     from producer.cleanup import ClearStatus, ClearSummary
     from producer.sender import SendProgressSnapshot, SendSummary
     from producer.verifier import DrainStatus, VerificationReport
+    from producer.watch import Figures, PipelineWatch
 
 MAX_ROWS = 40
 PLAIN_REPORT_INTERVAL = 10.0
+PLAIN_WATCH_INTERVAL = 5.0
+"""Off a terminal, a line of the pipeline's figures this often while `send` runs and drains."""
+
+
+def describe_figures(watch: PipelineWatch) -> str:
+    """One line of what the pipeline applied (`producer.watch`), for a live display or a log."""
+    if watch.error is not None:
+        return f"pipeline: cannot read back ({watch.error})"
+    figures = watch.latest
+    if figures is None:
+        return "pipeline: reading back"
+    rate = "" if figures.rate is None else f" · {figures.rate:,.0f} msg/s"
+    return f"pipeline: {figures.applied:,} applied{rate} · latency {_latency(figures)}"
+
+
+def _latency(figures: Figures) -> str:
+    if figures.p50_ms is None:
+        return "-"
+    return f"p50 {_ms(figures.p50_ms)} p99 {_ms(figures.p99_ms)} max {_ms(figures.max_ms)}"
+
+
+def _ms(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.0f} ms" if value < 10_000 else f"{value / 1000:,.1f} s"
+
+
+class WatchLines:
+    """Off a terminal: the pipeline's figures as a plain line every `PLAIN_WATCH_INTERVAL` seconds."""
+
+    def __init__(self, console: Console, watch: PipelineWatch) -> None:
+        self._console = console
+        self._watch = watch
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="watch-lines", daemon=True)
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(PLAIN_WATCH_INTERVAL):
+            self._console.print(describe_figures(self._watch), highlight=False, soft_wrap=True)
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 class SendProgressDisplay:
     """A live bar (sent, sent/s, retried, throttled) polling the send counters: a `sender.SendProgress`."""
 
-    def __init__(self, console: Console, enabled: bool | None = None) -> None:
-        """``enabled`` None: live on a terminal only."""
+    def __init__(self, console: Console, enabled: bool | None = None, watch: PipelineWatch | None = None) -> None:
+        """``enabled`` None: live on a terminal only. ``watch``: the pipeline's figures on the same line."""
         self._console = console
+        self._watch = watch
         self._read: Callable[[], SendProgressSnapshot] | None = None
         self._total_messages: int | None = None
         self._enabled = console.is_terminal if enabled is None else enabled
@@ -61,11 +119,12 @@ class SendProgressDisplay:
             TextColumn("retried {task.fields[retried]:,}"),
             TextColumn("throttled {task.fields[throttled]:,}"),
             TimeElapsedColumn(),
+            TextColumn("{task.fields[pipeline]}"),
             console=self._console,
             transient=False,
         )
         total = float(total_messages) if total_messages else duration
-        self._task = self._progress.add_task("send", total=total, sent=0, rate=0.0, retried=0, throttled=0)
+        self._task = self._progress.add_task("send", total=total, sent=0, rate=0.0, retried=0, throttled=0, pipeline="")
         self._progress.start()
         self._thread = threading.Thread(target=self._poll, name="send-progress", daemon=True)
         self._thread.start()
@@ -88,6 +147,7 @@ class SendProgressDisplay:
             rate=self._rate,
             retried=snapshot.retried,
             throttled=snapshot.throttled,
+            pipeline="" if self._watch is None else describe_figures(self._watch),
         )
 
     def _poll(self) -> None:
@@ -152,6 +212,18 @@ class DrainProgressDisplay(_StatusDisplay):
         self.message(text)
 
 
+class PipelineDrainDisplay(_StatusDisplay):
+    """A spinner with the pipeline's figures while `send` waits for it to apply what was sent."""
+
+    def __init__(self, console: Console, enabled: bool | None, watch: PipelineWatch) -> None:
+        """``enabled`` None: live on a terminal (off one, `WatchLines` reports); False: silent."""
+        super().__init__(console, False if enabled is None and not console.is_terminal else enabled, "draining")
+        self._watch = watch
+
+    def refresh(self) -> None:
+        self.message(f"waiting for the pipeline to apply what was sent · {describe_figures(self._watch)}")
+
+
 class ClearProgressDisplay(_StatusDisplay):
     """A spinner while ``clear`` waits for the pipeline to take the deleted trades out: a `cleanup.ClearProgress`."""
 
@@ -191,11 +263,34 @@ def render_send_summary(summary: SendSummary, console: Console) -> None:
         ("throughput", f"{summary.messages_per_second:,.0f} msg/s ({summary.bytes_sent / 1e6:,.1f} MB)"),
     ]
     if summary.uncertain:
-        rows.append(("[yellow]in doubt (in flight when stopped)", f"[yellow]{summary.uncertain:,}"))
+        rows.append(("in doubt (in flight when stopped)", f"{summary.uncertain:,}"))
     if summary.ledger_path is not None:
         rows.append(
             ("ledger", f"{summary.ledger_path} ({summary.ledger_trades:,} trades, {summary.ledger_nodes:,} nodes)")
         )
+    for name, value in rows:
+        style = "yellow" if name.startswith("uncertain") else ""
+        table.add_row(untrusted_text(name, style), untrusted_text(value, style))
+    console.print(table)
+
+
+def render_pipeline_summary(
+    figures: Figures, settled: bool, dashboard_url: str, waited_seconds: float, console: Console
+) -> None:
+    """What the pipeline applied of the run, read back from it (`producer.watch`)."""
+    table = Table(title="pipeline (read back)", show_header=False, title_justify="left")
+    table.add_column("what")
+    table.add_column("value", justify="right")
+    drained = "" if settled else f" (still applying after {waited_seconds:.0f} s: `producer verify` waits longer)"
+    rows = [
+        ("messages applied", f"{figures.applied:,}{drained}"),
+        ("applied rate", "-" if figures.rate is None else f"{figures.rate:,.0f} msg/s"),
+        ("end-to-end latency p50", _ms(figures.p50_ms)),
+        ("end-to-end latency p99", _ms(figures.p99_ms)),
+        ("end-to-end latency max", _ms(figures.max_ms)),
+    ]
+    if dashboard_url:
+        rows.append(("dashboard", dashboard_url))
     for name, value in rows:
         table.add_row(name, value)
     console.print(table)
@@ -216,24 +311,29 @@ def render_verification_report(report: VerificationReport, console: Console) -> 
         )
     if report.exact:
         console.print(
-            f"[bold green]EXACT[/bold green]: all {comparison.expected_nodes:,} nodes and "
-            f"{report.trades_checked:,} trades match the ledger ({context}; waited {report.waited_seconds:.0f} s)",
-            highlight=False,
+            Text.assemble(
+                ("EXACT", "bold green"),
+                f": all {comparison.expected_nodes:,} nodes and {report.trades_checked:,} trades match the ledger "
+                f"({context}; waited {report.waited_seconds:.0f} s)",
+            )
         )
         return
     waited = "" if report.settled else f"; timed out after {report.waited_seconds:.0f} s, still changing"
     console.print(
-        f"[bold red]MISMATCH[/bold red]: {len(comparison.mismatches):,} of "
-        f"{len(comparison.mismatches) + comparison.matching_nodes:,} nodes differ, "
-        f"{len(report.trade_mismatches):,} of {report.trades_checked:,} trades wrong or missing ({context}{waited})",
-        highlight=False,
+        Text.assemble(
+            ("MISMATCH", "bold red"),
+            f": {len(comparison.mismatches):,} of {len(comparison.mismatches) + comparison.matching_nodes:,} nodes "
+            f"differ, {len(report.trade_mismatches):,} of {report.trades_checked:,} trades wrong or missing "
+            f"({context}{waited})",
+        )
     )
     if comparison.mismatches:
         nodes = Table(title="aggregate nodes that differ", title_justify="left")
         for column in ("node", "expected value", "actual value", "difference", "expected count", "actual count"):
             nodes.add_column(column, justify="left" if column == "node" else "right")
         for mismatch in comparison.mismatches[:MAX_ROWS]:
-            nodes.add_row(
+            _add_row(
+                nodes,
                 mismatch.key,
                 _text(mismatch.expected.value) if mismatch.expected else "(absent)",
                 _text(mismatch.actual.value) if mismatch.actual else "(absent)",
@@ -249,7 +349,8 @@ def render_verification_report(report: VerificationReport, console: Console) -> 
             trades.add_column(column, justify="left" if column in ("trade", "problem") else "right")
         for wrong in report.trade_mismatches[:MAX_ROWS]:
             actual = wrong.actual
-            trades.add_row(
+            _add_row(
+                trades,
                 wrong.trade_id,
                 wrong.problem,
                 str(wrong.expected.version),
@@ -264,16 +365,17 @@ def render_verification_report(report: VerificationReport, console: Console) -> 
 def render_clear_summary(summary: ClearSummary, console: Console) -> None:
     """What ``clear`` deleted, and how long the pipeline took to bring every node to zero."""
     for name, deleted in summary.deleted_items.items():
-        console.print(f"cleared {name}: {deleted:,} items deleted", highlight=False)
+        console.print(untrusted_text(f"cleared {name}: {deleted:,} items deleted"))
     console.print(
-        f"[bold green]cleared[/bold green]: every aggregate node is back at zero "
-        f"(waited {summary.waited_seconds:.0f} s for the pipeline)",
-        highlight=False,
+        Text.assemble(
+            ("cleared", "bold green"),
+            f": every aggregate node is back at zero (waited {summary.waited_seconds:.0f} s for the pipeline)",
+        )
     )
     for note in summary.notes:
-        console.print(note, highlight=False)
+        console.print(untrusted_text(note))
     if summary.ledger_deleted is not None:
-        console.print(f"deleted ledger {summary.ledger_deleted}", highlight=False)
+        console.print(untrusted_text(f"deleted ledger {summary.ledger_deleted}"))
 
 
 def _text(value: object) -> str:
@@ -287,4 +389,9 @@ def _signed(value: object) -> str:
 
 def _more(table: Table, total: int, columns: int) -> None:
     if total > MAX_ROWS:
-        table.add_row(f"… and {total - MAX_ROWS:,} more", *([""] * (columns - 1)))
+        _add_row(table, f"… and {total - MAX_ROWS:,} more", *([""] * (columns - 1)))
+
+
+def _add_row(table: Table, *cells: str) -> None:
+    """A row whose every cell is untrusted text: a string cell would be parsed as markup."""
+    table.add_row(*(untrusted_text(cell) for cell in cells))

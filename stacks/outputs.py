@@ -13,6 +13,7 @@ from constructs import Construct
 from aggregation.names import (
     AGGREGATE_TABLE_OUTPUT,
     ARCHIVE_BUCKET_OUTPUT,
+    DASHBOARD_URL_OUTPUT,
     DELTA_TABLE_OUTPUT,
     QUARANTINE_TABLE_OUTPUT,
     STATE_TABLE_OUTPUT,
@@ -23,7 +24,8 @@ from stacks.tables import PipelineTables
 
 
 class PipelineOutputs(Construct):
-    """StreamName, StateTableName, DeltaTableName, AggregateTableName, QuarantineTableName, ArchiveBucketName."""
+    """StreamName, StateTableName, DeltaTableName, AggregateTableName, QuarantineTableName,
+    ArchiveBucketName, DashboardUrl."""
 
     def __init__(
         self,
@@ -33,6 +35,7 @@ class PipelineOutputs(Construct):
         ingest: IngestStream,
         tables: PipelineTables,
         archive_bucket: s3.IBucket,
+        dashboard_url: str,
     ) -> None:
         super().__init__(scope, construct_id)
         values = {
@@ -42,6 +45,10 @@ class PipelineOutputs(Construct):
             AGGREGATE_TABLE_OUTPUT: (tables.aggregate_table.table_name, "The aggregates"),
             QUARANTINE_TABLE_OUTPUT: (tables.quarantine_table.table_name, "Invalid input records"),
             ARCHIVE_BUCKET_OUTPUT: (archive_bucket.bucket_name, "Audit archive: every delta item, written once"),
+            DASHBOARD_URL_OUTPUT: (
+                dashboard_url,
+                "CloudWatch dashboard of the pipeline (python -m producer send shows it)",
+            ),
         }
         for key, (value, description) in values.items():
             output = CfnOutput(self, key, value=value, description=description)

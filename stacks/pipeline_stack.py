@@ -9,6 +9,7 @@ from constructs import Construct
 
 from stacks.archive import ArchiveStage
 from stacks.capacity import check_capacity
+from stacks.dashboard import PipelineDashboard
 from stacks.functions import SharedFunctionAssets
 from stacks.ingest import IngestStream
 from stacks.monitoring import PipelineAlarms
@@ -44,16 +45,31 @@ class ExactlyOnceAggregationStack(Stack):
         self.map_stage = MapStage(self, "Map", settings=settings, assets=assets, tables=self.tables)
         self.reduce_stage = ReduceStage(self, "Reduce", settings=settings, assets=assets, tables=self.tables)
         self.archive_stage = ArchiveStage(self, "Archive", settings=settings, assets=assets, tables=self.tables)
-        self.alarms = PipelineAlarms(
+        functions = {
+            "state": self.state_stage.handler.function,
+            "map": self.map_stage.handler.function,
+            "reduce": self.reduce_stage.handler.function,
+            "archive": self.archive_stage.handler.function,
+        }
+        self.alarms = PipelineAlarms(self, "Alarms", settings=settings, functions=functions)
+        tables = {
+            "StateTable": self.tables.state_table,
+            "DeltaTable": self.tables.delta_table,
+            "AggregateTable": self.tables.aggregate_table,
+            "QuarantineTable": self.tables.quarantine_table,
+        }
+        capacities = {
+            "StateTable": settings.state_table_capacity,
+            "DeltaTable": settings.delta_table_capacity,
+            "AggregateTable": settings.aggregate_table_capacity,
+        }
+        self.dashboard = PipelineDashboard(
             self,
-            "Alarms",
-            settings=settings,
-            functions={
-                "state": self.state_stage.handler.function,
-                "map": self.map_stage.handler.function,
-                "reduce": self.reduce_stage.handler.function,
-                "archive": self.archive_stage.handler.function,
-            },
+            "Dashboard",
+            stream=self.ingest.stream,
+            functions=functions,
+            tables=tables,
+            provisioned_tables=frozenset(name for name, capacity in capacities.items() if capacity.provisioned),
         )
         # Every function is updated only after the guard accepted the new settings.
         self.settings_guard = SettingsGuard(self, "SettingsGuard", settings=settings, assets=assets)
@@ -64,5 +80,10 @@ class ExactlyOnceAggregationStack(Stack):
             self.archive_stage.handler.function,
         )
         PipelineOutputs(
-            self, "Outputs", ingest=self.ingest, tables=self.tables, archive_bucket=self.archive_stage.buckets.bucket
+            self,
+            "Outputs",
+            ingest=self.ingest,
+            tables=self.tables,
+            archive_bucket=self.archive_stage.buckets.bucket,
+            dashboard_url=self.dashboard.url,
         )

@@ -291,8 +291,8 @@ class ReduceStage(Construct):
             },
         )
         function = self.handler.function
-        # A parallelization factor above 1 splits a shard's delta items by partition key
-        # (StreamShard): items of one StateTable shard, and so of one slice, stay in order in one lane.
+        # A parallelization factor above 1 runs that many lanes per DeltaTable stream shard; Lambda
+        # keeps order per item only, so lanes may write one slice at once (a conflict is resent).
         self.event_source = consume_table_stream(
             self.handler,
             tables.delta_table,

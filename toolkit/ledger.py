@@ -80,14 +80,56 @@ def load_ledger(path: Path) -> dict[str, NodeTotals]:
     ``count``. Unrelated top-level fields are ignored; every entry of the map is a node, whatever
     its key starts with.
     """
+    return _nodes_of(_read_document(path), path)
+
+
+@dataclass(frozen=True)
+class LedgerMessages:
+    """What the producer's ``counts`` say about the messages it sent (the dashboard's backlog).
+
+    ``to_apply`` is how many of them change a trade's state (new trades and modifications,
+    moves included): exactly what the reduce stage counts in ``#stats`` ``MessagesApplied``
+    once the pipeline has drained. Duplicates, out-of-order older versions, conflicting
+    duplicates and malformed records are sent but never applied.
+    """
+
+    sent: int
+    to_apply: int
+
+
+def load_ledger_with_messages(path: Path) -> tuple[dict[str, NodeTotals], LedgerMessages | None]:
+    """:func:`load_ledger`, plus the message counts when the ledger has the producer's ``counts``
+    (one read of the file, so both describe the same moment)."""
+    document = _read_document(path)
+    return _nodes_of(document, path), _messages_of(document)
+
+
+def _read_document(path: Path) -> object:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as error:
         raise LedgerError(f"cannot read {path}: {error.strerror or error}") from None
     try:
-        document = json.loads(text, parse_float=Decimal)
+        document: object = json.loads(text, parse_float=Decimal)
     except (ValueError, RecursionError) as error:
         raise LedgerError(f"{path} is not valid JSON ({error})") from None
+    return document
+
+
+def _messages_of(document: object) -> LedgerMessages | None:
+    counts = document.get("counts") if isinstance(document, dict) else None
+    if not isinstance(counts, dict):
+        return None
+    numbers = {name: counts.get(name) for name in ("messages_sent", "new_trades", "modifications")}
+    if not all(isinstance(number, int) and not isinstance(number, bool) for number in numbers.values()):
+        return None
+    return LedgerMessages(
+        sent=int(numbers["messages_sent"]),  # type: ignore[arg-type]
+        to_apply=int(numbers["new_trades"]) + int(numbers["modifications"]),  # type: ignore[arg-type]
+    )
+
+
+def _nodes_of(document: object, path: Path) -> dict[str, NodeTotals]:
     entries, whole_document = _entries(document, path)
     nodes: dict[str, NodeTotals] = {}
     for key, entry in entries:

@@ -35,6 +35,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from aggregation.names import (
     AGGREGATE_TABLE_OUTPUT,
     ARCHIVE_BUCKET_OUTPUT,
+    DASHBOARD_URL_OUTPUT,
     DELTA_TABLE_OUTPUT,
     QUARANTINE_TABLE_OUTPUT,
     STATE_TABLE_OUTPUT,
@@ -47,7 +48,8 @@ if TYPE_CHECKING:
     from mypy_boto3_kinesis import KinesisClient
 
 DEFAULT_STACK_NAME: Final = "ExactlyOnceAggregation"
-DEFAULT_OUTPUTS_PATH: Final = Path(".local/outputs.json")
+DEFAULT_OUTPUTS_PATH: Final = Path(os.environ.get("LOCAL_STATE_DIR") or ".local") / "outputs.json"
+"""Where `make up` writes its outputs (`local/paths.py`): clients follow ``$LOCAL_STATE_DIR`` as it does."""
 LOCAL_DEFAULT_REGION: Final = "us-east-1"
 DUMMY_CREDENTIAL: Final = "testing"
 """Access key and secret for the emulator, which accepts any."""
@@ -118,6 +120,8 @@ class PipelineTarget:
     source: str = "explicit"
     """Where this came from (``stack X``, ``.local/outputs.json``), for messages."""
     archive_bucket: str = ""
+    dashboard_url: str = ""
+    """The stack's CloudWatch dashboard (a deployed stack's `DashboardUrl`; none locally)."""
 
     @property
     def from_stack(self) -> bool:
@@ -200,7 +204,12 @@ def target_from_stack(stack_name: str, region: str | None = None) -> PipelineTar
         raise TargetError(f"stack {stack_name} not found")
     outputs = {output["OutputKey"]: output["OutputValue"] for output in stacks[0].get("Outputs", [])}
     names = {name: outputs.get(key, "") for key, name in STACK_OUTPUT_KEYS.items()}
-    return PipelineTarget(region=region or cloudformation.meta.region_name, source=f"stack {stack_name}", **names)
+    return PipelineTarget(
+        region=region or cloudformation.meta.region_name,
+        source=f"stack {stack_name}",
+        dashboard_url=outputs.get(DASHBOARD_URL_OUTPUT, ""),
+        **names,
+    )
 
 
 def locate_pipeline(

@@ -36,6 +36,24 @@
     return true;
   }
 
+  /** Names a number cell's column, which a phone shows beside the number (the table head is hidden there). */
+  function labelled(cell, label) {
+    cell.dataset.label = label;
+    return cell;
+  }
+
+  /** Sets a sentence as words, each a span; words with digits are numbers, which never break. */
+  function setWords(node, text) {
+    if (node.dataset.text === text) return;
+    node.dataset.text = text;
+    const parts = [];
+    text.split(' ').forEach((word, index) => {
+      if (index) parts.push(document.createTextNode(' '));
+      parts.push(element('span', /\d/.test(word) ? 'number' : '', word));
+    });
+    node.replaceChildren(...parts);
+  }
+
   function flash(node) {
     node.classList.remove('changed');
     void node.offsetWidth; // restart the animation
@@ -93,9 +111,12 @@
       renderTree(lastSnapshot.tree);
     });
     const name = element('span', 'name');
-    nameCell.append(toggle, name);
-    const value = element('td', 'num value');
-    const count = element('td', 'num count');
+    // One flex line: a long name wraps beside its toggle, never leaving the ▸ alone above it.
+    const line = element('div', 'node-line');
+    line.append(toggle, name);
+    nameCell.append(line);
+    const value = labelled(element('td', 'num value'), 'value');
+    const count = labelled(element('td', 'num count'), 'trades');
     row.append(nameCell, value, count);
     row.dataset.key = key;
     return { row, nameCell, toggle, name, value, count };
@@ -168,8 +189,8 @@
       name.title = top.key;
       row.append(
         name,
-        element('td', `num${isNegative(top.value) ? ' negative' : ''}`, top.value ?? '—'),
-        element('td', 'num', top.trade_count ?? '—'),
+        labelled(element('td', `num${isNegative(top.value) ? ' negative' : ''}`, top.value ?? '—'), 'value'),
+        labelled(element('td', 'num', top.trade_count ?? '—'), 'trades'),
       );
       return row;
     });
@@ -195,11 +216,30 @@
     );
   }
 
+  function renderBacklog(snapshot) {
+    const backlog = snapshot.backlog || {};
+    setText(byId('backlog-lag'), backlog.lag);
+    setText(byId('backlog-ingested'), backlog.ingested);
+    setText(byId('backlog-applied'), backlog.applied);
+    setText(byId('backlog-to-apply'), backlog.to_apply);
+  }
+
+  function renderQuarantine(snapshot) {
+    const quarantine = snapshot.quarantine;
+    const count = byId('quarantine-count');
+    setText(count, quarantine ? quarantine.count : '—');
+    count.classList.toggle('negative', Boolean(quarantine && quarantine.count && quarantine.count !== '0'));
+    const reasons = quarantine ? quarantine.latest.map((record) => element('li', '', record.reason)) : [];
+    if (quarantine && quarantine.error) reasons.unshift(element('li', 'negative', quarantine.error));
+    if (!quarantine) reasons.push(element('li', '', 'no QuarantineTable named'));
+    byId('quarantine-latest').replaceChildren(...reasons);
+  }
+
   function renderVerification(snapshot) {
     const verification = snapshot.verification;
     const badge = byId('verification');
     badge.className = `badge ${verification.status}`;
-    setText(badge, verification.label);
+    setWords(badge, verification.label);
     setText(byId('verification-ledger'), verification.ledger ? `ledger ${verification.ledger}` : 'no ledger given');
 
     const panel = byId('differences-panel');
@@ -208,12 +248,13 @@
     const rows = differences.map((difference) => {
       const row = element('tr');
       const describe = (totals) => `${totals.value} (${totals.trade_count})`;
+      const sign = (formatted) => `num${isNegative(formatted) ? ' negative' : ''}`;
       row.append(
         element('td', 'node', difference.key),
-        element('td', 'num', describe(difference.expected)),
-        element('td', 'num', describe(difference.actual)),
-        element('td', `num${isNegative(difference.value_difference) ? ' negative' : ''}`, difference.value_difference),
-        element('td', `num${isNegative(difference.trade_count_difference) ? ' negative' : ''}`, difference.trade_count_difference),
+        labelled(element('td', 'num', describe(difference.expected)), 'ledger'),
+        labelled(element('td', 'num', describe(difference.actual)), 'table'),
+        labelled(element('td', sign(difference.value_difference), difference.value_difference), 'Δ value'),
+        labelled(element('td', sign(difference.trade_count_difference), difference.trade_count_difference), 'Δ trades'),
       );
       return row;
     });
@@ -256,7 +297,7 @@
 
   function renderChart(snapshot) {
     const container = byId('chart');
-    const width = Math.max(container.clientWidth, 320);
+    const width = Math.max(container.clientWidth, 200);
     const panelHeight = 120;
     const gap = 34;
     const margin = { left: 64, right: 16, top: 18, bottom: 24 };
@@ -277,8 +318,9 @@
         label: 'latency',
         unit: 's',
         series: [
-          ['max', 'line-max', false],
+          // max drawn last: where a batch held one message, max equals mean and must not hide under it
           ['mean', 'line-mean', false],
+          ['max', 'line-max', false],
         ],
       },
     ];
@@ -314,14 +356,15 @@
         }
       }
     }
-    for (const secondsAgo of [300, 240, 180, 120, 60, 0]) {
+    const ticks = width < 480 ? [300, 150, 0] : [300, 240, 180, 120, 60, 0]; // a phone has room for three
+    for (const secondsAgo of ticks) {
       const tick = svgElement('text', {
         x: x(end - secondsAgo),
         y: height - 6,
         class: 'tick',
         'text-anchor': secondsAgo === 300 ? 'start' : secondsAgo === 0 ? 'end' : 'middle',
       });
-      tick.textContent = secondsAgo === 0 ? clock(end) : `−${secondsAgo / 60} min`;
+      tick.textContent = secondsAgo === 0 ? clock(end) : `−${+(secondsAgo / 60).toFixed(1)} min`;
       svg.append(tick);
     }
     container.replaceChildren(svg);
@@ -346,6 +389,8 @@
     error.hidden = !snapshot.read_error;
     setText(error, snapshot.read_error ? `Showing the last good reading — ${snapshot.read_error}` : '');
     renderFigures(snapshot);
+    renderBacklog(snapshot);
+    renderQuarantine(snapshot);
     renderVerification(snapshot);
     renderTopLevel(snapshot);
     renderTree(snapshot.tree);

@@ -27,6 +27,7 @@ from decimal import Decimal
 from typing import Any
 
 from aggregation.deltas import NodeDelta
+from aggregation.latency import LATENCY_BUCKET_PREFIX, bucket_attribute, histogram_of, merged
 from aggregation.names import (
     AGGREGATE_KEY,
     BOOKKEEPING_PREFIX,
@@ -69,15 +70,23 @@ def combined_stats(items: Iterable[Mapping[str, Any]]) -> dict[str, Any] | None:
     """The running figures of every stats slice among these items, as one `#stats` item.
 
     Items are plain-typed (as boto3's resource or `TypeDeserializer` gives them); other items
-    are ignored. `MessagesApplied` is the sum over the slices; the clock-dependent figures
-    (`LastUpdated`, latency) are those of the slice updated last. None without a stats slice.
+    are ignored. `MessagesApplied` and the latency histogram (`aggregation.latency`) are sums
+    over the slices; the clock-dependent figures (`LastUpdated`, latest mean and max latency)
+    are those of the slice updated last. None without a stats slice.
     """
     slices = [item for item in items if is_stats_key(str(item.get(AGGREGATE_KEY, "")))]
     if not slices:
         return None
     latest = max(slices, key=lambda item: item.get(LAST_UPDATED, 0))
     applied = sum(int(item.get(MESSAGES_APPLIED, 0)) for item in slices)
-    return {**latest, AGGREGATE_KEY: STATS_KEY, MESSAGES_APPLIED: applied}
+    buckets = merged(histogram_of(item) for item in slices)
+    figures = {name: value for name, value in latest.items() if not name.startswith(LATENCY_BUCKET_PREFIX)}
+    return {
+        **figures,
+        **{bucket_attribute(bucket): count for bucket, count in sorted(buckets.items())},
+        AGGREGATE_KEY: STATS_KEY,
+        MESSAGES_APPLIED: applied,
+    }
 
 
 def node_item_key(path_key: str, slice_index: int = 0) -> str:

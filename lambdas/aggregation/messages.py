@@ -1,6 +1,7 @@
 """Parsing and validation of trade messages, as docs/design.md ("Messages") states, with the
-bounds that keep every later write storable: the Value's aggregatable domain, level
-values of at most 128 UTF-8 bytes, no lone surrogates in strings.
+bounds that keep every later write storable (the Value's aggregatable domain, level
+values of at most 128 UTF-8 bytes, no lone surrogates in strings) and the rule that keeps
+what the operator sees unforgeable (no control characters in TradeIDs and level values).
 
 A record that fails any rule raises `InvalidMessage` with a reason a person can
 act on; the state function quarantines it with that reason and moves on, so one
@@ -9,6 +10,7 @@ bad record never blocks its shard.
 
 import hashlib
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -25,6 +27,14 @@ others are dropped, so no absurd figure can break the reduce stage's latency ari
 VERSION_LIMIT = 10**DYNAMODB_MAX_DIGITS
 """Versions are integers below this (at most 38 digits): every integer up to it is a DynamoDB
 number, written as its digits, and compared exactly by the state write's condition."""
+
+
+UNSAFE_CHARACTERS = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+"""C0 controls, DEL, C1 controls, and the bidirectional embeddings, overrides and isolates: refused
+in TradeIDs and level values, which every operator tool shows. A terminal acts on escape sequences
+(clear the screen, set the title, write the clipboard) and both terminals and browsers reorder
+text after a bidirectional override, so a producer could repaint what the operator sees. The
+operator tools escape the same class (`toolkit.untrusted`, which cannot import this module)."""
 
 
 class InvalidMessage(ValueError):
@@ -98,6 +108,12 @@ def _utf8_length(text: str, field: str) -> int:
         _reject(f"{field} is not valid Unicode (lone surrogate)")
 
 
+def _refuse_unsafe_characters(text: str, field: str) -> None:
+    unsafe = UNSAFE_CHARACTERS.search(text)
+    if unsafe is not None:
+        _reject(f"{field} contains a control or bidirectional-control character (U+{ord(unsafe.group()):04X})")
+
+
 def _trade_id(document: dict[str, Any]) -> str:
     trade_id = document.get("TradeID")
     if not isinstance(trade_id, str):
@@ -107,6 +123,7 @@ def _trade_id(document: dict[str, Any]) -> str:
     if len(trade_id) > MAX_TRADE_ID_LENGTH:
         _reject(f"TradeID is longer than {MAX_TRADE_ID_LENGTH} characters")
     _utf8_length(trade_id, "TradeID")
+    _refuse_unsafe_characters(trade_id, "TradeID")
     return trade_id
 
 
@@ -164,6 +181,7 @@ def _hierarchy(document: dict[str, Any], levels: Sequence[str]) -> tuple[str, ..
             _reject(f"Hierarchy.{level} is longer than {MAX_LEVEL_VALUE_BYTES} bytes in UTF-8")
         if KEY_SEPARATOR in name:
             _reject(f"Hierarchy.{level} contains '{KEY_SEPARATOR}'")
+        _refuse_unsafe_characters(name, f"Hierarchy.{level}")
         path.append(name)
     return tuple(path)
 

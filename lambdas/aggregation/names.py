@@ -108,6 +108,10 @@ QUARANTINE_TABLE_OUTPUT: Final = "QuarantineTableName"
 ARCHIVE_BUCKET_OUTPUT: Final = "ArchiveBucketName"
 """CloudFormation output keys (logical IDs pinned by the stack): what a client looks the pipeline up by."""
 
+DASHBOARD_URL_OUTPUT: Final = "DashboardUrl"
+"""The CloudWatch dashboard's console URL: `producer send` prints it against a deployed stack (it
+is not in the local runtime's `outputs.json`: there is no console there)."""
+
 
 # -- Archive bucket layout (the bucket policy's prefixes are the function's keys) --
 
@@ -138,6 +142,18 @@ NON_INSERT_RECORDS_SKIPPED: Final = "NonInsertRecordsSkipped"
 
 TRANSACTION_CONFLICTS_RETRIED: Final = "TransactionConflictsRetried"
 """Reduce: transactions cancelled by a conflict with another reducer and resent identically."""
+
+MESSAGES_RECEIVED: Final = "MessagesReceived"
+MESSAGES_WRITTEN: Final = "MessagesWritten"
+"""State: Kinesis records read, and new versions written to the StateTable."""
+
+STATE_CHANGES_MAPPED: Final = "StateChangesMapped"
+"""Map: StateTable stream records written into a new delta item."""
+
+END_TO_END_LATENCY: Final = "EndToEndLatency"
+"""Reduce: one value per applied message, milliseconds from its producer `Timestamp` to the commit
+of its totals (`aggregation.latency`); reduce also emits `MessagesApplied` (`MESSAGES_APPLIED`,
+the name of the `#stats` count). Both high-resolution: `producer send` reads them back."""
 
 # -- Reduce idempotency modes (`reduceIdempotency`, `REDUCE_IDEMPOTENCY`) --
 

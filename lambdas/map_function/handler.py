@@ -45,7 +45,7 @@ from aggregation.delta_items import (
     fits_item_limit,
 )
 from aggregation.deltas import TradeState, image_node_path, sum_state_changes
-from aggregation.names import MAP_SERVICE, METRICS_NAMESPACE, TRADE_TIMESTAMP, TRADE_VALUE
+from aggregation.names import MAP_SERVICE, METRICS_NAMESPACE, STATE_CHANGES_MAPPED, TRADE_TIMESTAMP, TRADE_VALUE
 from aggregation.stream_images import decode_image
 from aggregation.stream_positions import (
     COVERAGE_QUERY_PAGE_ITEMS,
@@ -262,7 +262,7 @@ def map_event(event: dict[str, Any], request_id: str) -> MapOutcome:
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     maybe_inject_failure(STAGE, FailurePoint.BEFORE_WRITE)
     outcome = map_event(event, context.aws_request_id)
-    metrics.add_metric(name="StateChangesMapped", unit=MetricUnit.Count, value=outcome.records_written)
+    metrics.add_metric(name=STATE_CHANGES_MAPPED, unit=MetricUnit.Count, value=outcome.records_written)
     already_mapped = outcome.records - outcome.records_written
     metrics.add_metric(name="StateChangesAlreadyMapped", unit=MetricUnit.Count, value=already_mapped)
     metrics.add_metric(name="DeltaItemsWritten", unit=MetricUnit.Count, value=outcome.items_written)

@@ -39,7 +39,7 @@ from enum import Enum
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.metrics import MetricResolution, MetricUnit
 from aws_lambda_powertools.utilities.data_classes import DynamoDBStreamEvent
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.exceptions import ClientError
@@ -48,9 +48,11 @@ from aggregation import names
 from aggregation.aggregate_items import node_item_key, slice_of, stats_item_key
 from aggregation.delta_items import decode_delta_batch, decode_stream_run
 from aggregation.deltas import NodeDelta
-from aggregation.exact import dynamodb_number, exact_difference
+from aggregation.exact import dynamodb_number
+from aggregation.latency import bucket_attribute, histogram, latency_seconds, milliseconds
 from aggregation.names import (
     AGGREGATE_KEY,
+    END_TO_END_LATENCY,
     LAST_LATENCY_MAX_SECONDS,
     LAST_LATENCY_MEAN_SECONDS,
     LAST_UPDATED,
@@ -118,10 +120,9 @@ def idempotency_mode() -> IdempotencyMode:
         raise RuntimeError(f"REDUCE_IDEMPOTENCY={raw!r} is not one of {modes}") from None
 
 
-def _latency_seconds(timestamps: Sequence[Decimal], now: Decimal) -> tuple[Decimal, Decimal] | None:
-    if not timestamps:
+def _mean_and_max(latencies: Sequence[Decimal]) -> tuple[Decimal, Decimal] | None:
+    if not latencies:
         return None
-    latencies = [exact_difference(now, ts) for ts in timestamps]
     mean = sum(latencies, Decimal(0)) / len(latencies)
     return mean.quantize(Decimal("0.001")), max(latencies).quantize(Decimal("0.001"))
 
@@ -180,22 +181,30 @@ def transaction_items(
     return items
 
 
-def record_progress(table: str, producer_timestamps: Sequence[Decimal], now: float, aggregate_slice: int) -> None:
+def record_progress(table: str, latencies: Sequence[Decimal], now: float, aggregate_slice: int) -> None:
     """`#stats` bookkeeping that depends on the clock, written after the transactions (to the
-    stats item of a slice they wrote).
+    stats item of a slice they wrote): `LastUpdated`, the mean and max latency of this
+    invocation's messages, and their latency histogram ADDed to the slice's
+    (`aggregation.latency`).
 
     Outside any tokened transaction, so a retry's new clock reading never changes a
-    transaction's parameters; a repeat only overwrites the figures with fresher ones.
+    transaction's parameters. The histogram is a figure, never a total: which retries measure a
+    message again is `aggregation.latency`'s docstring.
     """
-    now_exact = Decimal(repr(now))
     update = "SET #updated = :updated"
     names = {"#updated": LAST_UPDATED}
-    values: dict[str, Any] = {":updated": serializer.serialize(now_exact.quantize(Decimal("0.001")))}
-    latency = _latency_seconds(producer_timestamps, now_exact)
+    values: dict[str, Any] = {":updated": serializer.serialize(Decimal(repr(now)).quantize(Decimal("0.001")))}
+    latency = _mean_and_max(latencies)
     if latency is not None:
         update += ", #mean = :mean, #max = :max"
         names |= {"#mean": LAST_LATENCY_MEAN_SECONDS, "#max": LAST_LATENCY_MAX_SECONDS}
         values |= {":mean": serializer.serialize(latency[0]), ":max": serializer.serialize(latency[1])}
+        additions = []
+        for bucket, count in sorted(histogram(latencies).items()):
+            additions.append(f"#b{bucket} :b{bucket}")
+            names[f"#b{bucket}"] = bucket_attribute(bucket)
+            values[f":b{bucket}"] = serializer.serialize(count)
+        update += " ADD " + ", ".join(additions)
     dynamodb_client().update_item(
         TableName=table,
         Key={AGGREGATE_KEY: {"S": stats_item_key(aggregate_slice)}},
@@ -272,7 +281,9 @@ class ApplyOutcome:
     units_applied: int = 0
     units_already_applied: int = 0
     conflicts_retried: int = 0
-    producer_timestamps: list[Decimal] = field(default_factory=list)  # of the units applied now
+    messages_applied: int = 0  # the `RecordCount` of the units applied now
+    latencies: list[Decimal] = field(default_factory=list)
+    """Seconds from each producer timestamp of the units applied now to their transaction's commit."""
     slices_written: set[int] = field(default_factory=set)
 
 
@@ -345,12 +356,35 @@ def apply_delta_units(units: Sequence[DeltaUnit], table: str, mode: IdempotencyM
             remaining = [unit for later in planned for unit in later.units if unit.marker_id not in applied]
             planned = plan_transactions(remaining, with_markers)
             continue
+        committed_at = Decimal(repr(time.time()))
         outcome.transactions += 1
         outcome.units_applied += len(plan.units)
-        outcome.producer_timestamps.extend(plan.producer_timestamps)
+        outcome.messages_applied += plan.record_count
+        outcome.latencies.extend(latency_seconds(committed_at, plan.producer_timestamps))
         outcome.slices_written.add(plan.aggregate_slice)
         planned = planned[1:]
     return outcome
+
+
+def report_applied(outcome: ApplyOutcome) -> None:
+    """`MessagesApplied` and one `EndToEndLatency` value (ms) per message measured, as
+    high-resolution metrics (1 s), so that CloudWatch computes p50, p99 and the maximum and
+    `producer send` can read them back within seconds (`aggregation.latency`).
+
+    The same messages as the histogram in `#stats` (`aggregation.latency`: once each, save a
+    rare retry). Powertools writes at most 100 values per EMF document, and flushes a full one
+    by itself.
+    """
+    metrics.add_metric(
+        name=MESSAGES_APPLIED, unit=MetricUnit.Count, value=outcome.messages_applied, resolution=MetricResolution.High
+    )
+    for latency in outcome.latencies:
+        metrics.add_metric(
+            name=END_TO_END_LATENCY,
+            unit=MetricUnit.Milliseconds,
+            value=milliseconds(latency),
+            resolution=MetricResolution.High,
+        )
 
 
 @metrics.log_metrics
@@ -378,7 +412,8 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, i
     else:
         outcome = apply_delta_units(units, table, mode)
         if outcome.slices_written:  # one slice's figures suffice: readers take the latest (`combined_stats`)
-            record_progress(table, outcome.producer_timestamps, time.time(), min(outcome.slices_written))
+            record_progress(table, outcome.latencies, time.time(), min(outcome.slices_written))
+        report_applied(outcome)
         counts = {
             "transactions": outcome.transactions,
             "units_applied": outcome.units_applied,

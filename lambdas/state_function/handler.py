@@ -57,6 +57,8 @@ from aggregation.messages import InvalidMessage, TradeMessage, parse_trade_messa
 from aggregation.names import (
     CONFLICT_REASON_PREFIX,
     CONFLICTING_DUPLICATES,
+    MESSAGES_RECEIVED,
+    MESSAGES_WRITTEN,
     METRICS_NAMESPACE,
     QUARANTINED_RECORDS,
     STATE_SERVICE,
@@ -325,8 +327,8 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, i
         "conflicting_duplicates": len(conflicts),
         "quarantined": len(rejected),
     }
-    metrics.add_metric(name="MessagesReceived", unit=MetricUnit.Count, value=summary["received"])
-    metrics.add_metric(name="MessagesWritten", unit=MetricUnit.Count, value=written)
+    metrics.add_metric(name=MESSAGES_RECEIVED, unit=MetricUnit.Count, value=summary["received"])
+    metrics.add_metric(name=MESSAGES_WRITTEN, unit=MetricUnit.Count, value=written)
     metrics.add_metric(name="DuplicateOrStaleMessages", unit=MetricUnit.Count, value=summary["duplicate_or_stale"])
     metrics.add_metric(name=CONFLICTING_DUPLICATES, unit=MetricUnit.Count, value=len(conflicts))
     metrics.add_metric(name=QUARANTINED_RECORDS, unit=MetricUnit.Count, value=len(rejected))

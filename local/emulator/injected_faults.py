@@ -1,7 +1,8 @@
-"""AWS-side faults the emulator injects on request: lost responses, throttling, kept tokens.
+"""AWS-side faults the emulator injects on request: lost responses, throttling, kept tokens, latency.
 
 Real DynamoDB and Kinesis fail in two ways an exactly-once pipeline must survive, and moto
-never does either; a third kind makes the emulator stricter than AWS documents.
+never does either; a third kind makes the emulator stricter than AWS documents, and a fourth
+gives requests DynamoDB's service time.
 `CompatMiddleware` (`local.emulator.moto_compat`) asks the `FaultInjector` about every request
 before forwarding it to moto, so these faults reach every client (the functions, the
 runner, the producer, the tests) exactly as AWS's would, on the wire:
@@ -17,6 +18,8 @@ runner, the producer, the tests) exactly as AWS's would, on the wire:
 - ``cancelled_token_kept`` (`CANCELLED_TOKEN_KEPT`): a cancelled transaction's
   ClientRequestToken stays taken for 10 minutes; reusing it with other parameters is refused
   with ``IdempotentParameterMismatchException``.
+- ``latency`` (`LATENCY`): the request is served ``hold_seconds`` later, a transaction's
+  items claimed meanwhile (DynamoDB's service time, for benchmarks; no failure).
 
 Configuration (JSON; ``PUT /_compat/faults``, or at server start the ``EMULATOR_FAULTS``
 environment variable, which ``make up`` passes through)::
@@ -33,9 +36,9 @@ SigV4 signing name); ``percent`` (0-100, the probability per matching request);
 optionally ``operations`` (API names, ``"*"`` for all; default `DEFAULT_OPERATIONS` of the
 kind, the data-plane calls of DynamoDB, DynamoDB Streams and Kinesis: other services are
 never faulted unless a rule names their operations), ``table`` (a substring of a table or
-stream name or ARN the request names), ``variant`` and ``hold_seconds`` (lost responses),
-``error`` (throttles) and ``max_injections``. The first matching rule whose draw succeeds
-decides. Control endpoints (``/_compat/``, ``/moto-api/``) are never faulted.
+stream name or ARN the request names), ``variant`` and ``hold_seconds`` (lost responses; the
+delay of ``latency``), ``error`` (throttles) and ``max_injections``. The first matching rule
+whose draw succeeds decides. Control endpoints (``/_compat/``, ``/moto-api/``) are never faulted.
 
 S3 is a REST API (no ``X-Amz-Target``): `_s3_request` names PutObject, conditional or not,
 and nothing else; a ``service: "s3"`` lost-response rule defaults to it, and its ``table``
@@ -123,7 +126,19 @@ parameters are executed normally. Only ``service: "dynamodb"``, operation
 ``TransactWriteItems``; the draw is made once per cancelled transaction.
 """
 
-KINDS = (LOST_RESPONSE, THROTTLE, CANCELLED_TOKEN_KEPT)
+LATENCY = "latency"
+"""The request is served ``hold_seconds`` later; a TransactWriteItems holds its items meanwhile.
+
+Reproduces DynamoDB's own service time (a transaction takes tens of milliseconds), which moto,
+answering in a few, lacks. While a delayed transaction waits its items stay claimed
+(`moto_compat.TransactionsInFlight`), so another transaction on one of them is cancelled with
+``TransactionConflict``, as DynamoDB cancels one that meets a transaction in progress; the wait is
+spent outside the service lock, so delayed requests overlap, as DynamoDB's do. Nothing else about
+the request changes. The reducer-scaling benchmark gives every reduce transaction 20 ms
+(`benchmarks/reducer_scaling.py`).
+"""
+
+KINDS = (LOST_RESPONSE, THROTTLE, CANCELLED_TOKEN_KEPT, LATENCY)
 LOST_RESPONSE_VARIANTS = ("error", "close", "timeout")
 THROTTLE_ERRORS = ("ProvisionedThroughputExceededException", "ThrottlingException", "TransactionCanceledException")
 DEFAULT_HOLD_SECONDS = 11.0
@@ -139,6 +154,7 @@ DEFAULT_OPERATIONS: dict[str, dict[str, tuple[str, ...]]] = {
         "kinesis": ("GetRecords", "GetShardIterator", "PutRecords", "PutRecord"),
     },
     CANCELLED_TOKEN_KEPT: {"dynamodb": ("TransactWriteItems",)},
+    LATENCY: {"dynamodb": _DYNAMODB_READS + _DYNAMODB_WRITES},
 }
 """Operations a rule targets when it names none: the data plane, never the deployer's calls."""
 
@@ -422,7 +438,7 @@ class FaultInjector:
                 exhausted = rule.max_injections is not None and self._counters.by_rule[index] >= rule.max_injections
                 if not exhausted and self._random.uniform(0, 100) < rule.percent:
                     self._counters.by_rule[index] += 1  # reserved now, so max_injections holds under concurrency
-                    if rule.kind == THROTTLE:  # a lost response counts once its write is applied
+                    if rule.kind in (THROTTLE, LATENCY):  # a lost response counts once its write is applied
                         _Counters.bump(self._counters.injected, rule.kind, request)
                     return Fault(rule, index, request)
         return None

@@ -32,6 +32,13 @@ Fixes (see each function):
   parameter type resolves the SSM parameter it is given; its default is not looked up
   when the caller passes a value (moto resolves every default first, and fails on one
   that does not exist, such as AWS's public `/aws/service/...` parameters).
+- `CompatMiddleware` answers only this machine's own clients: a ``Host`` header naming
+  loopback with the server's port (a web page whose DNS name was rebound to 127.0.0.1 sends
+  its own name, and gets 421), and no cross-origin browser request (an ``Origin`` other than
+  the emulator's own, or ``Sec-Fetch-Site`` other than ``same-origin`` or ``none``: 403). AWS
+  checks a signature on every request; the emulator checks none, so without this any page in
+  the user's browser that found the port could create tables and write records.
+  `disable_global_cors` turns off moto's answer to every CORS preflight.
 - `CompatMiddleware` serialises DynamoDB and Kinesis requests: conditional writes and
   transactions are atomic and isolated (moto's rollback of a cancelled transaction
   otherwise discards writes made concurrently by other requests), and concurrent Kinesis
@@ -80,6 +87,7 @@ from typing import Any
 
 from moto.awslambda.models import LambdaBackend
 from moto.cloudformation.parsing import ResourceMap
+from moto.cloudwatch.models import Statistics
 from moto.core.exceptions import JsonRESTError
 from moto.dynamodb import models as moto_models
 from moto.dynamodb.exceptions import ERROR_TYPE_PREFIX, DynamodbException, MockValidationException
@@ -90,10 +98,12 @@ from moto.dynamodb.responses import DynamoHandler
 from moto.dynamodbstreams.models import DynamoDBStreamsBackend, ShardIterator
 from moto.iam.models import get_account_id_from
 from moto.kinesis.models import kinesis_backends
+from moto.moto_server import werkzeug_app
 from moto.sqs.models import sqs_backends
 
 from local.emulator import injected_faults
 from local.emulator.control import TRANSACTIONS_CONTROL_PATH
+from toolkit.hosts import HostAllowlist
 
 # --------------------------------------------------------------------------- clock
 
@@ -713,6 +723,46 @@ class TransactionsInFlight:
             self.claimed.difference_update(identities)
 
 
+def disable_global_cors() -> None:
+    """moto's server wraps every service in flask-cors, which echoes any ``Origin`` in
+    ``Access-Control-Allow-Origin`` and answers every preflight: a page on any site could
+    read the emulator's answers. The module-level switch is read each time moto builds a
+    service's app (lazily, on that service's first request), so this must run before
+    serving; ``MOTO_DISABLE_GLOBAL_CORS`` sets the same switch, but only when it is in the
+    environment before moto is imported."""
+    werkzeug_app.DISABLE_GLOBAL_CORS = True  # type: ignore[attr-defined]  # imported there from moto.settings
+
+
+def _refusal(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes] | None:
+    """The answer to a request from anything but this machine's own clients, or None to serve it.
+
+    A ``Host`` header that is not a loopback name with the server's port is a page whose DNS
+    name was rebound to 127.0.0.1 (421, as the dashboard answers). An ``Origin`` other than
+    the emulator's own, or a ``Sec-Fetch-Site`` of ``cross-site`` or ``same-site``, is a browser
+    sending another origin's request (403): boto3 sends neither header, and a no-CORS ``GET``
+    (an ``<img>``) carries only the second.
+    """
+    allowed = _loopback_hosts(int(environ.get("SERVER_PORT") or 0))
+    if not allowed.allows(environ.get("HTTP_HOST")):
+        return _plain_reply(start_response, "421 Misdirected Request", "unexpected Host header\n")
+    origin = environ.get("HTTP_ORIGIN")
+    fetch_site = environ.get("HTTP_SEC_FETCH_SITE", "none")
+    if (origin is not None and not allowed.allows_origin(origin)) or fetch_site not in ("same-origin", "none"):
+        return _plain_reply(start_response, "403 Forbidden", "cross-origin requests are refused\n")
+    return None
+
+
+@functools.cache
+def _loopback_hosts(port: int) -> HostAllowlist:
+    return HostAllowlist.loopback(port)
+
+
+def _plain_reply(start_response: Callable[..., Any], status: str, text: str) -> list[bytes]:
+    body = text.encode()
+    start_response(status, [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(body)))])
+    return [body]
+
+
 class CompatMiddleware:
     """The WSGI app in front of moto's: control endpoints, and request isolation per service.
 
@@ -742,6 +792,9 @@ class CompatMiddleware:
         )
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        refused = _refusal(environ, start_response)
+        if refused is not None:
+            return refused
         path: str = environ.get("PATH_INFO", "")
         if path.startswith("/_compat/"):
             return self._control(environ, start_response, path)
@@ -753,12 +806,14 @@ class CompatMiddleware:
         fault, request = None, None
         if self.faults.active and (request := injected_faults.identify(environ)) is not None:
             fault = self.faults.decide(request)
-        if fault is None:
+        if fault is None or fault.rule.kind == injected_faults.LATENCY:
+            delay = 0.0 if fault is None else fault.rule.hold_seconds
             if request is None or request.operation != "TransactWriteItems":
+                time.sleep(delay)
                 return self._forward(environ, start_response)
             transaction = injected_faults.request_json(environ)
             captured_transaction = _CapturedStart()
-            body = self._consumed(self._forward(environ, captured_transaction))
+            body = self._consumed(self._forward(environ, captured_transaction, delay))
             if _is_cancellation(captured_transaction.status, body):
                 self._maybe_keep_cancelled_token(environ, request, transaction)
             start_response(captured_transaction.status, captured_transaction.headers)
@@ -785,9 +840,14 @@ class CompatMiddleware:
             key = (_account_of(environ), _region_of(environ), token)
             client_request_tokens.record_cancelled(key, transact_write_request_digest(body))
 
-    def _forward(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+    def _forward(
+        self, environ: dict[str, Any], start_response: Callable[..., Any], delay: float = 0.0
+    ) -> Iterable[bytes]:
         """moto's response; DynamoDB and Kinesis requests one at a time per service, and a
-        transaction cancelled for a conflict when another one is writing one of its items."""
+        transaction cancelled for a conflict when another one is writing one of its items.
+
+        `delay`: the injected latency of a transaction, waited with its items claimed and
+        outside the service lock (`injected_faults.LATENCY`)."""
         target = environ.get("HTTP_X_AMZ_TARGET", "")
         if target == _TRANSACT_WRITE_TARGET:
             items = TransactionsInFlight.items_of(environ, injected_faults.request_json(environ))
@@ -797,6 +857,7 @@ class CompatMiddleware:
                     reasons[index] = {"Code": "TransactionConflict", "Message": "Transaction is ongoing for the item"}
                 return injected_faults.cancellation_reply(environ, start_response, reasons)
             try:
+                time.sleep(delay)
                 with self.service_locks["dynamodb"]:
                     return self._consumed(self.app(environ, start_response))
             finally:
@@ -1003,6 +1064,37 @@ def fix_item_size_follows_the_developer_guide() -> None:
     DynamoType.size = size  # type: ignore[method-assign]
 
 
+PERCENTILE_STATISTIC = re.compile(r"p(\d{1,2}(?:\.\d+)?|100)")
+
+
+def fix_cloudwatch_percentile_statistics() -> None:
+    """GetMetricData answers percentile statistics (`p50`, `p99`, `p99.9`) of published values.
+
+    AWS (CloudWatch User Guide, "Statistics definitions"): `pNN` is the value below which NN %
+    of the period's data points lie, for any metric published with values (`Values`/`Counts`,
+    or EMF arrays). moto (`Statistics.get_statistics_for_type`) knows only Sum, Average,
+    Minimum, Maximum and SampleCount and answers None for a percentile, which its response then
+    cannot serialise. Here: the nearest-rank percentile of the period's values (CloudWatch's is
+    an estimate within a small relative error of it).
+    """
+    original = Statistics.get_statistics_for_type
+    if getattr(original, "_compat_fix", False):
+        return
+
+    def get_statistics_for_type(self: Statistics, stat: str) -> Any:
+        match = PERCENTILE_STATISTIC.fullmatch(stat)
+        if match is None:
+            return original(self, stat)
+        values = sorted(self.metric_single_values_list)
+        if not values:
+            return None
+        rank = max(1, math.ceil(float(match[1]) / 100 * len(values)))
+        return values[rank - 1]
+
+    get_statistics_for_type._compat_fix = True  # type: ignore[attr-defined]
+    Statistics.get_statistics_for_type = get_statistics_for_type  # type: ignore[method-assign]
+
+
 FIXES: tuple[Callable[[], None], ...] = (
     fix_transact_write_items_client_request_token,
     fix_transaction_rollback_copies_only_what_it_touches,
@@ -1013,12 +1105,14 @@ FIXES: tuple[Callable[[], None], ...] = (
     fix_ssm_parameter_defaults_resolved_only_when_used,
     fix_dynamodb_streams_have_several_shards,
     fix_dynamodb_streams_iterators_expire,
+    fix_cloudwatch_percentile_statistics,
 )
 _applied: list[str] = []
 
 
 def apply() -> None:
-    """Install every fix into the imported moto (idempotent; call before serving)."""
+    """Install every fix into the imported moto, and turn its global CORS off (idempotent; call before serving)."""
+    disable_global_cors()
     for fix in FIXES:
         fix()
         if fix.__name__ not in _applied:

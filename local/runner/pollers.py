@@ -3,8 +3,10 @@
 What the exactly-once design relies on, and this module implements:
 
 - records of a shard are delivered in sequence order, one batch at a time (a batch of the
-  same shard never overtakes another; ParallelizationFactor > 1 is run as 1, which keeps
-  the order guarantee and only lowers throughput);
+  same shard never overtakes another); with ParallelizationFactor N > 1, in N lanes
+  (`local.runner.lanes`): a key's records are all in one lane, delivered in order, up to N
+  batches of the shard at once, and the checkpoint never passes a record its lane has not
+  finished;
 - a batch is up to BatchSize records *that pass FilterCriteria* (filtered-out records are
   checkpointed and never delivered; a batch that is entirely filtered is not invoked),
   sent as soon as records are there or, with MaximumBatchingWindowInSeconds, when the
@@ -17,13 +19,18 @@ What the exactly-once design relies on, and this module implements:
 - TumblingWindowInSeconds: events carry `shardId`, `window`, `state` and the final-invoke
   flags; a batch never spans two windows; the `state` a function returns is passed to its
   next invocation in the window; when the window ends an invocation with no records and
-  `isFinalInvokeForWindow` closes it; a response without `state` counts as a failure;
+  `isFinalInvokeForWindow` closes it; a response without `state` counts as a failure (the
+  state is the shard's, so a mapping with a tumbling window runs one lane);
 - BisectBatchOnFunctionError splits a failing batch in two and delivers each half in turn;
 - ReportBatchItemFailures: a response naming failed items checkpoints up to the first of
   them and retries from it;
 - the checkpoint (last finished sequence number) is committed after every finished batch,
-  and a batch's end is recorded before its first delivery, so a runner killed mid-batch
-  re-delivers exactly that batch on restart (the same records, even if more have arrived).
+  and, with one lane, a batch's end is recorded before its first delivery, so a runner killed
+  mid-batch re-delivers exactly that batch on restart (the same records, even if more have
+  arrived); with several lanes a restart re-forms the batches after the checkpoint.
+
+Batches are formed and delivered by `local.runner.lanes.Lane` (one per lane); this module reads
+the shard, hands the records to the lanes and keeps the checkpoint.
 
 When to read (latency only: none of the above depends on it, as no batch boundary of Lambda's
 is promised): a read that returned records is followed by another at once (more may be
@@ -40,21 +47,30 @@ The two stream services differ only in how shards are listed and read: see
 
 from __future__ import annotations
 
+import functools
 import logging
+import random
 import threading
 import time
-from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from local.runner import events, filters
+from local.runner import events
 from local.runner.checkpoints import CheckpointStore
 from local.runner.discovery import MappingConfig
 from local.runner.execution_environment import InvocationResult
-from local.runner.redelivery import RedeliveryPolicy, reshape
+from local.runner.lanes import (
+    RETRY_BACKOFF_CAP_SECONDS,
+    RETRY_BACKOFF_START_SECONDS,
+    Invoke,
+    Lane,
+    ShardProgress,
+    lane_of,
+)
+from local.runner.redelivery import RedeliveryPolicy
 from local.runner.stats import RunnerStats, ShardStats
 
 log = logging.getLogger(__name__)
@@ -67,9 +83,6 @@ ACTIVE_POLL_INTERVAL_SECONDS = 0.05
 """Pause after the first empty read that follows records; it doubles with each further empty
 read up to the idle interval (0.05, 0.1, 0.2 s): records tend to come in runs, so a shard
 that just had some is read again soon, at the cost of one extra empty read per run."""
-RETRY_BACKOFF_START_SECONDS = 0.2
-RETRY_BACKOFF_CAP_SECONDS = 3.0
-"""Lambda backs off up to minutes between retries; capped at a few seconds locally."""
 
 
 @dataclass(frozen=True)
@@ -161,17 +174,6 @@ class DynamoDBShardReader(ShardReader):
         return ReadResult(records, response.get("NextShardIterator"), ms_behind)
 
 
-Invoke = Callable[[Mapping[str, Any]], InvocationResult]
-
-
-@dataclass
-class Batch:
-    records: list[dict[str, Any]]  # those that passed the filter, in order
-    last_sequence_number: str  # of the last record consumed, filtered ones included
-    consumed: int  # records taken from the buffer
-    filtered: int
-
-
 def pause_after_empty_reads(empty_reads: int | None, *, active_seconds: float, idle_seconds: float) -> float:
     """The pause after the `empty_reads`-th empty read in a row since a read returned records.
 
@@ -184,7 +186,7 @@ def pause_after_empty_reads(empty_reads: int | None, *, active_seconds: float, i
 
 
 class ShardPoller(threading.Thread):
-    """Reads one shard for one mapping and delivers its batches to the function, forever."""
+    """Reads one shard for one mapping and delivers its batches to the function, lane by lane, forever."""
 
     def __init__(
         self,
@@ -199,11 +201,12 @@ class ShardPoller(threading.Thread):
         poll_interval_seconds: float = DEFAULT_POLL_INTERVAL_SECONDS,
         active_poll_interval_seconds: float = ACTIVE_POLL_INTERVAL_SECONDS,
         redelivery: RedeliveryPolicy | None = None,
+        retry_backoff_start_seconds: float = RETRY_BACKOFF_START_SECONDS,
     ) -> None:
         """`redelivery`: reshape this mapping's retries (the runner passes it when the policy
         names the function's service). `poll_interval_seconds` is the pause after an empty read
         of an idle shard, `active_poll_interval_seconds` the first one after records (module
-        docstring)."""
+        docstring); `retry_backoff_start_seconds` the first pause before a retry (it doubles)."""
         super().__init__(name=f"poller-{mapping.function_name}-{shard_id}", daemon=True)
         self.mapping = mapping
         self.shard_id = shard_id
@@ -214,8 +217,11 @@ class ShardPoller(threading.Thread):
         self.stop_event = stop
         self.poll_interval_seconds = poll_interval_seconds
         self.active_poll_interval_seconds = min(active_poll_interval_seconds, poll_interval_seconds)
+        self.retry_backoff_start_seconds = retry_backoff_start_seconds
         self.finished = False
         self.source_name = mapping.event_source_arn.split("/")[1]  # the stream's name, or its table's
+        # A tumbling window's `state` is the shard's, passed from one invocation to the next: one lane.
+        self.lane_count = 1 if mapping.tumbling_window_seconds > 0 else max(1, mapping.parallelization_factor)
         self._wake = threading.Event()
         # Empty reads in a row since the last read that returned records (None: none has yet).
         self._empty_reads: int | None = None
@@ -226,19 +232,50 @@ class ShardPoller(threading.Thread):
             source_name=self.source_name,
             shard_id=shard_id,
             checkpoint=checkpoints.get(mapping.uuid, shard_id),
+            lanes=self.lane_count,
         )
-        self._buffer: list[dict[str, Any]] = []
-        # The end of a batch that was in flight when an earlier runner stopped: the first
-        # batch formed is exactly that one again (read in `prepare`).
-        self._redeliver_through: str | None = None
         self._last_read: str | None = None
         self._iterator: str | None = None
-        self._first_buffered_at: float | None = None
-        self._reshaper = redelivery.chooser(mapping.function_name) if redelivery else None
-        # Records delivered and committed last, oldest first: what a shifted retry replays.
-        self._delivered: deque[dict[str, Any]] = deque(maxlen=mapping.batch_size)
-        self._window: events.TumblingWindow | None = None  # the open tumbling window, if any
-        self._window_state: dict[str, Any] = {}
+        self._redelivery = redelivery
+        self._commit_lock = threading.Lock()  # a lane's progress and the checkpoint it moves, together
+        self._lane_failed = threading.Event()
+        self._progress = ShardProgress()
+        self._lanes_stop = threading.Event()  # ends the lane threads of one `_run`
+        self._lanes: list[Lane] = self._new_lanes()
+
+    def _new_lanes(self) -> list[Lane]:
+        """Empty lanes that start from the committed checkpoint, with a progress and a stop of their own.
+
+        A lane thread of an earlier `_run` that has not returned yet keeps its own (set) stop and
+        its own progress, so it can neither go on sending nor move the new lanes' checkpoint.
+        """
+        self._progress, self._lanes_stop = ShardProgress(), threading.Event()
+        committed = self.checkpoints.get(self.mapping.uuid, self.shard_id)
+        inline = self.lane_count == 1  # run by the poller's own thread, its batches recorded in flight
+        return [
+            Lane(
+                name=self.name if inline else f"{self.name}-lane{index}",
+                mapping=self.mapping,
+                shard_id=self.shard_id,
+                invoke=self._invoke_counted,
+                stats=self.stats,
+                stop=self.stop_event if inline else self._lanes_stop,
+                commit=self._commit if inline else functools.partial(self._finish, self._progress, index),
+                committed=committed,
+                begin=functools.partial(self.checkpoints.begin, self.mapping.uuid, self.shard_id) if inline else None,
+                on_buffer_change=self._after_buffer_change,
+                reshaper=self._reshaper(index),
+                retry_backoff_start_seconds=self.retry_backoff_start_seconds,
+            )
+            for index in range(self.lane_count)
+        ]
+
+    def _reshaper(self, lane: int = 0) -> random.Random | None:
+        """The random source of a lane's reshaped retries (lane 0's is the one-lane poller's)."""
+        if self._redelivery is None:
+            return None
+        function = self.mapping.function_name
+        return self._redelivery.chooser(function if lane == 0 else f"{function}#{lane}")
 
     # ------------------------------------------------------------- reading
 
@@ -248,6 +285,24 @@ class ShardPoller(threading.Thread):
         if position is not None:
             return self.reader.iterator(self.shard_id, "AFTER_SEQUENCE_NUMBER", position)
         return self.reader.iterator(self.shard_id, self.mapping.starting_position)
+
+    def _pending(self) -> int:
+        """Records read and not yet finished by their lane (the batches in flight included)."""
+        return sum(len(lane.buffer) for lane in self._lanes)
+
+    def _dispatch(self, records: list[dict[str, Any]]) -> None:
+        """Hand the records read to their lanes, in shard order."""
+        if self.lane_count == 1:
+            self._lanes[0].add(records)
+            return
+        routed: list[list[dict[str, Any]]] = [[] for _ in self._lanes]
+        with self._commit_lock:
+            for record in records:
+                index = lane_of(record, self.lane_count)
+                routed[index].append(record)
+                self._progress.add(index, events.sequence_number_of(record))
+        for lane, its_records in zip(self._lanes, routed, strict=True):
+            lane.add(its_records)
 
     def _read_more(self) -> bool:
         """One GetRecords; False when the shard is closed and everything in it has been read."""
@@ -265,71 +320,36 @@ class ShardPoller(threading.Thread):
             self.stop_event.wait(self.poll_interval_seconds)
             return True
         if result.records:
-            if not self._buffer:
-                self._first_buffered_at = time.monotonic()
-            self._buffer.extend(result.records)
+            self._dispatch(result.records)
             self._last_read = events.sequence_number_of(result.records[-1])
             self._empty_reads = 0
         elif self._empty_reads is not None:
             self._empty_reads += 1
+        pending = self._pending()
         with self.stats.lock:
             self.shard_stats.records_read += len(result.records)
-            self.shard_stats.records_pending = len(self._buffer)
-            self.shard_stats.ms_behind = result.ms_behind if (result.records or self._buffer) else 0
+            self.shard_stats.records_pending = pending
+            self.shard_stats.ms_behind = result.ms_behind if (result.records or pending) else 0
             # Every record written before this read started has been read and, with nothing
             # buffered, finished: `local.scenarios.demo` decides the drain with it.
-            self.shard_stats.caught_up_at = started_at if not (result.records or self._buffer) else 0.0
+            self.shard_stats.caught_up_at = started_at if not (result.records or pending) else 0.0
         self._iterator = result.next_iterator
         return result.next_iterator is not None
 
-    def _redelivery_size(self, force: bool) -> int | None:
-        """How many buffered records form the interrupted batch; None until all of it is read."""
-        assert self._redeliver_through is not None
-        end = int(self._redeliver_through)
-        if not force and (self._last_read is None or int(self._last_read) < end):
-            return None
-        return sum(1 for record in self._buffer if int(events.sequence_number_of(record)) <= end)
-
-    def _take_batch(self, force: bool) -> Batch | None:
-        """The next batch from the buffer, or None if it should wait for more records."""
-        if self._redeliver_through is not None:
-            size = self._redelivery_size(force)
-            if size is None:
-                return None
-            self._redeliver_through = None
-            if size == 0:  # its records are gone (trimmed): nothing left to re-deliver
-                return self._take_batch(force)
-            interrupted = self._buffer[:size]
-            passing = [r for r in interrupted if filters.record_matches(r, self.mapping.filter_patterns)]
-            return Batch(passing, events.sequence_number_of(interrupted[-1]), size, size - len(passing))
-        matched: list[dict[str, Any]] = []
-        consumed = 0
-        window_ends = False
-        first_window = self._window_of(self._buffer[0]) if self._buffer else None
-        for record in self._buffer:
-            if len(matched) == self.mapping.batch_size:
-                break
-            if self._window_of(record) != first_window:
-                window_ends = True  # a batch never spans two tumbling windows
-                break
-            consumed += 1
-            if filters.record_matches(record, self.mapping.filter_patterns):
-                matched.append(record)
-        if consumed == 0:
-            return None
-        full = len(matched) == self.mapping.batch_size or window_ends
-        window = self.mapping.maximum_batching_window_seconds
-        waited = time.monotonic() - (self._first_buffered_at or time.monotonic())
-        if not (full or force or window <= 0 or waited >= window or not matched):
-            return None
-        return Batch(
-            records=matched,
-            last_sequence_number=events.sequence_number_of(self._buffer[consumed - 1]),
-            consumed=consumed,
-            filtered=consumed - len(matched),
-        )
-
     # ------------------------------------------------------------ delivery
+
+    def _invoke_counted(self, event: Mapping[str, Any]) -> InvocationResult:
+        """Invoke, counting the shard's batches in flight (several with several lanes)."""
+        with self.stats.lock:
+            self.shard_stats.batches_in_flight += 1
+            self.shard_stats.peak_batches_in_flight = max(
+                self.shard_stats.peak_batches_in_flight, self.shard_stats.batches_in_flight
+            )
+        try:
+            return self.invoke(event)
+        finally:
+            with self.stats.lock:
+                self.shard_stats.batches_in_flight -= 1
 
     def _commit(self, sequence_number: str) -> None:
         self.checkpoints.commit(self.mapping.uuid, self.shard_id, sequence_number)
@@ -337,194 +357,23 @@ class ShardPoller(threading.Thread):
             self.shard_stats.checkpoint = sequence_number
             self.shard_stats.last_activity = time.time()
 
-    def _failed_item_index(self, records: Sequence[Mapping[str, Any]], result: InvocationResult) -> int | None:
-        """Index of the first failed item of a successful invocation (ReportBatchItemFailures).
-
-        None: all succeeded. 0 as well when the response is malformed, which Lambda treats
-        as the whole batch failing.
-        """
-        if not self.mapping.report_batch_item_failures or not isinstance(result.payload, Mapping):
-            return None
-        failures = result.payload.get("batchItemFailures")
-        if not failures:
-            return None
-        positions = {events.item_identifier_of(r): i for i, r in enumerate(records)}
-        indexes = []
-        for failure in failures:
-            identifier = failure.get("itemIdentifier") if isinstance(failure, Mapping) else None
-            if not identifier or identifier not in positions:
-                return 0
-            indexes.append(positions[identifier])
-        return min(indexes)
-
-    def _window_of(self, record: Mapping[str, Any]) -> events.TumblingWindow | None:
-        seconds = self.mapping.tumbling_window_seconds
-        return events.TumblingWindow.containing(events.arrival_seconds(record), seconds) if seconds > 0 else None
-
-    def _event(self, records: Sequence[dict[str, Any]], final: bool = False) -> dict[str, Any]:
-        return events.invocation_event(
-            records,
-            shard_id=self.shard_id,
-            event_source_arn=self.mapping.event_source_arn,
-            window=self._window,
-            state=self._window_state,
-            final=final,
-        )
-
-    def _invoke(self, records: Sequence[dict[str, Any]], final: bool = False) -> InvocationResult:
-        """One invocation; with a tumbling window, a response without `state` is a failure."""
-        result = self.invoke(self._event(records, final))
-        if self._window is None or result.failed:
-            return result
-        state = events.window_state_of(result.payload)
-        if state is None:
-            error = {"errorType": "InvalidWindowResponse", "errorMessage": "tumbling window response has no state"}
-            return InvocationResult(payload=result.payload, error=error, duration_seconds=result.duration_seconds)
-        self._window_state = state
-        return result
-
-    def _next_attempt(self, failed: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """The records of the retry: the identical batch, or one reshaped by the redelivery policy."""
-        if self._reshaper is None:
-            return failed
-        end = int(events.sequence_number_of(failed[-1]))
-        following = [
-            record
-            for record in self._buffer
-            if int(events.sequence_number_of(record)) > end
-            and filters.record_matches(record, self.mapping.filter_patterns)
-            and self._window_of(record) == self._window
-        ]
-        redelivery = reshape(
-            failed,
-            following=following,
-            delivered_before=list(self._delivered),
-            committed=self.checkpoints.get(self.mapping.uuid, self.shard_id),
-            batch_size=self.mapping.batch_size,
-            rng=self._reshaper,
-        )
-        with self.stats.lock:
-            reshaped = self.stats.function(self.mapping.function_name).reshaped_retries
-            reshaped[redelivery.shape] = reshaped.get(redelivery.shape, 0) + 1
-        log.info("%s: re-delivering %d record(s) %s", self.name, len(redelivery.records), redelivery.shape)
-        return redelivery.records
-
-    def _deliver(self, records: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
-        """Deliver `records` until done; the records of the attempt that ended it (None when stopping).
-
-        That attempt's last record is committed. It is the batch's last record, or another one
-        when a retry was reshaped (`_process` then drops the buffered records up to it).
-        """
-        counters = self.stats.function(self.mapping.function_name)
-        pending = records
-        failures = 0
-        backoff = RETRY_BACKOFF_START_SECONDS
-        while pending:
-            if self.stop_event.is_set():
-                return None
-            result = self._invoke(pending)
-            if not result.failed:
-                first_failed = self._failed_item_index(pending, result)
-                if first_failed is None:
-                    with self.stats.lock:
-                        counters.records_processed += len(pending)
-                    self._commit(events.sequence_number_of(pending[-1]))
-                    self._remember_delivered(pending)
-                    return pending
-                if first_failed > 0:
-                    with self.stats.lock:
-                        counters.records_processed += first_failed
-                    self._commit(events.sequence_number_of(pending[first_failed - 1]))
-                    pending = pending[first_failed:]
-            elif self.mapping.bisect_batch_on_function_error and len(pending) > 1:
-                middle = len(pending) // 2
-                log.info("%s: bisecting a failed batch of %d records", self.name, len(pending))
-                first_half = self._deliver(pending[:middle])
-                second_half = None if first_half is None else self._deliver(pending[middle:])
-                return None if first_half is None or second_half is None else [*first_half, *second_half]
-            failures += 1
-            limit = self.mapping.maximum_retry_attempts
-            if 0 <= limit < failures:
-                log.error(
-                    "%s: SKIPPING %d record(s) %s..%s after %d failed attempt(s) (MaximumRetryAttempts=%d): %s",
-                    self.name,
-                    len(pending),
-                    events.sequence_number_of(pending[0]),
-                    events.sequence_number_of(pending[-1]),
-                    failures,
-                    limit,
-                    result.error,
-                )
-                with self.stats.lock:
-                    counters.batches_skipped += 1
-                self._commit(events.sequence_number_of(pending[-1]))
-                return pending
-            with self.stats.lock:
-                counters.retries += 1
-            log.info(
-                "%s: retrying %d record(s) from %s (attempt %d) after %s",
-                self.name,
-                len(pending),
-                events.sequence_number_of(pending[0]),
-                failures + 1,
-                (result.error or {}).get("errorType", "partial batch failure"),
-            )
-            if self.stop_event.wait(backoff):
-                return None
-            backoff = min(backoff * 2, RETRY_BACKOFF_CAP_SECONDS)
-            pending = self._next_attempt(pending)
-        return records
-
-    def _remember_delivered(self, records: Sequence[dict[str, Any]]) -> None:
-        """Keep the last delivered records in stream order, once each (a replay adds nothing)."""
-        last = int(events.sequence_number_of(self._delivered[-1])) if self._delivered else -1
-        self._delivered.extend(r for r in records if int(events.sequence_number_of(r)) > last)
-
-    def _close_window(self) -> bool:
-        """The open tumbling window's final invocation (no records), retried until it succeeds."""
-        backoff = RETRY_BACKOFF_START_SECONDS
-        while self._invoke([], final=True).failed:
-            if self.stop_event.wait(backoff):
-                return False
-            backoff = min(backoff * 2, RETRY_BACKOFF_CAP_SECONDS)
-        self._window, self._window_state = None, {}
-        return True
-
-    def _drop_buffered_through(self, sequence_number: str) -> None:
-        end = int(sequence_number)
-        self._buffer = [r for r in self._buffer if int(events.sequence_number_of(r)) > end]
-
-    def _process(self, batch: Batch) -> bool:
-        if self.mapping.tumbling_window_seconds > 0 and batch.records:
-            window = self._window_of(batch.records[0])
-            if self._window is not None and window != self._window and not self._close_window():
-                return False
-            self._window = window
-        if batch.records:
-            self.checkpoints.begin(self.mapping.uuid, self.shard_id, batch.last_sequence_number)
-            delivered = self._deliver(batch.records)
-            if delivered is None:
-                return False
-            delivered_end = events.sequence_number_of(delivered[-1])
-            if delivered_end != events.sequence_number_of(batch.records[-1]):  # a reshaped retry
-                self._drop_buffered_through(delivered_end)
-                self._after_buffer_change()
-                return True
-        if batch.filtered:
-            with self.stats.lock:
-                self.stats.function(self.mapping.function_name).records_filtered += batch.filtered
-        if not batch.records or batch.filtered:
-            self._commit(batch.last_sequence_number)
-        del self._buffer[: batch.consumed]
-        self._after_buffer_change()
-        return True
+    def _finish(self, progress: ShardProgress, lane: int, sequence_number: str) -> None:
+        """A lane finished its records through `sequence_number`: move the checkpoint if it can."""
+        with self._commit_lock:
+            if progress is not self._progress:
+                return  # a lane of an earlier run: the checkpoint is the new lanes' now
+            checkpoint = progress.finish(lane, sequence_number)
+            if checkpoint is not None:
+                self._commit(checkpoint)
 
     def _after_buffer_change(self) -> None:
-        self._first_buffered_at = time.monotonic() if self._buffer else None
+        pending = self._pending()
         with self.stats.lock:
-            self.shard_stats.records_pending = len(self._buffer)
-            if not self._buffer:
+            self.shard_stats.records_pending = pending
+            if not pending:
                 self.shard_stats.ms_behind = 0
+        if self.lane_count > 1:
+            self.wake()  # a lane made room: read on
 
     # ----------------------------------------------------------------- loop
 
@@ -535,21 +384,33 @@ class ShardPoller(threading.Thread):
     def _pause(self) -> None:
         """Wait before the next read: adaptively (module docstring), woken early by `wake`.
 
-        A pause never runs past the end of an open batching window, so a waiting batch is
-        sent when its window has passed rather than up to a whole pause later.
+        A pause never runs past the end of an open batching window of a lane the poller runs
+        itself, so a waiting batch is sent when its window has passed rather than up to a whole
+        pause later (lanes in threads of their own keep their windows themselves).
         """
         pause = pause_after_empty_reads(
             self._empty_reads, active_seconds=self.active_poll_interval_seconds, idle_seconds=self.poll_interval_seconds
         )
-        window = self.mapping.maximum_batching_window_seconds
-        if self._buffer and window > 0 and self._first_buffered_at is not None:
-            pause = min(pause, max(0.0, self._first_buffered_at + window - time.monotonic()))
+        if self.lane_count == 1:
+            remaining = self._lanes[0].window_remaining_seconds()
+            if remaining is not None:
+                pause = min(pause, remaining)
         self._wake.wait(pause)
         self._wake.clear()
 
+    def _pause_unless_records_came(self, read: bool) -> None:
+        """Pause, unless that read returned records: more may be there, so read again at once."""
+        if not (read and self._empty_reads == 0):
+            self._pause()
+
+    def _shard_done(self) -> None:
+        log.info("%s: shard closed and fully processed", self.name)
+        self.finished = True
+
     def prepare(self) -> None:
         """Get the first iterator (so LATEST is fixed before `make up` returns)."""
-        self._redeliver_through = self.checkpoints.in_flight_end(self.mapping.uuid, self.shard_id)
+        if self.lane_count == 1:
+            self._lanes[0].redeliver_through = self.checkpoints.in_flight_end(self.mapping.uuid, self.shard_id)
         self._iterator = self._fresh_iterator()
         with self.stats.lock:
             self.shard_stats.ready = True
@@ -561,30 +422,77 @@ class ShardPoller(threading.Thread):
                 self._run()
             except Exception:
                 log.exception("%s failed; resuming from the last checkpoint", self.name)
-                self._buffer, self._last_read, self._iterator = [], None, None
+                self._last_read, self._iterator = None, None
+                self._lanes = self._new_lanes()
                 self.stop_event.wait(RETRY_BACKOFF_CAP_SECONDS)
 
     def _run(self) -> None:
         if self._iterator is None:
             self.prepare()
+        if self.lane_count == 1:
+            self._run_one_lane(self._lanes[0])
+        else:
+            self._run_lanes()
+
+    def _run_one_lane(self, lane: Lane) -> None:
+        """Read, and deliver each batch in this thread: one batch of the shard at a time."""
         open_shard = True
         while not self.stop_event.is_set():
-            read = open_shard and (len(self._buffer) < self.mapping.batch_size or self._redeliver_through is not None)
+            read = open_shard and (len(lane.buffer) < self.mapping.batch_size or lane.redeliver_through is not None)
             if read:
                 open_shard = self._read_more()
-            batch = self._take_batch(force=not open_shard)
+            batch = lane.take_batch(force=not open_shard)
             if batch is not None:
-                if not self._process(batch):
+                if not lane.process(batch):
                     return
                 continue
-            if self._window is not None and not self._buffer and (time.time() >= self._window.end or not open_shard):
-                if not self._close_window():
+            if lane.window is not None and not lane.buffer and (time.time() >= lane.window.end or not open_shard):
+                if not lane.close_window():
                     return
                 continue
-            if not open_shard and not self._buffer and self._window is None:
-                log.info("%s: shard closed and fully processed", self.name)
-                self.finished = True
+            if not open_shard and not lane.buffer and lane.window is None:
+                self._shard_done()
                 return
-            if read and self._empty_reads == 0:
-                continue  # that read returned records: more may be there, read again at once
-            self._pause()
+            self._pause_unless_records_came(read)
+
+    def _run_lanes(self) -> None:
+        """Read and hand records to the lanes, each sending its batches in a thread of its own.
+
+        Reads stop while the lanes hold `BatchSize` records each (they wake the poller as they
+        make room); the shard is done when it is closed, read, and every lane is empty.
+        """
+        self._lane_failed.clear()
+        threads = [
+            threading.Thread(target=self._serve, args=(lane,), name=lane.name, daemon=True) for lane in self._lanes
+        ]
+        for thread in threads:
+            thread.start()
+        try:
+            open_shard = True
+            while not self.stop_event.is_set():
+                if self._lane_failed.is_set():
+                    raise RuntimeError(f"{self.name}: a lane failed")
+                read = open_shard and self._pending() < self.mapping.batch_size * self.lane_count
+                if read:
+                    open_shard = self._read_more()
+                    if not open_shard:
+                        for lane in self._lanes:
+                            lane.close()
+                if not open_shard and not self._pending():
+                    self._shard_done()
+                    return
+                self._pause_unless_records_came(read)
+        finally:
+            self._lanes_stop.set()
+            for lane in self._lanes:
+                lane.wake()
+            for thread in threads:
+                thread.join(RETRY_BACKOFF_CAP_SECONDS)
+
+    def _serve(self, lane: Lane) -> None:
+        try:
+            lane.serve()
+        except Exception:
+            log.exception("%s failed", lane.name)
+            self._lane_failed.set()
+            self.wake()

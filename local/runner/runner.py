@@ -21,10 +21,10 @@ from local.runner.checkpoints import CheckpointStore
 from local.runner.discovery import MappingConfig, discover_mappings, fetch_function
 from local.runner.execution_environment import InvocationResult
 from local.runner.invoker import FunctionInvoker, fault_injection_overrides, function_environment
+from local.runner.lanes import Invoke
 from local.runner.pollers import (
     DEFAULT_POLL_INTERVAL_SECONDS,
     DynamoDBShardReader,
-    Invoke,
     KinesisShardReader,
     ShardPoller,
     ShardReader,
@@ -91,9 +91,10 @@ class Runner:
                 mapping.parallelization_factor,
                 dict(mapping.field_sources),
             )
-            if mapping.parallelization_factor > 1:
+            if mapping.parallelization_factor > 1 and mapping.tumbling_window_seconds > 0:
                 log.warning(
-                    "%s: ParallelizationFactor %d runs as 1 locally (same order guarantees, less throughput)",
+                    "%s: ParallelizationFactor %d with a tumbling window runs one lane per shard locally "
+                    "(the window's state is the shard's)",
                     mapping.function_name,
                     mapping.parallelization_factor,
                 )

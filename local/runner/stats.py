@@ -45,6 +45,9 @@ class ShardStats:
     checkpoint: str | None = None
     last_activity: float = field(default_factory=time.time)
     caught_up_at: float = 0.0  # start of the last read that found nothing new and nothing buffered (0: none yet)
+    lanes: int = 1  # concurrent batches the shard may have (ParallelizationFactor; 1 with a tumbling window)
+    batches_in_flight: int = 0
+    peak_batches_in_flight: int = 0  # the most batches of this shard that ran at once (at most `lanes`)
 
 
 class RunnerStats:

@@ -10,6 +10,10 @@
 4. `python -m producer verify`: compares the aggregates with the ledger, exactly.
 5. `down`, unless `--keep-running`. Exit 0 only when verify says exact.
 
+A runtime the user already runs (`make up`) is left alone: the demo then runs beside it, in
+its own state directory (`demo/` under the runtime's) with its own emulator on its own port
+(`demo_paths`), and its `down` stops only what it started.
+
 Size: the emulator sustains roughly 100-250 conditional writes per second, and each
 message costs several (state update, quarantine or delta, aggregate transaction), so
 3000 messages drain in about one to two minutes on a 2-core machine.
@@ -137,6 +141,18 @@ def wait_for_drain(paths: LocalPaths, console: Console, sent: int, timeout_secon
     return False
 
 
+def demo_paths(paths: LocalPaths) -> tuple[LocalPaths, bool]:
+    """Where the demo runs, and whether that is beside a runtime already running in ``paths``.
+
+    The demo clears the data it verifies, injects faults and stops everything at the end: done
+    in a runtime the user started, it would take over their emulator, data and runner.
+    """
+    state = lifecycle.running_state(paths)
+    if state.emulator is None and state.runner_pid is None:
+        return paths, False
+    return LocalPaths(paths.state_dir / "demo"), True
+
+
 def run_demo(
     paths: LocalPaths,
     console: Console,
@@ -148,14 +164,23 @@ def run_demo(
 ) -> int:
     started = time.monotonic()
     environment = demo_environment(os.environ)
+    users = paths
+    paths, beside = demo_paths(paths)
+    if beside:
+        console.print(
+            f"a runtime is already running in {users.state_dir} (`make up`): the demo leaves it alone and runs "
+            f"beside it in {paths.state_dir}, on its own port"
+        )
     console.rule("[bold]1. up[/] (emulator, deploy, runner)")
     lifecycle.up(paths, environment=environment, report=console.print)
     try:
         before = kinesis_records_done(read_stats(paths.runner_stats) or {})
         console.rule(f"[bold]2. send[/] {count} messages")
+        state = f"LOCAL_STATE_DIR={paths.state_dir} " if beside else ""
+        outputs = f" --outputs {paths.outputs} --ledger {paths.ledger}" if beside else ""
         console.print(
-            "watch it from another shell: [bold].venv/bin/python -m local status[/] (counters, lag) or "
-            "[bold].venv/bin/python -m frontend[/] (the aggregates live, http://127.0.0.1:8000)"
+            f"watch it from another shell: [bold]{state}.venv/bin/python -m local status[/] (counters, lag) or "
+            f"[bold].venv/bin/python -m frontend{outputs}[/] (the aggregates live, http://127.0.0.1:8000)",
         )
         where = ["--outputs", str(paths.outputs), "--ledger", str(paths.ledger)]
         send = ["send", "--count", str(count), "--seed", str(seed), *PRODUCER_MIX, *where]

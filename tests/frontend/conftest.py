@@ -5,11 +5,13 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import boto3
 import pytest
 from moto.server import ThreadedMotoServer
+from playwright.sync_api import Browser, sync_playwright
 
 from tests.frontend.dashboard_helpers import DashboardLauncher
 
@@ -17,6 +19,15 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb.service_resource import DynamoDBServiceResource, Table
 
 REGION = "us-east-1"
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGUMENTS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 @pytest.fixture(scope="session")
@@ -57,3 +68,17 @@ def dashboards(dynamodb: DynamoDBServiceResource) -> Iterator[DashboardLauncher]
     yield launcher
     for dashboard in launcher.running:
         dashboard.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """Debian's Chromium, headless (never a downloaded browser)."""
+    if not CHROMIUM.exists():
+        pytest.fail(
+            f"{CHROMIUM} is missing: the browser tests need Debian's chromium package "
+            "(.ci/run installs it: apt-get install -y chromium)"
+        )
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGUMENTS)
+        yield launched
+        launched.close()

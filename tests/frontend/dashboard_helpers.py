@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from aggregation.aggregate_items import node_item_key
 from frontend.ledger import LedgerWatcher
 from frontend.snapshot import SnapshotBuilder, StatsHistory
-from frontend.table_reader import AggregateTableReader
+from frontend.table_reader import AggregateTableReader, QuarantineReader
 from frontend.web import DashboardServer, SnapshotPublisher
 from toolkit.ledger import NodeTotals
 
@@ -52,6 +52,21 @@ def put_marker(table: Table, marker_id: str) -> None:
     table.put_item(Item={"AggregateKey": f"#applied#{marker_id}", "ExpiresAt": 4_102_444_800})
 
 
+def create_quarantine_table(dynamodb: DynamoDBServiceResource, name: str) -> Table:
+    """A QuarantineTable (schema of docs/architecture.md) on the moto server."""
+    return dynamodb.create_table(
+        TableName=name,
+        KeySchema=[{"AttributeName": "RecordId", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "RecordId", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+
+
+def put_quarantined(table: Table, record_id: str, reason: str, at: int) -> None:
+    """Writes a QuarantineTable item as the state function does (the attributes the dashboard reads)."""
+    table.put_item(Item={"RecordId": record_id, "Reason": reason, "QuarantinedAt": at, "Payload": "{not json"})
+
+
 def totals(value: str, trade_count: int) -> NodeTotals:
     """Shorthand for exact node totals."""
     return NodeTotals(Decimal(value), trade_count)
@@ -81,14 +96,15 @@ class DashboardLauncher:
     dynamodb: DynamoDBServiceResource
     running: list[RunningDashboard] = field(default_factory=list)
 
-    def start(self, table_name: str, ledger_path: Path | None = None, interval: float = 0.2) -> RunningDashboard:
-        """A dashboard of ``table_name`` refreshing every ``interval`` seconds."""
-        builder = SnapshotBuilder(
-            table_name,
-            AggregateTableReader(self.dynamodb, table_name),
-            LedgerWatcher(ledger_path) if ledger_path else None,
-            history=StatsHistory(rate_window_seconds=2.0),
-        )
+    def start(
+        self,
+        table_name: str,
+        ledger_path: Path | None = None,
+        interval: float = 0.2,
+        quarantine_table: str | None = None,
+    ) -> RunningDashboard:
+        """A dashboard of ``table_name`` (and ``quarantine_table``) refreshing every ``interval`` seconds."""
+        builder = self.builder(table_name, ledger_path, quarantine_table)
         publisher = SnapshotPublisher(builder, interval)
         server = DashboardServer(("127.0.0.1", 0), publisher)
         publisher.start()
@@ -97,3 +113,17 @@ class DashboardLauncher:
         dashboard = RunningDashboard(server.url, server, publisher, thread)
         self.running.append(dashboard)
         return dashboard
+
+    def builder(
+        self, table_name: str, ledger_path: Path | None = None, quarantine_table: str | None = None
+    ) -> SnapshotBuilder:
+        """What a dashboard of these tables builds its snapshots with (the terminal view uses one alike)."""
+        return SnapshotBuilder(
+            table_name,
+            AggregateTableReader(self.dynamodb, table_name),
+            LedgerWatcher(ledger_path) if ledger_path else None,
+            read_quarantine=QuarantineReader(self.dynamodb, quarantine_table, refresh_seconds=0.2)
+            if quarantine_table
+            else None,
+            history=StatsHistory(rate_window_seconds=2.0),
+        )

@@ -11,13 +11,12 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import pytest
-from playwright.sync_api import Browser, ConsoleMessage, Dialog, Page, expect, sync_playwright
+from playwright.sync_api import Browser, ConsoleMessage, Dialog, Page, expect
 
+from frontend.web import CONTENT_SECURITY_POLICY
 from tests.frontend.dashboard_helpers import (
     HOSTILE_NAME,
     DashboardLauncher,
@@ -30,35 +29,12 @@ from tests.frontend.dashboard_helpers import (
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.service_resource import Table
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGUMENTS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
 #: Gitignored; CI keeps it as an artifact so a reviewer can look at the page.
 TEST_OUTPUT = REPOSITORY_ROOT / "test-output"
 
 BIG = "12345678901234567890.123456789012345678"  # 38 significant digits, DynamoDB's maximum
 BIG_SHOWN = "12,345,678,901,234,567,890.123456789012345678"
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    """Debian's Chromium, headless (never a downloaded browser)."""
-    if not CHROMIUM.exists():
-        pytest.fail(
-            f"{CHROMIUM} is missing: the browser tests need Debian's chromium package "
-            "(.ci/run installs it: apt-get install -y chromium)"
-        )
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGUMENTS)
-        yield launched
-        launched.close()
 
 
 def write_ledger(path: Path, nodes: dict[str, tuple[str, int]]) -> None:
@@ -99,7 +75,7 @@ def test_dashboard_shows_exact_live_values_and_renders_hostile_names_as_text(
     expect(page.locator("#tree-body tr")).to_have_count(6)
     expect(page.locator("#messages-applied")).to_have_text("5")
     expect(page.locator("#latency-max")).to_have_text("800 ms")
-    expect(page.locator("#verification")).to_have_text("3 nodes differ · Σ|Δ| = 0.9")
+    expect(page.locator("#verification")).to_have_text("draining: 10 of 13 nodes match")  # the batch just landed
     expect(page.locator("#differences-body tr")).to_have_count(3)
     expect(page.locator("#top-level")).to_contain_text(BIG_SHOWN)
 
@@ -229,4 +205,38 @@ def test_dashboard_says_when_the_table_cannot_be_read(
         AttributeDefinitions=[{"AttributeName": "AggregateKey", "AttributeType": "S"}],
         BillingMode="PAY_PER_REQUEST",
     )  # so the fixture's teardown can delete it
+    page.close()
+
+
+def test_the_refusals_a_browser_receives_carry_the_security_headers(
+    browser: Browser, aggregate_table: Table, dashboards: DashboardLauncher
+) -> None:
+    """The 501s for POST, PUT, OPTIONS and HEAD (sent by the base class) and a 404, as Chromium sees them."""
+    dashboard = dashboards.start(aggregate_table.name)
+    page, dialogs, _ = open_watched_page(browser)  # Chromium logs each refusal as a console error
+    page.goto(dashboard.url)
+    answers = page.evaluate(
+        """async () => {
+            const answers = {};
+            for (const [method, path] of [['POST', '/api/snapshot'], ['PUT', '/'], ['OPTIONS', '/api/snapshot'],
+                                          ['HEAD', '/'], ['GET', '/missing']]) {
+                const response = await fetch(path, {method});
+                answers[`${method} ${path}`] = {
+                    status: response.status,
+                    csp: response.headers.get('content-security-policy'),
+                    nosniff: response.headers.get('x-content-type-options'),
+                    frames: response.headers.get('x-frame-options'),
+                    type: response.headers.get('content-type'),
+                };
+            }
+            return answers;
+        }"""
+    )
+    expected_status = {"POST /api/snapshot": 501, "PUT /": 501, "OPTIONS /api/snapshot": 501, "HEAD /": 501}
+    expected_status["GET /missing"] = 404
+    assert {request: answer["status"] for request, answer in answers.items()} == expected_status
+    for request, answer in answers.items():
+        assert answer["csp"] == CONTENT_SECURITY_POLICY, request
+        assert (answer["nosniff"], answer["frames"], answer["type"]) == ("nosniff", "DENY", "text/plain; charset=utf-8")
+    assert dialogs == []
     page.close()

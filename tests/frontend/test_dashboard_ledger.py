@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from frontend.ledger import LedgerWatcher
-from producer.ledger import Ledger
+from producer.ledger import Ledger, LedgerCounts
 from producer.model import TradeState
 from tests.frontend.dashboard_helpers import totals
-from toolkit.ledger import LedgerError, load_ledger
+from toolkit.ledger import LedgerError, LedgerMessages, load_ledger
 
 
 def test_producer_format_decimal_strings_and_integer_or_string_counts(tmp_path: Path) -> None:
@@ -110,3 +110,14 @@ def test_reads_the_file_the_producer_writes(tmp_path: Path) -> None:
     assert nodes["Delta:FXSpot:EMEA"] == totals("0.2", 1)
     assert nodes["<b>:Rates:AMER"] == totals("-1234567.891234", 1)
     assert nodes == {key: totals(str(node.value), node.trade_count) for key, node in ledger.aggregates().items()}
+
+
+def test_the_watcher_reads_the_producer_counts_for_the_backlog(tmp_path: Path) -> None:
+    """Only new trades and modifications change a trade's state: what ``MessagesApplied`` reaches."""
+    counts = LedgerCounts(messages_sent=10, new_trades=4, modifications=3, moves=1, duplicates=2, malformed=1)
+    path = tmp_path / "ledger.json"
+    Ledger(counts=counts).save(path)
+    assert LedgerWatcher(path)().messages == LedgerMessages(sent=10, to_apply=7)
+    path.write_text(json.dumps({"aggregates": {}}))  # a ledger without counts: no backlog to show
+    os.utime(path, ns=(1, 1))
+    assert LedgerWatcher(path)().messages is None

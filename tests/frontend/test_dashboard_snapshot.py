@@ -20,7 +20,7 @@ from frontend.snapshot import (
     verify,
 )
 from tests.frontend.dashboard_helpers import HOSTILE_NAME, totals
-from toolkit.ledger import NodeTotals
+from toolkit.ledger import LedgerMessages, NodeTotals
 
 
 def shape(nodes: tuple[TreeNode, ...]) -> list[object]:
@@ -182,7 +182,8 @@ def test_builder_combines_reading_history_and_ledger_and_survives_read_failures(
     builder = SnapshotBuilder("T", read, lambda: ledger, clock=clock)
 
     first = builder.build()
-    assert (first.grand_total, first.node_count, first.verification.status) == (totals("1", 1), 2, "differs")
+    assert (first.grand_total, first.node_count, first.verification.status) == (totals("1", 1), 2, "draining")
+    assert first.verification.label == "draining: 0 of 2 nodes match"  # the last batch landed 0.5 s ago
     failed = builder.build()
     assert failed.read_error == "cannot read table T: endpoint down"
     assert failed.tree == first.tree  # the last good reading stays
@@ -191,3 +192,17 @@ def test_builder_combines_reading_history_and_ledger_and_survives_read_failures(
     assert recovered.read_error is None
     assert recovered.verification.status == "exact"
     assert recovered.applied_per_second == pytest.approx(0.5)
+
+
+def test_backlog_after_a_clear_is_unknown_rather_than_wrong() -> None:
+    """`producer clear` starts a new ledger while `#stats` keeps counting: more applied than the
+    ledger expects means the two no longer describe the same messages."""
+    ledger = LedgerState("l.json", {"A": totals("1", 1)}, messages=LedgerMessages(sent=12, to_apply=10))
+    now = iter([100.0, 101.0])
+    builder = SnapshotBuilder("T", lambda: TableReading({}, stats(25, 100.0)), lambda: ledger, clock=lambda: next(now))
+    snapshot = builder.build()
+    assert snapshot.backlog is not None
+    assert (snapshot.backlog.applied, snapshot.backlog.to_apply, snapshot.backlog.behind) == (25, 10, None)
+    assert snapshot.verification.label == "draining: 0 of 1 nodes match"  # not "25 of 10 applied"
+    in_step = verify({}, ledger, idle=False, messages_applied=4)
+    assert in_step.label == "draining: 4 of 10 applied"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import uuid
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
@@ -10,8 +11,15 @@ import pytest
 
 from aggregation.aggregate_items import node_item_key
 from frontend.snapshot import StatsRecord, TableReadError
-from frontend.table_reader import AggregateTableReader
-from tests.frontend.dashboard_helpers import put_leaf_with_parents, put_marker, put_node, put_stats, totals
+from frontend.table_reader import AggregateTableReader, QuarantineReader
+from tests.frontend.dashboard_helpers import (
+    create_quarantine_table,
+    put_leaf_with_parents,
+    put_marker,
+    put_node,
+    put_stats,
+    totals,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.service_resource import DynamoDBServiceResource, Table
@@ -78,3 +86,41 @@ def test_small_table_is_scanned_every_time(dynamodb: DynamoDBServiceResource, ag
 def test_a_missing_table_is_a_read_error(dynamodb: DynamoDBServiceResource) -> None:
     with pytest.raises(TableReadError, match="cannot read table NoSuchTable"):
         AggregateTableReader(dynamodb, "NoSuchTable")()
+
+
+def test_quarantine_is_counted_and_its_latest_reasons_come_newest_first(dynamodb: DynamoDBServiceResource) -> None:
+    table = create_quarantine_table(dynamodb, f"Quarantine-{uuid.uuid4().hex[:8]}")
+    try:
+        for second, reason in enumerate(["not JSON", "Value is not a decimal", "conflicting duplicate", "no TradeID"]):
+            table.put_item(
+                Item={
+                    "RecordId": f"event-{second}",
+                    "Reason": reason,
+                    "QuarantinedAt": 1_700_000_000 + second,
+                    "Payload": "x" * 100,
+                }
+            )
+        now = [0.0]
+        reader = QuarantineReader(dynamodb, table.name, latest=3, refresh_seconds=5, clock=lambda: now[0])
+        summary = reader()
+        assert summary.count == 4
+        assert [record.reason for record in summary.latest] == [
+            "no TradeID",
+            "conflicting duplicate",
+            "Value is not a decimal",
+        ]
+        table.put_item(Item={"RecordId": "event-9", "Reason": "late", "QuarantinedAt": 1_700_000_009})
+        assert reader().count == 4  # within refresh_seconds: the last summary, no scan
+        now[0] = 5.0
+        assert reader().latest[0].reason == "late"
+    finally:
+        table.delete()
+
+
+def test_a_missing_table_is_named_once(dynamodb: DynamoDBServiceResource) -> None:
+    with pytest.raises(TableReadError) as raised:
+        AggregateTableReader(dynamodb, "NoSuchTable")()
+    assert str(raised.value) == "cannot read table NoSuchTable: it does not exist (ResourceNotFoundException)"
+    with pytest.raises(TableReadError) as raised:
+        QuarantineReader(dynamodb, "NoSuchQuarantine")()
+    assert str(raised.value).count("NoSuchQuarantine") == 1

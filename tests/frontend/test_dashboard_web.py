@@ -1,10 +1,12 @@
-"""The web server: security headers on every response, read-only, loopback-only names, the API document."""
+"""The web server: security headers on every response (errors too), read-only, loopback-only names unless
+``allow_remote``, the API document."""
 
 from __future__ import annotations
 
 import http.client
 import json
 import re
+import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,7 +14,13 @@ from pathlib import Path
 import pytest
 
 from frontend.snapshot import LedgerState, SnapshotBuilder, StatsRecord, TableReading
-from frontend.web import CONTENT_SECURITY_POLICY, DashboardServer, SnapshotPublisher
+from frontend.web import (
+    CONTENT_SECURITY_POLICY,
+    SECURITY_HEADERS,
+    DashboardServer,
+    RemoteServingRefused,
+    SnapshotPublisher,
+)
 from tests.frontend.dashboard_helpers import HOSTILE_NAME, totals
 
 STATIC = Path(__file__).resolve().parents[2] / "frontend" / "static"
@@ -82,10 +90,50 @@ def test_every_response_carries_the_strict_content_security_policy(
     assert headers["server"] == "aggregation-dashboard"
 
 
-def test_the_dashboard_is_read_only(server: DashboardServer) -> None:
-    for method in ("POST", "PUT", "DELETE", "PATCH"):
-        status, _, _ = request(server, "/api/snapshot", method=method)
-        assert status == 501
+def assert_security_headers(headers: dict[str, str]) -> None:
+    for name, value in SECURITY_HEADERS.items():
+        assert headers[name.lower()] == value, name
+
+
+def test_the_dashboard_is_read_only_and_its_refusals_carry_the_security_headers(server: DashboardServer) -> None:
+    for method in ("POST", "PUT", "DELETE", "PATCH", "OPTIONS", "HEAD"):
+        status, headers, body = request(server, "/api/snapshot", method=method)
+        assert status == 501, method
+        assert_security_headers(headers)
+        assert headers["content-type"] == "text/plain; charset=utf-8"
+        assert body == (b"" if method == "HEAD" else f"501 Unsupported method ('{method}')\n".encode())
+
+
+def test_a_malformed_request_is_refused_with_the_security_headers(server: DashboardServer) -> None:
+    address, port = server.server_address[:2]
+    with socket.create_connection((str(address), port), timeout=5) as connection:
+        connection.sendall(b"GET /api/snapshot extra HTTP/1.1\r\nHost: localhost\r\n\r\n")  # four words
+        reply = connection.makefile("rb").read().decode()
+    head = reply.split("\r\n\r\n", 1)[0].lower()
+    assert head.startswith("http/1.0 400")
+    assert f"content-security-policy: {CONTENT_SECURITY_POLICY}".lower() in head
+    assert "x-content-type-options: nosniff" in head
+
+
+def test_a_dashboard_beyond_loopback_needs_allow_remote_and_still_checks_the_host() -> None:
+    publisher = SnapshotPublisher(SnapshotBuilder("AggTable", lambda: TableReading({}, None), None), interval=60)
+    with pytest.raises(RemoteServingRefused, match="needs --allow-remote"):
+        DashboardServer(("0.0.0.0", 0), publisher)
+    remote = DashboardServer(("0.0.0.0", 0), publisher, allow_remote=True, allowed_names=["Dash.Internal"])
+    publisher.start()
+    thread = threading.Thread(target=remote.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        port = remote.server_address[1]
+        served = [f"127.0.0.1:{port}", f"192.0.2.7:{port}", f"dash.internal:{port}", f"{socket.gethostname()}:{port}"]
+        assert [request(remote, "/api/snapshot", host=host)[0] for host in served] == [200] * len(served)
+        status, headers, _ = request(remote, "/api/snapshot", host=f"rebind.example:{port}")  # DNS rebinding
+        assert status == 421
+        assert_security_headers(headers)
+    finally:
+        remote.shutdown()
+        remote.server_close()
+        publisher.stop()
 
 
 def test_only_loopback_names_may_address_a_loopback_dashboard(server: DashboardServer) -> None:
@@ -115,6 +163,9 @@ def test_api_document_carries_exact_preformatted_values(server: DashboardServer)
         "children": [],
     }
     assert document["stats"]["messages_applied"] == "12,345"
+    backlog = document["backlog"]
+    assert (backlog["applied"], backlog["ingested"], backlog["lag"], backlog["idle"]) == ("12,345", None, None, True)
+    assert document["quarantine"] is None  # no QuarantineTable named: the page says so
     verification = document["verification"]
     assert verification["status"] == "differs"
     assert verification["label"] == "2 nodes differ · Σ|Δ| = 1,234,567.391234"  # |-0.5| + 1,234,566.891234

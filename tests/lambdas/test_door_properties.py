@@ -2,12 +2,15 @@
 
 Records are generated at the edges (extreme exponents, zeros with huge exponents, 38, 39 and
 400+ digit numbers, versions around 10^38, level values that begin with `#`, whitespace,
-unicode, lone surrogates). Each is either refused by validation with a reason, or passes every
+unicode, lone surrogates, terminal escapes, C1 controls and bidirectional overrides). Each is
+either refused by validation with a reason, or passes every
 stage's write-building without an exception: the state update as the handler builds it, the
 map stage's delta items, the reduce transactions and the archive document, each checked
 against the request shapes of botocore's DynamoDB model and DynamoDB's item and key limits. The
 totals every stage would write equal an independent sum of the accepted records' values, read
-from the JSON text with plain Decimal arithmetic. Pure functions only, no emulator.
+from the JSON text with plain Decimal arithmetic. Every accepted TradeID and node key renders in
+a terminal (rich, colours on) exactly as written, without a control character (issue 26). Pure
+functions only, no emulator.
 """
 
 import json
@@ -18,6 +21,7 @@ import botocore.session
 from botocore.validate import validate_parameters
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from rich.console import Console
 
 from aggregation.archive import (
     ArchivedDelta,
@@ -37,6 +41,7 @@ from local.runner.inprocess import LEVELS
 from map_function.handler import StateChange, delta_items, trade_state
 from reduce_function.handler import IdempotencyMode, transaction_items
 from state_function.handler import update_arguments
+from toolkit.untrusted import UNSAFE_CHARACTERS, untrusted_text
 
 DYNAMODB = botocore.session.get_session().get_service_model("dynamodb")
 TRUTH = Context(prec=1_000, traps=[Inexact, Rounded])
@@ -85,10 +90,26 @@ VERSION_TEXT = st.one_of(
     st.sampled_from(["-1", "1" + "0" * 400, "1E+38", "1.0", "true", '"3"']),
 )
 
+HOSTILE_TEXT = [
+    "Delta\x1b[2J\x1b[H",  # clear the screen
+    "\x1b]0;title\x07",  # OSC 0: the window title
+    "\x1b]8;;http://x\x1b\\y\x1b]8;;\x1b\\",  # OSC 8: a hyperlink
+    "\x1b]52;c;aGk=\x07",  # OSC 52: write the clipboard
+    "\x9b2J",  # the C1 control sequence introducer
+    "\u202eHCTAM",  # right-to-left override
+    "x\u2066y\u2069",  # isolates
+    "Delta[/]",
+    "[bold green]verdict: MATCH",
+    "[link=http://x]y[/link]",
+]
+"""Strings a producer could use to forge what the operator sees (control characters are refused, markup is
+text)."""
+
 LEVEL_VALUE = st.one_of(
     st.text(min_size=1, max_size=140),
     st.text(max_size=20).map(lambda text: "#" + text),
     st.sampled_from([" ", "\t", "\u00a0", "é" * 64, "é" * 65, "😀" * 32, "😀" * 33, "\ud800", "a\udfffb", "a:b"]),
+    st.sampled_from(HOSTILE_TEXT),
 )
 
 
@@ -97,7 +118,9 @@ def record(draw: st.DrawFn, position: int) -> tuple[bytes, str]:
     """The record's bytes, and the Value's JSON text (for the independent sum)."""
     value = draw(NUMBER_TEXT)
     hierarchy = {level: draw(LEVEL_VALUE) for level in LEVELS}
-    trade_id = draw(st.one_of(st.just("trade"), st.text(max_size=300), st.sampled_from(["\ud800", "#stats"])))
+    trade_id = draw(
+        st.one_of(st.just("trade"), st.text(max_size=300), st.sampled_from(["\ud800", "#stats", *HOSTILE_TEXT]))
+    )
     text = (
         f'{{"TradeID": {json.dumps(f"{trade_id}-{position}")}, "Version": {draw(VERSION_TEXT)}, '
         f'"Value": {value}, "Timestamp": {draw(NUMBER_TEXT)}, "Hierarchy": {json.dumps(hierarchy)}}}'
@@ -123,6 +146,15 @@ def assert_valid_request(operation: str, request: dict[str, Any]) -> None:
     shape = DYNAMODB.operation_model(operation).input_shape
     assert shape is not None
     validate_parameters(request, shape)
+
+
+def assert_renders_verbatim(text: str) -> None:
+    """What the terminal renderers print for ``text`` (colours on) is ``text``, with no control character."""
+    console = Console(record=True, force_terminal=True, color_system="truecolor", width=1_000, soft_wrap=True)
+    console.print(untrusted_text(text, style="bold"))
+    shown = console.export_text(styles=False).removesuffix("\n")
+    assert shown == text
+    assert UNSAFE_CHARACTERS.search(text) is None
 
 
 def state_image(request: dict[str, Any]) -> dict[str, Any]:
@@ -180,6 +212,9 @@ def test_every_accepted_record_is_writable_by_every_stage_and_the_totals_are_exa
         accepted.append((message, value_text))
     if not accepted:
         return
+    for message, _ in accepted:
+        assert_renders_verbatim(message.trade_id)
+        assert_renders_verbatim(":".join(message.hierarchy))
     expected = independent_totals(accepted)
 
     items = delta_items("label/shardId-1", state_changes([m for m, _ in accepted]), now=1.8e9, ttl=604_800)

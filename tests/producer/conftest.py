@@ -13,8 +13,10 @@ import pytest
 from moto.server import ThreadedMotoServer
 
 from aggregation.aggregate_items import node_item_key
+from local.paths import LocalPaths
 from producer.generator import GeneratorConfig, generate_messages
 from producer.ledger import Ledger
+from tests.producer.local_stack import started_local_stack
 from toolkit.pipeline import PipelineTarget
 
 if TYPE_CHECKING:
@@ -142,3 +144,11 @@ def sent_ledger(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Ledger]
         ledger.record(message)
     ledger.save(path)
     return path, ledger
+
+
+@pytest.fixture
+def local_stack(tmp_path: Path) -> Iterator[LocalPaths]:
+    """A `make up`-style stack of its own (`tests.producer.local_stack`); tests using it carry the
+    `emulator` mark themselves."""
+    with started_local_stack(tmp_path) as paths:
+        yield paths

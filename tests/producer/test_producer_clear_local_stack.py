@@ -9,44 +9,15 @@ table and the ledger afterwards.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from local.deploy import lifecycle
-from local.paths import REPO_ROOT, LocalPaths
+from local.paths import LocalPaths
+from tests.producer.local_stack import run_tool
 
 pytestmark = [pytest.mark.emulator, pytest.mark.slow]
-
-
-@pytest.fixture
-def local_stack(tmp_path: Path) -> Iterator[LocalPaths]:
-    """The synthesized stack in the emulator and the runner, without faults, in a tmp state dir."""
-    paths = LocalPaths(tmp_path / ".local")
-    environment = {name: value for name, value in os.environ.items() if not name.startswith("FAILURE_")}
-    lifecycle.up(paths, environment=environment, report=lambda _: None)
-    try:
-        yield paths
-    finally:
-        lifecycle.down(paths, report=lambda _: None)
-
-
-def run_tool(module: str, *arguments: str) -> subprocess.CompletedProcess[str]:
-    environment = {name: value for name, value in os.environ.items() if not name.startswith("AWS_ENDPOINT")}
-    return subprocess.run(
-        [sys.executable, "-m", module, *arguments],
-        cwd=REPO_ROOT,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
 
 
 def test_send_clear_send_verify_is_exact(local_stack: LocalPaths, tmp_path: Path) -> None:

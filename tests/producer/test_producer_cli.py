@@ -87,7 +87,8 @@ def test_send_verify_clear_from_the_command_line(
     pipeline: PipelineTarget, tmp_path: Path, fill_tables: FillTables
 ) -> None:
     write_outputs(pipeline, tmp_path)
-    sent = run_cli("send", "--count", "300", "--seed", "4", "--no-progress", cwd=tmp_path)
+    # No pipeline runs here, so nothing to read back (`--watch 0`: no wait for one).
+    sent = run_cli("send", "--count", "300", "--seed", "4", "--no-progress", "--watch", "0", cwd=tmp_path)
     assert sent.returncode == 0, sent.stderr
     assert "messages sent" in sent.stdout and "300" in sent.stdout
     ledger_path = tmp_path / ".local" / "ledger.json"

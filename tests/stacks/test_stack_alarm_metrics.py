@@ -100,6 +100,8 @@ def test_the_scan_finds_what_each_handler_emits(template: Template) -> None:
             "DeltaUnitsAlreadyApplied",
             "NonInsertRecordsSkipped",
             "TransactionConflictsRetried",
+            "MessagesApplied",
+            "EndToEndLatency",
         },
         "archive": {
             "DeltaObjectsArchived",

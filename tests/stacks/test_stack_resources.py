@@ -216,4 +216,4 @@ def test_outputs_have_the_contract_keys(template: Template) -> None:
     }
     for output_key, partition_key in expected.items():
         assert outputs[output_key]["Value"] == {"Ref": table_logical_id(template, partition_key)}
-    assert set(outputs) == {"StreamName", "ArchiveBucketName", *expected}
+    assert set(outputs) == {"StreamName", "ArchiveBucketName", "DashboardUrl", *expected}

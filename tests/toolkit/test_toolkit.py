@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
+import sys
 from decimal import Decimal
 from pathlib import Path
 
@@ -98,3 +101,17 @@ def test_absent_nodes_equal_zero_and_keys_starting_with_hash_are_nodes_like_any_
     actual = {"A": NodeTotals(Decimal("1.5"), 1), "C": NodeTotals(Decimal(0), 1), "D": NodeTotals(Decimal("0.1"), 0)}
     assert node_keys(expected, actual) == ["#1 desk", "A", "B", "C", "D"]
     assert differing_keys(expected, actual) == ["#1 desk", "C", "D"]
+
+
+def test_clients_look_for_the_outputs_where_local_state_dir_puts_them(tmp_path: Path) -> None:
+    """`make up` writes to ``$LOCAL_STATE_DIR/outputs.json``; the producer looked in ``.local/`` whatever it said."""
+    result = subprocess.run(
+        [sys.executable, "-m", "producer", "send", "--count", "1"],
+        check=False,
+        env={**os.environ, "LOCAL_STATE_DIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode != 0
+    assert f"{tmp_path / 'outputs.json'}" in result.stderr + result.stdout

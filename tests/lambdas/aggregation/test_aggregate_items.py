@@ -89,8 +89,20 @@ def test_stats_slices_are_bookkeeping_and_combine_into_one_stats_item() -> None:
     assert all(is_stats_key(stats_item_key(s)) and node_path_of(stats_item_key(s)) is None for s in (0, 1, 9999))
     assert not is_stats_key(node_item_key("#stats", 0)) and not is_stats_key("#statsx")
     items = [
-        {"AggregateKey": STATS_KEY, "MessagesApplied": Decimal(5), "LastUpdated": Decimal("10.5")},
-        {"AggregateKey": "#stats#2", "MessagesApplied": Decimal(7), "LastUpdated": Decimal("12.0"), "X": 1},
+        {
+            "AggregateKey": STATS_KEY,
+            "MessagesApplied": Decimal(5),
+            "LastUpdated": Decimal("10.5"),
+            "LatencyBucket3": Decimal(4),
+            "LatencyBucket9": Decimal(1),
+        },
+        {
+            "AggregateKey": "#stats#2",
+            "MessagesApplied": Decimal(7),
+            "LastUpdated": Decimal("12.0"),
+            "X": 1,
+            "LatencyBucket3": Decimal(2),
+        },
         {"AggregateKey": node_item_key("Delta"), "Value": Decimal(1), "TradeCount": 1},
     ]
     assert combined_stats(items) == {
@@ -98,5 +110,7 @@ def test_stats_slices_are_bookkeeping_and_combine_into_one_stats_item() -> None:
         "MessagesApplied": 12,
         "LastUpdated": Decimal("12.0"),
         "X": 1,
+        "LatencyBucket3": 6,  # the histogram summed over the slices, like the count
+        "LatencyBucket9": 1,
     }
     assert combined_stats(items[2:]) is None

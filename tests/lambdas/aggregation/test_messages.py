@@ -95,12 +95,39 @@ def test_integer_value_and_extra_hierarchy_levels_are_accepted() -> None:
         (b'{"TradeID":"\\ud800","Version":1,"Value":1}', "TradeID is not valid Unicode"),
         (encode(message(Hierarchy={"RiskType": "\udfff", "TradeDesk": "F", "Region": "A"})), "not valid Unicode"),
         (encode(message(Hierarchy={"RiskType": 5, "TradeDesk": "F", "Region": "A"})), "not a string"),
+        (encode(message(TradeID="t\x1b[2J")), "TradeID contains a control or bidirectional-control character (U+001B)"),
+        (encode(message(TradeID="t\x00")), "TradeID contains a control or bidirectional-control character (U+0000)"),
+        (encode(message(TradeID="t\tx")), "(U+0009)"),
+        (encode(message(TradeID="t\x7f")), "(U+007F)"),
+        (encode(message(TradeID="t\x9b2J")), "(U+009B)"),  # the C1 control sequence introducer
+        (encode(message(TradeID="\u202eHCTAM")), "TradeID contains a control or bidirectional-control character"),
+        (encode(message(Hierarchy={"RiskType": "D\x1b]52;c;aGk=\x07", "TradeDesk": "F", "Region": "A"})), "U+001B"),
+        (
+            encode(message(Hierarchy={"RiskType": "D", "TradeDesk": "F\n", "Region": "A"})),
+            "Hierarchy.TradeDesk contains a control or bidirectional-control character (U+000A)",
+        ),
+        (encode(message(Hierarchy={"RiskType": "D", "TradeDesk": "F", "Region": "\u2066A"})), "(U+2066)"),
+        (encode(message(Hierarchy={"RiskType": "D", "TradeDesk": "F", "Region": "A\u2069"})), "(U+2069)"),
+        (encode(message(Hierarchy={"RiskType": "D\u202a", "TradeDesk": "F", "Region": "A"})), "(U+202A)"),
     ],
 )
 def test_invalid_records_are_rejected_with_their_reason(raw: bytes, reason: str) -> None:
     with pytest.raises(InvalidMessage) as caught:
         parse_trade_message(raw, LEVELS)
     assert reason in caught.value.reason
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["\u00a0", "\u200e", "\u200f", "\u061c", "\u200d", "\u2065", "\u206a", "\u00a0\u00ff", "[/]", "[bold]x", "\\x1b"],
+)
+def test_characters_next_to_the_refused_ones_are_accepted(text: str) -> None:
+    """Only C0, DEL, C1 and the bidirectional embeddings, overrides and isolates are refused: the
+    marks (U+200E, U+200F, U+061C), joiners, neighbours of the refused ranges, markup-looking
+    text and a literal backslash escape are ordinary text (the renderers show them literally)."""
+    hierarchy = {"RiskType": f"R{text}", "TradeDesk": "F", "Region": "A"}
+    parsed = parse_trade_message(encode(message(TradeID=f"t{text}", Hierarchy=hierarchy)), LEVELS)
+    assert (parsed.trade_id, parsed.hierarchy[0]) == (f"t{text}", f"R{text}")
 
 
 def test_limits_are_inclusive() -> None:

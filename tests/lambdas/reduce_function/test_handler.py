@@ -13,7 +13,8 @@ import pytest
 from botocore.exceptions import ClientError
 
 from aggregation.aggregate_items import node_path_of
-from aggregation.names import NON_INSERT_RECORDS_SKIPPED
+from aggregation.latency import histogram_of
+from aggregation.names import END_TO_END_LATENCY, MESSAGES_APPLIED, NON_INSERT_RECORDS_SKIPPED
 from aggregation.transactions import MAX_TRANSACTION_ACTIONS
 from function_support import aws
 from local.runner.inprocess import LambdaContextStub, Pipeline, expected_totals, trade_message
@@ -389,3 +390,33 @@ def test_a_batch_of_only_non_inserts_applies_nothing(pipeline: Pipeline, capsys:
     assert reduce_handler.lambda_handler({"Records": [modify]}, LambdaContextStub()) == {"transactions": 0}
     assert pipeline.aggregates() == {}
     assert emitted_metric(capsys.readouterr().out, NON_INSERT_RECORDS_SKIPPED) == [1.0]
+
+
+def test_each_applied_message_is_measured_once_in_the_metrics_and_the_stats_histogram(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], aws_environment: str
+) -> None:
+    """One `EndToEndLatency` value per applied message, `MessagesApplied` its count, and the same
+    messages in the `#stats` histogram; a retry that markers find applied measures nothing again.
+    (A retry within the token's 10 minutes gets DynamoDB's success for its identical request and
+    is measured again: `aggregation.latency`.)"""
+    sent_at = time.time() - 2.0
+    trades = wide_trades("t", 150)  # more than the 100 values of one EMF document
+    payloads = [
+        trade_message(trade_id, 1, str(value), path, timestamp=f"{sent_at:.3f}")
+        for trade_id, (value, path) in trades.items()
+    ]
+    records = delta_records_for(pipeline, payloads)
+    capsys.readouterr()
+    monkeypatch.setenv("FAILURE_REDUCE_LAMBDA_AFTER_WRITE_PCT", "100")
+    with pytest.raises(RuntimeError, match="injected REDUCE failure"):
+        pipeline.run_reduce(records)
+    monkeypatch.setenv("FAILURE_REDUCE_LAMBDA_AFTER_WRITE_PCT", "0")
+    advance_emulator_clock(aws_environment, TOKEN_WINDOW_SECONDS + 1)
+    assert pipeline.run_reduce(records)["units_already_applied"] > 0  # the retry: every unit applied before
+
+    out = capsys.readouterr().out
+    assert emitted_metric(out, MESSAGES_APPLIED) == [150.0, 0.0]
+    latencies = emitted_metric(out, END_TO_END_LATENCY)
+    assert len(latencies) == 150 and all(2000 <= value < 60_000 for value in latencies)
+    stats = pipeline.stats()
+    assert stats[MESSAGES_APPLIED] == 150 and sum(histogram_of(stats).values()) == 150

@@ -42,6 +42,29 @@ def test_an_exception_reading_a_record_quarantines_it_with_the_exception_named(
     assert len(received.reason) == MAX_UNEXPECTED_REASON_CHARACTERS
 
 
+@pytest.mark.parametrize(
+    ("payload", "reason"),
+    [
+        (
+            trade_message("t\\u001b[2J", 1, "1"),
+            "TradeID contains a control or bidirectional-control character (U+001B)",
+        ),
+        (
+            trade_message("t", 1, "1", path=("Delta", "FX\u202eEMAG", "AMER")),
+            "Hierarchy.TradeDesk contains a control or bidirectional-control character (U+202E)",
+        ),
+    ],
+)
+def test_a_terminal_escape_or_bidirectional_override_is_quarantined_with_its_reason(
+    payload: bytes, reason: str
+) -> None:
+    """Issue 26: what a producer sends must not repaint the operator's screen; the record keeps its evidence."""
+    received = state_handler.receive(origin(payload), "state", LEVELS, DEFAULT_VALUE_DOMAIN)
+    assert isinstance(received, QuarantinedRecord)
+    assert received.reason == reason
+    assert received.origin.payload == payload
+
+
 def test_the_write_is_built_and_serialized_at_the_door() -> None:
     payload = trade_message("t", 10**38 - 1, "0E+500", timestamp="-0E+300")
     received = state_handler.receive(origin(payload), "state", LEVELS, DEFAULT_VALUE_DOMAIN)

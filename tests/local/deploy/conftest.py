@@ -17,12 +17,15 @@ StartStack = Callable[..., tuple[Deployment, LocalPaths]]
 
 @pytest.fixture
 def local_stack(tmp_path: Path) -> Iterator[StartStack]:
-    """`local_stack(NAME=value, ...)` brings the stack up with those variables added; down afterwards."""
+    """`local_stack(NAME=value, ...)` brings the stack up with those variables added; down afterwards.
+
+    `cdk_out`: a cloud assembly of the test's own (other `cdk.json` settings) instead of `cdk synth`'s.
+    """
     paths = LocalPaths(tmp_path / ".local")
 
-    def start(**variables: str) -> tuple[Deployment, LocalPaths]:
+    def start(cdk_out: Path | None = None, **variables: str) -> tuple[Deployment, LocalPaths]:
         environment = {name: value for name, value in os.environ.items() if not name.startswith("FAILURE_")}
-        return lifecycle.up(paths, environment=environment | variables, report=lambda _: None), paths
+        return lifecycle.up(paths, environment=environment | variables, report=lambda _: None, cdk_out=cdk_out), paths
 
     yield start
     lifecycle.down(paths, report=lambda _: None)

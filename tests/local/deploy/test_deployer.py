@@ -162,7 +162,10 @@ def test_the_synthesized_stack_deploys_with_every_output_the_contract_names(
     outputs = deployment.local_outputs()
     for key in ("stream_name", "state_table", "delta_table", "aggregate_table", "quarantine"):
         assert outputs[key], key
-    assert set(deployment.outputs) <= set(OUTPUT_KEYS_TO_LOCAL_NAMES) | {"AlarmTopicArn"}
+    assert set(deployment.outputs) <= set(OUTPUT_KEYS_TO_LOCAL_NAMES) | {"AlarmTopicArn", "DashboardUrl"}
+    # The dashboard deploys into the emulator too (moto's CloudFormation supports it): one template.
+    dashboards = [r for r in deployment.resources.values() if r.resource_type == "AWS::CloudWatch::Dashboard"]
+    assert len(dashboards) == 1 and deployment.outputs["DashboardUrl"].endswith(dashboards[0].physical_id)
     functions = [r for r in deployment.resources.values() if r.resource_type == "AWS::Lambda::Function"]
     assert len(functions) >= 3
     # The Powertools layer parameter resolved to the local stand-in (AWS's public one cannot exist here).

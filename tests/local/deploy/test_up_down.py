@@ -26,6 +26,7 @@ from local.deploy.deployer import Deployment, aws_client
 from local.deploy.status import render_status
 from local.paths import REPO_ROOT, LocalPaths
 from local.runner.redelivery import SHAPES
+from local.scenarios import demo
 from tests.local.runner.runner_harness import read_invocations, stream_stack_template, wait_for, write_cloud_assembly
 
 LEVELS = ("RiskType", "TradeDesk", "Region")
@@ -182,6 +183,7 @@ def test_up_runs_the_deployed_stack_exactly_once_under_faults_and_reshaped_retri
     quarantined = aws_client("dynamodb", deployment.endpoint_url).scan(TableName=outputs["quarantine"])["Items"]
     assert len(quarantined) == 2 * rounds  # each round's two malformed records
     assert render_status(paths, Console(file=open(os.devnull, "w"))) == 0  # noqa: SIM115
+    assert demo.demo_paths(paths) == (LocalPaths(paths.state_dir / "demo"), True)  # `make demo` leaves it alone
 
     runner_pid = lifecycle.running_runner_pid(paths)
     assert runner_pid is not None
@@ -189,6 +191,7 @@ def test_up_runs_the_deployed_stack_exactly_once_under_faults_and_reshaped_retri
     assert lifecycle.process_command_line(runner_pid) is None
     assert lifecycle.running_emulator(paths) is None
     assert not paths.outputs.exists()
+    assert demo.demo_paths(paths) == (paths, False)
     said: list[str] = []
     lifecycle.down(paths, report=said.append)
     assert said == ["nothing was running"], "down is safe to repeat"
@@ -259,6 +262,31 @@ def test_down_tolerates_stale_pid_files_and_never_kills_a_process_it_did_not_sta
     paths.runner_pid.write_text("not a pid")
     lifecycle.down(paths, report=said.append)
     assert said[-1] == "nothing was running"
+
+
+def test_down_does_not_wait_for_a_busy_runner_to_finish(tmp_path: Path) -> None:
+    """`down` discards everything, so a runner still finishing its batches (here: one that ignores
+    SIGTERM altogether) is killed after `DOWN_GRACE_SECONDS`, not waited for as a restart would."""
+    paths = LocalPaths(tmp_path)
+    paths.ensure()
+    ignores_sigterm = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
+    busy = subprocess.Popen(
+        [sys.executable, "-c", ignores_sigterm, "local.runner"],  # `down` knows a runner by `local.runner`
+        start_new_session=True,  # the runner's own process group, as `start_runner` makes it
+    )
+    try:
+        wait_for(lambda: "local.runner" in (lifecycle.process_command_line(busy.pid) or ""))
+        paths.runner_pid.write_text(str(busy.pid))
+        started = time.monotonic()
+        said: list[str] = []
+        lifecycle.down(paths, report=said.append)
+        assert time.monotonic() - started < lifecycle.PROCESS_STOP_TIMEOUT_SECONDS  # a restart's patience
+        assert lifecycle.process_command_line(busy.pid) is None  # killed (and reaped by `down`: we are its parent)
+        assert said == ["stopped the runner"]
+    finally:
+        if busy.poll() is None:
+            busy.kill()
+            busy.wait()
 
 
 def test_an_exited_process_its_parent_has_not_reaped_counts_as_gone() -> None:

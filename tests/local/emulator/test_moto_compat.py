@@ -6,6 +6,7 @@ per test, so the tests share one emulator (per module) without seeing each other
 
 from __future__ import annotations
 
+import datetime
 import io
 import json
 import threading
@@ -732,3 +733,33 @@ def test_compat_clock_advances_in_process() -> None:
     assert clock.advance(601) >= start + 601
     with pytest.raises(ValueError):
         clock.advance(-1)
+
+
+def test_get_metric_data_answers_percentiles_of_the_published_values(aws_client: AwsClientFactory) -> None:
+    """`fix_cloudwatch_percentile_statistics`: `pNN` is the nearest-rank percentile of the period's
+    values (Values/Counts included); the statistics moto knows are left alone."""
+    cloudwatch = aws_client("cloudwatch")
+    when = datetime.datetime.now(datetime.UTC).replace(second=0, microsecond=0) - datetime.timedelta(minutes=3)
+    metric = {"Namespace": "Compat", "MetricName": f"m{uuid.uuid4().hex[:8]}"}
+    cloudwatch.put_metric_data(
+        Namespace=metric["Namespace"],
+        MetricData=[
+            {"MetricName": metric["MetricName"], "Timestamp": when, "Values": [1, 2, 10], "Counts": [90, 9, 1]}
+        ],
+    )
+    queries = [
+        {"Id": statistic.replace(".", "_").lower(), "MetricStat": {"Metric": metric, "Period": 60, "Stat": statistic}}
+        for statistic in ("p50", "p90", "p99", "p99.9", "p100", "Maximum", "Sum")
+    ]
+    results = cloudwatch.get_metric_data(
+        MetricDataQueries=queries, StartTime=when, EndTime=when + datetime.timedelta(minutes=1)
+    )["MetricDataResults"]
+    assert {result["Id"]: result["Values"] for result in results} == {
+        "p50": [1.0],
+        "p90": [1.0],
+        "p99": [2.0],
+        "p99_9": [10.0],
+        "p100": [10.0],
+        "maximum": [10.0],
+        "sum": [118.0],
+    }

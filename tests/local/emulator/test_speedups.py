@@ -8,6 +8,7 @@ without a patch and then with it, on the same data; the patches are undone after
 from __future__ import annotations
 
 import datetime
+import gc
 import http.client
 import json
 import re
@@ -21,10 +22,12 @@ from typing import Any
 import pytest
 from moto import backends as moto_backends
 from moto.core import responses as moto_responses
+from moto.core.common_models import BaseModel
 from moto.core.serialize import TimestampSerializer
 from moto.dynamodb import models as moto_models
 from moto.dynamodb.comparisons import ConditionExpressionParser
 from moto.dynamodb.models import DynamoDBBackend
+from moto.dynamodb.models.dynamo_type import DynamoType, Item, LimitedSizeDict
 from moto.dynamodb.models.table import StreamShard
 from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ignore[attr-defined]
 from moto.dynamodb.parsing.validators import UpdateExpressionValidator
@@ -45,6 +48,9 @@ AUTHORIZATION = (
 )
 """As botocore signs DynamoDB and DynamoDB Streams requests (both scoped to ``dynamodb``)."""
 PATCHED: tuple[tuple[Any, str], ...] = (
+    (LimitedSizeDict, "__setitem__"),
+    (DynamoType, "__init__"),
+    (BaseModel, "__new__"),
     (StreamShard, "add"),
     (DynamoDBStreamsHandler, "get_records"),
     (UpdateExpressionParser, "make"),
@@ -421,6 +427,81 @@ class _NoWalk(OrderedDict[int, Any]):
 
     def values(self) -> Any:
         raise AssertionError("walked the shard")
+
+
+def live_items_with_key(value: str) -> int:
+    """How many moto `Item` objects with hash key ``{"S": value}`` are alive in this process."""
+    gc.collect()
+    key = DynamoType({"S": value})
+    return sum(1 for thing in gc.get_objects() if isinstance(thing, Item) and thing.hash_key == key)
+
+
+def update_one_item(moto: Moto, table: str, key: str, times: int) -> None:
+    for number in range(times):
+        moto.call(
+            "DynamoDB_20120810.UpdateItem",
+            {
+                "TableName": table,
+                "Key": {"pk": {"S": key}},
+                "UpdateExpression": "SET v = :v",
+                "ExpressionAttributeValues": {":v": {"N": str(number)}},
+            },
+        )
+
+
+def test_moto_objects_nothing_uses_are_freed(moto: Moto, moto_s_own: dict[str, Any]) -> None:
+    """moto registers every model instance for ever: 40 updates of one item left 40+ Items alive."""
+    table, _, _ = table_with_stream(moto)
+    kept_by_moto = f"kept-{uuid.uuid4().hex}"
+    update_one_item(moto, table, kept_by_moto, 40)
+    assert live_items_with_key(kept_by_moto) > 40  # the control: moto's own register keeps the copies
+
+    speedups.keep_no_register_of_every_model_instance()
+    freed = f"freed-{uuid.uuid4().hex}"
+    update_one_item(moto, table, freed, 40)
+    assert live_items_with_key(freed) == 1  # the one in the table
+    stored = moto.call("DynamoDB_20120810.GetItem", {"TableName": table, "Key": {"pk": {"S": freed}}})
+    assert stored["Item"]["v"] == {"N": "39"}
+
+
+def stored_item(key: str) -> Item:
+    """The moto `Item` stored under ``{"S": key}`` (found among the live objects)."""
+    gc.collect()
+    wanted = DynamoType({"S": key})
+    return next(thing for thing in gc.get_objects() if isinstance(thing, Item) and thing.hash_key == wanted)
+
+
+def test_items_share_their_attribute_names_and_read_as_moto_s(moto: Moto, moto_s_own: dict[str, Any]) -> None:
+    table, _, _ = table_with_stream(moto)
+    speedups.keep_no_register_of_every_model_instance()
+    item = {"n": {"N": "1.50"}, "m": {"M": {"Delta:Credit": {"M": {"Value": {"N": "2"}}}, "l": {"L": [{"S": "x"}]}}}}
+    moto_s_reads = []
+    for name in ("moto-a", "moto-b"):
+        moto.call("DynamoDB_20120810.PutItem", {"TableName": table, "Item": {"pk": {"S": name}, **item}})
+        moto_s_reads.append(moto.call("DynamoDB_20120810.GetItem", {"TableName": table, "Key": {"pk": {"S": name}}}))
+    assert next(iter(stored_item("moto-a").attrs["m"].value)) is not next(iter(stored_item("moto-b").attrs["m"].value))
+
+    speedups.share_attribute_names()
+    reads = []
+    for name in ("shared-a", "shared-b"):
+        moto.call("DynamoDB_20120810.PutItem", {"TableName": table, "Item": {"pk": {"S": name}, **item}})
+        moto.call(
+            "DynamoDB_20120810.UpdateItem",
+            {
+                "TableName": table,
+                "Key": {"pk": {"S": name}},
+                "UpdateExpression": "SET added = :v",
+                "ExpressionAttributeValues": {":v": {"S": "y"}},
+            },
+        )
+        reads.append(moto.call("DynamoDB_20120810.GetItem", {"TableName": table, "Key": {"pk": {"S": name}}}))
+    first, second = stored_item("shared-a"), stored_item("shared-b")
+    for name in ("n", "m", "added"):
+        assert next(key for key in first.attrs if key == name) is next(key for key in second.attrs if key == name)
+    assert next(iter(first.attrs["m"].value)) is next(iter(second.attrs["m"].value))
+    for read, moto_s_read in zip(reads, moto_s_reads, strict=True):
+        assert read["Item"].pop("added") == {"S": "y"}
+        assert {**read["Item"], "pk": None} == {**moto_s_read["Item"], "pk": None}
 
 
 def kinesis_shard(records: int) -> Shard:

@@ -1,4 +1,4 @@
-"""`CompatMiddleware` cancels a transaction that overlaps one in flight, as DynamoDB does."""
+"""`CompatMiddleware` cancels a transaction that overlaps one in flight, as DynamoDB does, injected latency included."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ from typing import Any
 from moto.dynamodb.models import dynamodb_backends
 
 from benchmarks.emulator_transactions import scratch_table
+from local.emulator import injected_faults
 from local.emulator.moto_compat import CompatMiddleware
+from tests.local.runner.runner_harness import wait_for
 
 ACCOUNT, REGION = "123456789012", "us-east-1"
 
@@ -31,6 +33,8 @@ def transaction(*actions: dict[str, Any]) -> dict[str, Any]:
         "CONTENT_LENGTH": str(len(body)),
         "wsgi.input": io.BytesIO(body),
         "HTTP_AUTHORIZATION": f"AWS4-HMAC-SHA256 Credential=testing/20261125/{REGION}/dynamodb/aws4_request",
+        "HTTP_HOST": "127.0.0.1:4566",
+        "SERVER_PORT": "4566",
     }
 
 
@@ -89,3 +93,26 @@ def test_a_transaction_on_an_item_another_is_writing_is_cancelled_with_transacti
     assert call(app, transaction(put("conflicts", "m2"), update("conflicts", "root")))[0].startswith("200")
     assert moto.served == 3  # the cancelled transaction never reached moto
     assert app.transactions_in_flight.conflicts == 1
+
+
+def test_injected_latency_holds_a_transactions_items_while_other_items_are_served() -> None:
+    """`latency`: the delayed transaction's items stay claimed (a transaction on one of them is
+    cancelled), and the wait is outside the service lock (one on other items is served meanwhile)."""
+    table_named("latency")
+    moto = BlockingMoto()
+    moto.release.set()  # answers at once: the only wait is the injected one
+    delayed_once = {"kind": "latency", "service": "dynamodb", "percent": 100, "hold_seconds": 3, "max_injections": 1}
+    app = CompatMiddleware(moto, injected_faults.parse_config({"rules": [delayed_once]}))
+    delayed_outcome: list[tuple[str, dict[str, Any]]] = []
+    delayed = threading.Thread(target=lambda: delayed_outcome.append(call(app, transaction(update("latency", "root")))))
+    delayed.start()
+    wait_for(lambda: bool(app.transactions_in_flight.claimed), timeout_seconds=5, what="the delayed transaction")
+
+    status, reply = call(app, transaction(update("latency", "root")))
+    assert status.startswith("400")
+    assert [reason["Code"] for reason in reply["CancellationReasons"]] == ["TransactionConflict"]
+    assert call(app, transaction(update("latency", "elsewhere")))[0].startswith("200")
+    assert delayed.is_alive() and moto.served == 1, "served while the delayed transaction still waits"
+    delayed.join(10)
+    assert delayed_outcome[0][0].startswith("200") and moto.served == 2
+    assert app.faults.report()["injected"] == {"latency": {"dynamodb:TransactWriteItems": 1}}
