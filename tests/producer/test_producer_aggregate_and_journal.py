@@ -169,7 +169,18 @@ def test_sigkill_loses_at_most_the_chunks_in_flight(stream: PipelineTarget, tmp_
     environment = {key: value for key, value in os.environ.items() if not key.startswith("AWS_ENDPOINT")}
     environment.update({"PYTHONPATH": str(REPOSITORY), "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "t"})
     command = [sys.executable, "-m", "producer", "send", "--outputs", str(outputs), "--ledger", str(ledger_path)]
-    command += ["--count", "1000000", "--rate", "4000", "--processes", "2", "--aggregate", "--no-progress"]
+    command += [
+        "--count",
+        "1000000",
+        "--rate",
+        "4000",
+        "--processes",
+        "2",
+        "--aggregate",
+        "--no-progress",
+        "--watch",
+        "0",
+    ]
     producer = subprocess.Popen(command, cwd=tmp_path, env=environment, start_new_session=True)
     try:
         deadline = time.monotonic() + 60
@@ -206,7 +217,7 @@ def test_sigterm_stops_every_process_gracefully_and_saves_the_ledger(stream: Pip
     environment = {key: value for key, value in os.environ.items() if not key.startswith("AWS_ENDPOINT")}
     environment.update({"PYTHONPATH": str(REPOSITORY), "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "t"})
     command = [sys.executable, "-m", "producer", "send", "--outputs", str(outputs), "--ledger", str(ledger_path)]
-    command += ["--count", "1000000", "--rate", "3000", "--processes", "2", "--no-progress"]
+    command += ["--count", "1000000", "--rate", "3000", "--processes", "2", "--no-progress", "--watch", "0"]
     producer = subprocess.Popen(command, cwd=tmp_path, env=environment, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while sum(len(read_journal(path)[0]) for path in journals_of(ledger_path)) < 1000:

@@ -48,7 +48,9 @@ def test_aggregated_records_in_and_an_aggregated_multi_process_send_are_exact(
 ) -> None:
     deployment, paths = local_stack()
     where = ("--outputs", str(paths.outputs), "--ledger", str(tmp_path / "ledger.json"))
-    sent = producer("send", *where, "--processes", "2", "--aggregate", "--count", "2000", "--malformed-pct", "0")
+    sent = producer(
+        "send", *where, "--processes", "2", "--aggregate", "--count", "2000", "--malformed-pct", "0", "--watch", "0"
+    )
     assert sent.returncode == 0, sent.stderr
     verified = producer("verify", *where, "--timeout", "300", "--settle", "10")
     assert verified.returncode == 0, verified.stdout + verified.stderr
