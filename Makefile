@@ -75,7 +75,7 @@ node_modules/.installed: package.json package-lock.json
 # template changed (the deployer's rule: local/deploy/deployer.py, SOURCES_THAT_SHAPE_THE_TEMPLATE),
 # so `make up` and `make demo` deploy the assembly already there. `touch`: the target is fresh
 # even when the deployer found cdk.out newer than every source and left it alone.
-CDK_SOURCES := app.py cdk.json $(shell find stacks lambdas -type f -not -path '*/__pycache__/*' -not -name '*.pyc')
+CDK_SOURCES := app.py cdk.json constraints.txt $(shell find stacks lambdas -type f -not -path '*/__pycache__/*' -not -name '*.pyc')
 cdk.out/manifest.json: $(CDK_SOURCES) $(BIN)/.installed node_modules/.installed
 	$(BIN)/python -m local synth
 	touch $@

@@ -25,6 +25,7 @@ from benchmarks.emulator_transactions import run_emulator_transactions
 from benchmarks.end_to_end import EndToEndResult, run_end_to_end
 from benchmarks.handler_overhead import run_handler_overhead
 from benchmarks.harness import describe_machine, running_emulator
+from benchmarks.producer_throughput import DEFAULT_MESSAGES, run_producer_throughput
 from benchmarks.reducer_scaling import run_reducer_scaling
 from benchmarks.report import BenchmarkRun, hand_written_sections, render
 from benchmarks.state_throughput import run_state_throughput
@@ -51,6 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--e2e-messages", type=int, default=2000, help="end-to-end burst (messages)")
     run.add_argument("--e2e-paced-seconds", type=float, default=30.0, help="end-to-end paced phase (seconds)")
     run.add_argument("--raw-seconds", type=float, default=8.0, help="emulator raw-rate measurement (seconds)")
+    run.add_argument(
+        "--producer-messages", type=int, default=DEFAULT_MESSAGES, help="producer throughput run (messages)"
+    )
     run.add_argument("--skip-end-to-end", action="store_true")
     run.add_argument("--prices", type=Path, default=DEFAULT_PRICE_TABLE)
     return parser
@@ -87,6 +91,7 @@ def run(arguments: argparse.Namespace, console: Console) -> int:
         emulator_transactions = run_emulator_transactions(report)
         reducer_scaling = run_reducer_scaling(report)
         overhead = run_handler_overhead(write_cost.events, arguments.passes, report)
+        producer = run_producer_throughput(arguments.producer_messages, report)
         if arguments.skip_end_to_end:
             from benchmarks.end_to_end import EndToEndSkipped  # noqa: PLC0415
 
@@ -138,6 +143,7 @@ def run(arguments: argparse.Namespace, console: Console) -> int:
             scale_out_scenarios=capacity.scale_out_scenarios(
                 scale_workload, scale_start, times, prices, start_label=FLAGS_FIX
             ),
+            producer=producer,
         ),
         hand_written_sections(previous),
     )

@@ -11,6 +11,7 @@ from benchmarks.emulator_transactions import OURS, EmulatorTransactionsResult
 from benchmarks.end_to_end import EndToEndResult, EndToEndSkipped
 from benchmarks.handler_overhead import OverheadResult
 from benchmarks.harness import Machine
+from benchmarks.producer_throughput import ProducerRun, producer_section
 from benchmarks.reducer_scaling import ReducerScalingResult, render_section
 from benchmarks.state_throughput import ThroughputAtRoundTrip
 from benchmarks.write_cost import LARGE_MAP_BATCH_SIZE, LARGE_MAP_LABEL, MODES, REDUCE_BATCH_SIZE, WriteCostResult
@@ -39,6 +40,7 @@ class BenchmarkRun:
     recommended_change: str
     scenarios: list[Scenario]  # at the planned rate (50,000 msg/s): the flags' fix and the searches' choices
     scale_out_scenarios: list[Scenario]  # the same at SCALE_OUT_RATE
+    producer: list[ProducerRun]
 
 
 def _ratio(ours: float, theirs: float) -> str:
@@ -574,6 +576,7 @@ def render(run: BenchmarkRun, hand_written: str = "") -> str:
         *scale_out_section(run.scenarios, run.scale_out_scenarios),
         *_emulator_transactions_section(run.emulator_transactions),
         *render_section(run.reducer_scaling),
+        *producer_section(run.producer),
         "## Prices",
         "",
         f"{defaults.prices.notice}",
@@ -589,6 +592,7 @@ def render(run: BenchmarkRun, hand_written: str = "") -> str:
         "python -m benchmarks.capacity --rate 50000  # the planner alone (add --markdown, or -c key=value)",
         "python -m benchmarks.reducer_scaling        # section 7 alone (prints its markdown)",
         "python -m benchmarks.batch_selection        # in-batch version selection alone (CPU; not part of this page)",
+        "python -m benchmarks.producer_throughput    # section 8 alone (prints its markdown)",
         "```",
         "",
     ]

@@ -153,6 +153,10 @@ def add_chaos_parser(commands: Any) -> None:
         default=defaults.reduce_slices,
         help=f"slices of the totals; fewer than shards makes reducers conflict (default {defaults.reduce_slices})",
     )
+    parser.add_argument("--aggregate", action="store_true", help="the producer sends KPL aggregated records")
+    parser.add_argument(
+        "--processes", type=bounded(int, 1, None), default=defaults.processes, help="the producer's sending processes"
+    )
 
 
 def chaos_settings(arguments: argparse.Namespace) -> chaos.ChaosSettings:
@@ -177,6 +181,8 @@ def chaos_settings(arguments: argparse.Namespace) -> chaos.ChaosSettings:
         drain_timeout_seconds=arguments.drain_timeout,
         stream_shards=int(arguments.stream_shards),
         reduce_slices=int(arguments.reduce_slices),
+        aggregate=bool(arguments.aggregate),
+        processes=int(arguments.processes),
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -31,7 +32,7 @@ from producer.display import (
     render_verification_report,
 )
 from producer.model import DEFAULT_HIERARCHY_LEVELS, parse_hierarchy_levels
-from producer.sender import SendError, SendOptions, send_messages
+from producer.sender import SendError, SendOptions, send_messages, stop_on_sigterm
 from producer.targets import resolve_target
 from producer.trial_cost import describe, estimate, refusal
 from producer.verifier import verify_pipeline
@@ -91,7 +92,20 @@ def build_parser() -> argparse.ArgumentParser:
     amount.add_argument("--count", type=_positive_int, help="messages to send (default 3000)")
     amount.add_argument("--duration", type=_positive, help="send for this many seconds instead")
     send.add_argument("--rate", type=_non_negative, default=0.0, help="messages per second, held steady (0: flat out)")
-    send.add_argument("--concurrency", type=_positive_int, default=16, help="parallel put_records calls (default 16)")
+    send.add_argument(
+        "--concurrency", type=_positive_int, default=16, help="parallel put_records calls per process (default 16)"
+    )
+    send.add_argument(
+        "--processes",
+        type=_positive_int,
+        default=os.cpu_count() or 1,
+        help=f"sending processes, one merged ledger (default one per core: {os.cpu_count() or 1})",
+    )
+    send.add_argument(
+        "--aggregate",
+        action="store_true",
+        help="pack messages into KPL aggregated records (50 KiB, one shard each), as the KPL does",
+    )
     send.add_argument("--trades", type=_positive_int, help="distinct TradeIDs (default: derived from the count)")
     send.add_argument("--duplicates-pct", type=_percentage, default=10.0, help="identical resends (default 10)")
     send.add_argument(
@@ -183,6 +197,8 @@ def run_send(arguments: argparse.Namespace, console: Console, status: Console) -
         ledger_path=arguments.ledger,
         hierarchy_levels=arguments.hierarchy_levels,
         timestamp_epoch_ms=arguments.timestamp_epoch_ms,
+        aggregate=arguments.aggregate,
+        processes=arguments.processes,
     )
     options.generator_config(0)  # validate the percentages and counts before touching AWS
     if arguments.stack_name and environment_endpoint() is None:  # AWS, not an emulator: it bills
@@ -192,6 +208,7 @@ def run_send(arguments: argparse.Namespace, console: Console, status: Console) -
         if (refused := refusal(cost, arguments.yes)) is not None:
             raise ValueError(refused)
     target = _target(arguments)
+    stop_on_sigterm()
     if not arguments.watch:
         summary = send_messages(target, options, progress=SendProgressDisplay(status, _show_progress(arguments)))
         render_send_summary(summary, console)
@@ -268,7 +285,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as error:
         errors.print(f"{PROGRAM}: error: {_one_line(str(error))}", markup=False)
     except KeyboardInterrupt:
-        errors.print(f"{PROGRAM}: interrupted (accepted messages are in the ledger)", markup=False)
+        errors.print(
+            f"{PROGRAM}: interrupted (accepted messages are in the ledger, those in doubt counted)", markup=False
+        )
         return EXIT_INTERRUPTED
     return EXIT_ERROR
 

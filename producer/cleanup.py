@@ -38,6 +38,7 @@ from pathlib import Path
 from random import Random
 from typing import TYPE_CHECKING, Protocol, cast
 
+from producer.journal import journals_of
 from producer.verifier import read_aggregate_table
 from toolkit.ledger import DEFAULT_LEDGER_PATH
 from toolkit.pipeline import PipelineTarget
@@ -198,6 +199,9 @@ def clear_pipeline(
     started = clock()
     while True:
         summary.deleted_items[state_role] += empty_table(client, target.state_table, sleep=sleep)
+        if ledger_path is not None:
+            for journal in journals_of(ledger_path):  # a killed run's: its trades are deleted too
+                journal.unlink(missing_ok=True)
         if ledger_path is not None and ledger_path.exists():
             ledger_path.unlink()
             summary.ledger_deleted = ledger_path

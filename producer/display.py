@@ -254,6 +254,7 @@ def render_send_summary(summary: SendSummary, console: Console) -> None:
         ("  out of order", f"{counts.out_of_order:,}"),
         ("  conflicting duplicates", f"{counts.conflicting_duplicates:,}"),
         ("  malformed", f"{counts.malformed:,}"),
+        ("Kinesis records", f"{summary.records_sent:,}"),
         ("put_records calls", f"{summary.put_records_calls:,}"),
         ("records retried", f"{summary.retried_records:,}"),
         ("records throttled", f"{summary.throttled_records:,}"),
@@ -262,7 +263,7 @@ def render_send_summary(summary: SendSummary, console: Console) -> None:
         ("throughput", f"{summary.messages_per_second:,.0f} msg/s ({summary.bytes_sent / 1e6:,.1f} MB)"),
     ]
     if summary.uncertain:
-        rows.append(("uncertain (aborted in flight)", f"{summary.uncertain:,}"))
+        rows.append(("in doubt (in flight when stopped)", f"{summary.uncertain:,}"))
     if summary.ledger_path is not None:
         rows.append(
             ("ledger", f"{summary.ledger_path} ({summary.ledger_trades:,} trades, {summary.ledger_nodes:,} nodes)")
@@ -305,8 +306,8 @@ def render_verification_report(report: VerificationReport, console: Console) -> 
     )
     if report.uncertain_messages:
         console.print(
-            f"[yellow]warning: {report.uncertain_messages:,} messages of an aborted run may or may not have "
-            "reached the stream; a mismatch may be theirs[/yellow]"
+            f"[yellow]warning: {report.uncertain_messages:,} messages in doubt: in flight when a run was stopped, "
+            "they may or may not have reached the stream; a mismatch may be theirs[/yellow]"
         )
     if report.exact:
         console.print(

@@ -20,6 +20,7 @@ File format (JSON, written atomically, every amount a decimal string)::
                  "duplicates": 0, "out_of_order": 0, "conflicting_duplicates": 0, "malformed": 0, "uncertain": 0,
                  "malformed_by_kind": {"not_json": 0}},
       "runs": [{"seed": 7, "started_at": "...", "messages_sent": 3000, ...}],
+      "merged_journals": ["ledger.json.journal-<run>-0", ...],
       "aggregates": {"Delta": {"Value": "123.45", "TradeCount": 3}, ...},
       "trades": {"<TradeID>": {"Version": 3, "Value": "34624.51",
                                "Hierarchy": {"RiskType": "Delta", ...}}, ...}
@@ -39,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from producer.generator import GeneratedMessage, MessageKind
+from producer.journal import journals_of, read_journal
 from producer.model import AGGREGATE_KEY_SEPARATOR, DEFAULT_HIERARCHY_LEVELS, AggregateNode, TradeState
 from toolkit.ledger import LedgerError
 
@@ -113,11 +115,14 @@ class Ledger:
         trades: Mapping[str, TradeState] | None = None,
         counts: LedgerCounts | None = None,
         runs: list[dict[str, Any]] | None = None,
+        merged_journals: list[str] | None = None,
     ) -> None:
         self.hierarchy_levels = hierarchy_levels
         self.trades: dict[str, TradeState] = dict(trades or {})
         self.counts = counts or LedgerCounts()
         self.runs: list[dict[str, Any]] = list(runs or [])
+        self.merged_journals: list[str] = list(merged_journals or [])
+        """Journals (`producer.journal`) already applied, by file name: never applied twice."""
 
     # -- recording -------------------------------------------------------------------
 
@@ -163,6 +168,7 @@ class Ledger:
             "updated_at": datetime.now(UTC).isoformat(timespec="seconds"),
             "counts": asdict(self.counts),
             "runs": self.runs,
+            "merged_journals": self.merged_journals,
             "aggregates": {
                 key: {"Value": _decimal_text(node.value), "TradeCount": node.trade_count}
                 for key, node in self.aggregates().items()
@@ -192,13 +198,37 @@ class Ledger:
             Path(temporary).unlink(missing_ok=True)
             raise
 
+    def absorb_journals(self, path: Path) -> list[Path]:
+        """Apply every journal beside the ledger at `path` not applied yet; returns them all.
+
+        Their accepted messages are recorded, their messages in doubt counted as `uncertain`.
+        The caller saves the ledger, then may delete the journals returned.
+        """
+        journals = journals_of(path)
+        for journal in journals:
+            if journal.name in self.merged_journals:
+                continue
+            accepted, in_doubt = read_journal(journal)
+            for message in accepted:
+                self.record(message)
+            self.counts.uncertain += in_doubt
+            self.merged_journals.append(journal.name)
+        return journals
+
     @classmethod
     def load(cls, path: Path, hierarchy_levels: tuple[str, ...] | None = None) -> Ledger:
-        """Read a ledger; a missing file is an empty ledger (nothing sent since the last clear).
+        """Read a ledger and the journals beside it (`absorb_journals`); nothing at all is an
+        empty ledger (nothing sent since the last clear).
 
         ``hierarchy_levels``, when given, must match the file's (or the file must
         be absent): mixing level orders would make the aggregate keys meaningless.
         """
+        ledger = cls._load_document(path, hierarchy_levels)
+        ledger.absorb_journals(path)
+        return ledger
+
+    @classmethod
+    def _load_document(cls, path: Path, hierarchy_levels: tuple[str, ...] | None) -> Ledger:
         if not path.exists():
             return cls(hierarchy_levels or DEFAULT_HIERARCHY_LEVELS)
         try:
@@ -242,11 +272,12 @@ class Ledger:
                 for key, node in document["aggregates"].items()
             }
             runs = list(document.get("runs", []))
+            merged = [str(name) for name in document.get("merged_journals", [])]
         except LedgerError:
             raise
         except (AttributeError, KeyError, TypeError, ValueError, InvalidOperation) as error:
             raise LedgerError(f"{source} is malformed: {type(error).__name__}: {error}") from error
-        ledger = cls(levels, trades, counts, runs)
+        ledger = cls(levels, trades, counts, runs, merged)
         if stored != ledger.aggregates():
             raise LedgerError(f"{source} is inconsistent: its aggregates do not match its trades")
         return ledger

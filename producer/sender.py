@@ -8,19 +8,30 @@ both are retried with exponential backoff and full jitter until Kinesis accepts
 every record. A chunk that makes no progress at all for
 ``RetryPolicy.max_stall_seconds`` ends the run with an error instead of hanging.
 
-The ledger records a message only once Kinesis has accepted it, so an aborted
-run still leaves a ledger that matches what the pipeline received; messages in
-flight at the abort are counted as ``uncertain``.
+The ledger records a message only once Kinesis has accepted it, and each process
+journals it then (`producer.journal`), so an aborted run, even a SIGKILLed one,
+still leaves a ledger that matches what the pipeline received; messages in
+flight at the abort are counted as ``uncertain`` (in doubt).
+
+With ``aggregate`` a chunk's messages go as KPL aggregates (`pack`, `producer.kpl`);
+with ``processes`` > 1 each process sends its share (`send_in_processes`).
 """
 
 from __future__ import annotations
 
+import itertools
+import multiprocessing
+import os
+import queue
 import secrets
+import signal
 import threading
 import time
-from collections.abc import Callable, Sequence
+import uuid
+import zlib
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from random import Random
 from typing import TYPE_CHECKING, Any, Protocol
@@ -36,8 +47,10 @@ from producer.generator import (
     MessageGenerator,
     MessageKind,
 )
+from producer.journal import JournalWriter, journal_path, journals_of
+from producer.kpl import AGGREGATE_MAX_BYTES, AggregateBuilder, ShardMap
 from producer.ledger import Ledger, LedgerCounts, tally
-from producer.model import DEFAULT_HIERARCHY_LEVELS
+from producer.model import DEFAULT_HIERARCHY_LEVELS, TradeState
 from toolkit.ledger import DEFAULT_LEDGER_PATH
 from toolkit.pipeline import PipelineTarget
 
@@ -126,6 +139,10 @@ class SendOptions:
     ledger_path: Path | None = DEFAULT_LEDGER_PATH
     hierarchy_levels: tuple[str, ...] = DEFAULT_HIERARCHY_LEVELS
     timestamp_epoch_ms: int | None = None
+    aggregate: bool = False
+    """Pack messages into KPL aggregated records (`producer.kpl`), as the KPL, Flink and Fluent Bit do."""
+    processes: int = 1
+    """Sending processes, each with its own share of the messages and trades (`send_messages`)."""
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     linger_seconds: float = 0.1
     """How long a partly filled chunk may wait for more messages at a low rate."""
@@ -143,6 +160,8 @@ class SendOptions:
             raise ValueError("rate must be zero (unlimited) or positive")
         if self.concurrency < 1:
             raise ValueError("concurrency must be at least 1")
+        if self.processes < 1:
+            raise ValueError("processes must be at least 1")
 
     def generator_config(self, seed: int) -> GeneratorConfig:
         """The generator settings; raises ValueError on inconsistent percentages or counts."""
@@ -174,13 +193,22 @@ class SendProgressSnapshot:
 
 
 class SendStatistics:
-    """Thread-safe counters shared by the pacing loop and the delivery workers."""
+    """Thread-safe counters shared by the pacing loop and the delivery workers.
 
-    def __init__(self) -> None:
+    With several processes, each also adds its progress counters to its slot of a shared
+    array (`counters`, `share`), which the parent's display reads (`read_shared`).
+    """
+
+    SHARED_FIELDS = 4  # sent, retried, throttled, call errors
+
+    def __init__(self, counters: Any = None, share: int = 0) -> None:
+        self._counters = counters
+        self._slot = share * self.SHARED_FIELDS
         self._lock = threading.Lock()
         self.started = time.monotonic()
         self.sent = 0
         self.bytes_sent = 0
+        self.records = 0
         self.retried = 0
         self.throttled = 0
         self.call_errors = 0
@@ -191,6 +219,7 @@ class SendStatistics:
         *,
         sent: int = 0,
         bytes_sent: int = 0,
+        records: int = 0,
         retried: int = 0,
         throttled: int = 0,
         call_errors: int = 0,
@@ -199,10 +228,23 @@ class SendStatistics:
         with self._lock:
             self.sent += sent
             self.bytes_sent += bytes_sent
+            self.records += records
             self.retried += retried
             self.throttled += throttled
             self.call_errors += call_errors
             self.calls += calls
+        if self._counters is not None:
+            with self._counters.get_lock():
+                for offset, number in enumerate((sent, retried, throttled, call_errors)):
+                    self._counters[self._slot + offset] += number
+
+    @classmethod
+    def read_shared(cls, counters: Any, started: float) -> SendProgressSnapshot:
+        """Every process's counters summed, for the parent's display."""
+        with counters.get_lock():
+            values = list(counters)
+        sums = [sum(values[field :: cls.SHARED_FIELDS]) for field in range(cls.SHARED_FIELDS)]
+        return SendProgressSnapshot(sums[0], sums[1], sums[2], sums[3], time.monotonic() - started)
 
     def snapshot(self) -> SendProgressSnapshot:
         with self._lock:
@@ -228,6 +270,8 @@ class SendSummary:
     ledger_path: Path | None
     ledger_trades: int
     ledger_nodes: int
+    records_sent: int = 0
+    """Kinesis records accepted: fewer than messages with `aggregate`."""
 
     @property
     def messages_per_second(self) -> float:
@@ -298,21 +342,39 @@ class InFlightTrades:
                 self._condition.wait(0.2)
 
 
-def record_size(message: GeneratedMessage) -> int:
+def record_size(message: GeneratedMessage | OutgoingRecord) -> int:
     """A record's size as Kinesis counts it: data plus partition key bytes."""
     return len(message.data) + len(message.partition_key.encode("utf-8"))
 
 
-class Chunk:
-    """Messages for one ``put_records`` call, within every Kinesis limit."""
+@dataclass(frozen=True)
+class OutgoingRecord:
+    """One Kinesis record and the messages it carries: one, or a KPL aggregate's."""
 
-    def __init__(self) -> None:
+    data: bytes
+    partition_key: str
+    messages: tuple[GeneratedMessage, ...]
+
+
+MAX_MESSAGES_PER_AGGREGATED_CHUNK = 20_000
+"""With `--aggregate` a chunk is bounded by bytes: one call's 5 MiB of messages, packed."""
+
+
+class Chunk:
+    """Messages for one ``put_records`` call, within every Kinesis limit (packed: `pack`)."""
+
+    def __init__(self, aggregate: bool = False) -> None:
         self.messages: list[GeneratedMessage] = []
         self.size = 0
         self.started = 0.0
+        self.aggregate = aggregate
+
+    @property
+    def limit(self) -> int:
+        return MAX_MESSAGES_PER_AGGREGATED_CHUNK if self.aggregate else MAX_RECORDS_PER_CALL
 
     def fits(self, message: GeneratedMessage) -> bool:
-        return len(self.messages) < MAX_RECORDS_PER_CALL and self.size + record_size(message) <= MAX_BYTES_PER_CALL
+        return len(self.messages) < self.limit and self.size + record_size(message) <= MAX_BYTES_PER_CALL
 
     def add(self, message: GeneratedMessage) -> None:
         size = record_size(message)
@@ -325,7 +387,7 @@ class Chunk:
 
     @property
     def full(self) -> bool:
-        return len(self.messages) >= MAX_RECORDS_PER_CALL
+        return len(self.messages) >= self.limit
 
     def __len__(self) -> int:
         return len(self.messages)
@@ -343,6 +405,54 @@ def chunk_messages(messages: Sequence[GeneratedMessage]) -> list[list[GeneratedM
     if chunk.messages:
         chunks.append(chunk.messages)
     return chunks
+
+
+def pack(messages: Sequence[GeneratedMessage], shards: ShardMap | None) -> list[OutgoingRecord]:
+    """The records that carry `messages`: one each, or (`shards` given) KPL aggregates of one shard each.
+
+    A message too large for an aggregate goes alone, as a plain record. Within an aggregate the
+    messages keep their order; aggregates are sent under their first message's partition key.
+    """
+    if shards is None:
+        return [OutgoingRecord(m.data, m.partition_key, (m,)) for m in messages]
+    records: list[OutgoingRecord] = []
+    open_aggregates: dict[int, tuple[AggregateBuilder, list[GeneratedMessage]]] = {}
+
+    def close(shard: int) -> None:
+        builder, carried = open_aggregates.pop(shard)
+        records.append(OutgoingRecord(builder.build(), carried[0].partition_key, tuple(carried)))
+
+    for message in messages:
+        shard = shards.shard_of(message.partition_key)
+        if shard in open_aggregates:
+            builder, _ = open_aggregates[shard]
+            if builder.size + builder.added_bytes(message.partition_key, message.data) > AGGREGATE_MAX_BYTES:
+                close(shard)
+        if shard not in open_aggregates:
+            alone = AggregateBuilder()
+            if alone.size + alone.added_bytes(message.partition_key, message.data) > AGGREGATE_MAX_BYTES:
+                records.append(OutgoingRecord(message.data, message.partition_key, (message,)))
+                continue
+            open_aggregates[shard] = (alone, [])
+        builder, carried = open_aggregates[shard]
+        builder.add(message.partition_key, message.data)
+        carried.append(message)
+    for shard in list(open_aggregates):
+        close(shard)
+    return records
+
+
+def call_groups(records: Sequence[OutgoingRecord]) -> list[list[OutgoingRecord]]:
+    """`records` in put_records-sized groups (500 records, 5 MiB), in order."""
+    groups: list[list[OutgoingRecord]] = [[]]
+    size = 0
+    for record in records:
+        if groups[-1] and (len(groups[-1]) >= MAX_RECORDS_PER_CALL or size + record_size(record) > MAX_BYTES_PER_CALL):
+            groups.append([])
+            size = 0
+        groups[-1].append(record)
+        size += record_size(record)
+    return [group for group in groups if group]
 
 
 class KinesisDelivery:
@@ -370,23 +480,35 @@ class KinesisDelivery:
         self._jitter = Random()  # not the seeded one: sleeps never change the messages
         self._call_lock: threading.Lock | None = threading.Lock() if serialize else None
 
-    def deliver(self, messages: Sequence[GeneratedMessage]) -> None:
-        """Return once Kinesis has accepted every message (at least once).
+    def deliver(
+        self,
+        records: Sequence[OutgoingRecord],
+        on_accepted: Callable[[Sequence[GeneratedMessage]], None] | None = None,
+    ) -> None:
+        """Return once Kinesis has accepted every record (at least once), one call's worth at a time.
 
+        ``on_accepted`` (default: the delivery's) is told each accepted record's messages.
         Raises DeliveryError when a call fails for a reason retrying cannot fix,
-        when the run is abandoned, or after ``max_stall_seconds`` without progress.
+        when the run is abandoned, or after ``max_stall_seconds`` without progress;
+        its ``undelivered`` counts messages.
         """
-        pending = list(messages)
+        for group in call_groups(records):
+            self._deliver_group(group, on_accepted or self._on_accepted)
+
+    def _deliver_group(
+        self, records: Sequence[OutgoingRecord], on_accepted: Callable[[Sequence[GeneratedMessage]], None]
+    ) -> None:
+        pending = list(records)
         attempt = 0
         last_progress = time.monotonic()
         ambiguous = False
         while pending:
             if self._abandon.is_set():
-                raise DeliveryError(f"abandoned {len(pending)} records in flight", len(pending), ambiguous)
+                raise DeliveryError(f"abandoned {len(pending)} records in flight", _messages(pending), ambiguous)
             try:
-                pending, progressed, ambiguous = self._attempt(pending)
+                pending, progressed, ambiguous = self._attempt(pending, on_accepted)
             except ClientError as error:
-                raise DeliveryError(_describe(error), len(pending), False) from error
+                raise DeliveryError(_describe(error), _messages(pending), False) from error
             if not pending:
                 return
             now = time.monotonic()
@@ -395,14 +517,16 @@ class KinesisDelivery:
             elif now - last_progress > self._policy.max_stall_seconds:
                 raise DeliveryError(
                     f"Kinesis accepted none of {len(pending)} records for {self._policy.max_stall_seconds:.0f} s",
-                    len(pending),
+                    _messages(pending),
                     ambiguous,
                 )
             self._statistics.add(retried=len(pending))
             self._sleep(self._policy.delay(attempt, self._jitter))
             attempt += 1
 
-    def _attempt(self, pending: list[GeneratedMessage]) -> tuple[list[GeneratedMessage], bool, bool]:
+    def _attempt(
+        self, pending: list[OutgoingRecord], on_accepted: Callable[[Sequence[GeneratedMessage]], None]
+    ) -> tuple[list[OutgoingRecord], bool, bool]:
         """One put_records call.
 
         Returns the records still to send, whether any went through, and whether
@@ -435,19 +559,22 @@ class KinesisDelivery:
         results = response["Records"]
         if len(results) != len(pending):
             raise SendError(f"put_records answered {len(results)} results for {len(pending)} records")
-        accepted: list[GeneratedMessage] = []
-        failed: list[GeneratedMessage] = []
+        accepted: list[OutgoingRecord] = []
+        failed: list[OutgoingRecord] = []
         throttled = 0
-        for message, result in zip(pending, results, strict=True):
+        for record, result in zip(pending, results, strict=True):
             error_code = result.get("ErrorCode")
             if error_code:
-                failed.append(message)
+                failed.append(record)
                 throttled += error_code in THROTTLING_ERROR_CODES
             else:
-                accepted.append(message)
+                accepted.append(record)
         if accepted:
-            self._statistics.add(sent=len(accepted), bytes_sent=sum(record_size(m) for m in accepted))
-            self._on_accepted(accepted)
+            messages = [message for record in accepted for message in record.messages]
+            self._statistics.add(
+                sent=len(messages), bytes_sent=sum(record_size(r) for r in accepted), records=len(accepted)
+            )
+            on_accepted(messages)
         if throttled:
             self._statistics.add(throttled=throttled)
         return failed, bool(accepted), False
@@ -466,22 +593,35 @@ class SendProgress(Protocol):
 
 
 class _SendRun:
-    """One run's shared state: the ledger being recorded, the chunks in flight, the failures.
+    """One sending process's shared state: its ledger and journal, the chunks in flight, the failures.
 
     The pacing loop (:func:`_pace_and_submit`) hands full chunks to :meth:`flush`, which
-    submits them to delivery workers (at most ``2 * concurrency`` waiting); a worker
-    records what Kinesis accepted (:meth:`accepted`) and on failure stops the loop.
+    journals them as sending and submits them to delivery workers (at most ``2 * concurrency``
+    waiting); a worker packs a chunk into records (`pack`), records and journals what Kinesis
+    accepted (:meth:`accepted`), then journals the chunk settled; on failure it stops the loop.
     """
 
-    def __init__(self, ledger: Ledger, client: KinesisClient, target: PipelineTarget, options: SendOptions) -> None:
+    def __init__(
+        self,
+        ledger: Ledger,
+        client: KinesisClient,
+        target: PipelineTarget,
+        options: SendOptions,
+        *,
+        journal: JournalWriter | None = None,
+        statistics: SendStatistics | None = None,
+    ) -> None:
         self.ledger = ledger
-        self.statistics = SendStatistics()
+        self.journal = journal
+        self.statistics = statistics or SendStatistics()
         self.run_counts = LedgerCounts()
         self.in_flight = InFlightTrades()
         self.stop = threading.Event()
         self.abandon = threading.Event()
         self.failures: list[BaseException] = []
         self.uncertain = 0
+        self.shards = ShardMap.of_stream(client, target.stream_name) if options.aggregate else None
+        self._chunk_ids = itertools.count()
         self._lock = threading.Lock()
         self._slots = threading.BoundedSemaphore(options.concurrency * 2)
         self._executor = ThreadPoolExecutor(max_workers=options.concurrency, thread_name_prefix="put-records")
@@ -489,19 +629,21 @@ class _SendRun:
             client,
             target.stream_name,
             statistics=self.statistics,
-            on_accepted=self.accepted,
+            on_accepted=lambda messages: self.accepted(None, messages),
             policy=options.retry,
             abandon=self.abandon,
             serialize=target.is_local if options.serialize_puts is None else options.serialize_puts,
         )
 
-    def accepted(self, messages: Sequence[GeneratedMessage]) -> None:
-        """Kinesis took these: they are in the ground truth from now on."""
+    def accepted(self, chunk: int | None, messages: Sequence[GeneratedMessage]) -> None:
+        """Kinesis took these: they are in the ground truth (and the journal) from now on."""
         self.in_flight.accepted(messages)
         with self._lock:
             for message in messages:
                 self.ledger.record(message)
                 tally(self.run_counts, message)
+            if self.journal is not None and chunk is not None:
+                self.journal.accepted(chunk, messages)
 
     def flush(self, chunk: Chunk) -> Chunk:
         """Submit a chunk for delivery (waiting for a free slot); returns the next, empty chunk."""
@@ -509,27 +651,36 @@ class _SendRun:
             return chunk
         while not self._slots.acquire(timeout=0.2):
             if self.stop.is_set():
-                return Chunk()
+                return Chunk(chunk.aggregate)
+        number = next(self._chunk_ids)
+        if self.journal is not None:
+            with self._lock:
+                self.journal.sending(number, len(chunk.messages))
         self.in_flight.add(chunk.messages)
-        self._executor.submit(self._deliver, chunk.messages)
-        return Chunk()
+        self._executor.submit(self._deliver, number, chunk.messages)
+        return Chunk(chunk.aggregate)
 
-    def _deliver(self, messages: list[GeneratedMessage]) -> None:
+    def _deliver(self, number: int, messages: list[GeneratedMessage]) -> None:
+        settled = True
         try:
-            self._delivery.deliver(messages)
+            self._delivery.deliver(pack(messages, self.shards), lambda accepted: self.accepted(number, accepted))
         except BaseException as error:
             if isinstance(error, DeliveryError) and error.uncertain:
+                settled = False  # in the journal, the rest stays in doubt
                 with self._lock:
                     self.uncertain += error.undelivered
             self.failures.append(error)
             self.stop.set()
         finally:
+            if settled and self.journal is not None:
+                with self._lock:
+                    self.journal.settled(number)
             self._slots.release()
 
     def run(self, generator: MessageGenerator, options: SendOptions) -> bool:
-        """Pace, chunk and deliver every message; True when Ctrl-C interrupted the run.
+        """Pace, chunk and deliver every message; True when Ctrl-C (or SIGTERM) interrupted the run.
 
-        A first Ctrl-C stops generating and lets the chunks in flight finish; a second
+        A first interrupt stops generating and lets the chunks in flight finish; a second
         abandons them (their records count as uncertain when the outcome is unknown).
         """
         interrupted = False
@@ -547,31 +698,72 @@ class _SendRun:
         return interrupted
 
 
-def send_messages(
+@dataclass(frozen=True)
+class ShareOutcome:
+    """What one sending process did with its share (picklable: it crosses from a child process)."""
+
+    counts: LedgerCounts
+    sent: int
+    records: int
+    bytes_sent: int
+    calls: int
+    retried: int
+    throttled: int
+    call_errors: int
+    uncertain: int
+    interrupted: bool
+    failure: str | None
+
+
+def share_options(options: SendOptions, seed: int, share: int) -> tuple[SendOptions, int]:
+    """Process `share`'s options and seed: its part of the count, rate, trades and oversized records.
+
+    One process keeps the run's own seed, so its messages are the same as before processes existed.
+    """
+    parts = options.processes
+
+    def part(total: int) -> int:
+        return total // parts + (share < total % parts)
+
+    if parts == 1:
+        return options, seed
+    return (
+        replace(
+            options,
+            count=None if options.count is None else max(1, part(options.count)),
+            rate=options.rate / parts,
+            trades=None if options.trades is None else max(1, part(options.trades)),
+            oversized_records=part(options.oversized_records),
+            processes=1,
+        ),
+        (seed * 1_000_003 + share + 1) % 2**63,
+    )
+
+
+def trades_of_share(trades: Mapping[str, TradeState], share: int, parts: int) -> dict[str, TradeState]:
+    """The existing trades process `share` may send new versions of: each trade to exactly one process,
+    so no two processes ever send versions of one trade (the ground truth stays per process)."""
+    return {trade: state for trade, state in trades.items() if zlib.crc32(trade.encode()) % parts == share}
+
+
+def send_share(
     target: PipelineTarget,
     options: SendOptions,
+    seed: int,
+    ledger: Ledger,
+    journal: Path | None,
     *,
-    progress: SendProgress | None = None,
     kinesis_client: KinesisClient | None = None,
-) -> SendSummary:
-    """Generate and send one run, then merge its ground truth into the ledger.
-
-    ``progress`` is told when the run starts and stops (the CLI shows a live display).
-    ``kinesis_client`` lets callers (and tests) supply a configured client.
-    Raises SendError (after saving the ledger of what was accepted) when
-    delivery fails, and re-raises KeyboardInterrupt after draining in-flight
-    chunks and saving the ledger.
-    """
-    levels = options.hierarchy_levels
-    ledger = Ledger.load(options.ledger_path, levels) if options.ledger_path else Ledger(levels)
-    seed = options.seed if options.seed is not None else secrets.randbelow(2**31)
+    statistics: SendStatistics | None = None,
+    progress: SendProgress | None = None,
+) -> ShareOutcome:
+    """Generate and send one process's share, journalling what Kinesis accepts into `journal`."""
     config = options.generator_config(seed)
     clock = None if options.timestamp_epoch_ms is not None else time.time
     generator = MessageGenerator(config, ledger.trades, clock=clock)
     client = kinesis_client or target.kinesis(max_pool_connections=options.concurrency + 2)
-
-    run = _SendRun(ledger, client, target, options)
-    started_at = time.time()
+    writer = JournalWriter(journal) if journal is not None else None
+    run = _SendRun(ledger, client, target, options, journal=writer, statistics=statistics)
     if progress is not None:
         progress.start(config.count if options.duration is None else None, options.duration, run.statistics.snapshot)
     try:
@@ -579,28 +771,209 @@ def send_messages(
     finally:
         if progress is not None:
             progress.stop()
-    counters = run.statistics.snapshot()
+        if writer is not None:
+            writer.close()
+    statistics_now = run.statistics
+    return ShareOutcome(
+        counts=run.run_counts,
+        sent=statistics_now.sent,
+        records=statistics_now.records,
+        bytes_sent=statistics_now.bytes_sent,
+        calls=statistics_now.calls,
+        retried=statistics_now.retried,
+        throttled=statistics_now.throttled,
+        call_errors=statistics_now.call_errors,
+        uncertain=run.uncertain,
+        interrupted=interrupted,
+        failure=_describe(run.failures[0]) if run.failures else None,
+    )
 
-    if options.ledger_path is not None:
-        ledger.counts.uncertain += run.uncertain
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def stop_on_sigterm() -> None:
+    """SIGTERM (``timeout``, CI, a closed terminal) stops a run as Ctrl-C does: chunks in flight
+    finish and are journalled. Only the main thread can install it."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _interrupt)
+
+
+def _watch_parent(parent: int) -> None:
+    """A child whose parent died (SIGKILL) stops as if interrupted, rather than sending on unseen."""
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+@dataclass(frozen=True)
+class ShareTask:
+    """What a child process sends (picklable)."""
+
+    target: PipelineTarget
+    options: SendOptions
+    seed: int
+    ledger: Ledger
+    journal: Path | None
+    share: int
+    parent: int
+
+
+def _share_process(task: ShareTask, counters: Any, results: Any) -> None:
+    """A child process's main: send the share, put its outcome on `results`."""
+    stop_on_sigterm()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent turns Ctrl-C into SIGTERM, once
+    threading.Thread(target=_watch_parent, args=(task.parent,), daemon=True).start()
+    statistics = SendStatistics(counters, task.share)
+    try:
+        outcome = send_share(task.target, task.options, task.seed, task.ledger, task.journal, statistics=statistics)
+    except Exception as error:  # reported by the parent, as one line
+        outcome = ShareOutcome(LedgerCounts(), 0, 0, 0, 0, 0, 0, 0, 0, False, _describe(error))
+    results.put((task.share, outcome))
+
+
+def send_in_processes(
+    target: PipelineTarget,
+    options: SendOptions,
+    seed: int,
+    ledger: Ledger,
+    *,
+    journals: Sequence[Path | None],
+    progress: SendProgress | None,
+) -> list[ShareOutcome]:
+    """Each share in its own process (spawned: no thread or client crosses a fork)."""
+    context = multiprocessing.get_context("spawn")
+    parts = options.processes
+    counters = context.Array("q", parts * SendStatistics.SHARED_FIELDS)
+    results = context.Queue()
+    children = []
+    for share in range(parts):
+        share_opts, share_seed = share_options(options, seed, share)
+        share_ledger = Ledger(ledger.hierarchy_levels, trades_of_share(ledger.trades, share, parts))
+        task = ShareTask(target, share_opts, share_seed, share_ledger, journals[share], share, os.getpid())
+        child = context.Process(target=_share_process, args=(task, counters, results), name=f"producer-share-{share}")
+        child.start()
+        children.append(child)
+    started = time.monotonic()
+    if progress is not None:
+        progress.start(options.count, options.duration, lambda: SendStatistics.read_shared(counters, started))
+    outcomes: dict[int, ShareOutcome] = {}
+    interrupted = False
+    try:
+        while len(outcomes) < parts:
+            try:
+                share, outcome = results.get(timeout=0.5)
+                outcomes[share] = outcome
+            except queue.Empty:
+                if not any(child.is_alive() for child in children) and results.empty():
+                    break
+            except KeyboardInterrupt:
+                if interrupted:
+                    raise
+                interrupted = True
+                for child in children:
+                    if child.is_alive() and child.pid is not None:
+                        os.kill(child.pid, signal.SIGTERM)
+    finally:
+        if progress is not None:
+            progress.stop()
+        for child in children:
+            child.join()
+    missing = [share for share in range(parts) if share not in outcomes]
+    lost = [ShareOutcome(LedgerCounts(), 0, 0, 0, 0, 0, 0, 0, 0, False, "a sending process died") for _ in missing]
+    return (
+        [*outcomes.values(), *lost]
+        if not interrupted
+        else [*(replace(o, interrupted=True) for o in outcomes.values()), *lost]
+    )
+
+
+def send_messages(
+    target: PipelineTarget,
+    options: SendOptions,
+    *,
+    progress: SendProgress | None = None,
+    kinesis_client: KinesisClient | None = None,
+) -> SendSummary:
+    """Generate and send one run, journalling the ground truth as Kinesis accepts it, then merge it into the ledger.
+
+    ``progress`` is told when the run starts and stops (the CLI shows a live display).
+    ``kinesis_client`` lets callers (and tests) supply a configured client (one process only).
+    With ``options.processes`` > 1 each process sends its share (`share_options`) of the
+    messages, over trades no other process touches (`trades_of_share`), to its own journal;
+    the ledger absorbs every journal at the end (and `Ledger.load` does whenever a run was
+    killed before that). Raises SendError (after saving the ledger of what was accepted) when
+    delivery fails, and re-raises KeyboardInterrupt after draining in-flight chunks and saving
+    the ledger.
+    """
+    levels = options.hierarchy_levels
+    ledger_path = options.ledger_path
+    ledger = Ledger.load(ledger_path, levels) if ledger_path else Ledger(levels)
+    seed = options.seed if options.seed is not None else secrets.randbelow(2**31)
+    config = options.generator_config(seed)
+    run_id = uuid.uuid4().hex[:12]
+    journals = [
+        None if ledger_path is None else journal_path(ledger_path, run_id, share) for share in range(options.processes)
+    ]
+    started_at = time.time()
+    started = time.monotonic()
+    if options.processes == 1:
+        outcomes = [
+            send_share(target, options, seed, ledger, journals[0], kinesis_client=kinesis_client, progress=progress)
+        ]
+    else:
+        outcomes = send_in_processes(target, options, seed, ledger, journals=journals, progress=progress)
+    elapsed = time.monotonic() - started
+    counts = LedgerCounts()
+    for outcome in outcomes:
+        _add_counts(counts, outcome.counts)
+    counts.uncertain = sum(outcome.uncertain for outcome in outcomes)
+
+    if ledger_path is not None:
+        ledger = Ledger.load(ledger_path, levels)
         ledger.runs.append(
-            _run_record(run, seed=seed, started_at=started_at, target=target, config=config, options=options)
+            _run_record(counts, seed=seed, started_at=started_at, target=target, config=config, options=options)
         )
-        ledger.save(options.ledger_path)
-    run.run_counts.uncertain = run.uncertain
-    summary = _summary(seed, run, counters, ledger, options.ledger_path)
-    if interrupted:
+        ledger.save(ledger_path)
+        for journal in journals_of(ledger_path):
+            if journal.name in ledger.merged_journals:
+                journal.unlink(missing_ok=True)
+    summary = SendSummary(
+        seed=seed,
+        counts=counts,
+        messages_sent=sum(outcome.sent for outcome in outcomes),
+        bytes_sent=sum(outcome.bytes_sent for outcome in outcomes),
+        put_records_calls=sum(outcome.calls for outcome in outcomes),
+        retried_records=sum(outcome.retried for outcome in outcomes),
+        throttled_records=sum(outcome.throttled for outcome in outcomes),
+        call_errors=sum(outcome.call_errors for outcome in outcomes),
+        elapsed_seconds=elapsed,
+        uncertain=counts.uncertain,
+        ledger_path=ledger_path,
+        ledger_trades=len(ledger.trades),
+        ledger_nodes=len(ledger.aggregates()) if ledger_path is not None else 0,
+        records_sent=sum(outcome.records for outcome in outcomes),
+    )
+    if any(outcome.interrupted for outcome in outcomes):
         raise KeyboardInterrupt
-    if run.failures:
-        error = run.failures[0]
-        raise SendError(
-            f"{_describe(error)} ({summary.messages_sent} messages were accepted and are in the ledger)"
-        ) from error
+    failures = [outcome.failure for outcome in outcomes if outcome.failure is not None]
+    if failures:
+        raise SendError(f"{failures[0]} ({summary.messages_sent} messages were accepted and are in the ledger)")
     return summary
 
 
+def _add_counts(total: LedgerCounts, part: LedgerCounts) -> None:
+    for name in LedgerCounts.__dataclass_fields__:
+        if name == "malformed_by_kind":
+            for kind, number in part.malformed_by_kind.items():
+                total.malformed_by_kind[kind] = total.malformed_by_kind.get(kind, 0) + number
+        else:
+            setattr(total, name, getattr(total, name) + getattr(part, name))
+
+
 def _run_record(
-    run: _SendRun,
+    counts: LedgerCounts,
     *,
     seed: int,
     started_at: float,
@@ -613,8 +986,8 @@ def _run_record(
         "seed": seed,
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started_at)),
         "stream": target.stream_name,
-        "messages_sent": run.run_counts.messages_sent,
-        "uncertain": run.uncertain,
+        "messages_sent": counts.messages_sent,
+        "uncertain": counts.uncertain,
         "options": {
             "count": config.count,
             "duration": None if options.duration is None else repr(options.duration),
@@ -627,29 +1000,14 @@ def _run_record(
             "conflicting_pct": repr(options.conflicting_pct),
             "oversized_records": options.oversized_records,
             "hierarchy_levels": ",".join(options.hierarchy_levels),
+            "aggregate": options.aggregate,
+            "processes": options.processes,
         },
     }
 
 
-def _summary(
-    seed: int, run: _SendRun, snapshot: SendProgressSnapshot, ledger: Ledger, ledger_path: Path | None
-) -> SendSummary:
-    statistics = run.statistics
-    return SendSummary(
-        seed=seed,
-        counts=run.run_counts,
-        messages_sent=snapshot.sent,
-        bytes_sent=statistics.bytes_sent,
-        put_records_calls=statistics.calls,
-        retried_records=snapshot.retried,
-        throttled_records=snapshot.throttled,
-        call_errors=snapshot.call_errors,
-        elapsed_seconds=snapshot.elapsed_seconds,
-        uncertain=run.uncertain,
-        ledger_path=ledger_path,
-        ledger_trades=len(ledger.trades),
-        ledger_nodes=len(ledger.aggregates()) if ledger_path is not None else 0,
-    )
+def _messages(records: Sequence[OutgoingRecord]) -> int:
+    return sum(len(record.messages) for record in records)
 
 
 def _describe(error: BaseException) -> str:
@@ -674,7 +1032,7 @@ def _pace_and_submit(
     pacer = RatePacer(options.rate) if options.rate > 0 else None
     deadline = time.monotonic() + options.duration if options.duration is not None else None
     linger = options.linger_seconds
-    chunk = Chunk()
+    chunk = Chunk(options.aggregate)
     while not stop.is_set():
         now = time.monotonic()
         if deadline is not None and now >= deadline:

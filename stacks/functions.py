@@ -1,19 +1,24 @@
 """What the three pipeline functions share: code asset, runtime, Powertools layer, role, logs.
 
-Nothing here needs Docker: the asset is the plain `lambdas/` directory (the domain and the
-handlers use only the standard library, boto3 and Powertools) and Powertools comes from the
-AWS-managed public layer, whose ARN CloudFormation reads at deploy time from the public SSM
-parameter AWS publishes for each Powertools release, runtime and architecture.
+Nothing here needs Docker: the asset is the `lambdas/` directory plus the pure-Python modules
+of `FUNCTION_DEPENDENCIES` (protobuf, for KPL aggregates), copied by a local bundler
+(`FunctionAssetBundler`) from the distribution installed in the build's environment, and
+Powertools comes from the AWS-managed public layer, whose ARN CloudFormation reads at deploy
+time from the public SSM parameter AWS publishes for each Powertools release, runtime and
+architecture.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Mapping
+from importlib import metadata
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
-from aws_cdk import Aws, Duration
+import jsii
+from aws_cdk import AssetHashType, Aws, BundlingOptions, DockerImage, Duration, ILocalBundling
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
@@ -49,15 +54,70 @@ China and GovCloud have other publisher accounts and no such parameter."""
 
 TARGET_PARTITIONS_CONTEXT: Final[str] = "@aws-cdk/core:target-partitions"
 
-ASSET_EXCLUDES: Final[list[str]] = [
-    "**/__pycache__",
-    "**/*.pyc",
-    "**/tests",
-    "**/test_*.py",
-    "**/.pytest_cache",
-    "**/.mypy_cache",
-    "**/.ruff_cache",
-]
+SOURCE_EXCLUDES: Final[tuple[str, ...]] = (
+    "__pycache__",
+    "*.pyc",
+    "tests",
+    "test_*.py",
+    ".pytest_cache",
+    ".mypy_cache",
+    ".ruff_cache",
+)
+"""What of `lambdas/` stays out of the asset (at any depth)."""
+
+
+FUNCTION_DEPENDENCIES: Final[tuple[str, ...]] = ("protobuf",)
+"""Distributions the functions import beyond the runtime's boto3 and the Powertools layer, each
+pinned in requirements.txt and constraints.txt. Only their Python source goes into the asset:
+protobuf's compiled accelerator (`google._upb`, built for the build machine) is left out, and
+the pure-Python implementation it falls back to is the very code of protobuf's
+``py3-none-any`` wheel, so the asset runs on arm64 (and x86_64) with no Docker build."""
+
+COMPILED_SUFFIXES: Final[frozenset[str]] = frozenset({".so", ".pyd", ".pyc"})
+
+
+def dependency_files(distribution: str) -> list[tuple[Path, Path]]:
+    """(installed file, path inside the asset) of every pure-Python file of `distribution`."""
+    files = metadata.files(distribution) or []
+    return [
+        (Path(str(file.locate())), Path(str(file)))
+        for file in files
+        if file.suffix not in COMPILED_SUFFIXES and ".." not in file.parts and "__pycache__" not in file.parts
+    ]
+
+
+@jsii.implements(ILocalBundling)
+class FunctionAssetBundler:
+    """Builds the code asset in place of a Docker bundling image: `lambdas/` and the dependencies' sources."""
+
+    def try_bundle(self, output_dir: str, *_options: Any, **_keywords: Any) -> bool:
+        """Copy the asset into `output_dir`; the bundling options (jsii hands them over as one
+        struct) say nothing this bundler uses."""
+        output = Path(output_dir)
+        shutil.copytree(
+            LAMBDA_SOURCE_DIR,
+            output,
+            dirs_exist_ok=True,
+            ignore=shutil.ignore_patterns(*SOURCE_EXCLUDES),
+        )
+        for distribution in FUNCTION_DEPENDENCIES:
+            for installed, inside in dependency_files(distribution):
+                (output / inside).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(installed, output / inside)
+        return True
+
+
+def function_code() -> lambda_.Code:
+    """The functions' code asset, bundled locally (`FunctionAssetBundler`); its hash is of its contents."""
+    return lambda_.Code.from_asset(
+        str(LAMBDA_SOURCE_DIR),
+        asset_hash_type=AssetHashType.OUTPUT,
+        bundling=BundlingOptions(
+            # Never pulled: the local bundler always succeeds, and CDK asks for an image only as a fallback.
+            image=DockerImage.from_registry("public.ecr.aws/sam/build-python3.14"),
+            local=FunctionAssetBundler(),
+        ),
+    )
 
 
 def powertools_layer_parameter_name() -> str:
@@ -155,7 +215,7 @@ class SharedFunctionAssets(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self.log_key = key
-        self.code: lambda_.Code = lambda_.Code.from_asset(str(LAMBDA_SOURCE_DIR), exclude=ASSET_EXCLUDES)
+        self.code: lambda_.Code = function_code()
         self.powertools_layer: lambda_.ILayerVersion = lambda_.LayerVersion.from_layer_version_arn(
             self, "PowertoolsLayer", powertools_layer_arn(self, settings)
         )

@@ -54,6 +54,18 @@ STATE_MEMORY_MB = 512
 MAP_MEMORY_MB = 256
 """Fixed function sizes (the reduce's is `reduceMemoryMb`); the capacity check plans with them."""
 
+LAMBDA_INVOCATION_PAYLOAD_BYTES = 6 * 1024 * 1024
+"""Lambda's limit on an invocation's event: what bounds a Kinesis batch's messages, whatever its
+record count, once records are KPL aggregates (the data base64-encoded in the event)."""
+
+STATE_TIMEOUT_SECONDS = 300
+"""Sized by messages (user records), not by Kinesis records: a batch of 100 aggregates may carry
+tens of thousands of messages. The most one invocation can carry (`LAMBDA_INVOCATION_PAYLOAD_BYTES`
+of the smallest valid messages, aggregated: about 41,000) at the planner's cost per message in
+a `STATE_MEMORY_MB` function (about 2 ms) take about 84 s, a factor of 3.5 inside the timeout
+(tests/stacks/test_stack_state_sizing.py). The worst case sets it, not the typical one: a batch
+that times out is retried whole, for ever (`RETRY_UNTIL_SUCCESS`), and would hold its shard."""
+
 
 def retry_until_record_expires(function: lambda_.Function) -> None:
     """Write `MaximumRecordAgeInSeconds: -1` on the function's mappings explicitly.
@@ -175,7 +187,7 @@ class StateStage(Construct):
             # Up to `stateWriteConcurrency` conditional updates in flight: more memory buys CPU
             # for JSON parsing and exact decimal conversion of a 100-record batch.
             memory_size=STATE_MEMORY_MB,
-            timeout=Duration.seconds(60),
+            timeout=Duration.seconds(STATE_TIMEOUT_SECONDS),
             environment={
                 "STATE_TABLE": tables.state_table.table_name,
                 "QUARANTINE_TABLE": tables.quarantine_table.table_name,

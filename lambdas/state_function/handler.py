@@ -1,6 +1,11 @@
-"""State function: validate each Kinesis record, then write each trade's newest version.
+"""State function: validate each message, then write each trade's newest version.
 
-Per batch: parse and validate every record (invalid ones are quarantined), keep
+A Kinesis record is one message, or a KPL aggregate of many (`aggregation.kpl`): each of an
+aggregate's user records is a message of its own from here on, validated, written or
+quarantined alone (its identity is still its TradeID and Version, so a message sent twice,
+in one aggregate or two, or once aggregated and once plain, is applied once).
+
+Per batch: parse and validate every message (invalid ones are quarantined), keep
 only the highest Version per TradeID, and issue one conditional `update_item` per
 remaining message (`attribute_not_exists(TradeID) OR Version < :version`). A
 failed condition means the table already holds this or a newer version: the
@@ -32,19 +37,22 @@ and the batch goes on. Only the writes themselves can fail the batch: a DynamoDB
 error is retryable, and quarantining it would lose a valid message.
 """
 
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any, cast
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.data_classes import KinesisStreamEvent
+from aws_lambda_powertools.utilities.data_classes.kinesis_stream_event import KinesisStreamRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.exceptions import ClientError
 
 from aggregation.batches import is_conflicting_duplicate, select_latest_versions
 from aggregation.exact import dynamodb_number
+from aggregation.kpl import CorruptAggregate, is_aggregate, user_records
 from aggregation.messages import InvalidMessage, TradeMessage, parse_trade_message
 from aggregation.names import (
     CONFLICT_REASON_PREFIX,
@@ -210,6 +218,37 @@ def receive(
         return QuarantinedRecord(origin, quarantine_reason(error))
 
 
+def record_origins(record: KinesisStreamRecord) -> Iterator[RecordOrigin | QuarantinedRecord]:
+    """The messages one Kinesis record carries: itself, or each user record of its KPL aggregate.
+
+    An aggregate that cannot be read (`CorruptAggregate`: digest, protobuf or tables) is one
+    quarantine entry with its reason, never a partial read.
+    """
+    origin = RecordOrigin(
+        event_id=record.event_id,
+        shard_id=record.event_id.split(":", 1)[0],
+        sequence_number=record.kinesis.sequence_number,
+        partition_key=record.kinesis.partition_key,
+        payload=record.kinesis.data_as_bytes(),
+    )
+    if not is_aggregate(origin.payload):
+        yield origin
+        return
+    try:
+        carried = user_records(origin.payload)
+    except CorruptAggregate as error:
+        yield QuarantinedRecord(origin, error.reason)
+        return
+    for user in carried:
+        yield replace(
+            origin,
+            event_id=f"{origin.event_id}:{user.sub_sequence_number}",
+            partition_key=user.partition_key,
+            payload=user.data,
+            sub_sequence_number=user.sub_sequence_number,
+        )
+
+
 def apply_state_change(received: ReceivedMessage, known: VersionCache) -> StateWrite:
     """Send the record's conditional update; remember what the table answered.
 
@@ -258,18 +297,12 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, i
     received: list[ReceivedMessage] = []
     rejected: list[QuarantinedRecord] = []
     for record in KinesisStreamEvent(event).records:
-        origin = RecordOrigin(
-            event_id=record.event_id,
-            shard_id=record.event_id.split(":", 1)[0],
-            sequence_number=record.kinesis.sequence_number,
-            partition_key=record.kinesis.partition_key,
-            payload=record.kinesis.data_as_bytes(),
-        )
-        at_door = receive(origin, state_table, levels, domain)
-        if isinstance(at_door, ReceivedMessage):
-            received.append(at_door)
-        else:
-            rejected.append(at_door)
+        for carried in record_origins(record):
+            at_door = receive(carried, state_table, levels, domain) if isinstance(carried, RecordOrigin) else carried
+            if isinstance(at_door, ReceivedMessage):
+                received.append(at_door)
+            else:
+                rejected.append(at_door)
 
     selection = select_latest_versions(received, lambda item: item.message)
     writes, skipped = settle_messages(state_table, selection.latest)
@@ -300,6 +333,10 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, i
     metrics.add_metric(name=CONFLICTING_DUPLICATES, unit=MetricUnit.Count, value=len(conflicts))
     metrics.add_metric(name=QUARANTINED_RECORDS, unit=MetricUnit.Count, value=len(rejected))
     metrics.add_metric(name="WritesSkippedByVersionCache", unit=MetricUnit.Count, value=skipped)
-    logger.info("state batch done", extra={**summary, "skipped_by_version_cache": skipped})
+    kinesis_count = len(event["Records"])
+    metrics.add_metric(name="KinesisRecordsReceived", unit=MetricUnit.Count, value=kinesis_count)
+    logger.info(
+        "state batch done", extra={**summary, "skipped_by_version_cache": skipped, "kinesis_records": kinesis_count}
+    )
     maybe_inject_failure(STAGE, FailurePoint.AFTER_WRITE)
     return summary

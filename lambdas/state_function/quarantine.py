@@ -7,6 +7,10 @@ carries `ExpiresAt`, `QUARANTINE_TTL_DAYS` after it was written: the table's TTL
 (a producer cannot fill the table without bound, and personal data in a bad record does not
 stay for ever).
 
+A user record of a KPL aggregate is quarantined on its own, keyed by its aggregate's event ID
+and its sub-sequence number (`RecordOrigin`); an aggregate that cannot be read is quarantined
+whole, keyed by its own event ID.
+
 A Kinesis record holds up to 1 MiB and a DynamoDB item 400 KB, and an item over the
 limit would be refused on every retry of the batch. So the payload is stored as
 much as fits the item (`aggregation.item_size`): as text (`Payload`, cut on a
@@ -41,13 +45,18 @@ DEFAULT_QUARANTINE_TTL_DAYS = 30
 
 @dataclass(frozen=True)
 class RecordOrigin:
-    """Where a Kinesis record came from, and its raw bytes."""
+    """Where a Kinesis record, or one user record of a KPL aggregate, came from, and its raw bytes.
+
+    A user record's `event_id` is its aggregate's followed by ``:<sub-sequence number>``, so
+    each user record has its own quarantine item and its own `WrittenByEventId`.
+    """
 
     event_id: str
     shard_id: str
     sequence_number: str
     partition_key: str
     payload: bytes
+    sub_sequence_number: int | None = None
 
 
 @dataclass(frozen=True)
@@ -97,6 +106,8 @@ def quarantine_item(record: QuarantinedRecord, now: float, ttl: int) -> dict[str
         "QuarantinedAt": int(now),
         EXPIRES_AT: int(now) + ttl,
     }
+    if origin.sub_sequence_number is not None:
+        described["SubSequenceNumber"] = origin.sub_sequence_number
     item = {name: serializer.serialize(value) for name, value in described.items()}
     room = max(0, MAX_ITEM_BYTES - item_size_bytes(item) - len(attribute))
     cut = min(len(payload), room)

@@ -98,8 +98,9 @@ OUTPUT_KEYS_TO_LOCAL_NAMES: Mapping[str, str] = STACK_OUTPUT_KEYS
 
 REQUIRED_OUTPUT_KEYS = (STREAM_OUTPUT, STATE_TABLE_OUTPUT, DELTA_TABLE_OUTPUT, AGGREGATE_TABLE_OUTPUT)
 
-SOURCES_THAT_SHAPE_THE_TEMPLATE = ("app.py", "cdk.json", "stacks", "lambdas")
-"""What `cdk synth` reads: `cdk.out/` older than any of these is stale."""
+SOURCES_THAT_SHAPE_THE_TEMPLATE = ("app.py", "cdk.json", "stacks", "lambdas", "constraints.txt")
+"""What `cdk synth` reads: `cdk.out/` older than any of these is stale. constraints.txt pins the
+protobuf whose Python files the functions' asset is bundled with (`stacks/functions.py`)."""
 
 RESOURCE_TYPES_THAT_MAY_BE_MISSING = frozenset(
     {

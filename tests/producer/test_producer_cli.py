@@ -59,6 +59,7 @@ def write_outputs(target: PipelineTarget, directory: Path) -> Path:
     [
         ((), "required"),
         (("send", "--count", "0"), "--count"),
+        (("send", "--processes", "0"), "--processes"),
         (("send", "--count", "5", "--duration", "3"), "not allowed with"),
         (("send", "--duplicates-pct", "60", "--modifications-pct", "60"), "exceed 100"),
         (("send", "--hierarchy-levels", "RiskType,,Region"), "hierarchy levels"),

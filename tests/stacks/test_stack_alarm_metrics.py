@@ -92,6 +92,7 @@ def test_the_scan_finds_what_each_handler_emits(template: Template) -> None:
             "ConflictingDuplicates",
             "QuarantinedRecords",
             "WritesSkippedByVersionCache",
+            "KinesisRecordsReceived",
         },
         "map": {"StateChangesMapped", "StateChangesAlreadyMapped", "DeltaItemsWritten", "StateImagesCountedInNoNode"},
         "reduce": {

@@ -9,6 +9,7 @@ from aws_cdk.assertions import Match, Template
 
 from aggregation.names import STATE_SETTINGS_GUARD_TYPE
 from stacks.settings import FAULT_INJECTION_VARIABLES
+from stacks.stages import STATE_TIMEOUT_SECONDS
 from tests.stacks.stack_helpers import (
     HANDLERS,
     MAP_HANDLER,
@@ -115,7 +116,7 @@ def test_functions_share_runtime_architecture_code_and_powertools_layer(template
     assert layer == {"Ref": powertools_parameter_logical_id(template)}
     codes = {str(function_properties(template, h)["Code"]) for h in HANDLERS.values()}
     assert len(codes) == 1, "all four functions must share the one lambdas/ asset"
-    assert properties["Timeout"] <= 120
+    assert properties["Timeout"] <= STATE_TIMEOUT_SECONDS, "the state function's, sized by messages, is the longest"
     assert properties["MemorySize"] >= 256
 
 

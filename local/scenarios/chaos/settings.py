@@ -69,6 +69,10 @@ class ChaosSettings:
     """Shards of each DynamoDB stream: map and reduce invocations run side by side."""
     reduce_slices: int = DEFAULT_REDUCE_SLICES
     """Fewer slices than shards: concurrent reducers contend for the same items, and conflict."""
+    aggregate: bool = False
+    """The producer sends KPL aggregates (`send --aggregate`)."""
+    processes: int = 1
+    """The producer's sending processes (`send --processes`), one merged ledger."""
 
     def __post_init__(self) -> None:
         if self.count < 1:
@@ -84,6 +88,8 @@ class ChaosSettings:
             raise ChaosError("--runner-kills and --worker-kills cannot be negative")
         if self.drain_timeout_seconds <= 0:
             raise ChaosError("--drain-timeout must be positive")
+        if self.processes < 1:
+            raise ChaosError("--processes must be at least 1")
         if not 1 <= self.stream_shards <= 64 or self.reduce_slices < 1:
             raise ChaosError("--stream-shards must be from 1 to 64 and --reduce-slices at least 1")
         if unknown := set(self.reshaped_retries) - set(STAGES):
@@ -137,6 +143,8 @@ class ChaosSettings:
             conflicting_pct=self.conflicting_pct,
             oversized_records=min(self.oversized_records, count // 2),
             ledger_path=ledger,
+            aggregate=self.aggregate,
+            processes=self.processes,
         )
 
 
