@@ -193,10 +193,11 @@ def store_stream_records_as_json() -> None:
 
     @functools.wraps(original_add)
     def add(self: StreamShard, old: Any, new: Any) -> None:
-        before = len(self.items)
+        # The next sequence number, not the length: retention (`moto_compat`) may trim the front meanwhile.
+        first_added = self.starting_sequence_number + len(self.items)
         original_add(self, old, new)
         items: list[Any] = self.items
-        for index in range(before, len(items)):
+        for index in range(max(0, first_added - self.starting_sequence_number), len(items)):
             items[index] = _compact(items[index])
 
     add._speedup = True  # type: ignore[attr-defined]
