@@ -182,10 +182,11 @@ def store_stream_records_as_json() -> None:
     StateTable record; nothing is ever freed, 7 KB per message in a soak) and serialises
     them through its shape-driven serialiser on every GetRecords. Here `StreamShard.add`
     replaces each record it appends by a `CompactStreamRecord`, the same record as the
-    JSON text moto's serialiser would produce for it, compressed. The list, its length and the
-    sequence numbers are moto's own, so iterators, the transaction journal of
-    `moto_compat` and every shard of a stream (whichever `StreamShard` appends) are
-    unaffected.
+    JSON text moto's serialiser would produce for it, compressed. The list and the sequence
+    numbers are moto's own (the records appended are found by sequence number, which stays
+    right when `moto_compat`'s retention trims the front), so iterators, the transaction
+    journal of `moto_compat` and every shard of a stream (whichever `StreamShard` appends)
+    are unaffected.
     """
     original_add = StreamShard.add
     if getattr(original_add, "_speedup", False):

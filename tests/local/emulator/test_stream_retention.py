@@ -15,7 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from botocore.exceptions import ClientError
+from moto.dynamodb.models import DynamoDBBackend
 
+from benchmarks.emulator_transactions import scratch_table
+from local.emulator import moto_compat
 from local.emulator.control import advance_clock
 from local.emulator.moto_compat import DYNAMODB_STREAM_RETENTION_SECONDS, TRIM_GRANULARITY_SECONDS
 from local.runner.checkpoints import CheckpointStore
@@ -257,3 +260,31 @@ def test_a_poller_whose_position_was_trimmed_goes_on_from_trim_horizon_and_says_
             stop.set()
             poller.join(timeout=5)
     assert any(f"LOST records after {processed}" in message for message in caplog.messages)
+
+
+def test_every_shard_of_a_stream_is_trimmed_and_keeps_its_numbering(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With several shards (`EMULATOR_STREAM_SHARDS`), each shard trims its own front; in-process moto."""
+    clock = moto_compat.CompatClock()
+    monkeypatch.setattr(moto_compat, "clock", clock)
+    monkeypatch.setenv(moto_compat.STREAM_SHARDS_VARIABLE, "3")
+    moto_compat.fix_dynamodb_streams_have_several_shards()
+    moto_compat.fix_stream_records_expire_after_the_retention_period()
+    table = scratch_table(DynamoDBBackend("us-east-1", "123456789012"), "t", "NEW_AND_OLD_IMAGES")
+    shards = moto_compat.table_stream_shards(table)
+    described = [shard.to_json() for shard in shards]
+    for index in range(30):
+        table.put_item({"pk": {"S": f"old-{index}"}})
+    written = {shard.id: len(shard.items) for shard in shards}
+    assert len(shards) == 3 and all(written.values()), "every shard has records"
+    next_numbers = {shard.id: shard.starting_sequence_number + len(shard.items) for shard in shards}
+
+    clock.advance(PAST_RETENTION)
+    for index in range(30):
+        table.put_item({"pk": {"S": f"new-{index}"}})  # each shard trims when it is next appended to
+    for shard in shards:
+        moto_compat.trim_stream_shard(shard)
+        assert shard.starting_sequence_number == next_numbers[shard.id], "exactly the old records went"
+        numbers = [int(record.record["dynamodb"]["SequenceNumber"]) for record in shard.items]
+        assert numbers == list(range(shard.starting_sequence_number, shard.starting_sequence_number + len(numbers)))
+    assert sum(len(shard.items) for shard in shards) == 30
+    assert [shard.to_json() for shard in shards] == described, "DescribeStream's StartingSequenceNumber stays"
