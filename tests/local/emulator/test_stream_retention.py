@@ -18,7 +18,7 @@ from botocore.exceptions import ClientError
 from moto.dynamodb.models import DynamoDBBackend
 
 from benchmarks.emulator_transactions import scratch_table
-from local.emulator import moto_compat
+from local.emulator import moto_compat, speedups
 from local.emulator.control import advance_clock
 from local.emulator.moto_compat import DYNAMODB_STREAM_RETENTION_SECONDS, TRIM_GRANULARITY_SECONDS
 from local.runner.checkpoints import CheckpointStore
@@ -288,3 +288,17 @@ def test_every_shard_of_a_stream_is_trimmed_and_keeps_its_numbering(monkeypatch:
         assert numbers == list(range(shard.starting_sequence_number, shard.starting_sequence_number + len(numbers)))
     assert sum(len(shard.items) for shard in shards) == 30
     assert [shard.to_json() for shard in shards] == described, "DescribeStream's StartingSequenceNumber stays"
+
+
+def test_a_record_whose_write_trims_the_shard_is_still_stored_compact(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`speedups` finds the records an add appended by sequence number, so a trim inside the add misses none."""
+    clock = moto_compat.CompatClock()
+    monkeypatch.setattr(moto_compat, "clock", clock)
+    moto_compat.fix_stream_records_expire_after_the_retention_period()
+    speedups.store_stream_records_as_json()
+    table = scratch_table(DynamoDBBackend("us-east-1", "123456789012"), "t", "NEW_IMAGE")
+    table.put_item({"pk": {"S": "old"}})
+    clock.advance(PAST_RETENTION)
+    table.put_item({"pk": {"S": "new"}})  # its append trims "old"
+    (kept,) = table.stream_shard.items
+    assert isinstance(kept, speedups.CompactStreamRecord) and kept.to_json()["dynamodb"]["Keys"] == {"pk": {"S": "new"}}
