@@ -28,6 +28,10 @@ Fixes (see each function):
   Lambda's event source mappings do.
 - `fix_dynamodb_streams_iterators_expire`: a DynamoDB Streams shard iterator expires (and
   is freed) 15 minutes after it is returned; moto keeps every one forever.
+- `fix_stream_records_expire_after_the_retention_period`: DynamoDB stream records are trimmed
+  24 hours after they are written, Kinesis records after the stream's retention period (moto
+  keeps every one forever); TRIM_HORIZON moves with the trim point, and a DynamoDB Streams
+  iterator below it gets TrimmedDataAccessException. Lazy, on the compat clock.
 - `fix_ssm_parameter_defaults_resolved_only_when_used`: a stack parameter of an SSM
   parameter type resolves the SSM parameter it is given; its default is not looked up
   when the caller passes a value (moto resolves every default first, and fails on one
@@ -58,7 +62,7 @@ Control endpoints (served by `CompatMiddleware`, never forwarded to moto):
 - ``GET  /_compat/clock``         -> ``{"now": <seconds>}``: the compatibility clock.
 - ``POST /_compat/clock/advance`` with ``{"seconds": <number >= 0>}`` -> ``{"now": ...}``:
   moves the clock forward, so a test talking to the server process can expire
-  ClientRequestTokens without waiting ten minutes.
+  ClientRequestTokens, shard iterators and stream records without waiting.
 - moto's own ``POST /moto-api/reset`` also forgets every recorded ClientRequestToken.
 
 - ``GET /_compat/transactions`` -> ``{"conflicts": N}``: transactions cancelled because another
@@ -81,6 +85,7 @@ import os
 import re
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -97,7 +102,10 @@ from moto.dynamodb.models.table import StreamShard, Table
 from moto.dynamodb.responses import DynamoHandler
 from moto.dynamodbstreams.models import DynamoDBStreamsBackend, ShardIterator
 from moto.iam.models import get_account_id_from
-from moto.kinesis.models import kinesis_backends
+from moto.kinesis.models import KinesisBackend, kinesis_backends
+from moto.kinesis.models import Record as KinesisRecord
+from moto.kinesis.models import Shard as KinesisShard
+from moto.kinesis.models import Stream as KinesisStream
 from moto.moto_server import werkzeug_app
 from moto.sqs.models import sqs_backends
 
@@ -277,7 +285,7 @@ class _TransactionJournal:
 
     def __init__(self, backend: DynamoDBBackend, transact_items: list[dict[str, Any]]) -> None:
         self.touched: list[_TouchedItem] = []
-        self.stream_lengths: dict[int, tuple[StreamShard, int]] = {}
+        self.stream_ends: dict[int, tuple[StreamShard, int]] = {}
         for action in transact_items:
             operation = next(iter(action.values()), None)
             if not isinstance(operation, dict) or operation.get("TableName") not in backend.tables:
@@ -291,7 +299,7 @@ class _TransactionJournal:
             before = table.get_item(hash_value, range_value) if range_value or not table.range_key_attr else None
             self.touched.append(_TouchedItem(table, hash_value, range_value, copy.deepcopy(before)))
             for shard in table_stream_shards(table):
-                self.stream_lengths.setdefault(id(shard), (shard, len(shard.items)))
+                self.stream_ends.setdefault(id(shard), (shard, shard.starting_sequence_number + len(shard.items)))
 
     def roll_back(self) -> None:
         for touched in reversed(self.touched):
@@ -305,8 +313,8 @@ class _TransactionJournal:
                 items.get(touched.hash_value, {}).pop(touched.range_value, None)
             else:
                 items[touched.hash_value][touched.range_value] = touched.before
-        for shard, length in self.stream_lengths.values():
-            del shard.items[length:]
+        for shard, end in self.stream_ends.values():
+            truncate_stream_shard(shard, end)
 
 
 class _TablesAreNotCopied:
@@ -333,11 +341,12 @@ def fix_transaction_rollback_copies_only_what_it_touches() -> None:
     against a table of 8,000 items took 0.8 s (4.4 s with a stream) and the copies held
     gigabytes, so the local pipeline slowed down and swelled the longer it ran. This keeps
     moto's all-or-nothing semantics with a journal instead: before the transaction it copies
-    only the items its actions name and notes each touched table's stream length; if moto
-    raises (a cancellation, a validation error) the journal puts those items back and drops
-    the stream records written since. moto's own rollback then reassigns the very same table
-    objects, a no-op. The upstream report: docs/moto-upstream.md. Patches
-    `DynamoDBBackend.transact_write_items` and the `copy` name of `moto.dynamodb.models`.
+    only the items its actions name and notes each touched table's next stream sequence number
+    (not a length: retention may trim the front meanwhile); if moto raises (a cancellation, a
+    validation error) the journal puts those items back and drops the stream records written
+    since. moto's own rollback then reassigns the very same table objects, a no-op. The upstream
+    report: docs/moto-upstream.md. Patches `DynamoDBBackend.transact_write_items` and the `copy`
+    name of `moto.dynamodb.models`.
     """
     original = DynamoDBBackend.transact_write_items
     if getattr(original, "_compat_fix", False):
@@ -523,7 +532,9 @@ class _ExpiringShardIterators(dict[str, Any]):
 
     Iterators are added in the order they are made, so the expired ones are always the
     oldest entries: each addition drops them from the front, in time proportional to what
-    it frees. Looking up a forgotten (or never issued) iterator raises ExpiredIteratorException.
+    it frees. Looking up a forgotten (or never issued) iterator raises ExpiredIteratorException;
+    one whose position has been trimmed since it was made, TrimmedDataAccessException
+    (`fix_stream_records_expire_after_the_retention_period`).
     """
 
     def __init__(self) -> None:
@@ -548,7 +559,10 @@ class _ExpiringShardIterators(dict[str, Any]):
                 "ExpiredIteratorException",
                 "The shard iterator has expired and can no longer be used to retrieve stream records.",
             )
-        return super().__getitem__(arn)
+        iterator = super().__getitem__(arn)
+        if isinstance(iterator, ShardIterator):
+            refuse_trimmed_position(iterator)
+        return iterator
 
 
 def fix_dynamodb_streams_iterators_expire() -> None:
@@ -574,6 +588,226 @@ def fix_dynamodb_streams_iterators_expire() -> None:
 
     init._compat_fix = True  # type: ignore[attr-defined]
     DynamoDBStreamsBackend.__init__ = init  # type: ignore[method-assign]
+
+
+# ------------------------------------------------------------ stream retention
+
+DYNAMODB_STREAM_RETENTION_SECONDS = 24 * 3600.0
+"""DynamoDB Streams keeps a stream record for 24 hours."""
+TRIM_GRANULARITY_SECONDS = 60.0
+"""Records are trimmed a minute of writes at a time: kept at most this much beyond their retention."""
+
+
+class _WriteMarks:
+    """When a shard's records were written, to the minute: ``[opened_at, end]`` pairs, oldest first.
+
+    A mark says every record below position `end` (exclusive; a sequence number, or an absolute
+    index) was written before ``opened_at + TRIM_GRANULARITY_SECONDS`` on the compat clock. One
+    mark per minute of writes, not one timestamp per record: a few bytes per shard-minute, and
+    the trim point is found by looking at the oldest mark only.
+    """
+
+    __slots__ = ("marks",)
+
+    def __init__(self) -> None:
+        self.marks: deque[list[float]] = deque()
+
+    def note(self, end: int) -> None:
+        """Records up to `end` (exclusive) exist now."""
+        now = clock.now()
+        if self.marks and now - self.marks[-1][0] < TRIM_GRANULARITY_SECONDS:
+            self.marks[-1][1] = end
+        else:
+            self.marks.append([now, end])
+
+    def expired_end(self, retention_seconds: float) -> int | None:
+        """The end of the records older than `retention_seconds` now (None: none are), forgetting their marks."""
+        horizon = clock.now() - retention_seconds - TRIM_GRANULARITY_SECONDS
+        end = None
+        while self.marks and self.marks[0][0] <= horizon:
+            end = int(self.marks.popleft()[1])
+        return end
+
+    def truncated(self, end: int) -> None:
+        """The records from `end` on were removed (a cancelled transaction's): no mark may claim them."""
+        while self.marks and self.marks[-1][1] > end:
+            if len(self.marks) > 1 and self.marks[-2][1] >= end:
+                self.marks.pop()
+            else:
+                self.marks[-1][1] = end
+
+
+class _RetainedStreamRecords(list[Any]):
+    """A DynamoDB `StreamShard.items`: moto's list of records, which also notes when each was appended.
+
+    Every record enters the list through `append` (moto's `StreamShard.add`, whichever shard of
+    the stream and whichever wrapper calls it), so the write marks cannot miss one, and each
+    append trims the shard (a stream nobody reads stays bounded too). `trimmed` counts the
+    records removed from the front: ``items[i]`` is the ``trimmed + i``-th the shard ever kept.
+    """
+
+    def __init__(self, shard: StreamShard) -> None:
+        super().__init__()
+        self.shard = shard
+        self.trimmed = 0
+        self.written = _WriteMarks()
+
+    def append(self, record: Any) -> None:
+        super().append(record)
+        self.written.note(self.trimmed + len(self))
+        trim_stream_shard(self.shard)
+
+
+def _trimmed_data_access() -> Exception:
+    return JsonRESTError("TrimmedDataAccessException", "The data you are trying to access has been trimmed.")
+
+
+def trim_stream_shard(shard: StreamShard) -> None:
+    """Drop the shard's records older than 24 hours, keeping every sequence number and index consistent.
+
+    moto numbers a record ``starting_sequence_number + len(items)`` and finds one at
+    ``items[sequence_number - starting_sequence_number]`` (its iterators, `speedups`, the
+    rollback journal): removing k records from the front and raising
+    ``starting_sequence_number`` by k keeps both true, and makes TRIM_HORIZON (moto's
+    ``starting_sequence_number``) the oldest record kept. One slice per trimmed minute of writes.
+    """
+    items = shard.items
+    if not isinstance(items, _RetainedStreamRecords):
+        return
+    end = items.written.expired_end(DYNAMODB_STREAM_RETENTION_SECONDS)
+    if end is None:
+        return
+    count = min(end - items.trimmed, len(items))
+    if count > 0:
+        del items[:count]
+        items.trimmed += count
+        shard.starting_sequence_number += count
+
+
+def truncate_stream_shard(shard: StreamShard, end: int) -> None:
+    """Remove the shard's records from sequence number `end` on (a cancelled transaction's)."""
+    items = shard.items
+    del items[max(0, end - shard.starting_sequence_number) :]
+    if isinstance(items, _RetainedStreamRecords):
+        items.written.truncated(items.trimmed + len(items))
+
+
+def refuse_trimmed_position(iterator: ShardIterator) -> None:
+    """TrimmedDataAccessException when a DynamoDB Streams iterator points below its shard's oldest record."""
+    trim_stream_shard(iterator.stream_shard)
+    if iterator.sequence_number < iterator.stream_shard.starting_sequence_number:
+        raise _trimmed_data_access()
+
+
+@dataclass
+class _KinesisShardRetention:
+    """A Kinesis shard's write marks, and the last sequence number trimmed (numbering continues after it)."""
+
+    written: _WriteMarks
+    trimmed_through: int = 0
+
+
+def _kinesis_retention(shard: KinesisShard) -> _KinesisShardRetention:
+    retention: _KinesisShardRetention | None = getattr(shard, "compat_retention", None)
+    if retention is None:
+        retention = _KinesisShardRetention(_WriteMarks())
+        shard.compat_retention = retention  # type: ignore[attr-defined]
+    return retention
+
+
+def trim_kinesis_stream(stream: KinesisStream) -> None:
+    """Drop the records of each shard older than the stream's retention period (one dict pop each)."""
+    retention_seconds = stream.retention_period_hours * 3600.0
+    for shard in stream.shards.values():
+        retention = _kinesis_retention(shard)
+        end = retention.written.expired_end(retention_seconds)
+        if end is None:
+            continue
+        records = shard.records
+        while records and next(iter(records)) < end:
+            retention.trimmed_through = records.popitem(last=False)[0]  # type: ignore[call-arg]
+
+
+def fix_stream_records_expire_after_the_retention_period() -> None:
+    """DynamoDB stream records live 24 hours, Kinesis records the stream's retention period.
+
+    AWS (DynamoDB Developer Guide, "Change data capture for DynamoDB Streams": "All data in
+    DynamoDB Streams is subject to a 24-hour lifetime", and older data "is susceptible to
+    trimming (removal) at any moment"; DynamoDB Streams API Reference, TrimmedDataAccessException:
+    GetShardIterator with a sequence number older than the trim point, or GetRecords with an
+    iterator whose records were trimmed since, fails with it; TRIM_HORIZON is the oldest record
+    kept. Kinesis Data Streams API Reference, GetShardIterator: TRIM_HORIZON is "the last
+    untrimmed record in the shard", records live for the stream's RetentionPeriodHours (24 by
+    default), and a timestamp older than the trim horizon gives the iterator of the oldest
+    untrimmed record; no error is documented for a sequence number below it, and reading from
+    one here starts at the oldest untrimmed record likewise.) moto keeps every record for ever,
+    so a local stack left running grows without bound.
+
+    Trimming is lazy, on the compat clock (tests advance it), never on a timer: a DynamoDB shard
+    is trimmed when a record is appended and whenever an iterator is made or used; a Kinesis stream whenever a
+    request looks it up (moto's `KinesisBackend.describe_stream`, behind every put, iterator and
+    read). Records go a minute of writes at a time (`TRIM_GRANULARITY_SECONDS`, which "at any
+    moment" allows), so the cost per record is constant. DynamoDB sequence numbers continue
+    across trimming (`trim_stream_shard`) and DescribeStream still reports each shard's first
+    sequence number; Kinesis numbering continues after the last trimmed record even when
+    every record was trimmed (moto would start again at 1). Patches `StreamShard.__init__`,
+    `StreamShard.to_json`, `ShardIterator.__init__` (DynamoDB Streams),
+    `moto.kinesis.models.Shard.put_record` and `KinesisBackend.describe_stream`; GetRecords'
+    check is in `_ExpiringShardIterators.__getitem__`.
+    """
+    original_shard_init = StreamShard.__init__
+    if getattr(original_shard_init, "_compat_fix", False):
+        return
+    original_to_json = StreamShard.to_json
+    original_iterator_init = ShardIterator.__init__
+    original_describe_stream = KinesisBackend.describe_stream
+
+    @functools.wraps(original_shard_init)
+    def shard_init(self: StreamShard, account_id: str, table: Table) -> None:
+        original_shard_init(self, account_id, table)
+        self.items = _RetainedStreamRecords(self)
+
+    @functools.wraps(original_to_json)
+    def to_json(self: StreamShard) -> dict[str, Any]:
+        description: dict[str, Any] = original_to_json(self)
+        trimmed = getattr(self.items, "trimmed", 0)
+        description["SequenceNumberRange"]["StartingSequenceNumber"] = str(self.starting_sequence_number - trimmed)
+        return description
+
+    @functools.wraps(original_iterator_init)
+    def iterator_init(
+        self: ShardIterator,
+        streams_backend: DynamoDBStreamsBackend,
+        stream_shard: StreamShard,
+        shard_iterator_type: str,
+        sequence_number: int | None = None,
+    ) -> None:
+        trim_stream_shard(stream_shard)  # first: TRIM_HORIZON is the oldest record kept
+        original_iterator_init(self, streams_backend, stream_shard, shard_iterator_type, sequence_number)
+        if self.sequence_number < stream_shard.starting_sequence_number:
+            raise _trimmed_data_access()
+
+    def put_record(self: KinesisShard, partition_key: str, data: str, explicit_hash_key: str) -> str:
+        """moto's `Shard.put_record`, numbering on from the last record trimmed when none is left."""
+        retention = _kinesis_retention(self)
+        last = self.get_max_sequence_number() if self.records else retention.trimmed_through
+        sequence_number = last + 1
+        self.records[sequence_number] = KinesisRecord(partition_key, data, sequence_number, explicit_hash_key)
+        retention.written.note(sequence_number + 1)
+        return str(sequence_number)
+
+    @functools.wraps(original_describe_stream)
+    def describe_stream(self: KinesisBackend, stream_arn: str | None, stream_name: str | None) -> KinesisStream:
+        stream = original_describe_stream(self, stream_arn, stream_name)
+        trim_kinesis_stream(stream)
+        return stream
+
+    shard_init._compat_fix = True  # type: ignore[attr-defined]
+    StreamShard.__init__ = shard_init  # type: ignore[method-assign]
+    StreamShard.to_json = to_json  # type: ignore[method-assign]
+    ShardIterator.__init__ = iterator_init  # type: ignore[method-assign]
+    KinesisShard.put_record = put_record  # type: ignore[method-assign]
+    KinesisBackend.describe_stream = describe_stream  # type: ignore[method-assign]
 
 
 # ------------------------------------------------------- event source mappings
@@ -1106,6 +1340,7 @@ FIXES: tuple[Callable[[], None], ...] = (
     fix_dynamodb_streams_have_several_shards,
     fix_dynamodb_streams_iterators_expire,
     fix_cloudwatch_percentile_statistics,
+    fix_stream_records_expire_after_the_retention_period,
 )
 _applied: list[str] = []
 

@@ -182,10 +182,11 @@ def store_stream_records_as_json() -> None:
     StateTable record; nothing is ever freed, 7 KB per message in a soak) and serialises
     them through its shape-driven serialiser on every GetRecords. Here `StreamShard.add`
     replaces each record it appends by a `CompactStreamRecord`, the same record as the
-    JSON text moto's serialiser would produce for it, compressed. The list, its length and the
-    sequence numbers are moto's own, so iterators, the transaction journal of
-    `moto_compat` and every shard of a stream (whichever `StreamShard` appends) are
-    unaffected.
+    JSON text moto's serialiser would produce for it, compressed. The list and the sequence
+    numbers are moto's own (the records appended are found by sequence number, which stays
+    right when `moto_compat`'s retention trims the front), so iterators, the transaction
+    journal of `moto_compat` and every shard of a stream (whichever `StreamShard` appends)
+    are unaffected.
     """
     original_add = StreamShard.add
     if getattr(original_add, "_speedup", False):
@@ -193,10 +194,11 @@ def store_stream_records_as_json() -> None:
 
     @functools.wraps(original_add)
     def add(self: StreamShard, old: Any, new: Any) -> None:
-        before = len(self.items)
+        # The next sequence number, not the length: retention (`moto_compat`) may trim the front meanwhile.
+        first_added = self.starting_sequence_number + len(self.items)
         original_add(self, old, new)
         items: list[Any] = self.items
-        for index in range(before, len(items)):
+        for index in range(max(0, first_added - self.starting_sequence_number), len(items)):
             items[index] = _compact(items[index])
 
     add._speedup = True  # type: ignore[attr-defined]

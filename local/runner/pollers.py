@@ -83,6 +83,8 @@ ACTIVE_POLL_INTERVAL_SECONDS = 0.05
 """Pause after the first empty read that follows records; it doubles with each further empty
 read up to the idle interval (0.05, 0.1, 0.2 s): records tend to come in runs, so a shard
 that just had some is read again soon, at the cost of one extra empty read per run."""
+TRIMMED_DATA_ACCESS = "TrimmedDataAccessException"
+"""DynamoDB Streams' answer to a position older than its 24-hour trim point."""
 
 
 @dataclass(frozen=True)
@@ -236,6 +238,7 @@ class ShardPoller(threading.Thread):
         )
         self._last_read: str | None = None
         self._iterator: str | None = None
+        self._resume_at_trim_horizon = False  # the position was trimmed (`_resume_after_trim`)
         self._redelivery = redelivery
         self._commit_lock = threading.Lock()  # a lane's progress and the checkpoint it moves, together
         self._lane_failed = threading.Event()
@@ -280,11 +283,38 @@ class ShardPoller(threading.Thread):
     # ------------------------------------------------------------- reading
 
     def _fresh_iterator(self) -> str:
-        """From the last record read, else the checkpoint, else the mapping's StartingPosition."""
+        """From the last record read, else the checkpoint, else the mapping's StartingPosition;
+        TRIM_HORIZON once the position was trimmed."""
         position = self._last_read or self.checkpoints.get(self.mapping.uuid, self.shard_id)
-        if position is not None:
-            return self.reader.iterator(self.shard_id, "AFTER_SEQUENCE_NUMBER", position)
+        if position is not None and not self._resume_at_trim_horizon:
+            try:
+                return self.reader.iterator(self.shard_id, "AFTER_SEQUENCE_NUMBER", position)
+            except ClientError as error:
+                if error.response["Error"]["Code"] != TRIMMED_DATA_ACCESS:
+                    raise
+                self._resume_after_trim()
+        if self._resume_at_trim_horizon:
+            iterator = self.reader.iterator(self.shard_id, "TRIM_HORIZON")
+            self._resume_at_trim_horizon = False
+            return iterator
         return self.reader.iterator(self.shard_id, self.mapping.starting_position)
+
+    def _resume_after_trim(self) -> None:
+        """The records after this poller's position expired unread: go on from the oldest one kept.
+
+        Lambda retries records "until the record expires" and then "discards the records and
+        continues processing batches from the stream" (Lambda Developer Guide, "Retain discarded
+        records for a DynamoDB event source"); DynamoDB Streams refuses a position older than its
+        24-hour trim point with TrimmedDataAccessException. The next iterator is TRIM_HORIZON.
+        """
+        position = self._last_read or self.checkpoints.get(self.mapping.uuid, self.shard_id)
+        log.error(
+            "%s: LOST records after %s: trimmed by the stream's retention before this mapping read them; "
+            "continuing from TRIM_HORIZON, as Lambda does",
+            self.name,
+            position or "the mapping's start",
+        )
+        self._resume_at_trim_horizon = True
 
     def _pending(self) -> int:
         """Records read and not yet finished by their lane (the batches in flight included)."""
@@ -312,10 +342,13 @@ class ShardPoller(threading.Thread):
                 self._iterator = self._fresh_iterator()
             result = self.reader.read(self.shard_id, self._iterator, self.mapping.batch_size)
         except (ClientError, BotoCoreError) as error:
-            # Expired iterator (5 minutes in AWS), trimmed data, throttling, a lost response:
-            # start again from the last record read, as Lambda's poller does.
+            # Expired iterator (5 minutes in AWS), throttling, a lost response: start again from
+            # the last record read, as Lambda's poller does. Trimmed data: `_resume_after_trim`.
             code = error.response["Error"]["Code"] if isinstance(error, ClientError) else type(error).__name__
-            log.warning("%s: %s; getting a new iterator", self.name, code)
+            if code == TRIMMED_DATA_ACCESS:
+                self._resume_after_trim()
+            else:
+                log.warning("%s: %s; getting a new iterator", self.name, code)
             self._iterator = None
             self.stop_event.wait(self.poll_interval_seconds)
             return True
