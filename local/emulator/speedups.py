@@ -46,6 +46,8 @@ from moto.kinesis.models import Shard
 from moto.moto_api._internal import mock_random
 from moto.moto_server.werkzeug_app import MotoRequestHandler
 
+from local.emulator.moto_compat import table_stream_shards
+
 # ------------------------------------------------------ DynamoDB Streams records
 
 _RECORD_MEMBERS = ("eventID", "eventName", "eventVersion", "eventSource", "awsRegion", "dynamodb", "userIdentity")
@@ -194,12 +196,15 @@ def store_stream_records_as_json() -> None:
 
     @functools.wraps(original_add)
     def add(self: StreamShard, old: Any, new: Any) -> None:
-        # The next sequence number, not the length: retention (`moto_compat`) may trim the front meanwhile.
-        first_added = self.starting_sequence_number + len(self.items)
+        # Every shard of the stream: the record goes to its item's shard (`moto_compat`, several
+        # shards). The next sequence number, not the length: retention may trim the front meanwhile.
+        shards = table_stream_shards(self.table) or [self]
+        first_added = [shard.starting_sequence_number + len(shard.items) for shard in shards]
         original_add(self, old, new)
-        items: list[Any] = self.items
-        for index in range(max(0, first_added - self.starting_sequence_number), len(items)):
-            items[index] = _compact(items[index])
+        for shard, first in zip(shards, first_added, strict=True):
+            items: list[Any] = shard.items
+            for index in range(max(0, first - shard.starting_sequence_number), len(items)):
+                items[index] = _compact(items[index])
 
     add._speedup = True  # type: ignore[attr-defined]
     StreamShard.add = add  # type: ignore[method-assign]

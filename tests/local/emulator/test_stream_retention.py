@@ -302,3 +302,16 @@ def test_a_record_whose_write_trims_the_shard_is_still_stored_compact(monkeypatc
     table.put_item({"pk": {"S": "new"}})  # its append trims "old"
     (kept,) = table.stream_shard.items
     assert isinstance(kept, speedups.CompactStreamRecord) and kept.to_json()["dynamodb"]["Keys"] == {"pk": {"S": "new"}}
+
+
+def test_every_shard_of_a_stream_stores_its_records_compact(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With several shards a record is appended to its item's shard, not the first: each is compacted."""
+    monkeypatch.setenv(moto_compat.STREAM_SHARDS_VARIABLE, "4")
+    moto_compat.fix_dynamodb_streams_have_several_shards()
+    speedups.store_stream_records_as_json()
+    table = scratch_table(DynamoDBBackend("us-east-1", "123456789012"), "t", "NEW_AND_OLD_IMAGES")
+    for index in range(40):
+        table.put_item({"pk": {"S": f"item-{index}"}})
+    shards = moto_compat.table_stream_shards(table)
+    assert len(shards) == 4 and all(shard.items for shard in shards[1:]), "records went to the other shards"
+    assert all(isinstance(record, speedups.CompactStreamRecord) for shard in shards for record in shard.items)
