@@ -657,6 +657,17 @@ class _RetainedStreamRecords(list[Any]):
         self.written.note(self.trimmed + len(self))
         trim_stream_shard(self.shard)
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> _RetainedStreamRecords:
+        """The same records and marks (moto's own rollback deep-copies a table): copied, not appended
+        again, which would note each record twice and trim a shard still being copied."""
+        clone = _RetainedStreamRecords.__new__(_RetainedStreamRecords)
+        memo[id(self)] = clone
+        list.extend(clone, copy.deepcopy(list(self), memo))
+        clone.shard = copy.deepcopy(self.shard, memo)
+        clone.trimmed = self.trimmed
+        clone.written = copy.deepcopy(self.written, memo)
+        return clone
+
 
 def _trimmed_data_access() -> Exception:
     return JsonRESTError("TrimmedDataAccessException", "The data you are trying to access has been trimmed.")

@@ -6,6 +6,7 @@ This module advances its own emulator's clock by days, so it has an emulator of 
 
 from __future__ import annotations
 
+import copy
 import logging
 import threading
 import uuid
@@ -315,3 +316,21 @@ def test_every_shard_of_a_stream_stores_its_records_compact(monkeypatch: pytest.
     shards = moto_compat.table_stream_shards(table)
     assert len(shards) == 4 and all(shard.items for shard in shards[1:]), "records went to the other shards"
     assert all(isinstance(record, speedups.CompactStreamRecord) for shard in shards for record in shard.items)
+
+
+def test_a_deep_copied_table_keeps_its_records_and_their_write_times(monkeypatch: pytest.MonkeyPatch) -> None:
+    """moto's own rollback deep-copies a table: the copy's records are not appended (and noted) again."""
+    clock = moto_compat.CompatClock()
+    monkeypatch.setattr(moto_compat, "clock", clock)
+    moto_compat.fix_stream_records_expire_after_the_retention_period()
+    table = scratch_table(DynamoDBBackend("us-east-1", "123456789012"), "t", "NEW_IMAGE")
+    for index in range(5):
+        table.put_item({"pk": {"S": f"item-{index}"}})
+    copied = copy.deepcopy(table)
+    original_items, copied_items = table.stream_shard.items, copied.stream_shard.items
+    assert len(copied_items) == len(original_items) == 5 and copied_items is not original_items
+    assert copied_items.written.marks == original_items.written.marks
+    assert copied_items.shard is copied.stream_shard
+    clock.advance(PAST_RETENTION)
+    copied.put_item({"pk": {"S": "new"}})
+    assert len(copied.stream_shard.items) == 1 and len(table.stream_shard.items) == 5
