@@ -9,8 +9,10 @@ lacks it) says "unknown" instead of failing the run; only a known obstacle fails
 * **CDK bootstrap**: the `CDKToolkit` stack and its `/cdk-bootstrap/hnb659fds/version` parameter.
 * **Powertools layer**: AWS's public SSM parameter for the pinned release, runtime and
   architecture (or the explicitly chosen layer version) exists in the region, and the layer it
-  names is a version of the Powertools publisher account's (017000801446) in that region: code
-  from anyone else's layer would run inside every function.
+  names is a version of the Powertools publisher account's (017000801446) in that region. The
+  template runs only the publisher's layer whatever the parameter holds (it takes just the
+  version field), so a wrong value here means a parameter that is not AWS's, choosing which
+  published version runs.
 * **concurrency quota** (`lambda:GetAccountSettings`): whether the account's quota holds the
   stages' concurrent executions at the start, reducers included (one per DeltaTable stream shard
   times `reduceParallelizationFactor`). Nothing is reserved, so no quota makes the deploy fail

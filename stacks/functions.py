@@ -3,9 +3,9 @@
 Nothing here needs Docker: the asset is the `lambdas/` directory plus the pure-Python modules
 of `FUNCTION_DEPENDENCIES` (protobuf, for KPL aggregates), copied by a local bundler
 (`FunctionAssetBundler`) from the distribution installed in the build's environment, and
-Powertools comes from the AWS-managed public layer, whose ARN CloudFormation reads at deploy
-time from the public SSM parameter AWS publishes for each Powertools release, runtime and
-architecture.
+Powertools comes from the AWS-managed public layer of the Powertools publisher account, whose
+version CloudFormation reads at deploy time from the public SSM parameter AWS publishes for each
+Powertools release, runtime and architecture.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import jsii
-from aws_cdk import AssetHashType, Aws, BundlingOptions, DockerImage, Duration, ILocalBundling
+from aws_cdk import AssetHashType, Aws, BundlingOptions, DockerImage, Duration, Fn, ILocalBundling
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
@@ -46,7 +46,7 @@ the build the tests ran against."""
 
 POWERTOOLS_LAYER_ACCOUNT: Final[str] = "017000801446"
 """The AWS account that publishes the public Powertools for AWS Lambda (Python) layers in the
-commercial regions; used only when `powertoolsLayerVersion` names a layer version explicitly."""
+commercial regions: every layer ARN the functions get names it (never the deploying account)."""
 
 SUPPORTED_PARTITIONS: Final[tuple[str, ...]] = ("aws",)
 """Where the Powertools layer and its public SSM parameter are published (the commercial regions);
@@ -130,40 +130,53 @@ def powertools_layer_parameter_name() -> str:
     return f"/aws/service/powertools/python/{ARCHITECTURE.name}/{RUNTIME.name}/{POWERTOOLS_VERSION}"
 
 
-def powertools_layer_arn_for_version(version: int, partition: str = Aws.PARTITION, region: str = Aws.REGION) -> str:
-    """The ARN of one explicitly chosen version of the layer (by default in the deployment's partition and region)."""
+def powertools_layer_name() -> str:
+    """The publisher's layer name for our runtime and architecture (`AWSLambdaPowertoolsPythonV3-python314-arm64`)."""
     runtime_tag = RUNTIME.name.replace(".", "")  # python3.14 -> python314
-    return (
-        f"arn:{partition}:lambda:{region}:{POWERTOOLS_LAYER_ACCOUNT}:layer:"
-        f"AWSLambdaPowertoolsPythonV3-{runtime_tag}-{ARCHITECTURE.name}:{version}"
-    )
+    return f"AWSLambdaPowertoolsPythonV3-{runtime_tag}-{ARCHITECTURE.name}"
 
 
-def powertools_layer_arn(scope: Construct, settings: PipelineSettings) -> str:
-    """The layer ARN: resolved at deploy time from the public parameter, unless a version is forced.
+def powertools_layer_arn_for_version(
+    version: int | str, partition: str = Aws.PARTITION, region: str = Aws.REGION
+) -> str:
+    """The ARN of one version of the publisher's layer (by default in the deployment's partition and region).
 
-    By default the template gets a CloudFormation parameter of type
-    ``AWS::SSM::Parameter::Value<String>`` defaulting to :func:`powertools_layer_parameter_name`,
-    so the region's own published ARN of exactly `POWERTOOLS_VERSION` is used, in whatever
-    account and partition AWS publishes it. `powertoolsLayerVersion` (an integer) overrides it.
-    """
-    if settings.powertools_layer_version is None:
-        return ssm.StringParameter.value_for_string_parameter(scope, powertools_layer_parameter_name())
-    return powertools_layer_arn_for_version(settings.powertools_layer_version)
+    `version` may be a deploy-time token (the version field of the public parameter's value)."""
+    return f"arn:{partition}:lambda:{region}:{POWERTOOLS_LAYER_ACCOUNT}:layer:{powertools_layer_name()}:{version}"
 
 
 LAYER_ARN_ACCOUNT_FIELD: Final[int] = 4
 LAYER_ARN_REGION_FIELD: Final[int] = 3
+LAYER_ARN_VERSION_FIELD: Final[int] = 7
 """Where a layer version ARN (``arn:<partition>:lambda:<region>:<account>:layer:<name>:<version>``)
-holds its account and region, counted from 0 in its ``:``-separated fields."""
+holds its account, region and version, counted from 0 in its ``:``-separated fields."""
+
+
+def powertools_layer_arn(scope: Construct, settings: PipelineSettings) -> str:
+    """The layer ARN: the publisher's layer, its version read at deploy time unless a version is forced.
+
+    By default the template gets a CloudFormation parameter of type
+    ``AWS::SSM::Parameter::Value<String>`` defaulting to :func:`powertools_layer_parameter_name`,
+    and takes only the version field of its value (``Fn::Select`` of ``Fn::Split`` on ``:``): the
+    account is always `POWERTOOLS_LAYER_ACCOUNT`, the partition and region the deployment's and the
+    name :func:`powertools_layer_name`, so whatever parameter a deployer passes, the functions can
+    only run a layer version the publisher released in that region. (A CloudFormation rule could
+    not assert this: rules cannot split a value to read its account.) `powertoolsLayerVersion`
+    (an integer) names the version instead.
+    """
+    if settings.powertools_layer_version is None:
+        published_arn = ssm.StringParameter.value_for_string_parameter(scope, powertools_layer_parameter_name())
+        version = Fn.select(LAYER_ARN_VERSION_FIELD, Fn.split(":", published_arn))
+        return powertools_layer_arn_for_version(version)
+    return powertools_layer_arn_for_version(settings.powertools_layer_version)
 
 
 def powertools_layer_arn_problem(arn: str, region: str) -> str | None:
     """Why `arn` is not a Powertools layer version of the publisher account in `region`, or None.
 
-    What `make preflight` checks of the value the public parameter holds in the target region. (A
-    template rule cannot: CloudFormation rules may compare a parameter's resolved value only as a
-    whole, with no `Fn::Split`, `Fn::Join` or `Fn::Sub` to read its account and region fields.)
+    What `make preflight` checks of the value the public parameter holds in the target region, so
+    that a wrong parameter is reported before a deploy; the template itself takes only the version
+    field of that value and builds the rest of the ARN (:func:`powertools_layer_arn`).
     """
     fields = arn.split(":")
     if len(fields) != 8 or fields[:3] != ["arn", "aws", "lambda"] or fields[5] != "layer":

@@ -68,7 +68,11 @@ MINIMUM_BOOTSTRAP_VERSION = 6
 PUBLIC_PARAMETER_PREFIX = "/aws/service/"
 LOCAL_STAND_IN_PREFIX = "/local-emulator-stand-in"
 """`/aws/...` names are reserved: AWS (and moto) refuse to create them, so a stand-in lives here."""
-LOCAL_POWERTOOLS_LAYER_NAME = "LocalStandInPowertoolsIsTheRunnersOwnPython"
+LOCAL_POWERTOOLS_LAYER_NAME = "AWSLambdaPowertoolsPythonV3-python314-arm64"
+"""The publisher's layer name, as `stacks.functions.powertools_layer_name` builds it (a test keeps
+them equal; the deployer does not import the CDK app): the template always names the publisher's
+account and this layer, taking only the version from the parameter, so the stand-in is published
+under this name in the emulator's account, which moto ignores when it looks a layer up."""
 
 
 def _local_powertools_layer_arn(region: str) -> str:
@@ -77,9 +81,9 @@ def _local_powertools_layer_arn(region: str) -> str:
 
 
 def ensure_local_powertools_layer(lambda_client: Any) -> None:
-    """Publish the stand-in layer (empty) once, as version 1, so that the ARN the stand-in parameter
-    names exists: moto creates functions with any layer ARN but refuses to update one whose layer
-    is missing, so without it no redeploy of a changed function could succeed."""
+    """Publish the stand-in layer (empty) once, as version 1, so that the layer version the
+    functions name exists: moto creates functions with any layer ARN but refuses to update one
+    whose layer is missing, so without it no redeploy of a changed function could succeed."""
     if lambda_client.list_layer_versions(LayerName=LOCAL_POWERTOOLS_LAYER_NAME)["LayerVersions"]:
         return
     empty = io.BytesIO()

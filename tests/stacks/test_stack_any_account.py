@@ -3,8 +3,10 @@
 1. No reservation: no function reserves concurrency (several reducers write their own slices of
    the totals), so an account of any concurrency quota takes the stack, and the setting that
    reserved one (`reduceReservedConcurrency`) is refused with what replaced it.
-2. Powertools layer: its ARN comes at deploy time from AWS's public SSM parameter for the pinned
-   Powertools release, runtime and architecture; `powertoolsLayerVersion` only overrides it.
+2. Powertools layer: always the publisher account's layer in the deployment's partition and
+   region, never the deploying account's; only its version comes at deploy time from AWS's public
+   SSM parameter for the pinned Powertools release, runtime and architecture (whatever value that
+   parameter holds), or from `powertoolsLayerVersion`.
 3. Stream filters: on the `dynamodb` key only, `exists` at a leaf, as Lambda documents them, and
    applied by the local runner the same way; handlers' skips are alarmed.
 4. Partitions: no hard-coded partition; partitions without the public layer are refused at synth.
@@ -18,13 +20,19 @@ from typing import Any
 
 import pytest
 from aws_cdk.assertions import Template
+from hypothesis import given
+from hypothesis import strategies as st
 
 from aggregation.names import NON_INSERT_RECORDS_SKIPPED
+from local.deploy.deployer import LOCAL_POWERTOOLS_LAYER_NAME
 from local.runner import events
 from local.runner.filters import check_patterns, record_matches
 from stacks import ExactlyOnceAggregationStack, SettingsError, build_app
 from stacks.functions import (
+    POWERTOOLS_LAYER_ACCOUNT,
     POWERTOOLS_VERSION,
+    powertools_layer_arn_problem,
+    powertools_layer_name,
     powertools_layer_parameter_name,
     require_supported_partitions,
 )
@@ -93,19 +101,65 @@ def test_the_pinned_powertools_is_the_one_the_layer_parameter_names() -> None:
     assert powertools_layer_parameter_name() == DOCUMENTED_PARAMETER
 
 
-def test_every_function_takes_the_layer_arn_from_the_public_parameter_at_deploy_time(template: Template) -> None:
+PUBLISHED_LAYER_NAME = "AWSLambdaPowertoolsPythonV3-python314-arm64"
+
+
+def resolve_layer_arn(layer: Any, region: str, parameters: dict[str, str] | None = None) -> str:
+    """A function's layer ARN as CloudFormation resolves it in `region` of the `aws` partition, for
+    the intrinsics it uses: `Fn::Join` of text, `Ref`s and `Fn::Select` of `Fn::Split` of a `Ref`."""
+    values = {"AWS::Partition": "aws", "AWS::Region": region, **(parameters or {})}
+
+    def resolve(part: Any) -> str:
+        if isinstance(part, str):
+            return part
+        if "Ref" in part:
+            return values[part["Ref"]]
+        index, split = part["Fn::Select"]
+        delimiter, source = split["Fn::Split"]
+        return resolve(source).split(delimiter)[int(index)]
+
+    delimiter, parts = layer["Fn::Join"]
+    return str(delimiter).join(resolve(part) for part in parts)
+
+
+def test_every_function_takes_only_the_layer_version_from_the_public_parameter(template: Template) -> None:
     parameter_id = powertools_parameter_logical_id(template)
     template.has_parameter(
         parameter_id, {"Type": "AWS::SSM::Parameter::Value<String>", "Default": DOCUMENTED_PARAMETER}
     )
+    published = f"arn:aws:lambda:eu-west-1:{POWERTOOLS_LAYER_ACCOUNT}:layer:{PUBLISHED_LAYER_NAME}:77"
     for handler in HANDLERS.values():
         properties = function_properties(template, handler)
-        assert properties["Layers"] == [{"Ref": parameter_id}], handler
+        (layer,) = properties["Layers"]
+        assert resolve_layer_arn(layer, "eu-west-1", {parameter_id: published}) == published, handler
+        assert "AWS::AccountId" not in json.dumps(layer), "never the deploying account's layer"
         # The parameter names the runtime and architecture the functions run on.
         assert f"/{properties['Architectures'][0]}/{properties['Runtime']}/" in DOCUMENTED_PARAMETER
-    text = json.dumps(template.to_json())
-    assert "017000801446" not in text, "no publisher account or layer version is hard-coded"
-    assert "AWSLambdaPowertoolsPythonV3" not in text
+
+
+@given(
+    account=st.from_regex(r"\A[0-9]{12}\Z"),
+    region=st.sampled_from(["us-east-1", "eu-west-1", "ap-southeast-7"]),
+    name=st.text(alphabet=st.characters(exclude_characters=":", exclude_categories=["Cs"]), min_size=1),
+    version=st.integers(min_value=1, max_value=10**6),
+)
+def test_whatever_layer_the_parameter_names_the_functions_get_the_publishers(
+    template: Template, account: str, region: str, name: str, version: int
+) -> None:
+    """A deployer passing `--parameters <layer parameter>=/their/own/parameter` holding their own
+    layer's ARN gets the publisher's layer of that version: the template reads nothing else of it."""
+    parameter_id = powertools_parameter_logical_id(template)
+    value = f"arn:aws:lambda:{region}:{account}:layer:{name}:{version}"
+    (layer,) = function_properties(template, REDUCE_HANDLER)["Layers"]
+    resolved = resolve_layer_arn(layer, region, {parameter_id: value})
+    assert resolved == f"arn:aws:lambda:{region}:{POWERTOOLS_LAYER_ACCOUNT}:layer:{PUBLISHED_LAYER_NAME}:{version}"
+    assert powertools_layer_arn_problem(resolved, region) is None
+
+
+def test_the_local_stand_in_layer_has_the_publishers_layer_name() -> None:
+    """The emulator looks layers up by name and version only, so the deployer publishes its empty
+    stand-in under the name the template names (it does not import the CDK app to ask)."""
+    assert powertools_layer_name() == PUBLISHED_LAYER_NAME == LOCAL_POWERTOOLS_LAYER_NAME
 
 
 def test_an_explicit_layer_version_overrides_the_parameter(
@@ -119,9 +173,9 @@ def test_an_explicit_layer_version_overrides_the_parameter(
     ]
     for handler in HANDLERS.values():
         (layer,) = function_properties(template, handler)["Layers"]
-        parts = layer["Fn::Join"][1]
-        assert parts[0] == "arn:" and parts[1] == {"Ref": "AWS::Partition"}
-        assert parts[-1].endswith(":017000801446:layer:AWSLambdaPowertoolsPythonV3-python314-arm64:41")
+        assert resolve_layer_arn(layer, "eu-west-1") == (
+            f"arn:aws:lambda:eu-west-1:{POWERTOOLS_LAYER_ACCOUNT}:layer:{PUBLISHED_LAYER_NAME}:41"
+        )
 
 
 # ---------------------------------------------------------------- 3. stream filters

@@ -14,6 +14,8 @@ import pytest
 
 from local.deploy.deployer import (
     BOOTSTRAP_VERSION_PARAMETER,
+    EMULATOR_ACCOUNT,
+    LOCAL_POWERTOOLS_LAYER_NAME,
     DeploymentError,
     StackResource,
     aws_client,
@@ -143,7 +145,7 @@ def test_public_ssm_parameters_the_template_reads_get_a_clearly_local_stand_in(
     stand_in = f"/local-emulator-stand-in{powertools}"
     assert overrides == [{"ParameterKey": "Layer", "ParameterValue": stand_in}]
     assert ssm.get_parameter(Name=stand_in)["Parameter"]["Value"] == (
-        "arn:aws:lambda:us-east-1:123456789012:layer:LocalStandInPowertoolsIsTheRunnersOwnPython:1"
+        "arn:aws:lambda:us-east-1:123456789012:layer:AWSLambdaPowertoolsPythonV3-python314-arm64:1"
     )
     template["Parameters"]["Other"] = ssm_typed("/aws/service/other/thing")
     with pytest.raises(DeploymentError, match="Other reads the public SSM parameter /aws/service/other/thing"):
@@ -172,7 +174,8 @@ def test_the_synthesized_stack_deploys_with_every_output_the_contract_names(
     parameters = aws_client("cloudformation", module_emulator.endpoint_url).describe_stacks(
         StackName=deployment.stack_name
     )["Stacks"][0]["Parameters"]
-    assert "LocalStandInPowertoolsIsTheRunnersOwnPython" in " ".join(p["ParameterValue"] for p in parameters)
+    stand_in_layer = f"arn:aws:lambda:us-east-1:{EMULATOR_ACCOUNT}:layer:{LOCAL_POWERTOOLS_LAYER_NAME}:1"
+    assert stand_in_layer in [p["ParameterValue"] for p in parameters]
     json.dumps(deployment.to_json())
 
 
