@@ -21,6 +21,12 @@ KINESIS_READS_PER_SECOND = 5  # GetRecords calls a Kinesis shard serves a second
 GIGABYTE = 1024**3
 KILOBYTE = 1024
 LAMBDA_MB_PER_VCPU = 1769  # Lambda gives one full vCPU at 1,769 MB, proportionally less below
+AGGREGATE_MAX_BYTES = 50 * 1024  # the KPL's default AggregationMaxSize, which `send --aggregate` keeps too
+AGGREGATE_FRAMING_BYTES = 20  # an aggregate's 4-byte signature and 16-byte MD5 digest
+AGGREGATED_MESSAGE_OVERHEAD_BYTES = 48
+"""What one message adds to an aggregate beside its data: its partition key in the key table
+(a TradeID, a 36-character UUID, 38 bytes as a protobuf field) and ~10 bytes of protobuf tags,
+lengths and key index."""
 
 CapacityMode = Literal["on-demand", "provisioned"]
 
@@ -39,6 +45,39 @@ class Workload:
     # Ours only: conditional writes per message after dropping in-batch duplicates and
     # superseded versions (the write-cost benchmark measures it; 1.0 assumes no saving).
     state_writes_per_message: float = 1.0
+    # The producer packs messages into KPL aggregated records (`send --aggregate`), each as
+    # full as `AGGREGATE_MAX_BYTES` allows: a producer that buffers long enough to fill them
+    # (the KPL's 100 ms RecordMaxBufferedTime does at a few thousand messages/s per shard).
+    aggregated: bool = False
+
+    @property
+    def messages_per_kinesis_record(self) -> int:
+        """Messages one Kinesis record carries: 1, or as many as fit in one full aggregate.
+
+        A message too large to share an aggregate with another is sent as a plain record, as
+        the KPL sends it.
+        """
+        if not self.aggregated:
+            return 1
+        return max(1, (AGGREGATE_MAX_BYTES - AGGREGATE_FRAMING_BYTES) // self.aggregated_message_bytes)
+
+    @property
+    def aggregated_message_bytes(self) -> int:
+        """What one message takes inside an aggregate."""
+        return self.record_bytes + AGGREGATED_MESSAGE_OVERHEAD_BYTES
+
+    @property
+    def kinesis_records_per_second(self) -> float:
+        """Kinesis records the producer puts a second: what the per-shard record limit and the state batches count."""
+        return self.rate / self.messages_per_kinesis_record
+
+    @property
+    def kinesis_record_bytes(self) -> int:
+        """One Kinesis record's bytes: what on-demand ingest (1 KB-rounded) and PUT payload units bill."""
+        messages = self.messages_per_kinesis_record
+        if messages == 1:
+            return self.record_bytes
+        return AGGREGATE_FRAMING_BYTES + messages * self.aggregated_message_bytes
 
     @property
     def applied_share(self) -> float:
