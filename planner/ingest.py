@@ -57,7 +57,7 @@ def on_demand_stream_monthly_usd(workload: Workload, prices: PriceTable) -> floa
 
 def provisioned_stream_monthly_usd(workload: Workload, shards: int, prices: PriceTable) -> float:
     """Provisioned: every shard-hour, and each Kinesis record's PUT payload units (25 KB each, rounded up):
-    a full aggregate is 3 units for its ~150 messages of 300 bytes, a plain record 1 unit a message.
+    a full aggregate of 50 KiB is 2 units for its ~150 messages of 300 bytes, a plain record 1 unit a message.
 
     Reading by the one shared-throughput consumer (the state function's mapping) is included.
     """
