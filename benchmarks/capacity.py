@@ -243,7 +243,8 @@ def _aggregation_row(label: str, plan: CapacityPlan) -> tuple[str, ...]:
     workload, ours = plan.workload, plan.ours
     state = next(timing for timing in ours.timings if timing.stage == "state")
     state_cost = next(component.monthly_usd for component in ours.components if component.name == "state λ")
-    full_batch_seconds = plan.settings.state_batch_size * state.invocation_seconds / state.batch
+    full_batch = workload.records_per_invocation(plan.settings.state_batch_size)
+    full_batch_seconds = full_batch * state.invocation_seconds / state.batch
     return (
         label,
         f"{workload.messages_per_kinesis_record:,}",
@@ -251,7 +252,7 @@ def _aggregation_row(label: str, plan: CapacityPlan) -> tuple[str, ...]:
         f"{ours.kinesis_shards}",
         f"{plan.stream.on_demand_usd:,.0f}",
         f"{plan.stream.provisioned_usd:,.0f} ({plan.stream.provisioned_shards})",
-        f"{workload.kinesis_records_per_second / plan.settings.state_batch_size:,.1f}",
+        f"{workload.kinesis_records_per_second / full_batch:,.1f}",
         f"{ours.state_executions:,.1f} (x{ours.state_parallelization_needed})",
         f"{full_batch_seconds:,.1f}",
         f"{state_cost:,.0f}",
@@ -292,7 +293,8 @@ AGGREGATION_NOTE = (
     "up to 1 KB and provisioned one PUT payload unit per started 25 KB of a record, so both bill an "
     "aggregate by its bytes. The state function is invoked per batch of Kinesis records but works and is "
     "billed per message: its executions stay, its invocations drop, and a shard's messages arrive in fewer, "
-    "larger batches (the state function's timeout is 300 s)."
+    "larger batches, of at most `stateBatchSize` records or what Lambda's 6 MB event holds base64-encoded "
+    "(the state function's timeout is 300 s)."
 )
 
 

@@ -21,6 +21,9 @@ KINESIS_READS_PER_SECOND = 5  # GetRecords calls a Kinesis shard serves a second
 GIGABYTE = 1024**3
 KILOBYTE = 1024
 LAMBDA_MB_PER_VCPU = 1769  # Lambda gives one full vCPU at 1,769 MB, proportionally less below
+LAMBDA_INVOCATION_PAYLOAD_BYTES = 6 * 1024 * 1024
+"""Lambda's limit on an invocation's event: what bounds a Kinesis batch's messages, whatever its
+record count, once records are KPL aggregates (the data base64-encoded in the event)."""
 AGGREGATE_MAX_BYTES = 50 * 1024  # the KPL's default AggregationMaxSize, which `send --aggregate` keeps too
 AGGREGATE_FRAMING_BYTES = 20  # an aggregate's 4-byte signature and 16-byte MD5 digest
 AGGREGATED_MESSAGE_OVERHEAD_BYTES = 48
@@ -78,6 +81,11 @@ class Workload:
         if messages == 1:
             return self.record_bytes
         return AGGREGATE_FRAMING_BYTES + messages * self.aggregated_message_bytes
+
+    def records_per_invocation(self, batch_size: int) -> int:
+        """The most Kinesis records one state invocation takes: `batch_size`, or fewer when their data,
+        base64-encoded (4 bytes for every 3), would exceed Lambda's event (92 full aggregates)."""
+        return max(1, min(batch_size, LAMBDA_INVOCATION_PAYLOAD_BYTES * 3 // 4 // self.kinesis_record_bytes))
 
     @property
     def applied_share(self) -> float:
