@@ -1,6 +1,6 @@
 """The capacity planner's command line: the model's plan, costs and flags for a target rate.
 
-    python -m benchmarks.capacity [--rate 50000] [--record-bytes 300] [-c mapBatchSize=2000] ...
+    python -m benchmarks.capacity [--rate 50000] [--record-bytes 300] [--aggregated] [-c mapBatchSize=2000] ...
 
 The model lives in `planner.model` (the CDK app runs the same one at synthesis); this
 module reads the settings exactly as the stack does, from cdk.json's context validated by
