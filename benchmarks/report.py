@@ -605,6 +605,7 @@ def render(run: BenchmarkRun, hand_written: str = "") -> str:
         "```bash",
         "make bench                                  # this page",
         "python -m benchmarks.capacity --rate 50000  # the planner alone (add --markdown, or -c key=value)",
+        "python -m benchmarks.capacity --rate 50000 --aggregated  # from a KPL-aggregating producer, beside not",
         "python -m benchmarks.reducer_scaling        # section 7 alone (prints its markdown)",
         "python -m benchmarks.batch_selection        # in-batch version selection alone (CPU; not part of this page)",
         "python -m benchmarks.producer_throughput    # section 8 alone (prints its markdown)",
