@@ -119,6 +119,7 @@ def run(arguments: argparse.Namespace, console: Console) -> int:
     defaults = model.plan_capacity(workload, cdk_json_settings, times, prices)
     recommended_settings = recommended(defaults)
     plan_recommended = model.plan_capacity(workload, recommended_settings, times, prices)
+    plan_aggregated = model.plan_capacity(replace(workload, aggregated=True), recommended_settings, times, prices)
     change = describe_change(cdk_json_settings, recommended_settings)
     scale_workload = replace(workload, rate=SCALE_OUT_RATE)
     scale_start = recommended(model.plan_capacity(scale_workload, cdk_json_settings, times, prices))
@@ -136,6 +137,7 @@ def run(arguments: argparse.Namespace, console: Console) -> int:
             reducer_scaling=reducer_scaling,
             plan_defaults=defaults,
             plan_recommended=plan_recommended,
+            plan_aggregated=plan_aggregated,
             recommended_change=change,
             scenarios=capacity.scale_out_scenarios(
                 workload, recommended_settings, times, prices, start_label=FLAGS_FIX

@@ -1,6 +1,6 @@
 """The capacity planner's command line: the model's plan, costs and flags for a target rate.
 
-    python -m benchmarks.capacity [--rate 50000] [--record-bytes 300] [-c mapBatchSize=2000] ...
+    python -m benchmarks.capacity [--rate 50000] [--record-bytes 300] [--aggregated] [-c mapBatchSize=2000] ...
 
 The model lives in `planner.model` (the CDK app runs the same one at synthesis); this
 module reads the settings exactly as the stack does, from cdk.json's context validated by
@@ -202,7 +202,7 @@ def describe_inputs(plan: CapacityPlan) -> str:
         f"rate {w.rate:,.0f} msg/s, record {w.record_bytes} B, duplicates {w.duplicates_pct:g} %, "
         f"out-of-order {w.out_of_order_pct:g} %, modifications {w.modifications_pct:g} % "
         f"(moves {w.move_share:.0%}), state writes/msg {w.state_writes_per_message:.3f}, "
-        f"fan-out {'x'.join(map(str, w.fan_out))}; "
+        f"fan-out {'x'.join(map(str, w.fan_out))}{_aggregation(w)}; "
         f"batches state {s.state_batch_size} / map {s.map_batch_size} (window {s.map_batching_window_seconds:g} s) / "
         f"reduce {s.reduce_batch_size}, parallelization {s.state_parallelization_factor}, memory state "
         f"{s.state_memory_mb} / map {s.map_memory_mb} / reduce {s.reduce_memory_mb} MB, "
@@ -212,6 +212,90 @@ def describe_inputs(plan: CapacityPlan) -> str:
         f"(original {t.original_state_messages_per_second:,.0f}), write {t.write_round_trip_ms:g} ms, "
         f"transaction {t.transaction_round_trip_ms:g} ms; prices {plan.prices.region} as of {plan.prices.as_of}"
     )
+
+
+def _aggregation(workload: Workload) -> str:
+    """The inputs' words for KPL aggregation: nothing when each message is its own record."""
+    if not workload.aggregated:
+        return ""
+    return (
+        f", KPL-aggregated ({workload.messages_per_kinesis_record:,} messages in a "
+        f"{workload.kinesis_record_bytes:,} B Kinesis record)"
+    )
+
+
+AGGREGATION_COLUMNS = (
+    "producer",
+    "msg per Kinesis record",
+    "Kinesis records/s",
+    "Kinesis shards",
+    "on-demand stream $/month",
+    "provisioned stream $/month (shards)",
+    "state invocations/s",
+    "state executions (parallelization needed)",
+    "state invocation at a full batch s",
+    "state λ $/month",
+    "total $/month",
+)
+
+
+def _aggregation_row(label: str, plan: CapacityPlan) -> tuple[str, ...]:
+    workload, ours = plan.workload, plan.ours
+    state = next(timing for timing in ours.timings if timing.stage == "state")
+    state_cost = next(component.monthly_usd for component in ours.components if component.name == "state λ")
+    full_batch = workload.records_per_invocation(plan.settings.state_batch_size)
+    full_batch_seconds = full_batch * state.invocation_seconds / state.batch
+    return (
+        label,
+        f"{workload.messages_per_kinesis_record:,}",
+        f"{workload.kinesis_records_per_second:,.0f}",
+        f"{ours.kinesis_shards}",
+        f"{plan.stream.on_demand_usd:,.0f}",
+        f"{plan.stream.provisioned_usd:,.0f} ({plan.stream.provisioned_shards})",
+        f"{workload.kinesis_records_per_second / full_batch:,.1f}",
+        f"{ours.state_executions:,.1f} (x{ours.state_parallelization_needed})",
+        f"{full_batch_seconds:,.1f}",
+        f"{state_cost:,.0f}",
+        f"{ours.monthly_usd:,.0f}",
+    )
+
+
+def _aggregation_rows(plain: CapacityPlan, aggregated: CapacityPlan) -> list[tuple[str, ...]]:
+    return [_aggregation_row("one record per message", plain), _aggregation_row("KPL-aggregated", aggregated)]
+
+
+def render_aggregation_markdown(plain: CapacityPlan, aggregated: CapacityPlan) -> str:
+    """One record per message beside KPL-aggregated records, at the same rate and settings (this pipeline)."""
+    lines = [
+        "| " + " | ".join(AGGREGATION_COLUMNS) + " |",
+        "| --- |" + " ---: |" * (len(AGGREGATION_COLUMNS) - 1),
+        *("| " + " | ".join(row) + " |" for row in _aggregation_rows(plain, aggregated)),
+        "",
+        AGGREGATION_NOTE,
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def render_aggregation_rich(plain: CapacityPlan, aggregated: CapacityPlan, console: Console) -> None:
+    """`render_aggregation_markdown` as a rich table."""
+    table = Table(title="One record per message against KPL-aggregated (this pipeline)", title_justify="left")
+    for index, column in enumerate(AGGREGATION_COLUMNS):
+        table.add_column(column, justify="left" if index == 0 else "right", no_wrap=True)
+    for row in _aggregation_rows(plain, aggregated):
+        table.add_row(*map(untrusted_text, row))
+    print_whole(console, table)
+    console.print(untrusted_text(AGGREGATION_NOTE))
+
+
+AGGREGATION_NOTE = (
+    "Aggregated, a Kinesis record carries as many messages as fit in the KPL's 50 KiB aggregate, so the "
+    "shards are sized by 1 MiB/s rather than 1,000 records/s; on-demand bills data in per record rounded "
+    "up to 1 KB and provisioned one PUT payload unit per started 25 KB of a record, so both bill an "
+    "aggregate by its bytes. The state function is invoked per batch of Kinesis records but works and is "
+    "billed per message: its executions stay, its invocations drop, and a shard's messages arrive in fewer, "
+    "larger batches, of at most `stateBatchSize` records or what Lambda's 6 MB event holds base64-encoded "
+    "(the state function's timeout is 300 s)."
+)
 
 
 def _mode_rows(modes: Sequence[TableModes]) -> list[tuple[str, ...]]:
@@ -382,6 +466,11 @@ def build_parser() -> argparse.ArgumentParser:
         default=defaults.state_writes_per_message,
         help="ours: conditional writes per message after in-batch selection and the version cache (make bench)",
     )
+    parser.add_argument(
+        "--aggregated",
+        action="store_true",
+        help="the producer sends KPL-aggregated records (send --aggregate): plan that, beside one record per message",
+    )
     parser.add_argument("--fan-out", default=",".join(map(str, defaults.fan_out)), help="values per level, e.g. 5,5,3")
     parser.add_argument(
         "-c",
@@ -456,6 +545,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             move_share=arguments.move_share,
             fan_out=fan_out,
             state_writes_per_message=arguments.state_writes_per_message,
+            aggregated=arguments.aggregated,
         ),
         replace(planned, **what_if),
         ServiceTimes(
@@ -471,10 +561,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             plan.workload, plan.settings, plan.times, plan.prices, start_label="these settings"
         )
         print(render_scenarios_markdown(scenarios), end="")
-    elif arguments.markdown:
+        return 0
+    plain = (
+        plan_capacity(replace(plan.workload, aggregated=False), plan.settings, plan.times, plan.prices)
+        if arguments.aggregated
+        else None
+    )
+    if arguments.markdown:
         print(render_markdown(plan), end="")
+        if plain is not None:
+            print("\nOne record per message against KPL-aggregated (this pipeline):\n")
+            print(render_aggregation_markdown(plain, plan), end="")
     else:
-        render_rich(plan, Console())
+        console = Console()
+        render_rich(plan, console)
+        if plain is not None:
+            render_aggregation_rich(plain, plan, console)
     return 0
 
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from aggregation.names import TOKEN_AND_MARKERS, TOKEN_ONLY
-from benchmarks.capacity import Scenario, render_markdown, render_scenarios_markdown
+from benchmarks.capacity import Scenario, render_aggregation_markdown, render_markdown, render_scenarios_markdown
 from benchmarks.emulator_transactions import OURS, EmulatorTransactionsResult
 from benchmarks.end_to_end import EndToEndResult, EndToEndSkipped
 from benchmarks.handler_overhead import OverheadResult
@@ -37,6 +37,7 @@ class BenchmarkRun:
     reducer_scaling: ReducerScalingResult
     plan_defaults: CapacityPlan
     plan_recommended: CapacityPlan
+    plan_aggregated: CapacityPlan  # `plan_recommended`'s workload and settings, from a KPL-aggregating producer
     recommended_change: str
     scenarios: list[Scenario]  # at the planned rate (50,000 msg/s): the flags' fix and the searches' choices
     scale_out_scenarios: list[Scenario]  # the same at SCALE_OUT_RATE
@@ -182,6 +183,19 @@ def scale_out_summary(at_planned: Sequence[Scenario], at_scale: Sequence[Scenari
         f"and the hottest item ≤ 500 write units a second, {choices}. At {at_scale[0].plan.workload.rate:,.0f} "
         f"msg/s, {scale}."
     )
+
+
+def aggregation_section(plain: CapacityPlan, aggregated: CapacityPlan) -> list[str]:
+    """The same plan from a producer that sends KPL aggregates (`send --aggregate`), beside one record per message."""
+    return [
+        "### With the same settings, from a KPL-aggregating producer",
+        "",
+        f"`python -m benchmarks.capacity --rate {plain.workload.rate:,.0f} --aggregated ...`: "
+        f"{aggregated.workload.messages_per_kinesis_record:,} messages of {aggregated.workload.record_bytes} B "
+        f"in each {aggregated.workload.kinesis_record_bytes:,} B Kinesis record.",
+        "",
+        render_aggregation_markdown(plain, aggregated),
+    ]
 
 
 def scale_out_section(at_planned: Sequence[Scenario], at_scale: Sequence[Scenario]) -> list[str]:
@@ -573,6 +587,7 @@ def render(run: BenchmarkRun, hand_written: str = "") -> str:
         f"### With {run.recommended_change}",
         "",
         render_markdown(recommended),
+        *aggregation_section(recommended, run.plan_aggregated),
         *scale_out_section(run.scenarios, run.scale_out_scenarios),
         *_emulator_transactions_section(run.emulator_transactions),
         *render_section(run.reducer_scaling),
@@ -590,6 +605,7 @@ def render(run: BenchmarkRun, hand_written: str = "") -> str:
         "```bash",
         "make bench                                  # this page",
         "python -m benchmarks.capacity --rate 50000  # the planner alone (add --markdown, or -c key=value)",
+        "python -m benchmarks.capacity --rate 50000 --aggregated  # from a KPL-aggregating producer, beside not",
         "python -m benchmarks.reducer_scaling        # section 7 alone (prints its markdown)",
         "python -m benchmarks.batch_selection        # in-batch version selection alone (CPU; not part of this page)",
         "python -m benchmarks.producer_throughput    # section 8 alone (prints its markdown)",

@@ -21,6 +21,15 @@ KINESIS_READS_PER_SECOND = 5  # GetRecords calls a Kinesis shard serves a second
 GIGABYTE = 1024**3
 KILOBYTE = 1024
 LAMBDA_MB_PER_VCPU = 1769  # Lambda gives one full vCPU at 1,769 MB, proportionally less below
+LAMBDA_INVOCATION_PAYLOAD_BYTES = 6 * 1024 * 1024
+"""Lambda's limit on an invocation's event: what bounds a Kinesis batch's messages, whatever its
+record count, once records are KPL aggregates (the data base64-encoded in the event)."""
+AGGREGATE_MAX_BYTES = 50 * 1024  # the KPL's default AggregationMaxSize, which `send --aggregate` keeps too
+AGGREGATE_FRAMING_BYTES = 20  # an aggregate's 4-byte signature and 16-byte MD5 digest
+AGGREGATED_MESSAGE_OVERHEAD_BYTES = 48
+"""What one message adds to an aggregate beside its data: its partition key in the key table
+(a TradeID, a 36-character UUID, 38 bytes as a protobuf field) and ~10 bytes of protobuf tags,
+lengths and key index."""
 
 CapacityMode = Literal["on-demand", "provisioned"]
 
@@ -39,6 +48,44 @@ class Workload:
     # Ours only: conditional writes per message after dropping in-batch duplicates and
     # superseded versions (the write-cost benchmark measures it; 1.0 assumes no saving).
     state_writes_per_message: float = 1.0
+    # The producer packs messages into KPL aggregated records (`send --aggregate`), each as
+    # full as `AGGREGATE_MAX_BYTES` allows: a producer that buffers long enough to fill them
+    # (the KPL's 100 ms RecordMaxBufferedTime does at a few thousand messages/s per shard).
+    aggregated: bool = False
+
+    @property
+    def messages_per_kinesis_record(self) -> int:
+        """Messages one Kinesis record carries: 1, or as many as fit in one full aggregate.
+
+        A message too large to share an aggregate with another is sent as a plain record, as
+        the KPL sends it.
+        """
+        if not self.aggregated:
+            return 1
+        return max(1, (AGGREGATE_MAX_BYTES - AGGREGATE_FRAMING_BYTES) // self.aggregated_message_bytes)
+
+    @property
+    def aggregated_message_bytes(self) -> int:
+        """What one message takes inside an aggregate."""
+        return self.record_bytes + AGGREGATED_MESSAGE_OVERHEAD_BYTES
+
+    @property
+    def kinesis_records_per_second(self) -> float:
+        """Kinesis records the producer puts a second: what the per-shard record limit and the state batches count."""
+        return self.rate / self.messages_per_kinesis_record
+
+    @property
+    def kinesis_record_bytes(self) -> int:
+        """One Kinesis record's bytes: what on-demand ingest (1 KB-rounded) and PUT payload units bill."""
+        messages = self.messages_per_kinesis_record
+        if messages == 1:
+            return self.record_bytes
+        return AGGREGATE_FRAMING_BYTES + messages * self.aggregated_message_bytes
+
+    def records_per_invocation(self, batch_size: int) -> int:
+        """The most Kinesis records one state invocation takes: `batch_size`, or fewer when their data,
+        base64-encoded (4 bytes for every 3), would exceed Lambda's event (92 full aggregates)."""
+        return max(1, min(batch_size, LAMBDA_INVOCATION_PAYLOAD_BYTES * 3 // 4 // self.kinesis_record_bytes))
 
     @property
     def applied_share(self) -> float:

@@ -12,6 +12,8 @@ transaction per reduce batch without markers or `#stats`), each described as dat
 `Design`, it derives from the workload and the settings:
 
 - Kinesis: shards by the per-shard write limits (1,000 records/s, 1 MiB/s), on-demand cost;
+  from a KPL-aggregating producer (`Workload.aggregated`), records carry full aggregates, so
+  bytes bind and both modes bill per aggregate;
 - concurrent state, map and reduce executions by Little's law (arrival rate x time per
   invocation), from per-invocation rates that are parameters (`make bench` passes the
   ones it measured; the defaults are stated in `ServiceTimes`);

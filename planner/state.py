@@ -59,23 +59,26 @@ def plan_state(
     # except those an in-batch selection never sends.
     writes_per_message = given.workload.state_writes_per_message if given.design.selects_in_batch else 1.0
     plan.state_write_units_per_second = rate * writes_per_message * state_item
-    state_invocations = rate / given.settings.state_batch_size
+    # Batches, polls and invocations count Kinesis records; the work and the duration count
+    # messages: a batch of full aggregates holds `messages_per_kinesis_record` times as many.
+    messages_per_record = given.workload.messages_per_kinesis_record
+    records = given.workload.kinesis_records_per_second
+    full_batch = given.workload.records_per_invocation(given.settings.state_batch_size)
+    state_invocations = records / full_batch
     lanes = plan.kinesis_shards * given.settings.state_parallelization_factor
-    per_lane = rate / lanes
+    per_lane = records / lanes
     # Lambda reads a shard once a second, and again as soon as it has handed a batch over
     # while the shard fills batches faster (up to five reads a second).
-    poll_seconds = max(
-        1.0 / KINESIS_READS_PER_SECOND, min(KINESIS_POLL_SECONDS, given.settings.state_batch_size / per_lane)
-    )
-    batch = steady_batch(given.settings.state_batch_size, per_lane, poll_seconds, lambda b: b / instance_rate)
+    poll_seconds = max(1.0 / KINESIS_READS_PER_SECOND, min(KINESIS_POLL_SECONDS, full_batch / per_lane))
+    batch = steady_batch(full_batch, per_lane, poll_seconds, lambda b: b * messages_per_record / instance_rate)
     plan.timings.append(
         StageTiming(
             "state",
             lanes=lanes,
             batch=batch,
             interval_seconds=batch / per_lane,
-            invocation_seconds=batch / instance_rate,
-            busy=per_lane / instance_rate,
+            invocation_seconds=batch * messages_per_record / instance_rate,
+            busy=per_lane * messages_per_record / instance_rate,
         )
     )
     return Component(

@@ -54,13 +54,9 @@ STATE_MEMORY_MB = 512
 MAP_MEMORY_MB = 256
 """Fixed function sizes (the reduce's is `reduceMemoryMb`); the capacity check plans with them."""
 
-LAMBDA_INVOCATION_PAYLOAD_BYTES = 6 * 1024 * 1024
-"""Lambda's limit on an invocation's event: what bounds a Kinesis batch's messages, whatever its
-record count, once records are KPL aggregates (the data base64-encoded in the event)."""
-
 STATE_TIMEOUT_SECONDS = 300
 """Sized by messages (user records), not by Kinesis records: a batch of 100 aggregates may carry
-tens of thousands of messages. The most one invocation can carry (`LAMBDA_INVOCATION_PAYLOAD_BYTES`
+tens of thousands of messages. The most one invocation can carry (`planner.inputs.LAMBDA_INVOCATION_PAYLOAD_BYTES`
 of the smallest valid messages, aggregated: about 41,000) at the planner's cost per message in
 a `STATE_MEMORY_MB` function (about 2 ms) take about 84 s, a factor of 3.5 inside the timeout
 (tests/stacks/test_stack_state_sizing.py). The worst case sets it, not the typical one: a batch
