@@ -36,7 +36,7 @@ from producer.sender import SendError, SendOptions, send_messages, stop_on_sigte
 from producer.targets import resolve_target
 from producer.trial_cost import describe, estimate, refusal
 from producer.verifier import verify_pipeline
-from producer.watch import PipelineWatch, pipeline_reader
+from producer.watch import BacklogCheck, PipelineWatch, pipeline_reader
 from toolkit.cli import OneLineArgumentParser, bounded
 from toolkit.ledger import DEFAULT_LEDGER_PATH, LedgerError
 from toolkit.pipeline import DEFAULT_OUTPUTS_PATH, PipelineTarget, TargetError, environment_endpoint
@@ -213,7 +213,7 @@ def run_send(arguments: argparse.Namespace, console: Console, status: Console) -
         summary = send_messages(target, options, progress=SendProgressDisplay(status, _show_progress(arguments)))
         render_send_summary(summary, console)
         return 0
-    watch = PipelineWatch(pipeline_reader(target))
+    watch = PipelineWatch(pipeline_reader(target), BacklogCheck(options.applying_share))
     watch.start()
     enabled = _show_progress(arguments)
     plain = enabled is None and not status.is_terminal

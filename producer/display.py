@@ -78,6 +78,8 @@ class WatchLines:
     def _run(self) -> None:
         while not self._stop.wait(PLAIN_WATCH_INTERVAL):
             self._console.print(describe_figures(self._watch), highlight=False, soft_wrap=True)
+            if (warning := self._watch.take_warning()) is not None:
+                self._console.print(warning, highlight=False, soft_wrap=True)
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
@@ -106,6 +108,8 @@ class SendProgressDisplay:
     def start(
         self, total_messages: int | None, duration: float | None, read: Callable[[], SendProgressSnapshot]
     ) -> None:
+        if self._watch is not None:
+            self._watch.follow_sending(lambda: read().sent)
         if not self._enabled:
             return
         self._read = read
@@ -149,6 +153,8 @@ class SendProgressDisplay:
             throttled=snapshot.throttled,
             pipeline="" if self._watch is None else describe_figures(self._watch),
         )
+        if self._watch is not None and (warning := self._watch.take_warning()) is not None:
+            self._progress.console.print(warning, style="bold yellow", highlight=False, soft_wrap=True)
 
     def _poll(self) -> None:
         while not self._stop.wait(0.25):

@@ -151,6 +151,13 @@ class SendOptions:
     (5.2.x) numbers a shard's records without a lock, so concurrent calls can
     overwrite each other's records while reporting success."""
 
+    @property
+    def applying_share(self) -> float:
+        """About the share of the messages that change a trade (new or modified): duplicates, earlier
+        versions sent late, malformed records and conflicting duplicates are never applied."""
+        never_applied = self.duplicates_pct + self.out_of_order_pct + self.malformed_pct + self.conflicting_pct
+        return max(0.0, 1 - never_applied / 100)
+
     def __post_init__(self) -> None:
         if self.count is not None and self.duration is not None:
             raise ValueError("give either a count or a duration, not both")

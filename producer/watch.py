@@ -23,7 +23,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from boto3.dynamodb.types import TypeDeserializer
@@ -259,13 +259,70 @@ def pipeline_reader(target: PipelineTarget) -> PipelineReader:
     return CloudWatchReader(target.client("cloudwatch"))
 
 
-class PipelineWatch:
-    """Samples a reader in the background; the latest figures (or the error that stopped it) for a display."""
+FALLING_BEHIND_SHARE = 0.7
+"""The pipeline falls behind when it applies less than this share of the changing messages sent."""
+FALLING_BEHIND_SECONDS = 15.0
+"""... for this long: a batch's worth of latency at the start or a short stall is no backlog."""
 
-    def __init__(self, reader: PipelineReader) -> None:
+
+FALLING_BEHIND_WINDOW_SECONDS = 10.0
+"""Both rates are taken over this trailing window: sending comes in put_records bursts."""
+
+
+@dataclass
+class BacklogCheck:
+    """Whether the pipeline keeps up with what is sent: the warning, once, when it has not for a while.
+
+    The README's load test must not quietly build a queue that drains long after sending stops
+    (the local stack sustains far less than AWS). Over a trailing window it compares the rate of
+    messages sent that change a trade (`applying_share` of all sent) with the rate the pipeline
+    applied (read back from the pipeline), both from cumulative counts, so neither a burst of
+    puts nor an estimate of the share a little off can raise it.
+    """
+
+    applying_share: float
+    hold_seconds: float = FALLING_BEHIND_SECONDS
+    window_seconds: float = FALLING_BEHIND_WINDOW_SECONDS
+    samples: collections.deque[tuple[float, int, int]] = field(default_factory=collections.deque)
+    behind_since: float | None = None
+    warned: bool = False
+
+    def observe(self, sent: int, applied: int, now: float) -> str | None:
+        """The warning the first time the pipeline has applied too little for `hold_seconds`."""
+        self.samples.append((now, sent, applied))
+        while len(self.samples) > 1 and now - self.samples[1][0] >= self.window_seconds:
+            self.samples.popleft()
+        then, sent_then, applied_then = self.samples[0]
+        if now - then < self.window_seconds:
+            return None  # not a whole window yet
+        expected = (sent - sent_then) * self.applying_share / (now - then)
+        applied_rate = (applied - applied_then) / (now - then)
+        if expected <= 0 or applied_rate >= FALLING_BEHIND_SHARE * expected:
+            self.behind_since = None
+            return None
+        if self.behind_since is None:
+            self.behind_since = now
+        if self.warned or now - self.behind_since < self.hold_seconds:
+            return None
+        self.warned = True
+        return (
+            f"warning: the pipeline is falling behind: it applies {applied_rate:,.0f} msg/s of the "
+            f"{expected:,.0f} msg/s sent that change a trade, so a backlog grows until sending stops "
+            "(lower --rate)"
+        )
+
+
+class PipelineWatch:
+    """Samples a reader in the background; the latest figures (or the error that stopped it) for a display,
+    and a warning when the pipeline falls behind the sending (`follow_sending`)."""
+
+    def __init__(self, reader: PipelineReader, backlog: BacklogCheck | None = None) -> None:
         self.reader = reader
+        self.backlog = backlog
         self.latest: Figures | None = None
         self.error: str | None = None
+        self._warning: str | None = None
+        self._sent: Callable[[], int] | None = None
         self._changed_at = time.monotonic()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="pipeline-watch", daemon=True)
@@ -286,6 +343,24 @@ class PipelineWatch:
                     self._changed_at = time.monotonic()
                 self.latest = figures
                 self.error = None
+                self._check_backlog(figures)
+
+    def follow_sending(self, sent: Callable[[], int]) -> None:
+        """Compare what the pipeline applies with what `sent` (the sender's count, any thread) says was sent."""
+        with self._lock:
+            self._sent = sent
+
+    def _check_backlog(self, figures: Figures) -> None:
+        if self._sent is None or self.backlog is None:
+            return
+        warning = self.backlog.observe(self._sent(), figures.applied, time.monotonic())
+        self._warning = warning or self._warning
+
+    def take_warning(self) -> str | None:
+        """The falling-behind warning, once: a display prints it and it is gone."""
+        with self._lock:
+            warning, self._warning = self._warning, None
+            return warning
 
     def wait_until_settled(self, timeout: float, sleep: Callable[[float], None] = time.sleep) -> bool:
         """Wait until the applied count stood still for the reader's settle time (True), or the
