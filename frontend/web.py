@@ -189,6 +189,10 @@ def snapshot_document(snapshot: Snapshot) -> dict[str, Any]:
 # --------------------------------------------------------------------------- the server
 
 
+STOP_WAIT_SECONDS = 1.0
+"""How long Ctrl-C waits for a refresh in progress."""
+
+
 class SnapshotPublisher:
     """Builds a snapshot every ``interval`` seconds on its own thread and holds the latest as JSON."""
 
@@ -206,10 +210,15 @@ class SnapshotPublisher:
         self._thread.start()
 
     def stop(self) -> None:
-        """Stops the thread (after the current refresh)."""
+        """Stops the thread: after the current refresh, or at most `STOP_WAIT_SECONDS` from now.
+
+        Ctrl-C must stop the dashboard at once, even while a read waits on a slow or unreachable
+        table (the SDK's timeouts and retries take a minute); the thread is a daemon and holds
+        nothing to flush, so it is left behind rather than waited for.
+        """
         self._stopping.set()
         if self._thread.is_alive():
-            self._thread.join()
+            self._thread.join(timeout=STOP_WAIT_SECONDS)
 
     def latest(self) -> bytes:
         """The latest snapshot document, UTF-8 JSON."""

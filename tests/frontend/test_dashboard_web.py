@@ -189,3 +189,29 @@ def test_page_has_no_inline_script_or_style_and_builds_dom_without_html_parsing(
     script = (STATIC / "app.js").read_text(encoding="utf-8")
     for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function"):
         assert sink not in script, sink
+
+
+def test_stopping_does_not_wait_for_a_read_that_hangs() -> None:
+    """Ctrl-C stops the dashboard while a read waits on a table that does not answer (the SDK would
+    wait a minute): the publisher waits a moment for the refresh, then leaves its daemon thread."""
+    reads = 0
+    release = threading.Event()
+
+    def read() -> TableReading:
+        nonlocal reads
+        reads += 1
+        if reads > 1:
+            release.wait(30)  # the second refresh hangs
+        return TableReading({}, None)
+
+    publisher = SnapshotPublisher(SnapshotBuilder("AggTable", read, None), interval=0.01)
+    publisher.start()
+    while reads < 2:
+        threading.Event().wait(0.01)
+    stopping = threading.Thread(target=publisher.stop)
+    stopping.start()
+    stopping.join(timeout=10)
+    try:
+        assert not stopping.is_alive(), "stop() waited for the hanging read"
+    finally:
+        release.set()
