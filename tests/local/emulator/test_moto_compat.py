@@ -36,24 +36,6 @@ if TYPE_CHECKING:
 AwsClientFactory = Callable[[str], Any]
 
 
-@pytest.fixture(scope="module")
-def dynamodb(aws_client: AwsClientFactory) -> DynamoDBClient:
-    client: DynamoDBClient = aws_client("dynamodb")
-    return client
-
-
-@pytest.fixture(scope="module")
-def streams(aws_client: AwsClientFactory) -> DynamoDBStreamsClient:
-    client: DynamoDBStreamsClient = aws_client("dynamodbstreams")
-    return client
-
-
-@pytest.fixture(scope="module")
-def kinesis(aws_client: AwsClientFactory) -> KinesisClient:
-    client: KinesisClient = aws_client("kinesis")
-    return client
-
-
 def create_table(dynamodb: DynamoDBClient, stream_view_type: str | None = None) -> str:
     """A new table keyed by ``pk`` (S), with a stream of `stream_view_type` when given."""
     name = f"compat-{uuid.uuid4().hex[:12]}"

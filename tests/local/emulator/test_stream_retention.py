@@ -39,24 +39,6 @@ PAST_RETENTION = DYNAMODB_STREAM_RETENTION_SECONDS + TRIM_GRANULARITY_SECONDS + 
 """Enough for every record written before the advance to be trimmed."""
 
 
-@pytest.fixture(scope="module")
-def dynamodb(aws_client: AwsClientFactory) -> DynamoDBClient:
-    client: DynamoDBClient = aws_client("dynamodb")
-    return client
-
-
-@pytest.fixture(scope="module")
-def streams(aws_client: AwsClientFactory) -> DynamoDBStreamsClient:
-    client: DynamoDBStreamsClient = aws_client("dynamodbstreams")
-    return client
-
-
-@pytest.fixture(scope="module")
-def kinesis(aws_client: AwsClientFactory) -> KinesisClient:
-    client: KinesisClient = aws_client("kinesis")
-    return client
-
-
 class StreamTable:
     """A new table with a NEW_AND_OLD_IMAGES stream of one shard, and helpers to write and read it."""
 
