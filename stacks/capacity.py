@@ -14,7 +14,8 @@ Findings that need an account-side action rather than a setting (a table over th
 40,000 write units a second quota) are always warnings.
 
 The plan uses the planner's default workload (300-byte records, 10 % duplicates, 5 %
-out-of-order, 20 % modifications, a 5 x 5 x 3 hierarchy) and default service times (a
+out-of-order, 20 % modifications, a 5 x 5 x 3 hierarchy; with `producerAggregation`, full KPL
+aggregates: shards sized by bytes and state batches of aggregates) and default service times (a
 20 ms write, a 25 ms transaction, the measured per-message CPU): a model, not a promise;
 `python -m benchmarks.capacity` plans any other workload with the same settings.
 """
@@ -59,7 +60,7 @@ def planned_settings(settings: PipelineSettings) -> Settings:
 def capacity_flags(settings: PipelineSettings) -> list[Flag]:
     """What the model flags for this pipeline at `targetMessagesPerSecond` with these settings."""
     plan = plan_design(
-        Workload(rate=settings.target_messages_per_second),
+        Workload(rate=settings.target_messages_per_second, aggregated=settings.producer_aggregation),
         planned_settings(settings),
         ServiceTimes(),
         load_price_table(),

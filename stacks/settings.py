@@ -152,6 +152,7 @@ DEFAULT_CONTEXT: Final[Mapping[str, Any]] = {
     "stateVersionCacheSize": 100000,
     "targetMessagesPerSecond": 400,
     "capacityCheck": "refuse",
+    "producerAggregation": False,
     "aggregateSlices": DEFAULT_AGGREGATE_SLICES,
     "reduceParallelizationFactor": 1,
     "streamMode": {"mode": "on-demand"},
@@ -219,6 +220,7 @@ class PipelineSettings:
     state_version_cache_size: int
     target_messages_per_second: int
     capacity_check: CapacityCheck
+    producer_aggregation: bool  # producers send KPL aggregates: the capacity check plans by bytes
     aggregate_slices: int
     reduce_parallelization_factor: int
     stream_mode: StreamCapacity
@@ -301,6 +303,7 @@ class PipelineSettings:
             state_version_cache_size=_integer(raw, "stateVersionCacheSize", 0, 10_000_000),
             target_messages_per_second=_integer(raw, "targetMessagesPerSecond", 1, 100_000_000),
             capacity_check=_capacity_check(raw("capacityCheck")),
+            producer_aggregation=_boolean("producerAggregation", raw("producerAggregation")),
             aggregate_slices=_integer(raw, "aggregateSlices", 1, MAX_SLICES),
             # Lambda's range for ParallelizationFactor.
             reduce_parallelization_factor=_integer(raw, "reduceParallelizationFactor", 1, 10),

@@ -215,3 +215,20 @@ def test_a_provisioned_maximum_below_the_target_s_load_is_refused() -> None:
     small = {"mode": "provisioned", "maxWriteCapacity": 100}
     with pytest.raises(SettingsError, match=r"StateTable needs 400 WCU/s, over its provisioned maximum of 100"):
         synthesize({"stateTableCapacity": small})
+
+
+def test_aggregated_producers_need_more_state_lanes_for_the_same_rate() -> None:
+    """Full KPL aggregates put 147 messages in a record: 15 shards carry 50,000 msg/s instead of 50,
+    so each shard's state function has three times the messages and needs more lanes."""
+    context = {
+        "targetMessagesPerSecond": 50_000,
+        "stateParallelizationFactor": 3,
+        "mapBatchSize": 1000,
+        "mapBatchingWindowSeconds": 1,
+        "reduceParallelizationFactor": 4,
+    }
+    assert [flag for flag in capacity_flags(settings_from(context)) if flag.blocking] == []
+    aggregated = [flag for flag in capacity_flags(settings_from({**context, "producerAggregation": True}))]
+    assert any(flag.blocking and "stateParallelizationFactor" in flag.change for flag in aggregated)
+    with pytest.raises(SettingsError, match="'producerAggregation' must be true or false"):
+        settings_from({"producerAggregation": "sometimes"})
