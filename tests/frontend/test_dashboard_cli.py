@@ -56,6 +56,9 @@ def dashboard_process(directory: Path, *arguments: str) -> subprocess.Popen[str]
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # As from a terminal: a suite run as a background job (`make test &`) inherits SIGINT ignored,
+        # and Python then leaves Ctrl-C ignored in the dashboard too.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # noqa: PLW1509
     )
 
 
