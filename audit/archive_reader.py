@@ -1,4 +1,4 @@
-"""Reading the whole archive: every delta object (strictly parsed) and the registry."""
+"""Reading the whole archive: every delta object (strictly parsed) and the registry shards, summed."""
 
 from __future__ import annotations
 
@@ -6,17 +6,17 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from botocore.exceptions import ClientError
-
 from aggregation.archive import (
     ArchivedDelta,
     ArchiveDocumentError,
-    Registry,
+    RegistryTotals,
     batch_hash_of_key,
     parse_delta_document,
     parse_registry,
+    registry_shard_of_key,
+    registry_totals,
 )
-from aggregation.names import DELTA_PREFIX, REGISTRY_KEY
+from aggregation.names import DELTA_PREFIX, REGISTRY_KEYS_PREFIX
 
 if TYPE_CHECKING:
     from mypy_boto3_s3.client import S3Client
@@ -30,7 +30,7 @@ class ArchiveContents:
 
     deltas: list[ArchivedDelta] = field(default_factory=list)
     unreadable: list[tuple[str, str]] = field(default_factory=list)
-    registry: Registry | None = None
+    registry: RegistryTotals | None = None  # all registry shards together; None: no shard exists
 
     @property
     def state_changes(self) -> int:
@@ -52,13 +52,17 @@ def _read_delta(s3: S3Client, bucket: str, key: str) -> ArchivedDelta | str:
     return delta
 
 
-def read_archive(s3: S3Client, bucket: str) -> ArchiveContents:
-    """Every object under ``deltas/`` and the registry (None when it does not exist)."""
-    keys = [
+def _keys(s3: S3Client, bucket: str, prefix: str) -> list[str]:
+    return [
         item["Key"]
-        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=DELTA_PREFIX)
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
         for item in page.get("Contents", [])
     ]
+
+
+def read_archive(s3: S3Client, bucket: str) -> ArchiveContents:
+    """Every object under ``deltas/`` and every registry shard, summed (None when there is none)."""
+    keys = _keys(s3, bucket, DELTA_PREFIX)
     contents = ArchiveContents()
     with ThreadPoolExecutor(max_workers=READ_CONCURRENCY) as pool:
         for key, outcome in zip(keys, pool.map(lambda key: _read_delta(s3, bucket, key), keys), strict=True):
@@ -66,11 +70,15 @@ def read_archive(s3: S3Client, bucket: str) -> ArchiveContents:
                 contents.unreadable.append((key, outcome))
             else:
                 contents.deltas.append(outcome)
-    try:
-        contents.registry = parse_registry(s3.get_object(Bucket=bucket, Key=REGISTRY_KEY)["Body"].read())
-    except ClientError as error:
-        if error.response.get("Error", {}).get("Code") not in ("NoSuchKey", "404"):
-            raise
-    except ArchiveDocumentError as error:
-        contents.unreadable.append((REGISTRY_KEY, str(error)))
+    registries = []
+    for key in _keys(s3, bucket, REGISTRY_KEYS_PREFIX):
+        if registry_shard_of_key(key) is None:
+            contents.unreadable.append((key, "not a registry shard key (metastore/registry/<k>.json)"))
+            continue
+        try:
+            registries.append(parse_registry(s3.get_object(Bucket=bucket, Key=key)["Body"].read()))
+        except ArchiveDocumentError as error:
+            contents.unreadable.append((key, str(error)))
+    if registries:
+        contents.registry = registry_totals(registries)
     return contents

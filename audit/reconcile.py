@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aggregation.archive import Registry, archived_totals
+from aggregation.archive import RegistryTotals, archived_totals
 from aggregation.names import MESSAGES_APPLIED
 from audit.aggregate_table import AggregateTableContents, read_aggregate_table
 from audit.archive_reader import ArchiveContents, read_archive
@@ -60,7 +60,7 @@ def compare_totals(archive: Mapping[str, Totals], other: Mapping[str, Totals], s
     ]
 
 
-def open_claims_check(registry: Registry | None, archive: ArchiveContents) -> Check:
+def open_claims_check(registry: RegistryTotals | None, archive: ArchiveContents) -> Check:
     """Open claims are harmless once their object exists; one without its object is an item missing.
 
     A claim stays open when the invocation that opened it died and its items are never
@@ -123,7 +123,8 @@ def reconcile_contents(
         Check(
             "registry counts every object exactly once",
             registered_objects == len(archive.deltas) and registered_changes == archive.state_changes,
-            f"registry {registered_objects} objects / {registered_changes} state changes, "
+            f"registry ({registry.shards if registry else 0} shards) {registered_objects} objects / "
+            f"{registered_changes} state changes, "
             f"bucket {len(archive.deltas)} / {archive.state_changes}",
         )
     )

@@ -637,7 +637,7 @@ SCENARIO_COLUMNS = (
     "hottest item WU/s",
     "AggregateTable WU/msg",
     "same in 1 slice",
-    "archive registry busy",
+    "archive busy (lanes / registry)",
 )
 
 
@@ -665,7 +665,7 @@ def render_scenarios_markdown(scenarios: Sequence[Scenario]) -> str:
                     f"{ours.hottest_item_write_units_per_second:,.0f}",
                     f"{ours.aggregate_write_units_per_second / rate:.3f}",
                     f"{item.one_slice.aggregate_write_units_per_second / rate:.3f}",
-                    f"{ours.archive_registry_busy:.0%}",
+                    f"{ours.archive_lane_busy:.0%} / {ours.archive_registry_busy:.0%}",
                 )
             )
             + " |"

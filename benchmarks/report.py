@@ -73,7 +73,7 @@ def keeps_up(plan: CapacityPlan) -> str:
     if not stalls:
         return "; every stage keeps up"
     if all(flag.side_stage for flag in stalls):
-        return "; the totals keep up, the archive's one registry key does not, see section 5"
+        return "; the totals keep up, the archive does not, see section 5"
     return "; **still cannot keep up**, see section 5"
 
 
@@ -212,14 +212,14 @@ def scale_out_section(at_planned: Sequence[Scenario], at_scale: Sequence[Scenari
         f"### What the planner suggests at {rate:,.0f} msg/s",
         "",
         "`planner/scale_out.py` searches the settings a deployment changes in cdk.json (stream mode and "
-        "shards, state lanes, map batching, reducers, `reduceBatchSize`, `aggregateSlices`) for the cheapest "
-        "plan in which every stage on the way to the totals is at most 70 % busy on at least two lanes, the "
-        "hottest aggregate item takes at most 500 write units a second, and the modelled p50 stays within a "
-        "bound. Starting from what the flags above ask for (first row); each row's changes are against it. "
+        "shards, state lanes, map batching, reducers, `reduceBatchSize`, `aggregateSlices`, and the archive's "
+        "`archiveParallelizationFactor` and `archiveRegistryShards`) for the cheapest plan in which every stage "
+        "on the way to the totals is at most 70 % busy on at least two lanes, the archive's lanes and its "
+        "busiest registry shard are at most 70 % busy too (no hot object), the hottest aggregate item takes at "
+        "most 500 write units a second, and the modelled p50 stays within a bound. Starting from what the flags "
+        "above ask for (first row); each row's changes are against it. "
         '"Same in 1 slice": the AggregateTable write units of the same settings with `aggregateSlices` 1, '
-        "what the slices add. The archive is priced in every row but not held to the targets: its registry is "
-        'one S3 key ("archive registry busy"; over 100 % it cannot keep up at any batch size and needs '
-        "sharding).",
+        'what the slices add. "Archive busy": its lanes, then its busiest registry shard.',
         "",
         render_scenarios_markdown(at_planned),
         f"### The {scale_rate:,.0f} msg/s plan",

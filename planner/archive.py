@@ -1,9 +1,10 @@
 """The archive stage: DeltaTable stream -> archive function -> one S3 object per delta item.
 
-Per invocation (`lambdas/archive_function`): a compare-and-swap update of the one registry
-object `metastore/registry.json` to claim the batch's items (GET, then PUT with If-Match),
-a conditional PUT per item (eight at a time), and a second registry update to settle them.
-One archive lane per DeltaTable stream shard.
+Per invocation (`lambdas/archive_function`): a compare-and-swap update of one registry shard
+``metastore/registry/<k>.json`` to claim the batch's items (GET, then PUT with If-Match), a
+conditional PUT per item (eight at a time), and a second update of the same shard to settle
+them. `archiveParallelizationFactor` archive lanes per DeltaTable stream shard (the object PUTs
+bound a lane: eight at a time, a round trip each).
 
 What it costs: the object PUTs, the registry's GETs and PUTs (and their resends when another
 invocation's update came first), the objects' storage, which grows for ever (the archive is
@@ -13,18 +14,24 @@ cheaper class after some days, but S3 does not transition objects below 128 KB b
 and the infrequent-access and Glacier classes bill small objects as larger ones: for delta
 objects of a few KB it moves nothing.
 
-The registry is one key: every invocation updates it twice, each update a GET and a PUT
-that fails if another update landed in between. So its updates a second, times the two
-round trips an update takes, is how busy that one key is; past 1 it cannot keep up whatever
-the batch size, which is the archive's single writer.
+The registry is `archiveRegistryShards` keys: every invocation updates one of them twice
+(`registry_shard_for`: a hash of the batch, so invocations spread evenly over the shards),
+each update a GET and a PUT that fails if another update of the same shard landed in
+between. So a shard's updates a second, times the two round trips an update takes, is how
+busy that key is; past 1 it cannot keep up whatever the batch size. The plan holds the
+busiest shard (the average one times `SHARD_SKEW`) to the same 70 % as every stage: no hot
+object. A retry whose other boundaries hash to another shard settles in two: rare (only
+after a failed invocation), so not modelled.
 """
 
 from __future__ import annotations
 
 import math
 
+from aggregation.archive import MAX_REGISTRY_SHARDS
 from planner.inputs import (
     GIGABYTE,
+    MAX_PARALLELIZATION_FACTOR,
     STREAM_POLLS_PER_SECOND,
     ArchiveLifecycle,
     ServiceTimes,
@@ -32,7 +39,7 @@ from planner.inputs import (
     lambda_monthly_usd,
     steady_batch,
 )
-from planner.plan import Component, DesignPlan, Flag, StageTiming
+from planner.plan import STAGE_BUSY_TARGET, Component, DesignPlan, Flag, StageTiming
 from planner.prices import PriceTable
 
 ARCHIVE_MEMORY_MB = 256  # stacks/archive.py
@@ -43,11 +50,47 @@ DAYS_PER_MONTH = 30.4
 YEAR_MONTHS = 12
 
 
-def registry_attempts(updates_per_second: float, update_seconds: float, lanes: int) -> float:
-    """Tries per registry update: it fails when another lane's update lands within its GET-to-PUT
-    window (Poisson arrivals, as for the reducers' transactions); one lane's never overlap."""
-    others = updates_per_second * (lanes - 1) / lanes
+SHARD_SKEW = 1.25
+"""The busiest registry shard's load over the average one's: invocations hash to shards at
+random, so some take more than their share (a margin, as the slices' hottest item has)."""
+
+
+def registry_attempts(updates_per_second: float, update_seconds: float, lanes: int, shards: int = 1) -> float:
+    """Tries per registry update: it fails when another lane's update of the same shard lands
+    within its GET-to-PUT window (Poisson arrivals, as for the reducers' transactions; each
+    update picks one of `shards` at random); one lane's never overlap."""
+    others = updates_per_second * (lanes - 1) / lanes / shards
     return math.exp(min(others * update_seconds, 50.0))
+
+
+def registry_busy(updates_per_second: float, update_seconds: float, lanes: int, shards: int) -> float:
+    """How busy the busiest of `shards` registry keys is (`plan_archive`'s figure)."""
+    tries = registry_attempts(updates_per_second, update_seconds, lanes, shards)
+    return updates_per_second / shards * (SHARD_SKEW if shards > 1 else 1.0) * tries * update_seconds
+
+
+def suggested_registry_shards(updates_per_second: float, update_seconds: float, lanes: int) -> int:
+    """The fewest registry shards (a power of two) that keep the busiest within `STAGE_BUSY_TARGET`."""
+    shards = 1
+    while shards < MAX_REGISTRY_SHARDS and registry_busy(updates_per_second, update_seconds, lanes, shards) > (
+        STAGE_BUSY_TARGET
+    ):
+        shards *= 2
+    return shards
+
+
+def registry_shards_needed(plan: DesignPlan, times: ServiceTimes) -> int:
+    """The fewest registry shards that keep `plan`'s busiest within the target (its updates as planned)."""
+    update_seconds = 2 * times.s3_round_trip_ms / 1e3
+    (archive,) = [timing for timing in plan.timings if timing.stage == "archive"]
+    return suggested_registry_shards(plan.archive_registry_updates_per_second, update_seconds, archive.lanes)
+
+
+def archive_factor_needed(lane_busy: float, settings: Settings) -> int:
+    """The archive parallelization factor that brings lanes `lane_busy` busy now within the target
+    (lanes share a shard's objects evenly; capped at Lambda's 10)."""
+    needed = math.ceil(settings.archive_parallelization_factor * lane_busy / STAGE_BUSY_TARGET)
+    return min(MAX_PARALLELIZATION_FACTOR, max(1, needed))
 
 
 def monthly_storage_usd(gb: float, object_bytes: float, lifecycle: ArchiveLifecycle, prices: PriceTable) -> float:
@@ -83,13 +126,15 @@ def plan_archive(
 ) -> list[Component]:
     """The archive's invocations, requests, registry, storage and logs into `plan`; its lines of the plan."""
     objects = plan.delta_batches_per_second * plan.delta_items_per_batch
-    lanes = plan.delta_stream_shards
+    lanes = plan.delta_stream_shards * settings.archive_parallelization_factor
     round_trip = times.s3_round_trip_ms / 1e3
     update_seconds = 2 * round_trip  # GET, then the conditional PUT
 
+    shards = settings.archive_registry_shards
+
     def invocation_seconds(batch: float) -> float:
         updates = objects / batch * REGISTRY_UPDATES_PER_INVOCATION
-        tries = registry_attempts(updates, update_seconds, lanes)
+        tries = registry_attempts(updates, update_seconds, lanes, shards)
         puts = math.ceil(batch / ARCHIVE_WRITE_CONCURRENCY)
         return (REGISTRY_UPDATES_PER_INVOCATION * tries * 2 + puts) * round_trip
 
@@ -97,14 +142,17 @@ def plan_archive(
     batch = steady_batch(settings.archive_batch_size, per_lane, 1.0 / STREAM_POLLS_PER_SECOND, invocation_seconds)
     invocations = objects / batch
     updates = invocations * REGISTRY_UPDATES_PER_INVOCATION
-    tries = registry_attempts(updates, update_seconds, lanes)
+    tries = registry_attempts(updates, update_seconds, lanes, shards)
     plan.archive_objects_per_second = objects
     plan.archive_registry_updates_per_second = updates
     plan.archive_registry_conflicts_per_second = updates * (tries - 1)
-    # How busy the one registry key is: the share of each second an update holds it open.
-    plan.archive_registry_busy = updates * tries * update_seconds
+    plan.archive_registry_shards = shards
+    # How busy the busiest registry shard is: the share of each second an update holds it open.
+    hottest_shard_updates = updates / shards * (SHARD_SKEW if shards > 1 else 1.0)
+    plan.archive_registry_busy = hottest_shard_updates * tries * update_seconds
     full = settings.archive_batch_size
     lane_busy = per_lane / full * invocation_seconds(full)
+    plan.archive_lane_busy = lane_busy
     plan.timings.append(
         StageTiming(
             "archive",
@@ -116,19 +164,22 @@ def plan_archive(
             on_latency_path=False,
         )
     )
+    if lane_busy > 1:
+        plan.flags.append(
+            Flag(
+                f"each of {lanes} archive lanes would be {lane_busy:.0%} busy writing "
+                f"{per_lane:,.0f} delta objects a second",
+                f"set archiveParallelizationFactor to {archive_factor_needed(lane_busy, settings)}",
+                side_stage=True,
+            )
+        )
     if plan.archive_registry_busy > 1:
         plan.flags.append(
             Flag(
-                f"metastore/registry.json would take {updates:,.0f} compare-and-swap updates a second, "
-                f"{plan.archive_registry_busy:.0%} of what one S3 key serialises at a {times.s3_round_trip_ms:g} ms "
-                "round trip",
-                (
-                    "raise archiveBatchSize (fewer, larger archive invocations) or "
-                    if batch >= settings.archive_batch_size
-                    else ""
-                )
-                + "raise mapBatchSize with mapBatchingWindowSeconds (fewer delta items, so fewer archive "
-                "invocations); the registry is one key, which only sharding it lifts",
+                f"the busiest of {shards} registry shards would take {hottest_shard_updates:,.0f} "
+                f"compare-and-swap updates a second, {plan.archive_registry_busy:.0%} of what one S3 key "
+                f"serialises at a {times.s3_round_trip_ms:g} ms round trip",
+                f"raise archiveRegistryShards to {suggested_registry_shards(updates, update_seconds, lanes)}",
                 side_stage=True,
             )
         )
@@ -150,7 +201,7 @@ def plan_archive(
         ),
         Component(
             "archive S3 requests",
-            f"{objects:,.0f} object PUTs/s, {updates:,.1f} registry updates/s",
+            f"{objects:,.0f} object PUTs/s, {updates:,.1f} registry updates/s over {shards} shards",
             (puts * prices.s3_put_request + gets * prices.s3_get_request) * seconds,
         ),
         Component(

@@ -9,6 +9,10 @@ from dataclasses import dataclass, field
 from planner.inputs import ServiceTimes, Settings, Workload
 from planner.prices import PriceTable
 
+STAGE_BUSY_TARGET = 0.7
+"""The most of its capacity a stage (or a registry shard) may use in a plan within the targets
+(`planner.scale_out`): the margin for load that is uneven over seconds and lanes."""
+
 
 @dataclass(frozen=True)
 class Component:
@@ -147,7 +151,9 @@ class DesignPlan:
     archive_objects_per_second: float = 0.0
     archive_registry_updates_per_second: float = 0.0
     archive_registry_conflicts_per_second: float = 0.0
-    archive_registry_busy: float = 0.0  # of the one registry key
+    archive_registry_shards: int = 1
+    archive_lane_busy: float = 0.0  # each archive lane, writing its objects (registry waits included)
+    archive_registry_busy: float = 0.0  # of the busiest registry shard
     archive_gb_per_month: float = 0.0  # new archived objects
     archive_storage_after_year_usd: float = 0.0  # the storage bill after a year at this rate
 

@@ -5,7 +5,8 @@ can change in `cdk.json` for the cheapest plan (this pipeline's monthly cost) in
 
 - every stage on the way to the totals uses at most `STAGE_BUSY_TARGET` of what its lanes
   carry (`StageTiming.busy`), runs on at least `MIN_LANES` lanes, and none is flagged as
-  unable to keep up (the archive is planned and priced, not held to this: `within_targets`);
+  unable to keep up; the archive, a side consumer, is held to the same busy target, its
+  busiest registry shard included (no hot object: `within_targets`);
 - the hottest aggregate item takes at most `HOTTEST_ITEM_TARGET` write units a second (half
   of a partition's 1,000: hashes spread slices evenly only on average);
 - optionally, the modelled p50 latency stays within a bound.
@@ -16,7 +17,10 @@ lanes within the target), map batching (batch size and window: fuller delta batc
 window's wait), the reducers (`reduceParallelizationFactor`) and `reduceBatchSize` (fewer
 lanes gather more delta batches per invocation, which share transactions; a larger batch
 size lets them), and `aggregateSlices` (the fewest that keep the hottest item within its
-target: each slice an invocation's batches fall in is its own set of transactions).
+target: each slice an invocation's batches fall in is its own set of transactions), and
+`archiveRegistryShards` (raised to the fewest that keep the busiest registry shard within the
+target when the setting's do not; shards cost no requests, each invocation updates one) with
+`archiveParallelizationFactor` (more archive lanes when the object writes keep them too busy).
 Tables keep their capacity modes; the plan prices both.
 """
 
@@ -25,13 +29,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
+from planner.archive import archive_factor_needed, registry_shards_needed
 from planner.ingest import stream_modes, suggested_provisioned_shards
 from planner.inputs import MAX_PARALLELIZATION_FACTOR, ServiceTimes, Settings, StreamCapacity, Workload
 from planner.model import OURS, plan_design
-from planner.plan import DesignPlan
+from planner.plan import STAGE_BUSY_TARGET, DesignPlan
 from planner.prices import PriceTable
 
-STAGE_BUSY_TARGET = 0.7
 HOTTEST_ITEM_TARGET = 500.0
 MIN_LANES = 2
 """No stage limited to one concurrent execution: one lane is one function instance, whose
@@ -53,16 +57,19 @@ class Choice:
 
 def within_targets(plan: DesignPlan, latency_limit_seconds: float | None) -> bool:
     """Every stage a total waits for within `STAGE_BUSY_TARGET` on at least `MIN_LANES` lanes,
-    the hottest item within its target, and the p50 within `latency_limit_seconds` (if given).
+    the archive (its lanes and its busiest registry shard) within `STAGE_BUSY_TARGET` too, the
+    hottest item within its target, and the p50 within `latency_limit_seconds` (if given).
 
-    The archive is planned and priced but not held to the targets: its registry is one S3 key
-    that every archive invocation updates twice, so no setting keeps it within them at these
-    rates (the plan shows how busy it is, and flags it); it needs sharding, not settings.
+    The archive waits on no total, so its lane count is not held to `MIN_LANES` (it has the
+    DeltaTable stream's shards); but a busier archive falls behind until records expire.
     """
     path = [timing for timing in plan.timings if timing.on_latency_path]
-    if any(flag.blocking and not flag.side_stage for flag in plan.flags):
+    side = [timing for timing in plan.timings if not timing.on_latency_path]
+    if any(flag.blocking for flag in plan.flags):
         return False
     if any(timing.busy > STAGE_BUSY_TARGET or timing.lanes < MIN_LANES for timing in path):
+        return False
+    if any(timing.busy > STAGE_BUSY_TARGET for timing in side) or plan.archive_registry_busy > STAGE_BUSY_TARGET:
         return False
     if plan.hottest_item_write_units_per_second > HOTTEST_ITEM_TARGET:
         return False
@@ -147,9 +154,31 @@ def _fewest_slices(
     for count in (aggregate_slices,) if aggregate_slices is not None else SLICE_CANDIDATES:
         trial = replace(settings, aggregate_slices=count)
         plan = plan_design(workload, trial, times, prices, OURS, suggest=False)
+        trial, plan = _archive_within_target(workload, trial, plan, times, prices)
         if within_targets(plan, latency_limit_seconds):
             return Choice(trial, plan)
     return None
+
+
+def _archive_within_target(
+    workload: Workload, settings: Settings, plan: DesignPlan, times: ServiceTimes, prices: PriceTable
+) -> tuple[Settings, DesignPlan]:
+    """Raise `archiveParallelizationFactor` (lanes writing objects) and `archiveRegistryShards`
+    (keys taking their compare-and-swap updates) until the archive is within `STAGE_BUSY_TARGET`,
+    or they reach their ceilings; more lanes make more concurrent updates, so it repeats a few times.
+    Neither costs latency or requests."""
+    for _ in range(3):
+        factor = settings.archive_parallelization_factor
+        if plan.archive_lane_busy > STAGE_BUSY_TARGET and factor < MAX_PARALLELIZATION_FACTOR:
+            factor = max(factor + 1, archive_factor_needed(plan.archive_lane_busy, settings))
+        shards = settings.archive_registry_shards
+        if plan.archive_registry_busy > STAGE_BUSY_TARGET:
+            shards = max(shards, registry_shards_needed(plan, times))
+        if (factor, shards) == (settings.archive_parallelization_factor, settings.archive_registry_shards):
+            break
+        settings = replace(settings, archive_parallelization_factor=factor, archive_registry_shards=shards)
+        plan = plan_design(workload, settings, times, prices, OURS, suggest=False)
+    return settings, plan
 
 
 def _rank(choice: Choice) -> tuple[float, float]:
@@ -166,6 +195,8 @@ def describe_choice(before: Settings, after: Settings) -> list[str]:
         ("reduce_parallelization_factor", "reduceParallelizationFactor"),
         ("reduce_batch_size", "reduceBatchSize"),
         ("aggregate_slices", "aggregateSlices"),
+        ("archive_parallelization_factor", "archiveParallelizationFactor"),
+        ("archive_registry_shards", "archiveRegistryShards"),
     )
     changes = [
         f"{name} {getattr(after, field):g}" for field, name in names if getattr(after, field) != getattr(before, field)

@@ -2,9 +2,10 @@
 
 The archive function is a second consumer of the DeltaTable stream, set up exactly like reduce
 (INSERT records only, retried until success). It writes one immutable object
-per delta item with ``If-None-Match: *`` and keeps ``metastore/registry.json`` by
-compare-and-swap (``If-Match``). The bucket policy makes those conditions mandatory for every
-writer, the archive role included: an unconditional ``PutObject`` on either prefix is denied.
+per delta item with ``If-None-Match: *`` and keeps the registry shards
+``metastore/registry/<k>.json`` (`archiveRegistryShards`) by compare-and-swap (``If-Match``).
+The bucket policy makes those conditions mandatory for every writer, the archive role included:
+an unconditional ``PutObject`` on either prefix is denied.
 
 Why the bucket is always retained (whatever `removalPolicy` says): it is the audit trail and
 the disaster-recovery source of the aggregates; deleting it with the stack would defeat both.
@@ -41,7 +42,14 @@ from aws_cdk import aws_s3 as s3
 from cdk_nag import NagPackSuppression, NagSuppressions
 from constructs import Construct
 
-from aggregation.names import ARCHIVE_SERVICE, DELTA_PREFIX, METASTORE_PREFIX, REGISTRY_KEY
+from aggregation.names import (
+    ARCHIVE_SERVICE,
+    DELTA_PREFIX,
+    LEGACY_REGISTRY_KEY,
+    METASTORE_PREFIX,
+    REGISTRY_KEYS_PREFIX,
+    REGISTRY_SHARD_PREFIX,
+)
 from planner.inputs import ArchiveLifecycle
 from stacks.encryption import StackKeys
 from stacks.functions import PipelineFunction, SharedFunctionAssets
@@ -51,6 +59,12 @@ from stacks.tables import PipelineTables
 
 ACCESS_LOG_PREFIX: Final = "archive-bucket/"
 SUPERSEDED_REGISTRY_VERSION_DAYS: Final = 30
+
+
+def registry_object_arns(bucket: s3.IBucket) -> list[str]:
+    """Every registry object: the shards ``metastore/registry/<k>.json`` and the legacy single
+    ``metastore/registry.json`` (read, and settled in, after an upgrade in place)."""
+    return [bucket.arn_for_objects(f"{REGISTRY_SHARD_PREFIX}*"), bucket.arn_for_objects(LEGACY_REGISTRY_KEY)]
 
 
 def deny_unconditional_puts(bucket: s3.IBucket) -> list[iam.PolicyStatement]:
@@ -146,7 +160,7 @@ def deny_writes_but_the_archive_role(
         effect=iam.Effect.DENY,
         principals=[iam.AnyPrincipal()],
         actions=PROTECTED_OBJECT_ACTIONS,
-        resources=[bucket.arn_for_objects(f"{DELTA_PREFIX}*"), bucket.arn_for_objects(REGISTRY_KEY)],
+        resources=[bucket.arn_for_objects(f"{DELTA_PREFIX}*"), *registry_object_arns(bucket)],
         conditions={"ArnNotEquals": {"aws:PrincipalArn": writers}},
     )
 
@@ -236,18 +250,26 @@ class ArchiveStage(Construct):
             environment={
                 "ARCHIVE_BUCKET": bucket.bucket_name,
                 "ARCHIVE_OBJECT_LOCK_DAYS": str(settings.archive_object_lock_days),
+                "ARCHIVE_REGISTRY_SHARDS": str(settings.archive_registry_shards),
                 **settings.fault_injection_environment("ARCHIVE"),
             },
         )
-        # Retries need not repeat the batch's boundaries: claims belong to objects, not batches.
+        # Retries need not repeat the batch's boundaries: claims belong to objects, not batches. For
+        # the same reason order does not matter, so a shard's batches may run side by side
+        # (`archiveParallelizationFactor`: the archive's lanes, each writing objects and claiming in
+        # the registry shard its batch hashes to).
         self.event_source = consume_table_stream(
-            self.handler, tables.delta_table, batch_size=settings.archive_batch_size, inserts_only=True
+            self.handler,
+            tables.delta_table,
+            batch_size=settings.archive_batch_size,
+            inserts_only=True,
+            parallelization_factor=settings.archive_parallelization_factor,
         )
         self.handler.role.add_to_principal_policy(
             iam.PolicyStatement(
                 sid="WriteDeltaObjectsAndRegistry",
                 actions=["s3:PutObject"],
-                resources=[bucket.arn_for_objects(f"{DELTA_PREFIX}*"), bucket.arn_for_objects(REGISTRY_KEY)],
+                resources=[bucket.arn_for_objects(f"{DELTA_PREFIX}*"), *registry_object_arns(bucket)],
             )
         )
         if settings.archive_object_lock_days:
@@ -270,10 +292,10 @@ class ArchiveStage(Construct):
             iam.PolicyStatement(
                 sid="ReadRegistryAndDeltaObjects",
                 actions=["s3:GetObject"],
-                resources=[bucket.arn_for_objects(REGISTRY_KEY), bucket.arn_for_objects(f"{DELTA_PREFIX}*")],
+                resources=[*registry_object_arns(bucket), bucket.arn_for_objects(f"{DELTA_PREFIX}*")],
             )
         )
-        # Both grants above are on the deltas/ prefix, the one wildcard cdk-nag flags here.
+        # Both grants above are on the deltas/ and registry-shard prefixes, the wildcards cdk-nag flags here.
         bucket_resource = bucket.node.default_child
         assert isinstance(bucket_resource, CfnResource)
         NagSuppressions.add_resource_suppressions(
@@ -290,19 +312,31 @@ class ArchiveStage(Construct):
                         "back (GetObject, which also authorises HeadObject) to learn which registry claim "
                         "created an object."
                     ),
-                )
+                ),
+                NagPackSuppression(
+                    id="AwsSolutions-IAM5",
+                    applies_to=[
+                        f"Resource::<{Stack.of(self).get_logical_id(bucket_resource)}.Arn>/{REGISTRY_SHARD_PREFIX}*"
+                    ],
+                    reason=(
+                        "The registry is archiveRegistryShards objects metastore/registry/<k>.json (so no one "
+                        "key is a single writer); the grant is their prefix. The bucket policy denies any "
+                        "PutObject under metastore/ without If-Match or If-None-Match (compare-and-swap only)."
+                    ),
+                ),
             ],
             apply_to_children=True,
         )
         # Without ListBucket, S3 answers a GET of a missing key with 403 instead of 404, and the
-        # function could not tell "no registry yet" (create it) or "no object yet" from a real
-        # denial. It never lists: the condition confines any listing to the registry key and the
-        # deltas/ prefix (`IfExists`: the existence check behind a GET carries no s3:prefix).
+        # function could not tell "no registry shard yet" (create it) or "no object yet" from a real
+        # denial. Its only listing is of the registry keys (retired shards to sweep); the condition
+        # confines any listing to them and the deltas/ prefix (`IfExists`: the existence check
+        # behind a GET carries no s3:prefix).
         self.handler.role.add_to_principal_policy(
             iam.PolicyStatement(
                 sid="TellMissingRegistryFromDenied",
                 actions=["s3:ListBucket"],
                 resources=[bucket.bucket_arn],
-                conditions={"StringLikeIfExists": {"s3:prefix": [REGISTRY_KEY, f"{DELTA_PREFIX}*"]}},
+                conditions={"StringLikeIfExists": {"s3:prefix": [f"{REGISTRY_KEYS_PREFIX}*", f"{DELTA_PREFIX}*"]}},
             )
         )

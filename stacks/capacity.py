@@ -54,6 +54,8 @@ def planned_settings(settings: PipelineSettings) -> Settings:
         archive_batch_size=settings.archive_batch_size,
         archive_lifecycle=settings.archive_lifecycle,
         archive_access_log_retention_days=settings.archive_access_log_retention_days,
+        archive_registry_shards=settings.archive_registry_shards,
+        archive_parallelization_factor=settings.archive_parallelization_factor,
     )
 
 

@@ -21,6 +21,7 @@ from aws_cdk import RemovalPolicy
 from aws_cdk import aws_logs as logs
 
 from aggregation.aggregate_items import MAX_SLICES
+from aggregation.archive import MAX_REGISTRY_SHARDS
 from aggregation.delta_items import DEFAULT_DELTA_TTL_DAYS, MIN_DELTA_TTL_DAYS
 from aggregation.exact import DYNAMODB_MAX_DIGITS
 from aggregation.hierarchy import LEVEL_LIST_SEPARATOR, hierarchy_levels_violation
@@ -100,6 +101,25 @@ larger `reduceBatchSize` wins the packing back (12,200 at 100). With other setti
 may do: `python -m benchmarks.capacity --scale-out` prints the cheapest settings, slices included,
 that keep every stage within 70 % busy and the hottest item within the target."""
 
+DEFAULT_ARCHIVE_REGISTRY_SHARDS: Final[int] = 32
+"""`archiveRegistryShards` by default: how many registry objects the archive's compare-and-swap
+updates spread over (`aggregation.archive.registry_shard_for`). Every archive invocation updates
+one shard twice, and an update holds its shard for a GET and a conditional PUT (two S3 round
+trips, 60 ms at the planner's 30 ms), failing and starting over when another lane's update of
+the same shard lands in between; so one key serialises at most about 16 updates a second, fewer
+as they collide. The planner's 250,000 msg/s plan (`python -m benchmarks.capacity --rate 250000
+--scale-out`, cheapest within a 1 s p50) runs 22 archive lanes (`archiveParallelizationFactor`
+2: the object writes keep 11 lanes 100 % busy) of about 27 delta items an invocation, some 158
+registry updates a second: one key could not take them, 16 shards would leave the busiest 96 %
+busy, 32 leave it 49 % (the busiest taken at 1.25 times the average, since invocations hash to
+shards at random; `planner.archive`). 32 is the fewest (a power of two) within the 70 % every
+stage is held to, so that plan has no hot object with the default. Shards cost no requests
+(each invocation still makes its two updates, in one shard); readers read each one (`audit`),
+and a claim left open ages by its own shard's writes (`SWEEP_AFTER_GENERATIONS`), so more shards
+sweep later. `tests/planner/test_archive.py` checks these figures. The planner names the count
+a rate needs; lowering it later is safe: shards no longer claimed in are still read, settled in
+and swept."""
+
 SCALE_OUT_RATE: Final[int] = 250_000
 """The rate `DEFAULT_AGGREGATE_SLICES` is chosen for (messages a second)."""
 
@@ -162,6 +182,8 @@ DEFAULT_CONTEXT: Final[Mapping[str, Any]] = {
     "tableDeletionProtection": DELETION_PROTECTION_AUTO,
     "breakGlassRoleArn": "",
     "archiveObjectLockDays": 0,
+    "archiveRegistryShards": DEFAULT_ARCHIVE_REGISTRY_SHARDS,
+    "archiveParallelizationFactor": 1,
     "customerManagedKey": False,
     "keyAdminRoleArn": "",
     "keyUserRoleArns": [],
@@ -230,6 +252,8 @@ class PipelineSettings:
     table_deletion_protection: bool
     break_glass_role_arn: str | None
     archive_object_lock_days: int  # 0: no Object Lock
+    archive_registry_shards: int
+    archive_parallelization_factor: int
     customer_managed_key: bool
     key_admin_role_arn: str | None
     key_user_role_arns: tuple[str, ...]
@@ -314,6 +338,9 @@ class PipelineSettings:
             table_deletion_protection=_deletion_protection(raw("tableDeletionProtection"), raw("removalPolicy")),
             break_glass_role_arn=_optional_role_arn("breakGlassRoleArn", raw("breakGlassRoleArn")),
             archive_object_lock_days=_integer(raw, "archiveObjectLockDays", 0, MAX_OBJECT_LOCK_DAYS),
+            archive_registry_shards=_integer(raw, "archiveRegistryShards", 1, MAX_REGISTRY_SHARDS),
+            # Lambda's range for ParallelizationFactor.
+            archive_parallelization_factor=_integer(raw, "archiveParallelizationFactor", 1, 10),
             **_customer_managed_key(raw),
         )
 

@@ -117,10 +117,10 @@ def consume_table_stream(
     TTL expiry produces REMOVE records, which are not new deltas). `max_batching_window`
     lets a batch wait to fill up (the planner asks for one on the map mapping at high
     rates). `parallelization_factor` runs that many batches of one stream shard at once, records
-    of one partition key still in order (reduce only; unset is Lambda's 1: map's batches must be
-    runs of consecutive records of a shard). Grants read of the stream only, not of the table;
-    the one wildcard that grant carries (`dynamodb:ListStreams`) is the cdk-nag finding accepted
-    here.
+    of one partition key still in order (reduce, and the archive, which order does not concern;
+    unset is Lambda's 1: map's batches must be runs of consecutive records of a shard). Grants
+    read of the stream only, not of the table; the one wildcard that grant carries
+    (`dynamodb:ListStreams`) is the cdk-nag finding accepted here.
     """
     function = handler.function
     source = sources.DynamoEventSource(

@@ -9,8 +9,13 @@ Layout of the bucket:
 * ``deltas/<first 2 hex characters of the batch hash>/<batch hash>.json``: one immutable
   object per DeltaTable item, written once with ``If-None-Match: *``, its user metadata
   ``archive-claim`` naming the registry claim it was created under.
-* ``metastore/registry.json``: what has been archived, updated by compare-and-swap
-  (``If-Match: <ETag read>``) and created with ``If-None-Match: *``.
+* ``metastore/registry/<k>.json``, ``k`` in ``0..archiveRegistryShards-1``: the registry
+  shards, which together say what has been archived; each updated by compare-and-swap
+  (``If-Match: <ETag read>``) and created with ``If-None-Match: *``. An invocation claims in
+  one shard (`registry_shard_for`), so invocations on different shards never contend.
+  ``metastore/registry.json``, the single registry of earlier releases, is read as one more
+  shard (`LEGACY_SHARD`) that nothing claims in any more. Readers sum the shards with
+  `registry_totals`, and only with it.
 
 **Why the registry counts every object exactly once.** S3's conditional write lets each key
 be created once; the registry must count each creation once although an attempt can die
@@ -20,26 +25,32 @@ need not have the same boundaries (nor be the only delivery of its items). So th
 tied to the *object*, never to a batch:
 
 1. **claim** (`claim_objects`): before an object is written, its batch hash holds an open
-   claim in the registry: the one found there, whoever opened it, or a new one. A new
-   claim's id is the registry generation whose write opens it; every committed registry
-   version has a generation of its own (compare-and-swap), so no two claims share an id.
+   claim in the invocation's registry shard: the one found there, whoever opened it, or a
+   new one. A new claim's id (`ClaimRef`) is the shard and the shard's generation whose
+   write opens it; every committed version of a shard has a generation of its own
+   (compare-and-swap), so no two claims share an id. A key may hold an open claim in
+   several shards (a retry whose other boundaries chose another shard): each is a claim
+   like any other, and only the one the object names can count.
 2. **write**: the object is PUT with ``If-None-Match: *`` and the claim id in its metadata.
    S3 writes the metadata atomically with the object, so every object names, for ever, the
    claim it was created under. On 412 the writer reads that metadata (HeadObject): the
    object is *observed* with its creator claim, be it created by this PUT's own first
    attempt (a lost response), by an earlier attempt or long ago.
-3. **settle** (`settle_objects`): for each object observed to exist, whoever observed it
-   closes the open claim of its key, and the object counts when that claim is the one its
-   metadata names.
+3. **settle** (`settle_objects`, routed by `settle_routes`): for each object observed to
+   exist, whoever observed it closes the open claim of its key in its own shard *and* in the
+   shard its creator claim is in, and the object counts where the closed claim is the one
+   its metadata names.
 
 At most once: an object counts only when its creator claim closes, which happens once (the
-settle that closes it commits by compare-and-swap; a re-applied settle finds it gone; no
-other claim has its id). Every other claim of that key, opened before or after it, closes
-without counting. At least once: the creator claim was open when the object was created
-(claims precede writes, closes follow observations) and stays open until an observer closes
-it, and the first successful invocation holding any batch with the item does observe it;
-Lambda redelivers an item until a batch containing it succeeds, whatever its boundaries.
-So with no claim open, ``ObjectsArchived`` is the number of objects.
+settle that closes it commits by compare-and-swap on the creator's shard; a re-applied
+settle finds it gone; no other claim has its id). Every other claim of that key, opened
+before or after it, in any shard, closes without counting. At least once: the creator claim
+was open when the object was created (claims precede writes, closes follow observations)
+and stays open until an observer closes it, and the first successful invocation holding any
+batch with the item does observe it and settles in the creator's shard, whichever shard it
+claimed in itself; Lambda redelivers an item until a batch containing it succeeds, whatever
+its boundaries. So with no claim open, the shards' ``ObjectsArchived`` sum to the number of
+objects.
 
 **Bounded.** Claims are open only for items in flight. The only claims nobody settles for
 their own batch are those of an invocation whose items are never delivered again (a
@@ -50,7 +61,7 @@ never appears stays open: an item the archive is missing, which ``audit reconcil
 **Assumptions**, all documented by S3 or kept by this project: conditional writes are
 atomic and strongly consistent, metadata is written with its object, reads after writes are
 strongly consistent; delta objects are never deleted (no DeleteObject grant, versioning);
-the registry is never deleted or rolled back (its generation would repeat claim ids):
+no registry shard is ever deleted or rolled back (its generation would repeat claim ids):
 restore its latest version instead.
 """
 
@@ -65,7 +76,7 @@ from typing import Any, Final
 
 from aggregation.deltas import NodeDelta
 from aggregation.exact import ZERO, exact_sum
-from aggregation.names import DELTA_PREFIX
+from aggregation.names import DELTA_PREFIX, LEGACY_REGISTRY_KEY, REGISTRY_SHARD_PREFIX
 from aggregation.stream_images import ImageDecodingError, decode_number
 
 KEY_PREFIX_HEX_CHARACTERS: Final = 2
@@ -240,20 +251,69 @@ def archived_totals(deltas: Iterable[ArchivedDelta]) -> dict[str, NodeDelta]:
 # --- the registry -------------------------------------------------------------------------------
 
 CLAIM_METADATA_KEY: Final = "archive-claim"
-"""User metadata of a delta object (``x-amz-meta-archive-claim``): the id of its creator claim."""
+"""User metadata of a delta object (``x-amz-meta-archive-claim``): the id of its creator claim,
+``<shard>:<generation>`` (a bare ``<generation>``: a claim of the legacy single registry)."""
 
-_CLAIM_ID = re.compile(r"^[1-9][0-9]{0,17}$")
+LEGACY_SHARD: Final = -1
+"""`ClaimRef.shard` of ``metastore/registry.json``, the one registry of earlier releases: its
+objects' metadata names a bare generation, which the previous release also reads (so an object
+written by this release never counts in the previous one's registry during a rolling deploy:
+its metadata names no claim there)."""
+
+MAX_REGISTRY_SHARDS: Final = 1024
+"""`archiveRegistryShards`' ceiling: far beyond any plan's need; readers read every shard."""
+
+_CLAIM_ID = re.compile(r"^(?:(0|[1-9][0-9]{0,3}):)?([1-9][0-9]{0,17})$")
+_SHARD_KEY = re.compile(rf"^{re.escape(REGISTRY_SHARD_PREFIX)}(0|[1-9][0-9]{{0,3}})\.json$")
 
 
-def claim_metadata(claim_id: int) -> dict[str, str]:
-    """The object metadata naming `claim_id` as the creator claim."""
-    return {CLAIM_METADATA_KEY: str(claim_id)}
+@dataclass(frozen=True, order=True)
+class ClaimRef:
+    """One claim, unique for ever: the registry shard that opened it and that shard's generation."""
+
+    shard: int
+    generation: int
 
 
-def creator_claim(metadata: Mapping[str, str]) -> int | None:
+def registry_key(shard: int) -> str:
+    """The object key of registry shard `shard` (`LEGACY_SHARD`: ``metastore/registry.json``)."""
+    return LEGACY_REGISTRY_KEY if shard == LEGACY_SHARD else f"{REGISTRY_SHARD_PREFIX}{shard}.json"
+
+
+def registry_shard_of_key(key: str) -> int | None:
+    """The shard a registry object key names (`LEGACY_SHARD` for the legacy key); None: not a registry key."""
+    if key == LEGACY_REGISTRY_KEY:
+        return LEGACY_SHARD
+    match = _SHARD_KEY.match(key)
+    return int(match.group(1)) if match else None
+
+
+def registry_shard_for(batch_hashes: Iterable[str], shards: int) -> int:
+    """The shard an invocation with these items claims in: a pure function of the batch's content.
+
+    Its smallest batch hash (SHA-256, uniform) modulo `shards`: invocations spread evenly over
+    the shards, and a retry of the same batch claims where its first attempt did (so it finds
+    that attempt's claims). A retry with other boundaries may choose another shard; that costs
+    one more registry update (settling in the creator's shard), never a wrong count.
+    """
+    if shards < 1:
+        raise ValueError(f"registry shards must be at least 1, got {shards}")
+    return int(min(batch_hashes), 16) % shards
+
+
+def claim_metadata(claim: ClaimRef) -> dict[str, str]:
+    """The object metadata naming `claim` as the creator claim."""
+    generation = str(claim.generation)
+    return {CLAIM_METADATA_KEY: generation if claim.shard == LEGACY_SHARD else f"{claim.shard}:{generation}"}
+
+
+def creator_claim(metadata: Mapping[str, str]) -> ClaimRef | None:
     """The creator claim an object's metadata names; None when it names none (written otherwise)."""
-    value = metadata.get(CLAIM_METADATA_KEY, "")
-    return int(value) if _CLAIM_ID.match(value) else None
+    match = _CLAIM_ID.match(metadata.get(CLAIM_METADATA_KEY, ""))
+    if match is None:
+        return None
+    shard = LEGACY_SHARD if match.group(1) is None else int(match.group(1))
+    return ClaimRef(shard, int(match.group(2)))
 
 
 @dataclass(frozen=True)
@@ -270,7 +330,7 @@ class StreamProgress:
 
 @dataclass(frozen=True)
 class Registry:
-    """``metastore/registry.json``.
+    """One registry shard, ``metastore/registry/<k>.json`` (or the legacy ``metastore/registry.json``).
 
     `generation` also makes every version's bytes, hence its ETag, unique: an ``If-Match``
     on a stale read can never match a later version that happens to hold the same content.
@@ -278,7 +338,7 @@ class Registry:
 
     objects_archived: int = 0
     state_changes_archived: int = 0  # sum of RecordCount over the archived delta items
-    claims: Mapping[str, int] = field(default_factory=dict)  # batch hash -> id of its open claim
+    claims: Mapping[str, int] = field(default_factory=dict)  # batch hash -> generation of its open claim here
     streams: Mapping[str, StreamProgress] = field(default_factory=dict)  # stream ARN -> progress
     generation: int = 0  # committed writes so far: each version's own number, and new claims' id
     last_updated: str = ""
@@ -361,15 +421,28 @@ class ObservedObject:
     """A delta object seen to exist, and the claim its metadata names (None: no claim)."""
 
     delta: ArchivedDelta
-    creator_claim: int | None
+    creator_claim: ClaimRef | None
 
 
-def settle_objects(registry: Registry, observed: Iterable[ObservedObject], now: str) -> Registry | None:
-    """Close the open claim of every observed object: +1 object where it is the creator claim.
+def settle_routes(own_shard: int, observed: Iterable[ObservedObject]) -> dict[int, list[ObservedObject]]:
+    """Which shards an invocation settles which observed objects in: all in `own_shard` (where
+    it holds or swept their claims), and each also in its creator claim's shard when that is
+    another (so the creator claim closes, and counts, as soon as anyone observes the object)."""
+    routes: dict[int, list[ObservedObject]] = {own_shard: []}
+    for seen in observed:
+        routes[own_shard].append(seen)
+        creator = seen.creator_claim
+        if creator is not None and creator.shard != own_shard:
+            routes.setdefault(creator.shard, []).append(seen)
+    return routes
+
+
+def settle_objects(registry: Registry, shard: int, observed: Iterable[ObservedObject], now: str) -> Registry | None:
+    """Close shard `shard`'s open claim of every observed object: +1 object where it is the creator claim.
 
     Closing removes the claim, so applying the same settle twice (a redrive after our own
     write's response was lost, a replayed batch) counts nothing twice. None when no observed
-    object has an open claim.
+    object has an open claim here.
     """
     claims = dict(registry.claims)
     streams = dict(registry.streams)
@@ -382,7 +455,7 @@ def settle_objects(registry: Registry, observed: Iterable[ObservedObject], now: 
         if claim_id is None:
             continue
         changed = True
-        if claim_id != seen.creator_claim:
+        if ClaimRef(shard, claim_id) != seen.creator_claim:
             continue
         objects += 1
         state_changes += delta.record_count
@@ -416,3 +489,35 @@ def stale_claims(registry: Registry, excluded: Iterable[str], after_generations:
         for batch_hash, claim_id in registry.claims.items()
         if batch_hash not in skip and registry.generation - claim_id >= after_generations
     )
+
+
+# --- the shards together --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RegistryTotals:
+    """What all registry shards say together (`registry_totals`): what every reader shows."""
+
+    shards: int = 0
+    objects_archived: int = 0
+    state_changes_archived: int = 0
+    claims: frozenset[str] = frozenset()  # batch hashes with an open claim in any shard
+    open_claims: int = 0  # open claims over all shards (a key may hold one in several)
+
+
+def registry_totals(shards: Iterable[Registry]) -> RegistryTotals:
+    """The registry as one: counts summed over the shards (the legacy one included), claims pooled.
+
+    Sums are exact because the shards count disjoint objects: an object counts only in the
+    shard of its creator claim, and only once there.
+    """
+    totals = RegistryTotals()
+    for registry in shards:
+        totals = RegistryTotals(
+            shards=totals.shards + 1,
+            objects_archived=totals.objects_archived + registry.objects_archived,
+            state_changes_archived=totals.state_changes_archived + registry.state_changes_archived,
+            claims=totals.claims | frozenset(registry.claims),
+            open_claims=totals.open_claims + len(registry.claims),
+        )
+    return totals

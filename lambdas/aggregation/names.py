@@ -118,7 +118,12 @@ is not in the local runtime's `outputs.json`: there is no console there)."""
 
 DELTA_PREFIX: Final = "deltas/"
 METASTORE_PREFIX: Final = "metastore/"
-REGISTRY_KEY: Final = f"{METASTORE_PREFIX}registry.json"
+LEGACY_REGISTRY_KEY: Final = f"{METASTORE_PREFIX}registry.json"
+"""The single registry object of releases before the registry was sharded; read as one more shard."""
+REGISTRY_SHARD_PREFIX: Final = f"{METASTORE_PREFIX}registry/"
+"""Registry shard ``k`` is ``metastore/registry/<k>.json`` (`aggregation.archive.registry_key`)."""
+REGISTRY_KEYS_PREFIX: Final = f"{METASTORE_PREFIX}registry"
+"""What every registry object's key starts with, the legacy one's included (listing, IAM conditions)."""
 
 # -- Metrics: what the functions emit and the stack's alarms watch --
 

@@ -2,13 +2,17 @@
 
 A second consumer of the DeltaTable stream (INSERT records only, like reduce). Per batch:
 
-1. **claim** the batch's delta items in ``metastore/registry.json`` (compare-and-swap): each
-   item keeps the claim already open for it, whoever opened it, or gets a new one;
+1. **claim** the batch's delta items in one registry shard, ``metastore/registry/<k>.json``
+   with ``k`` a function of the batch's content (`registry_shard_for`), by compare-and-swap:
+   each item keeps the claim already open for it there, whoever opened it, or gets a new one;
 2. **write** each item as an immutable JSON object with ``If-None-Match: *``, tagged with its
    claim id; on 412 (it exists) read the tag back (HeadObject);
-3. **settle** (compare-and-swap): close the open claim of every object now seen to exist, and
-   count the object when that claim is the one that created it. Claims left open for long by
-   invocations that will not come back (`SWEEP_AFTER_GENERATIONS`) are closed the same way.
+3. **settle** (compare-and-swap): close the open claim of every object now seen to exist, in
+   this shard and in the shard of the claim that created it when that is another (a retry
+   with other boundaries), and count the object where that claim closes. Claims left open for
+   long by invocations that will not come back (`SWEEP_AFTER_GENERATIONS`) are closed the same
+   way; so are those of shards nothing claims in any more (the legacy single registry, shards
+   above a lowered `archiveRegistryShards`), every `RETIRED_SWEEP_SECONDS` per instance.
 
 Nothing here depends on the batch's boundaries: a retry that is grown, shrunk or shifted
 settles whatever earlier attempts claimed for its items. `aggregation.archive` explains why
@@ -19,7 +23,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -32,18 +36,30 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.exceptions import ClientError
 
 from aggregation.archive import (
+    LEGACY_SHARD,
     ArchivedDelta,
     ArchiveDocumentError,
+    ClaimRef,
     ObservedObject,
     Registry,
     StreamPosition,
     claim_objects,
+    registry_shard_for,
+    registry_shard_of_key,
     settle_objects,
+    settle_routes,
     stale_claims,
 )
 from aggregation.delta_items import decode_delta_batch
-from aggregation.names import ARCHIVE_SERVICE, METRICS_NAMESPACE, NON_INSERT_RECORDS_SKIPPED
-from archive_function.store import RegistryStore, RegistryUpdateStats, put_delta_object, read_delta_object
+from aggregation.names import ARCHIVE_SERVICE, METRICS_NAMESPACE, NON_INSERT_RECORDS_SKIPPED, REGISTRY_KEYS_PREFIX
+from archive_function.store import (
+    RegistryStore,
+    RegistryUpdateFailed,
+    RegistryUpdateStats,
+    put_delta_object,
+    read_delta_object,
+    read_registry,
+)
 from function_support.aws import s3_client
 from function_support.faults import FailurePoint, maybe_inject_failure
 from function_support.settings import int_setting, positive_int_setting, required_setting
@@ -59,6 +75,12 @@ exactly as its owner's settle would); the lag only spares in-flight objects a us
 MAX_SWEPT_CLAIMS: Final = 8
 """Stale claims one invocation reads and closes at most (a GetObject each), chosen at random
 so that a claim whose object never appears cannot hold the sweep up."""
+RETIRED_SWEEP_SECONDS: Final = 300.0
+"""How often one function instance sweeps retired shards (one LIST of the registry keys, then a
+GET and at most `MAX_SWEPT_CLAIMS` object reads per retired shard with open claims): rarely, as
+they only hold claims of deliveries that died around a deploy."""
+
+_retired_swept_at: list[float] = []  # this instance's last retired-shard sweep (monotonic clock)
 
 logger = Logger(service=SERVICE)
 metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE)
@@ -100,10 +122,11 @@ def archive_batch(
     """Claim, write, settle (module docstring); returns counts for the log and metrics."""
     items = list({delta.batch_hash: delta for delta in deltas}.values())  # a replayed record: one object
     hashes = [delta.batch_hash for delta in items]
+    shard = registry_shard_for(hashes, store.shards)
     claim_stats, settle_stats = RegistryUpdateStats(), RegistryUpdateStats()
-    claimed = store.update(lambda registry: claim_objects(registry, hashes, _now()), claim_stats)
+    claimed = store.update(shard, lambda registry: claim_objects(registry, hashes, _now()), claim_stats)
 
-    held = claimed.claims  # the claim each item is written under
+    held = {batch_hash: ClaimRef(shard, claimed.claims[batch_hash]) for batch_hash in hashes}
     stale = _to_sweep(claimed, hashes, sweep_after_generations)
     with ThreadPoolExecutor(max_workers=max(1, min(write_concurrency, len(items)))) as pool:
         observed = list(
@@ -116,24 +139,49 @@ def archive_batch(
         )
         swept = [seen for seen in pool.map(lambda batch_hash: _read_stale(store, batch_hash), stale) if seen]
 
-    counted = [0]
-
-    def settle(registry: Registry) -> Registry | None:
-        updated = settle_objects(registry, [*observed, *swept], _now())
-        counted[0] = 0 if updated is None else updated.objects_archived - registry.objects_archived
-        return updated
-
-    store.update(settle, settle_stats)
+    counted, shards_settled = settle_in_shards(store, shard, [*observed, *swept], settle_stats)
     created = sum(seen.creator_claim == held[seen.delta.batch_hash] for seen in observed)
     return {
         "objects_created": created,  # under the claims this batch held (by this attempt or an earlier one)
         "objects_already_archived": len(observed) - created,
-        "objects_counted": counted[0],
+        "objects_counted": counted,
         "stale_claims_read": len(swept),
+        "registry_shard": shard,
+        "registry_shards_settled": shards_settled,
         "registry_writes": claim_stats.writes + settle_stats.writes,
         "registry_redrives": claim_stats.redrives + settle_stats.redrives,
         "registry_conflict_retries": claim_stats.conflict_retries + settle_stats.conflict_retries,
     }
+
+
+def settle_in_shards(
+    store: RegistryStore, shard: int, observed: Sequence[ObservedObject], stats: RegistryUpdateStats
+) -> tuple[int, int]:
+    """Settle `observed` in `shard` and in their creator claims' shards (`settle_routes`).
+
+    Returns the objects counted and the shards settled in. Each shard's update is its own
+    compare-and-swap: dying between two leaves the other's claims open for the next observer.
+    """
+    counted = 0
+    routes = settle_routes(shard, observed)
+    for target, objects in routes.items():
+        added = [0]
+        store.update(target, _counting_settle(target, objects, added), stats)
+        counted += added[0]
+    return counted, len(routes)
+
+
+def _counting_settle(
+    shard: int, objects: Sequence[ObservedObject], added: list[int]
+) -> Callable[[Registry], Registry | None]:
+    """`settle_objects` in `shard` as a registry change; `added[0]`: the objects its last application counted."""
+
+    def settle(registry: Registry) -> Registry | None:
+        updated = settle_objects(registry, shard, objects, _now())
+        added[0] = 0 if updated is None else updated.objects_archived - registry.objects_archived
+        return updated
+
+    return settle
 
 
 def _to_sweep(registry: Registry, own: Sequence[str], after_generations: int) -> list[str]:
@@ -150,6 +198,44 @@ def _read_stale(store: RegistryStore, batch_hash: str) -> ObservedObject | None:
         return None
 
 
+def retired_shards(store: RegistryStore) -> list[int]:
+    """Registry shards in the bucket that no invocation claims in: the legacy single registry and
+    any at or above `store.shards` (left by a lowered `archiveRegistryShards`)."""
+    paginator = store.s3.get_paginator("list_objects_v2")
+    shards = (
+        registry_shard_of_key(item["Key"])
+        for page in paginator.paginate(Bucket=store.bucket, Prefix=REGISTRY_KEYS_PREFIX)
+        for item in page.get("Contents", [])
+    )
+    return sorted(shard for shard in shards if shard is not None and (shard == LEGACY_SHARD or shard >= store.shards))
+
+
+def sweep_retired_shards(store: RegistryStore) -> dict[str, int]:
+    """Close open claims of retired shards, any age (nothing claims there any more, so their
+    generations no longer tell age): read up to `MAX_SWEPT_CLAIMS` objects per shard and settle
+    them (`settle_in_shards`: an object counts where its creator claim closes). A claim of an
+    item still in flight (a previous release's invocation during the deploy) is harmless to
+    sweep: its object does not exist yet, or it closes exactly as its owner's settle would."""
+    stats = RegistryUpdateStats()
+    read = counted = 0
+    for shard in retired_shards(store):
+        registry, _etag = read_registry(store.s3, store.bucket, shard)
+        sample = random.sample(sorted(registry.claims), min(MAX_SWEPT_CLAIMS, len(registry.claims)))
+        seen = [found for found in (_read_stale(store, batch_hash) for batch_hash in sample) if found]
+        read += len(seen)
+        if seen:
+            counted += settle_in_shards(store, shard, seen, stats)[0]
+    return {"retired_claims_read": read, "retired_objects_counted": counted}
+
+
+def _retired_sweep_due(now: float) -> bool:
+    """True once per `RETIRED_SWEEP_SECONDS` per instance (and on its first invocation)."""
+    if _retired_swept_at and now - _retired_swept_at[0] < RETIRED_SWEEP_SECONDS:
+        return False
+    _retired_swept_at[:] = [now]
+    return True
+
+
 @metrics.log_metrics
 @logger.inject_lambda_context
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
@@ -161,7 +247,10 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, i
         return {"records": 0}
     deltas = [archived_delta(record) for record in records]
     store = RegistryStore(
-        s3_client(), required_setting("ARCHIVE_BUCKET"), int_setting("ARCHIVE_OBJECT_LOCK_DAYS", 0, minimum=0)
+        s3_client(),
+        required_setting("ARCHIVE_BUCKET"),
+        int_setting("ARCHIVE_OBJECT_LOCK_DAYS", 0, minimum=0),
+        shards=positive_int_setting("ARCHIVE_REGISTRY_SHARDS", 1),
     )
     started = time.monotonic()
     counts = archive_batch(
@@ -171,6 +260,11 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, i
         SWEEP_AFTER_GENERATIONS,
     )
     counts["records"] = len(records)
+    if _retired_sweep_due(time.monotonic()):
+        try:
+            counts.update(sweep_retired_shards(store))
+        except (ClientError, ArchiveDocumentError, RegistryUpdateFailed) as error:  # a courtesy: never fails a batch
+            logger.warning("retired registry shards not swept", extra={"error": str(error)})
     metrics.add_metric(name="DeltaObjectsArchived", unit=MetricUnit.Count, value=counts["objects_counted"])
     metrics.add_metric(
         name="DeltaObjectsAlreadyArchived", unit=MetricUnit.Count, value=counts["objects_already_archived"]

@@ -1,18 +1,18 @@
-"""The archive's S3 calls: write-once delta objects and the compare-and-swap registry.
+"""The archive's S3 calls: write-once delta objects and the compare-and-swap registry shards.
 
 Every PutObject carries a condition (the bucket policy denies any that does not):
 * a delta object: ``If-None-Match: *`` and its claim id in the metadata; 412
   PreconditionFailed means it exists, and HeadObject then tells under which claim it was
   created (S3 reads are strongly consistent after the write that made the 412);
-* the registry: ``If-Match: <ETag read>`` to update it, ``If-None-Match: *`` to create it.
+* a registry shard: ``If-Match: <ETag read>`` to update it, ``If-None-Match: *`` to create it.
 
 A lost PutObject response is retried by the SDK; for a delta object the resend gets 412 and
 the metadata read names this writer's own claim, so the object counts all the same
 (`aggregation.archive` explains the counting). For the registry the resend gets 412 too and
 the update is redriven: it finds its own change already there.
 
-Registry updates follow the two strategies S3 documents for conditional writes:
-* **redrive** on 412 (the registry changed since it was read; or, for a create, someone
+Registry updates (each of one shard) follow the two strategies S3 documents for conditional writes:
+* **redrive** on 412 (the shard changed since it was read; or, for a create, someone
   created it first) and on 404 (it was deleted since it was read): read it again and re-apply
   the change to what is there now, so no other writer's change is ever overwritten;
 * **retry** on 409 ConditionalRequestConflict (a concurrent conditional write to the same key
@@ -32,8 +32,10 @@ from typing import TYPE_CHECKING, Any, Final
 from botocore.exceptions import ClientError
 
 from aggregation.archive import (
+    MAX_REGISTRY_SHARDS,
     ArchivedDelta,
     ArchiveDocumentError,
+    ClaimRef,
     ObservedObject,
     Registry,
     claim_metadata,
@@ -42,9 +44,9 @@ from aggregation.archive import (
     encode_delta_document,
     encode_registry,
     parse_delta_document,
+    registry_key,
 )
 from aggregation.archive import parse_registry as parse_registry_document
-from aggregation.names import REGISTRY_KEY
 from function_support.aws import error_code
 
 if TYPE_CHECKING:
@@ -98,9 +100,9 @@ def object_lock_arguments(lock_days: int, now: datetime) -> dict[str, Any]:
 
 
 def put_delta_object(
-    s3: S3Client, bucket: str, delta: ArchivedDelta, claim_id: int, lock_days: int = 0
+    s3: S3Client, bucket: str, delta: ArchivedDelta, claim: ClaimRef, lock_days: int = 0
 ) -> ObservedObject:
-    """Write the delta's object once, under `claim_id` (locked for `lock_days` when the bucket has
+    """Write the delta's object once, under `claim` (locked for `lock_days` when the bucket has
     Object Lock: `archiveObjectLockDays`); the object as it exists afterwards."""
     try:
         s3.put_object(
@@ -109,14 +111,14 @@ def put_delta_object(
             Body=encode_delta_document(delta),
             ContentType=JSON_CONTENT_TYPE,
             IfNoneMatch="*",
-            Metadata=claim_metadata(claim_id),
+            Metadata=claim_metadata(claim),
             **object_lock_arguments(lock_days, datetime.now(UTC)),
         )
     except ClientError as error:
         if not is_precondition_failed(error):
             raise
     else:
-        return ObservedObject(delta, claim_id)
+        return ObservedObject(delta, claim)
     try:  # it exists: created by our own first attempt (a lost response), or by another claim
         metadata = s3.head_object(Bucket=bucket, Key=delta.key)["Metadata"]
     except ClientError as error:
@@ -143,10 +145,10 @@ def read_delta_object(s3: S3Client, bucket: str, batch_hash: str) -> ObservedObj
     return ObservedObject(delta, creator_claim(response["Metadata"]))
 
 
-def read_registry(s3: S3Client, bucket: str) -> tuple[Registry, str | None]:
-    """The registry and its ETag; an empty registry and None when it does not exist yet."""
+def read_registry(s3: S3Client, bucket: str, shard: int) -> tuple[Registry, str | None]:
+    """Registry shard `shard` and its ETag; an empty registry and None when it does not exist yet."""
     try:
-        response = s3.get_object(Bucket=bucket, Key=REGISTRY_KEY)
+        response = s3.get_object(Bucket=bucket, Key=registry_key(shard))
     except ClientError as error:
         if error_code(error) in (NO_SUCH_KEY, "404"):
             return Registry(), None
@@ -167,7 +169,7 @@ class RegistryUpdateStats:
 
 @dataclass
 class RegistryStore:
-    """Compare-and-swap updates of ``metastore/registry.json``."""
+    """Compare-and-swap updates of the registry shards (``metastore/registry/<k>.json``)."""
 
     s3: S3Client
     bucket: str
@@ -177,11 +179,17 @@ class RegistryStore:
     rng: random.Random = field(default_factory=random.Random)
     max_conflict_retries: int = MAX_CONFLICT_RETRIES
     max_redrives: int = MAX_REDRIVES
+    shards: int = 1
+    """`archiveRegistryShards`: the shards invocations claim in (``0..shards-1``)."""
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.shards <= MAX_REGISTRY_SHARDS:
+            raise ValueError(f"registry shards must be 1..{MAX_REGISTRY_SHARDS}, got {self.shards}")
 
     def update(
-        self, change: Callable[[Registry], Registry | None], stats: RegistryUpdateStats | None = None
+        self, shard: int, change: Callable[[Registry], Registry | None], stats: RegistryUpdateStats | None = None
     ) -> Registry:
-        """Apply `change` to the current registry until a conditional write of it succeeds.
+        """Apply `change` to registry shard `shard` until a conditional write of it succeeds.
 
         `change` is applied to a fresh read after every 412/404 and must be a pure function
         of the registry it is given; None means "nothing to write" (the registry is returned
@@ -189,29 +197,31 @@ class RegistryStore:
         """
         stats = stats if stats is not None else RegistryUpdateStats()
         while True:
-            current, etag = read_registry(self.s3, self.bucket)
+            current, etag = read_registry(self.s3, self.bucket, shard)
             updated = change(current)
             if updated is None:
                 return current
-            if self._write(encode_registry(updated), etag, stats):
+            if self._write(registry_key(shard), encode_registry(updated), etag, stats):
                 stats.writes += 1
                 return updated
             stats.redrives += 1
             if stats.redrives > self.max_redrives:
-                raise RegistryUpdateFailed(f"registry changed under {self.max_redrives} consecutive updates")
+                raise RegistryUpdateFailed(
+                    f"{registry_key(shard)} changed under {self.max_redrives} consecutive updates"
+                )
 
-    def _write(self, body: bytes, etag: str | None, stats: RegistryUpdateStats) -> bool:
+    def _write(self, key: str, body: bytes, etag: str | None, stats: RegistryUpdateStats) -> bool:
         """One conditional write, retried on 409; False when the condition failed (redrive)."""
         conflicts = 0
         while True:
             try:
                 if etag is None:  # creation: only if nobody created it meanwhile
                     self.s3.put_object(
-                        Bucket=self.bucket, Key=REGISTRY_KEY, Body=body, ContentType=JSON_CONTENT_TYPE, IfNoneMatch="*"
+                        Bucket=self.bucket, Key=key, Body=body, ContentType=JSON_CONTENT_TYPE, IfNoneMatch="*"
                     )
                 else:  # update: only if it is still the version that was read
                     self.s3.put_object(
-                        Bucket=self.bucket, Key=REGISTRY_KEY, Body=body, ContentType=JSON_CONTENT_TYPE, IfMatch=etag
+                        Bucket=self.bucket, Key=key, Body=body, ContentType=JSON_CONTENT_TYPE, IfMatch=etag
                     )
             except ClientError as error:
                 if is_precondition_failed(error) or error_code(error) == NO_SUCH_KEY:
@@ -222,7 +232,7 @@ class RegistryStore:
                 stats.conflict_retries += 1
                 if conflicts > self.max_conflict_retries:
                     raise RegistryUpdateFailed(
-                        f"registry write still conflicting (409) after {self.max_conflict_retries} retries"
+                        f"{key} write still conflicting (409) after {self.max_conflict_retries} retries"
                     ) from error
                 delay = backoff_seconds(conflicts, self.rng)
                 stats.backoffs.append(delay)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aggregation.archive import ObservedObject, Registry, claim_objects, settle_objects
+from aggregation.archive import ClaimRef, ObservedObject, Registry, claim_objects, registry_totals, settle_objects
 from audit.archive_reader import ArchiveContents
 from audit.reconcile import open_claims_check
 from tests.lambdas.aggregation.test_archive import delta
@@ -15,15 +15,15 @@ def counted(*seeds: str) -> tuple[Registry, ArchiveContents]:
     deltas = [delta(seed) for seed in seeds]
     registry = claim_objects(Registry(), [d.batch_hash for d in deltas], NOW)
     assert registry is not None
-    observed = [ObservedObject(d, registry.claims[d.batch_hash]) for d in deltas]
-    settled = settle_objects(registry, observed, NOW)
+    observed = [ObservedObject(d, ClaimRef(0, registry.claims[d.batch_hash])) for d in deltas]
+    settled = settle_objects(registry, 0, observed, NOW)
     assert settled is not None and not settled.claims
-    return settled, ArchiveContents(deltas=deltas, registry=settled)
+    return settled, ArchiveContents(deltas=deltas, registry=registry_totals([settled]))
 
 
 def test_no_open_claims_pass() -> None:
     registry, archive = counted("a", "b")
-    check = open_claims_check(registry, archive)
+    check = open_claims_check(registry_totals([registry]), archive)
     assert check.ok and check.detail == "no open claims"
 
 
@@ -31,7 +31,7 @@ def test_a_claim_reopened_by_a_delivery_that_died_is_a_harmless_leftover() -> No
     registry, archive = counted("a", "b")
     reopened = claim_objects(registry, [delta("a").batch_hash], NOW)  # a re-delivery of "a", then it died
     assert reopened is not None
-    check = open_claims_check(reopened, archive)
+    check = open_claims_check(registry_totals([reopened]), archive)
     assert check.ok and "1 leftovers" in check.detail
 
 
@@ -39,5 +39,5 @@ def test_a_claim_whose_object_never_appeared_fails() -> None:
     registry, archive = counted("a")
     waiting = claim_objects(registry, [delta("lost").batch_hash], NOW)
     assert waiting is not None
-    check = open_claims_check(waiting, archive)
+    check = open_claims_check(registry_totals([waiting]), archive)
     assert not check.ok and "1 without an object" in check.detail

@@ -1,6 +1,7 @@
-"""The archive as a planner stage: S3 requests, the one registry key, storage and its lifecycle, logs."""
+"""The archive as a planner stage: S3 requests, the registry shards, storage and its lifecycle, logs."""
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -8,11 +9,14 @@ from planner.archive import (
     ACCESS_LOG_RECORD_BYTES,
     monthly_storage_usd,
     registry_attempts,
+    registry_shards_needed,
     storage_after_months_usd,
 )
-from planner.inputs import ArchiveLifecycle, Settings, Workload
+from planner.inputs import ArchiveLifecycle, ServiceTimes, Settings, StreamCapacity, Workload
 from planner.model import plan_capacity
+from planner.plan import STAGE_BUSY_TARGET, DesignPlan
 from planner.prices import load_price_table
+from stacks.settings import DEFAULT_ARCHIVE_REGISTRY_SHARDS, SCALE_OUT_RATE
 
 PRICES = load_price_table()
 KB = 1024
@@ -47,17 +51,68 @@ def test_the_archive_is_not_on_the_latency_path() -> None:
 def test_one_archive_lane_never_conflicts_on_the_registry_and_several_do() -> None:
     assert registry_attempts(10.0, 0.06, lanes=1) == 1.0
     assert registry_attempts(10.0, 0.06, lanes=4) == pytest.approx(math.exp(7.5 * 0.06))
+    # Spread over shards, an update meets only the other lanes' updates of its own shard.
+    assert registry_attempts(10.0, 0.06, lanes=4, shards=8) == pytest.approx(math.exp(7.5 / 8 * 0.06))
     quiet = plan_capacity(Workload(rate=400), prices=PRICES).ours
     assert quiet.archive_registry_conflicts_per_second == 0
 
 
-def test_at_250000_msg_s_the_one_registry_key_cannot_keep_up_and_is_flagged_as_the_archives() -> None:
+AT_SCALE = Settings(state_parallelization_factor=3, reduce_parallelization_factor=6)
+
+
+def _registry_busy(shards: int) -> float:
     plan = plan_capacity(
-        Workload(rate=250_000), Settings(state_parallelization_factor=3, reduce_parallelization_factor=6)
+        Workload(rate=SCALE_OUT_RATE), replace(AT_SCALE, archive_registry_shards=shards), prices=PRICES
     )
-    assert plan.ours.archive_registry_busy > 1
-    (flag,) = [f for f in plan.ours.flags if "registry.json" in f.problem]
-    assert flag.blocking and flag.side_stage and "archiveBatchSize" in flag.change
+    return plan.ours.archive_registry_busy
+
+
+def test_at_250000_msg_s_one_registry_key_cannot_keep_up_and_the_flag_names_the_shards_that_can() -> None:
+    one_key = plan_capacity(Workload(rate=SCALE_OUT_RATE), replace(AT_SCALE, archive_registry_shards=1)).ours
+    assert one_key.archive_registry_busy > 20
+    (flag,) = [f for f in one_key.flags if "registry shards" in f.problem]
+    assert flag.blocking and flag.side_stage and flag.change == "raise archiveRegistryShards to 8"
+    assert _registry_busy(4) > STAGE_BUSY_TARGET >= _registry_busy(8)
+
+
+PLAN_250K = Settings(
+    stream=StreamCapacity("provisioned", 358),
+    state_parallelization_factor=3,
+    reduce_parallelization_factor=8,
+    reduce_batch_size=20,
+    aggregate_slices=128,
+    archive_parallelization_factor=2,
+)
+"""The scale-out search's cheapest settings within a 1 s p50 at 250,000 msg/s (docs/benchmarks.md)."""
+
+
+def _plan_250k(*, archive_registry_shards: int | None = None, archive_parallelization_factor: int = 2) -> DesignPlan:
+    settings = replace(
+        PLAN_250K,
+        archive_registry_shards=archive_registry_shards or PLAN_250K.archive_registry_shards,
+        archive_parallelization_factor=archive_parallelization_factor,
+    )
+    return plan_capacity(Workload(rate=SCALE_OUT_RATE), settings, prices=PRICES).ours
+
+
+def test_the_default_shards_are_the_fewest_that_keep_the_250000_plan_free_of_a_hot_registry_object() -> None:
+    """`DEFAULT_ARCHIVE_REGISTRY_SHARDS`' figures."""
+    plan = _plan_250k()
+    (archive,) = [t for t in plan.timings if t.stage == "archive"]
+    assert (archive.lanes, round(archive.batch)) == (22, 27)
+    assert plan.archive_registry_updates_per_second == pytest.approx(158, abs=1)
+    assert plan.archive_registry_busy == pytest.approx(0.49, abs=0.01) and archive.busy <= STAGE_BUSY_TARGET
+    assert _plan_250k(archive_registry_shards=16).archive_registry_busy == pytest.approx(0.96, abs=0.01)
+    assert registry_shards_needed(plan, ServiceTimes()) == DEFAULT_ARCHIVE_REGISTRY_SHARDS
+    assert not [f for f in plan.flags if "archive" in f.problem]
+
+
+def test_archive_lanes_busy_writing_objects_are_flagged_with_the_factor_that_relieves_them() -> None:
+    one_lane_a_shard = _plan_250k(archive_parallelization_factor=1)
+    assert one_lane_a_shard.archive_lane_busy > 1
+    (flag,) = [f for f in one_lane_a_shard.flags if "archive lanes" in f.problem]
+    assert flag.side_stage and flag.change == "set archiveParallelizationFactor to 2"
+    assert _plan_250k().archive_lane_busy <= STAGE_BUSY_TARGET
 
 
 def test_small_objects_stay_in_standard_whatever_the_lifecycle_says() -> None:
@@ -93,10 +148,3 @@ def test_access_logs_are_held_for_their_retention() -> None:
     assert long_logs == pytest.approx(short_logs * 365 / 30)
     requests_per_second = long_logs / 0.023 * 1024**3 / ACCESS_LOG_RECORD_BYTES / (365 * 86_400)
     assert requests_per_second > long.archive_objects_per_second, "a log record per object PUT, and more"
-
-
-def test_the_registry_flag_asks_for_larger_archive_batches_only_when_they_are_full() -> None:
-    settings = Settings(state_parallelization_factor=3, reduce_parallelization_factor=6)
-    poll_limited = plan_capacity(Workload(rate=50_000), settings).ours  # 3 lanes gather ~70 items a batch
-    (flag,) = [f for f in poll_limited.flags if "registry.json" in f.problem]
-    assert "archiveBatchSize" not in flag.change and "mapBatchingWindowSeconds" in flag.change

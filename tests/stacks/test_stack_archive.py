@@ -17,7 +17,7 @@ import boto3
 import pytest
 from aws_cdk.assertions import Template
 
-from aggregation.names import REGISTRY_KEY
+from aggregation.archive import LEGACY_SHARD, registry_key
 from archive_function import handler as archive_handler
 from local.runner.inprocess import LambdaContextStub
 from tests.lambdas.archive_function.archive_helpers import archive_bucket_environment, delta_event
@@ -151,6 +151,12 @@ def test_archive_function_is_built_like_the_others(template: Template) -> None:
     assert "ReservedConcurrentExecutions" not in archive
 
 
+def test_the_registry_shard_count_reaches_the_archive_function() -> None:
+    _stack, template = synthesize({"archiveRegistryShards": 8})
+    variables = function_properties(template, ARCHIVE_HANDLER)["Environment"]["Variables"]
+    assert variables["ARCHIVE_REGISTRY_SHARDS"] == "8"
+
+
 def test_archive_mapping_is_a_second_insert_only_consumer_of_the_delta_stream(template: Template) -> None:
     mapping = event_source_mapping(template, ARCHIVE_HANDLER)
     assert mapping["EventSourceArn"] == {"Fn::GetAtt": [table_logical_id(template, "StreamShard"), "StreamArn"]}
@@ -172,7 +178,9 @@ def test_archive_role_may_only_write_and_read_its_prefixes(template: Template) -
     }
     assert grants == {
         ("s3:PutObject", f"{BUCKET_ARN}/deltas/*"),
-        ("s3:PutObject", f"{BUCKET_ARN}/metastore/registry.json"),
+        ("s3:PutObject", f"{BUCKET_ARN}/metastore/registry/*"),  # the registry shards
+        ("s3:PutObject", f"{BUCKET_ARN}/metastore/registry.json"),  # the legacy registry, settled after an upgrade
+        ("s3:GetObject", f"{BUCKET_ARN}/metastore/registry/*"),
         ("s3:GetObject", f"{BUCKET_ARN}/metastore/registry.json"),
         ("s3:GetObject", f"{BUCKET_ARN}/deltas/*"),  # the claim tag: HeadObject after 412, stale claims
         ("s3:ListBucket", BUCKET_ARN),
@@ -204,6 +212,7 @@ def recorded_archive_requests(emulator: Any) -> RecordedRequests:
         "AWS_SECRET_ACCESS_KEY": "testing",
         "AWS_DEFAULT_REGION": "us-east-1",
         "AWS_ENDPOINT_URL": emulator.endpoint_url,
+        "ARCHIVE_REGISTRY_SHARDS": "4",
     }.items():
         monkeypatch.setenv(name, value)
     try:
@@ -248,7 +257,10 @@ def test_every_request_the_archive_sends_is_allowed(
         (put("metastore/registry.json", {}), EXPLICIT_DENY),  # blind registry overwrite
         (put("metastore/registry.json", {"If-Match": '"etag"'}, secure=False), EXPLICIT_DENY),  # no TLS
         (put("elsewhere/x.json", {"If-None-Match": "*"}), IMPLICIT_DENY),  # outside its prefixes
-        (put("metastore/other.json", {"If-None-Match": "*"}), IMPLICIT_DENY),  # only the registry key
+        (put("metastore/other.json", {"If-None-Match": "*"}), IMPLICIT_DENY),  # only the registry keys
+        (put("metastore/registry/5.json", {}), EXPLICIT_DENY),  # blind overwrite of a shard
+        (put("metastore/registry/5.json", {"If-Match": '"etag"'}), ALLOW),
+        (put("metastore/registry/5.json", {"If-None-Match": "*"}), ALLOW),
         # A multipart part cannot carry the header; s3:ObjectCreationOperation exempts it.
         (put("deltas/ab/" + "ab" * 32 + ".json", {}, creating=False), ALLOW),
         (Request(ROLE_ARN, "s3:GetObject", f"{BUCKET_ARN}/metastore/registry.json", SECURE), ALLOW),
@@ -274,7 +286,11 @@ def test_only_the_archive_role_may_write_or_delete_delta_objects_and_the_registr
     assert {"s3:PutObject", "s3:DeleteObject", "s3:DeleteObjectVersion", "s3:PutObjectRetention"} <= set(
         statement["Action"]
     )
-    assert statement["Resource"] == [f"{BUCKET_ARN}/deltas/*", f"{BUCKET_ARN}/metastore/registry.json"]
+    assert set(statement["Resource"]) == {
+        f"{BUCKET_ARN}/deltas/*",
+        f"{BUCKET_ARN}/metastore/registry/*",
+        f"{BUCKET_ARN}/metastore/registry.json",
+    }
     assert statement["Condition"] == {"ArnNotEquals": {"aws:PrincipalArn": [ROLE_ARN]}}
 
 
@@ -283,9 +299,19 @@ def test_only_the_archive_role_may_write_or_delete_delta_objects_and_the_registr
     [
         # An administrator's broad rights cannot add a delta object, rewrite the registry or delete either ...
         (Request(ADMIN_ARN, "s3:PutObject", object_arn(DELTA_KEY), {**CREATE, "s3:if-none-match": "*"}), EXPLICIT_DENY),
-        (Request(ADMIN_ARN, "s3:PutObject", object_arn(REGISTRY_KEY), {**CREATE, "s3:if-match": '"e"'}), EXPLICIT_DENY),
+        (
+            Request(ADMIN_ARN, "s3:PutObject", object_arn(registry_key(3)), {**CREATE, "s3:if-match": '"e"'}),
+            EXPLICIT_DENY,
+        ),
+        (
+            Request(
+                ADMIN_ARN, "s3:PutObject", object_arn(registry_key(LEGACY_SHARD)), {**CREATE, "s3:if-match": '"e"'}
+            ),
+            EXPLICIT_DENY,
+        ),
         (Request(ADMIN_ARN, "s3:DeleteObject", object_arn(DELTA_KEY), SECURE), EXPLICIT_DENY),
-        (Request(ADMIN_ARN, "s3:DeleteObjectVersion", object_arn(REGISTRY_KEY), SECURE), EXPLICIT_DENY),
+        (Request(ADMIN_ARN, "s3:DeleteObjectVersion", object_arn(registry_key(0)), SECURE), EXPLICIT_DENY),
+        (Request(ADMIN_ARN, "s3:DeleteObject", object_arn(registry_key(LEGACY_SHARD)), SECURE), EXPLICIT_DENY),
         # ... while the rest of the bucket, and reading, stay theirs.
         (Request(ADMIN_ARN, "s3:PutObject", object_arn("notes/x.txt"), CREATE), ALLOW),
         (Request(ADMIN_ARN, "s3:GetObject", object_arn(DELTA_KEY), SECURE), ALLOW),

@@ -190,6 +190,6 @@ def test_with_object_lock_the_archive_role_may_also_set_retention_on_delta_objec
     assert retention["Resource"]["Fn::Join"][1][-1] == "/deltas/*"
 
 
-def test_the_archive_role_lists_only_the_registry_and_delta_prefixes(template: Template) -> None:
+def test_the_archive_role_lists_only_the_registry_keys_and_delta_prefixes(template: Template) -> None:
     (listing,) = [s for s in role_statements(template, ARCHIVE_HANDLER) if "s3:ListBucket" in as_list(s["Action"])]
-    assert listing["Condition"] == {"StringLikeIfExists": {"s3:prefix": ["metastore/registry.json", "deltas/*"]}}
+    assert listing["Condition"] == {"StringLikeIfExists": {"s3:prefix": ["metastore/registry*", "deltas/*"]}}

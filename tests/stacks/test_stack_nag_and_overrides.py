@@ -43,12 +43,14 @@ def test_every_suppression_has_a_specific_reason(template: Template) -> None:
     for suppression in suppressions:
         assert len(suppression["reason"]) >= 80
         assert suppression["id"] == "AwsSolutions-IAM5"
-        # ListStreams on '*' (stream mappings), the archive's content-addressed deltas/ prefix, and
-        # the versions of the settings guard's function, which its provider framework may invoke.
+        # ListStreams on '*' (stream mappings), the archive's content-addressed deltas/ prefix and its
+        # registry shards' prefix, and the versions of the settings guard's function, which its
+        # provider framework may invoke.
         assert suppression["applies_to"] == ["Resource::*"] or (
             len(suppression["applies_to"]) == 1
             and re.fullmatch(
-                r"Resource::<(.*\.Arn>/deltas/\*|SettingsGuardGuardFunction\w+\.Arn>:\*)", suppression["applies_to"][0]
+                r"Resource::<(.*\.Arn>/(deltas|metastore/registry)/\*|SettingsGuardGuardFunction\w+\.Arn>:\*)",
+                suppression["applies_to"][0],
             )
         )
 

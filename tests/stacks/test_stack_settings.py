@@ -150,6 +150,8 @@ def test_the_reservation_setting_of_earlier_releases_is_refused_whatever_its_val
         ("tableDeletionProtection", "yes", "'tableDeletionProtection' must be 'auto', true or false"),
         ("breakGlassRoleArn", "arn:aws:iam::123456789012:user/alice", "'breakGlassRoleArn' must be an IAM role ARN"),
         ("archiveObjectLockDays", -1, "'archiveObjectLockDays' must be an integer from 0 to 36500"),
+        ("archiveRegistryShards", 0, "'archiveRegistryShards' must be an integer from 1 to 1024, got 0"),
+        ("archiveRegistryShards", 1025, "'archiveRegistryShards' must be an integer from 1 to 1024"),
         ("customerManagedKey", "yes", "'customerManagedKey' must be true or false"),
         ("customerManagedKey", True, "'customerManagedKey' true needs 'keyAdminRoleArn'"),
         ("keyAdminRoleArn", "arn:aws:iam::123456789012:role/Admin", "apply only with customerManagedKey true"),

@@ -10,8 +10,10 @@ import pytest
 
 from aggregation.archive import (
     KEY_PREFIX_HEX_CHARACTERS,
+    LEGACY_SHARD,
     ArchivedDelta,
     ArchiveDocumentError,
+    ClaimRef,
     ObservedObject,
     Registry,
     StreamPosition,
@@ -120,10 +122,15 @@ def test_a_drained_schema_1_registry_is_read_and_one_with_open_claims_is_refused
 
 
 def test_claim_metadata_names_the_creator_claim_and_anything_else_names_none() -> None:
-    assert claim_metadata(17) == {"archive-claim": "17"}
-    assert creator_claim(claim_metadata(17)) == 17
-    for metadata in ({}, {"archive-claim": ""}, {"archive-claim": "017"}, {"archive-claim": "-1"}, {"other": "1"}):
-        assert creator_claim(metadata) is None, metadata
+    assert claim_metadata(ClaimRef(3, 17)) == {"archive-claim": "3:17"}
+    assert creator_claim(claim_metadata(ClaimRef(3, 17))) == ClaimRef(3, 17)
+    assert creator_claim(claim_metadata(ClaimRef(0, 1))) == ClaimRef(0, 1)
+    # The legacy single registry's claims: a bare generation, as the previous release wrote them.
+    assert claim_metadata(ClaimRef(LEGACY_SHARD, 17)) == {"archive-claim": "17"}
+    assert creator_claim({"archive-claim": "17"}) == ClaimRef(LEGACY_SHARD, 17)
+    for value in ("", "017", "-1", "03:1", "3:", ":3", "3:0", "1:2:3", "12345:1"):
+        assert creator_claim({"archive-claim": value}) is None, value
+    assert creator_claim({"other": "1"}) is None
 
 
 def test_claims_are_opened_once_with_the_generation_that_opens_them() -> None:
@@ -135,32 +142,33 @@ def test_claims_are_opened_once_with_the_generation_that_opens_them() -> None:
     assert claim_objects(second, ["a", "c"], "t3") is None  # nothing to write
 
 
-def observed(item: ArchivedDelta, creator: int | None) -> ObservedObject:
-    return ObservedObject(item, creator)
+def observed(item: ArchivedDelta, creator: int | None, shard: int = 0) -> ObservedObject:
+    """`item`'s object, created under generation `creator` of `shard` (None: under no claim)."""
+    return ObservedObject(item, None if creator is None else ClaimRef(shard, creator))
 
 
 def test_settle_counts_an_object_once_when_its_creator_claim_closes() -> None:
     a, b = delta("a", sequence=5), delta("b", sequence=9)
     claimed = claim_objects(Registry(), [a.batch_hash, b.batch_hash], "t1")
     assert claimed is not None
-    settled = settle_objects(claimed, [observed(a, 1), observed(b, 1)], "t2")
+    settled = settle_objects(claimed, 0, [observed(a, 1), observed(b, 1)], "t2")
     assert settled is not None
     assert (settled.objects_archived, settled.state_changes_archived, dict(settled.claims)) == (2, 6, {})
     assert settled.streams["arn:stream"] == StreamProgress("9", 2) and settled.generation == 2
     # Settling again (a redrive after our own write's response was lost) changes nothing.
-    assert settle_objects(settled, [observed(a, 1), observed(b, 1)], "t3") is None
+    assert settle_objects(settled, 0, [observed(a, 1), observed(b, 1)], "t3") is None
 
 
 def test_a_claim_that_did_not_create_its_object_closes_without_counting() -> None:
     """A replay of an archived item opens a new claim; the object names the old one."""
     a = delta("a")
-    archived = settle_objects(_claimed(Registry(), a), [observed(a, 1)], "t")
+    archived = settle_objects(_claimed(Registry(), a), 0, [observed(a, 1)], "t")
     assert archived is not None and archived.objects_archived == 1
     replay = _claimed(archived, a)
     assert replay.claims == {a.batch_hash: 3}
-    closed = settle_objects(replay, [observed(a, 1)], "t")
+    closed = settle_objects(replay, 0, [observed(a, 1)], "t")
     assert closed is not None and (closed.objects_archived, dict(closed.claims)) == (1, {})
-    unknown = settle_objects(_claimed(closed, a), [observed(a, None)], "t")  # written without a claim tag
+    unknown = settle_objects(_claimed(closed, a), 0, [observed(a, None)], "t")  # written without a claim tag
     assert unknown is not None and (unknown.objects_archived, dict(unknown.claims)) == (1, {})
 
 
@@ -171,7 +179,7 @@ def test_whoever_observes_the_object_closes_its_claim_and_counts_it() -> None:
     theirs = _claimed(Registry(), a)
     ours = claim_objects(theirs, [a.batch_hash, b.batch_hash], "t")
     assert ours is not None and dict(ours.claims) == {a.batch_hash: 1, b.batch_hash: 2}
-    settled = settle_objects(ours, [observed(a, 1), observed(b, 2)], "t")
+    settled = settle_objects(ours, 0, [observed(a, 1), observed(b, 2)], "t")
     assert settled is not None and (settled.objects_archived, dict(settled.claims)) == (2, {})
 
 

@@ -20,9 +20,11 @@ import boto3
 from boto3.dynamodb.types import TypeSerializer
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse, HTTPHeaders
 
-from aggregation.archive import Registry, parse_registry
-from aggregation.names import REGISTRY_KEY
+from aggregation.archive import Registry, parse_registry, registry_key, registry_shard_of_key
+from archive_function import handler as archive_handler
+from archive_function.store import RegistryStore
 from function_support import aws
+from local.runner.inprocess import LambdaContextStub
 
 DELTA_STREAM_ARN = "arn:aws:dynamodb:us-east-1:123456789012:table/DeltaTable/stream/2024-01-01T00:00:00.000"
 
@@ -101,7 +103,7 @@ class WireRecorder:
         return self.responder(request, self) if self.responder is not None else None
 
     def registry_puts(self) -> list[SentPut]:
-        return [put for put in self.puts if put.key == REGISTRY_KEY]
+        return [put for put in self.puts if registry_shard_of_key(put.key) is not None]
 
     def delta_puts(self) -> list[SentPut]:
         return [put for put in self.puts if put.key.startswith("deltas/")]
@@ -160,14 +162,18 @@ def assert_every_put_is_conditional(recorder: WireRecorder) -> None:
         if put.key.startswith("deltas/"):
             assert put.if_none_match == "*" and put.if_match is None, put
         else:
-            assert put.key == REGISTRY_KEY, put
+            assert registry_shard_of_key(put.key) is not None, put
             assert (put.if_none_match == "*") != (put.if_match is not None), put
             if put.if_match is not None:
                 assert put.if_match.startswith('"') and put.if_match.endswith('"'), put
 
 
-def read_registry(bucket: str) -> Registry:
-    return parse_registry(boto3.client("s3").get_object(Bucket=bucket, Key=REGISTRY_KEY)["Body"].read())
+REGISTRY_KEY = registry_key(0)
+"""The one registry shard of a store with the default single shard (what most tests run)."""
+
+
+def read_registry(bucket: str, shard: int = 0) -> Registry:
+    return parse_registry(boto3.client("s3").get_object(Bucket=bucket, Key=registry_key(shard))["Body"].read())
 
 
 def delta_keys(bucket: str) -> list[str]:
@@ -196,3 +202,14 @@ class DieAtPut:
         if self.sent == self.put_number:
             raise InvocationDied(f"died at PutObject {self.sent} ({recorder.puts[-1].key})")
         return None
+
+
+def run(event: dict[str, Any]) -> dict[str, int]:
+    """The archive function's handler on `event`, as Lambda calls it."""
+    result: dict[str, int] = archive_handler.lambda_handler(event, LambdaContextStub())
+    return result
+
+
+def no_sleep_store(s3: Any, bucket: str, delta_lock_days: int, shards: int) -> RegistryStore:
+    """The handler's `RegistryStore`, backing off on 409 without waiting (patched in by tests)."""
+    return RegistryStore(s3, bucket, delta_lock_days, sleep=lambda _seconds: None, shards=shards)

@@ -19,7 +19,7 @@ from botocore.awsrequest import AWSPreparedRequest, AWSResponse
 
 from aggregation.archive import ArchivedDelta, Registry, StreamPosition, claim_objects
 from aggregation.deltas import NodeDelta
-from aggregation.names import NON_INSERT_RECORDS_SKIPPED, REGISTRY_KEY
+from aggregation.names import NON_INSERT_RECORDS_SKIPPED
 from archive_function import handler as archive_handler
 from archive_function.store import (
     MAX_CONFLICT_RETRIES,
@@ -31,22 +31,19 @@ from archive_function.store import (
 from archive_function.store import read_registry as read_stored_registry
 from function_support import aws
 from function_support.faults import InjectedFailure
-from local.runner.inprocess import LambdaContextStub
 from tests.lambdas.archive_function.archive_helpers import (
+    REGISTRY_KEY,
     WireRecorder,
     batch_hash,
     conflict_response,
     delta_event,
     delta_keys,
+    no_sleep_store,
     read_registry,
+    run,
     s3_error_response,
 )
 from tests.lambdas.metrics_helpers import emitted_metric
-
-
-def run(event: dict[str, Any]) -> dict[str, int]:
-    result: dict[str, int] = archive_handler.lambda_handler(event, LambdaContextStub())
-    return result
 
 
 def test_each_delta_becomes_one_immutable_object_with_exact_decimal_strings(wire: WireRecorder) -> None:
@@ -57,7 +54,7 @@ def test_each_delta_becomes_one_immutable_object_with_exact_decimal_strings(wire
     hashes = sorted(batch_hash(seed) for seed in "abc")
     assert delta_keys(wire.bucket) == sorted(f"deltas/{h[:2]}/{h}.json" for h in hashes)
     stored = boto3.client("s3").get_object(Bucket=wire.bucket, Key=f"deltas/{hashes[0][:2]}/{hashes[0]}.json")
-    assert stored["Metadata"] == {"archive-claim": "1"}, "tagged with the claim the first registry write opened"
+    assert stored["Metadata"] == {"archive-claim": "0:1"}, "tagged with the claim shard 0's first write opened"
     document = json.loads(stored["Body"].read())  # floats would show up as float here
     assert document["Deltas"]["Delta"] == {"Value": "10.5", "TradeCount": 1}
     assert document["ProducerTimestamps"] == ["1616413258.8997078"]
@@ -133,7 +130,7 @@ def test_failure_between_objects_and_registry_count_is_recovered_by_the_retry(
         return None
 
     wire.responder = conflict_on_settle
-    monkeypatch.setattr(archive_handler, "RegistryStore", _no_sleep_store)
+    monkeypatch.setattr(archive_handler, "RegistryStore", no_sleep_store)
     with pytest.raises(RegistryUpdateFailed):
         run(event)
     assert len(delta_keys(wire.bucket)) == 2
@@ -145,10 +142,6 @@ def test_failure_between_objects_and_registry_count_is_recovered_by_the_retry(
     assert (summary["objects_created"], summary["objects_counted"]) == (2, 2)  # created under the claims it holds
     registry = read_registry(wire.bucket)
     assert (registry.objects_archived, registry.state_changes_archived, dict(registry.claims)) == (2, 4, {})
-
-
-def _no_sleep_store(s3: Any, bucket: str, delta_lock_days: int) -> RegistryStore:
-    return RegistryStore(s3, bucket, delta_lock_days, sleep=lambda _seconds: None)
 
 
 def test_409_is_retried_with_bounded_jittered_backoff(wire: WireRecorder) -> None:
@@ -164,7 +157,7 @@ def test_409_is_retried_with_bounded_jittered_backoff(wire: WireRecorder) -> Non
     slept: list[float] = []
     store = RegistryStore(aws.s3_client(), wire.bucket, sleep=slept.append)
     delta = _delta("x")
-    store.update(lambda registry: claim_objects(registry, [delta.batch_hash], "now"))
+    store.update(0, lambda registry: claim_objects(registry, [delta.batch_hash], "now"))
 
     assert len(slept) == 3
     for retry, delay in enumerate(slept, start=1):
@@ -181,7 +174,7 @@ def test_409_past_the_bound_fails_and_leaves_the_registry_alone(wire: WireRecord
     )
     store = RegistryStore(aws.s3_client(), wire.bucket, sleep=lambda _seconds: None)
     with pytest.raises(RegistryUpdateFailed, match="409"):
-        store.update(lambda registry: claim_objects(registry, [_delta("x").batch_hash], "now"))
+        store.update(0, lambda registry: claim_objects(registry, [_delta("x").batch_hash], "now"))
     assert len(wire.registry_puts()) == MAX_CONFLICT_RETRIES + 1
     with pytest.raises(boto3.client("s3").exceptions.NoSuchKey):
         boto3.client("s3").get_object(Bucket=wire.bucket, Key=REGISTRY_KEY)
@@ -204,13 +197,13 @@ def test_412_redrives_and_keeps_the_other_writers_change(wire: WireRecorder) -> 
     def competing_update_first(request: AWSPreparedRequest, recorder: WireRecorder) -> AWSResponse | None:
         if recorder.puts[-1].key == REGISTRY_KEY and not raced[0]:
             raced[0] = True  # between our read and our write, someone else commits a change
-            competitor.update(lambda registry: claim_objects(registry, [_delta("y").batch_hash], "t"))
+            competitor.update(0, lambda registry: claim_objects(registry, [_delta("y").batch_hash], "t"))
         return None
 
     wire.responder = competing_update_first
     stats = RegistryUpdateStats()
     store = RegistryStore(aws.s3_client(), wire.bucket)
-    store.update(lambda registry: claim_objects(registry, [_delta("x").batch_hash], "t"), stats)
+    store.update(0, lambda registry: claim_objects(registry, [_delta("x").batch_hash], "t"), stats)
 
     assert stats.redrives == 1 and stats.writes == 1
     registry = read_registry(wire.bucket)
@@ -312,7 +305,7 @@ def _delta(seed: str, sequence: int = 1) -> ArchivedDelta:
 
 
 def test_an_absent_registry_reads_as_empty(wire: WireRecorder) -> None:
-    registry, etag = read_stored_registry(aws.s3_client(), wire.bucket)
+    registry, etag = read_stored_registry(aws.s3_client(), wire.bucket, 0)
     assert registry == Registry() and etag is None
 
 

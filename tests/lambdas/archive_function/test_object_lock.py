@@ -12,11 +12,10 @@ from datetime import UTC, datetime, timedelta
 import boto3
 import pytest
 
-from aggregation.names import REGISTRY_KEY
 from archive_function import handler as archive_handler
 from function_support import aws
 from local.runner.inprocess import LambdaContextStub
-from tests.lambdas.archive_function.archive_helpers import delta_event, delta_keys
+from tests.lambdas.archive_function.archive_helpers import REGISTRY_KEY, delta_event, delta_keys
 
 
 def test_delta_objects_are_locked_for_the_configured_days_and_the_registry_is_not(
