@@ -144,3 +144,32 @@ def test_a_bucket_of_the_single_registry_upgrades_in_place(wire: WireRecorder, m
     assert contents.registry is not None and len(delta_keys(wire.bucket)) == 4
     assert (contents.registry.objects_archived, contents.registry.state_changes_archived) == (4, 8)
     assert contents.registry.open_claims == 0 and contents.registry.shards == 2
+
+
+def test_shards_above_a_lowered_count_are_swept_and_still_counted(
+    wire: WireRecorder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Shard 5 of a deployment that had 8 holds an open claim whose object was written (its
+    invocation died before settling, and the item is never delivered again); with 2 shards
+    nothing claims in shard 5, yet the instance's periodic sweep closes the claim and counts it."""
+    s3 = boto3.client("s3")
+    orphan = _archived(delta_event(["orphan"]))[0]
+    s3.put_object(
+        Bucket=wire.bucket,
+        Key=orphan.key,
+        Body=encode_delta_document(orphan),
+        IfNoneMatch="*",
+        Metadata=claim_metadata(ClaimRef(5, 4)),
+    )
+    retired = Registry(claims={orphan.batch_hash: 4}, generation=4)
+    s3.put_object(Bucket=wire.bucket, Key=registry_key(5), Body=encode_registry(retired), IfNoneMatch="*")
+    monkeypatch.setenv("ARCHIVE_REGISTRY_SHARDS", "2")
+
+    first = run(delta_event(["after-lowering"]))
+    second = run(delta_event(["later"]))  # the same instance, within RETIRED_SWEEP_SECONDS: no sweep
+
+    assert (first["retired_claims_read"], first["retired_objects_counted"]) == (1, 1)
+    assert "retired_claims_read" not in second
+    contents = read_archive(s3, wire.bucket)
+    assert contents.registry is not None and len(contents.deltas) == 3
+    assert (contents.registry.objects_archived, contents.registry.open_claims) == (3, 0)
