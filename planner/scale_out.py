@@ -51,8 +51,8 @@ class Choice:
     plan: DesignPlan
 
 
-def within_targets(plan: DesignPlan, latency_limit_seconds: float | None) -> bool:
-    """Every stage a total waits for within `STAGE_BUSY_TARGET` on at least `MIN_LANES` lanes,
+def within_targets(plan: DesignPlan, latency_limit_seconds: float | None, *, min_lanes: int = MIN_LANES) -> bool:
+    """Every stage a total waits for within `STAGE_BUSY_TARGET` on at least `min_lanes` lanes,
     the hottest item within its target, and the p50 within `latency_limit_seconds` (if given).
 
     The archive is planned and priced but not held to the targets: its registry is one S3 key
@@ -62,7 +62,7 @@ def within_targets(plan: DesignPlan, latency_limit_seconds: float | None) -> boo
     path = [timing for timing in plan.timings if timing.on_latency_path]
     if any(flag.blocking and not flag.side_stage for flag in plan.flags):
         return False
-    if any(timing.busy > STAGE_BUSY_TARGET or timing.lanes < MIN_LANES for timing in path):
+    if any(timing.busy > STAGE_BUSY_TARGET or timing.lanes < min_lanes for timing in path):
         return False
     if plan.hottest_item_write_units_per_second > HOTTEST_ITEM_TARGET:
         return False
@@ -103,6 +103,49 @@ def cheapest_settings(
     return Choice(best.settings, plan_design(workload, best.settings, times, prices, OURS))
 
 
+def settings_for_rate(
+    workload: Workload,
+    settings: Settings,
+    times: ServiceTimes,
+    prices: PriceTable,
+    *,
+    state_parallelization: bool,
+    reduce_parallelization: bool,
+    slices: bool,
+) -> Settings:
+    """The settings a deployment leaves to the planner (`auto` in cdk.json), chosen for its rate.
+
+    Chosen at `workload.rate` (`targetMessagesPerSecond`), every other setting as given: the
+    least state parallelization factor that keeps the state lanes within `STAGE_BUSY_TARGET`;
+    then, of the slice counts and reduce parallelization factors that keep the reducers within
+    it and the hottest item within `HOTTEST_ITEM_TARGET` (`within_targets`, on however many lanes
+    the rate fills: a quiet stream has one shard), the cheapest pair (then the faster). Slices
+    and lanes trade against each other: reducers that share few slices resend conflicting
+    transactions, and each slice an invocation's batches fall in is its own set of them. When
+    nothing is within the targets the largest candidates are returned, and the capacity check
+    (`stacks.capacity`) says what still cannot keep up. Unlike `cheapest_settings`, batch sizes,
+    windows and the stream stay as set: they change latency and what a deployment pays at rest.
+    """
+    if state_parallelization:
+        settings = _least_state_parallelization(workload, settings, times, prices)
+    slice_counts = SLICE_CANDIDATES if slices else (settings.aggregate_slices,)
+    factors = (
+        range(1, MAX_PARALLELIZATION_FACTOR + 1)
+        if reduce_parallelization
+        else (settings.reduce_parallelization_factor,)
+    )
+    best: Choice | None = None
+    for count in slice_counts:
+        for factor in factors:
+            trial = replace(settings, aggregate_slices=count, reduce_parallelization_factor=factor)
+            plan = plan_design(workload, trial, times, prices, OURS, suggest=False)
+            if within_targets(plan, None, min_lanes=1) and (best is None or _rank(Choice(trial, plan)) < _rank(best)):
+                best = Choice(trial, plan)
+    if best is None:
+        return replace(settings, aggregate_slices=slice_counts[-1], reduce_parallelization_factor=factors[-1])
+    return best.settings
+
+
 def _stream_and_state(
     workload: Workload, settings: Settings, times: ServiceTimes, prices: PriceTable, *, choose_stream: bool
 ) -> Settings:
@@ -110,6 +153,13 @@ def _stream_and_state(
     cheaper = stream_modes(workload, replace(settings, stream=StreamCapacity()), prices).cheaper
     if choose_stream and cheaper == "provisioned":
         settings = replace(settings, stream=StreamCapacity("provisioned", suggested_provisioned_shards(workload)))
+    return _least_state_parallelization(workload, settings, times, prices)
+
+
+def _least_state_parallelization(
+    workload: Workload, settings: Settings, times: ServiceTimes, prices: PriceTable
+) -> Settings:
+    """The least state parallelization factor within `STAGE_BUSY_TARGET` (or the largest)."""
     for factor in range(1, MAX_PARALLELIZATION_FACTOR + 1):
         trial = replace(settings, state_parallelization_factor=factor)
         state = plan_design(workload, trial, times, prices, OURS, suggest=False).timings[0]

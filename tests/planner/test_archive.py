@@ -36,7 +36,7 @@ def test_every_delta_item_is_one_object_put_and_the_archive_is_priced_in_the_pla
 
 
 def test_the_archive_is_not_on_the_latency_path() -> None:
-    settings = Settings(state_parallelization_factor=3, reduce_parallelization_factor=6)
+    settings = Settings(state_parallelization_factor=3, reduce_parallelization_factor=6, aggregate_slices=16)
     plan = plan_capacity(Workload(rate=50_000), settings).ours
     (archive,) = [t for t in plan.timings if t.stage == "archive"]
     assert not archive.on_latency_path
