@@ -34,10 +34,11 @@ from planner import model
 from planner.inputs import MAX_PARALLELIZATION_FACTOR, ServiceTimes, Settings, Workload
 from planner.prices import DEFAULT_PRICE_TABLE, load_price_table
 from planner.reduce import BUSY_LIMIT
-from stacks.capacity import planned_settings
-from stacks.settings import SCALE_OUT_RATE
+from planner.scale_out import SCALE_OUT_RATE
+from stacks.settings import planned_settings
 
-PLANNED_RATE = 50_000.0
+PLANNED_RATE = 50_000
+"""The rate section 5 plans first, the reference design's (then `SCALE_OUT_RATE`)."""
 FLAGS_FIX = "cdk.json with what the flags ask for"
 
 
@@ -115,14 +116,15 @@ def run(arguments: argparse.Namespace, console: Console) -> int:
         state_writes_per_message=write_cost.stages["state"].requests / write_cost.messages,
     )
     prices = load_price_table(arguments.prices)
-    cdk_json_settings = planned_settings(capacity.pipeline_settings({}))
+    cdk_json_settings = planned_settings(capacity.pipeline_settings({"targetMessagesPerSecond": PLANNED_RATE}))
     defaults = model.plan_capacity(workload, cdk_json_settings, times, prices)
     recommended_settings = recommended(defaults)
     plan_recommended = model.plan_capacity(workload, recommended_settings, times, prices)
     plan_aggregated = model.plan_capacity(replace(workload, aggregated=True), recommended_settings, times, prices)
     change = describe_change(cdk_json_settings, recommended_settings)
     scale_workload = replace(workload, rate=SCALE_OUT_RATE)
-    scale_start = recommended(model.plan_capacity(scale_workload, cdk_json_settings, times, prices))
+    scale_settings = planned_settings(capacity.pipeline_settings({"targetMessagesPerSecond": SCALE_OUT_RATE}))
+    scale_start = recommended(model.plan_capacity(scale_workload, scale_settings, times, prices))
     previous = arguments.output.read_text() if arguments.output.exists() else ""
     page = render(
         BenchmarkRun(

@@ -38,8 +38,7 @@ from planner.prices import DEFAULT_PRICE_TABLE, PriceTable, load_price_table  # 
 from planner.scale_out import cheapest_settings, describe_choice  # noqa: E402
 from planner.state import lambda_state_rate  # noqa: E402
 from planner.tables import PIPELINE_TABLES, TableModes, break_even_utilization  # noqa: E402
-from stacks.capacity import planned_settings  # noqa: E402
-from stacks.settings import PipelineSettings, SettingsError  # noqa: E402
+from stacks.settings import PipelineSettings, SettingsError, planned_settings  # noqa: E402
 from toolkit.untrusted import untrusted_text  # noqa: E402
 
 CDK_JSON = REPOSITORY_ROOT / "cdk.json"
@@ -520,15 +519,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError:
         print(f"--fan-out {arguments.fan_out!r}: expected integers like 5,5,3", file=sys.stderr)
         return 2
+    if (arguments.rate is not None and arguments.rate <= 0) or not fan_out or min(fan_out) < 1:
+        print("--rate must be positive and --fan-out at least one level of at least 1", file=sys.stderr)
+        return 2
     try:
-        settings = pipeline_settings(context_overrides(arguments))
+        overrides: dict[str, Any] = dict(context_overrides(arguments))
+        if arguments.rate is not None:
+            # The plan is of a stack declaring this rate: its `auto` settings are chosen for it.
+            overrides["targetMessagesPerSecond"] = max(1, math.ceil(arguments.rate))
+        settings = pipeline_settings(overrides)
     except SettingsError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     rate = settings.target_messages_per_second if arguments.rate is None else arguments.rate
-    if rate <= 0 or not fan_out or min(fan_out) < 1:
-        print("--rate must be positive and --fan-out at least one level of at least 1", file=sys.stderr)
-        return 2
     planned = planned_settings(settings)
     what_if = {
         name: value
@@ -608,7 +611,7 @@ def scale_out_scenarios(
     """
     scenarios = [scenario(start_label, start, plan_capacity(workload, start, times, prices))]
     searches = (
-        ("packing, 16 slices and stream kept, p50 ≤ 1 s", 1.0, start.aggregate_slices, False),
+        (f"packing, {start.aggregate_slices} slices and stream kept, p50 ≤ 1 s", 1.0, start.aggregate_slices, False),
         ("cheapest, p50 ≤ 1 s", 1.0, None, True),
         ("cheapest, p50 ≤ 4 s", 4.0, None, True),
     )

@@ -6,7 +6,8 @@ reducer, as Lambda runs each reducer in an execution environment of its own. Eac
 its own invocations of `REDUCE_BATCH_SIZE` delta items of `MESSAGES_PER_DELTA_ITEM` new trades each
 (the standard workload's hierarchy, so a transaction holds ~53 nodes, 10 markers and `#stats`: the
 shape the planner assumes), all from one StateTable shard, chosen so that each reducer writes a
-slice of its own (`aggregateSlices` from cdk.json), the spread the slices exist to give. Left out,
+slice of its own among the slices a stack declaring `SCALED_RATE` gets from cdk.json (`aggregateSlices`
+`auto`), the spread the slices exist to give. Left out,
 the same per invocation whatever N is: decoding stream records, metrics, the `#stats` figures,
 Lambda's invoke and the runner.
 
@@ -54,6 +55,7 @@ from local.emulator.injected_faults import LATENCY, clear_faults, configure_faul
 from local.runner.inprocess import LEVELS
 from producer.generator import MessageGenerator
 from reduce_function import handler as reduce_handler
+from stacks.settings import PipelineSettings
 
 REDUCER_COUNTS = (1, 2, 4, 8)
 TRANSACTION_LATENCY_SECONDS = 0.020
@@ -107,8 +109,14 @@ class ReducerScalingResult:
         return all(row.exact is not False for row in self.rows)
 
 
-def cdk_json_aggregate_slices() -> int:
-    return int(json.loads(Path("cdk.json").read_text())["context"]["aggregateSlices"])
+SCALED_RATE = 50_000
+"""The rate whose slices the reducers write (messages a second): where several reducers are needed."""
+
+
+def cdk_json_aggregate_slices(rate: int = SCALED_RATE) -> int:
+    """`aggregateSlices` as `cdk synth` resolves cdk.json for a stack declaring `rate`."""
+    context = json.loads(Path("cdk.json").read_text())["context"]
+    return PipelineSettings.from_context({**context, "targetMessagesPerSecond": rate}.get).aggregate_slices
 
 
 @functools.cache
@@ -337,7 +345,8 @@ def render_section(result: ReducerScalingResult) -> list[str]:
         f"processes, each applying invocations of {REDUCE_BATCH_SIZE} delta items x "
         f"{MESSAGES_PER_DELTA_ITEM} new trades through the reduce stage's write path (`apply_delta_units`: "
         f"tokens, markers, conflict retries; 2 transactions of ~64 actions per invocation), each reducer on a "
-        f"slice of its own among cdk.json's {result.aggregate_slices}. Every transaction takes "
+        f"slice of its own among the {result.aggregate_slices} of a stack declaring {SCALED_RATE:,} msg/s. "
+        "Every transaction takes "
         f"{result.latency_ms:.0f} ms: on DynamoDB stubbed at that round trip (what the reducers themselves "
         "scale to), and on the emulator with that latency injected, items held (`injected_faults.LATENCY`), "
         "where the totals are read back and checked. Left out: stream decoding, metrics, `#stats` figures, "

@@ -166,12 +166,14 @@ class ArchiveLifecycle:
 class Settings:
     """The deployment's settings (cdk.json context names in the comments).
 
-    The defaults are cdk.json's (a test keeps them equal to what `stacks.capacity`
-    reads from it); state and map memory are the stack's fixed function sizes.
+    The defaults are cdk.json's as the stack synthesizes them (a test keeps them equal to what
+    `stacks.settings` reads from it): its `auto` ones as the planner chooses them for the default
+    400 msg/s (`planner.scale_out.settings_for_rate`); state and map memory are the stack's fixed
+    function sizes.
     """
 
     state_batch_size: int = 100  # stateBatchSize
-    state_parallelization_factor: int = 1  # stateParallelizationFactor
+    state_parallelization_factor: int = 2  # stateParallelizationFactor
     map_batch_size: int = 100  # mapBatchSize
     map_batching_window_seconds: float = 0.0  # mapBatchingWindowSeconds
     reduce_batch_size: int = 10  # reduceBatchSize
@@ -179,7 +181,7 @@ class Settings:
     state_memory_mb: int = 512
     map_memory_mb: int = 256
     reduce_memory_mb: int = 256  # reduceMemoryMb
-    aggregate_slices: int = 16  # aggregateSlices
+    aggregate_slices: int = 1  # aggregateSlices
     reduce_parallelization_factor: int = 1  # reduceParallelizationFactor
     state_table: TableCapacity = TableCapacity()  # stateTableCapacity
     delta_table: TableCapacity = TableCapacity()  # deltaTableCapacity

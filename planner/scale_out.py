@@ -37,6 +37,8 @@ from planner.plan import STAGE_BUSY_TARGET, DesignPlan
 from planner.prices import PriceTable
 
 HOTTEST_ITEM_TARGET = 500.0
+SCALE_OUT_RATE = 250_000
+"""The rate of the scale-out plan docs/benchmarks.md carries, five times the reference design's."""
 MIN_LANES = 2
 """No stage limited to one concurrent execution: one lane is one function instance, whose
 failure or slow invocation holds up the whole stage."""
@@ -55,25 +57,35 @@ class Choice:
     plan: DesignPlan
 
 
-def within_targets(plan: DesignPlan, latency_limit_seconds: float | None) -> bool:
-    """Every stage a total waits for within `STAGE_BUSY_TARGET` on at least `MIN_LANES` lanes,
+def within_targets(plan: DesignPlan, latency_limit_seconds: float | None, *, min_lanes: int = MIN_LANES) -> bool:
+    """Every stage a total waits for within `STAGE_BUSY_TARGET` on at least `min_lanes` lanes,
     the archive (its lanes and its busiest registry shard) within `STAGE_BUSY_TARGET` too, the
     hottest item within its target, and the p50 within `latency_limit_seconds` (if given).
 
     The archive waits on no total, so its lane count is not held to `MIN_LANES` (it has the
     DeltaTable stream's shards); but a busier archive falls behind until records expire.
     """
+    return _totals_within_targets(plan, latency_limit_seconds, min_lanes=min_lanes) and _archive_within_targets(plan)
+
+
+def _totals_within_targets(plan: DesignPlan, latency_limit_seconds: float | None, *, min_lanes: int) -> bool:
+    """`within_targets` for the stages a total waits for and the hottest item (no flag but the archive's)."""
     path = [timing for timing in plan.timings if timing.on_latency_path]
-    side = [timing for timing in plan.timings if not timing.on_latency_path]
-    if any(flag.blocking for flag in plan.flags):
+    if any(flag.blocking and not flag.side_stage for flag in plan.flags):
         return False
-    if any(timing.busy > STAGE_BUSY_TARGET or timing.lanes < MIN_LANES for timing in path):
-        return False
-    if any(timing.busy > STAGE_BUSY_TARGET for timing in side) or plan.archive_registry_busy > STAGE_BUSY_TARGET:
+    if any(timing.busy > STAGE_BUSY_TARGET or timing.lanes < min_lanes for timing in path):
         return False
     if plan.hottest_item_write_units_per_second > HOTTEST_ITEM_TARGET:
         return False
     return latency_limit_seconds is None or plan.latency_p50_seconds <= latency_limit_seconds
+
+
+def _archive_within_targets(plan: DesignPlan) -> bool:
+    """`within_targets` for the archive: its lanes and its busiest registry shard, none flagged."""
+    side = [timing for timing in plan.timings if not timing.on_latency_path]
+    if any(flag.blocking and flag.side_stage for flag in plan.flags):
+        return False
+    return all(timing.busy <= STAGE_BUSY_TARGET for timing in side) and plan.archive_registry_busy <= STAGE_BUSY_TARGET
 
 
 def cheapest_settings(
@@ -110,6 +122,65 @@ def cheapest_settings(
     return Choice(best.settings, plan_design(workload, best.settings, times, prices, OURS))
 
 
+def settings_for_rate(
+    workload: Workload,
+    settings: Settings,
+    times: ServiceTimes,
+    prices: PriceTable,
+    *,
+    state_parallelization: bool,
+    reduce_parallelization: bool,
+    slices: bool,
+    archive_parallelization: bool,
+) -> Settings:
+    """The settings a deployment leaves to the planner (`auto` in cdk.json), chosen for its rate.
+
+    Chosen at `workload.rate` (`targetMessagesPerSecond`), every other setting as given: the
+    least state parallelization factor that keeps the state lanes within `STAGE_BUSY_TARGET`;
+    then, of the slice counts and reduce parallelization factors that keep the reducers within
+    it and the hottest item within `HOTTEST_ITEM_TARGET` (on however many lanes the rate fills: a
+    quiet stream has one shard), the cheapest pair (then the faster); then the least archive
+    parallelization factor that keeps the archive's lanes within the busy target. Slices and
+    reducers trade against each other: reducers that share few slices resend conflicting
+    transactions, and each slice an invocation's batches fall in is its own set of them. When
+    nothing is within the targets the largest candidates are returned, and the capacity check
+    (`stacks.capacity`) says what still cannot keep up. Unlike `cheapest_settings`, batch sizes,
+    windows, the stream and the registry shards stay as set: they change latency and what a
+    deployment pays at rest, or stored state.
+    """
+    if state_parallelization:
+        settings = _least_state_parallelization(workload, settings, times, prices)
+    slice_counts = SLICE_CANDIDATES if slices else (settings.aggregate_slices,)
+    every_factor = tuple(range(1, MAX_PARALLELIZATION_FACTOR + 1))
+    factors = every_factor if reduce_parallelization else (settings.reduce_parallelization_factor,)
+    best: Choice | None = None
+    for count in slice_counts:
+        for factor in factors:
+            trial = replace(settings, aggregate_slices=count, reduce_parallelization_factor=factor)
+            plan = plan_design(workload, trial, times, prices, OURS, suggest=False)
+            within = _totals_within_targets(plan, None, min_lanes=1)
+            if within and (best is None or _rank(Choice(trial, plan)) < _rank(best)):
+                best = Choice(trial, plan)
+    if best is None:
+        settings = replace(settings, aggregate_slices=slice_counts[-1], reduce_parallelization_factor=factors[-1])
+    else:
+        settings = best.settings
+    if archive_parallelization:
+        settings = _least_archive_parallelization(workload, settings, times, prices)
+    return settings
+
+
+def _least_archive_parallelization(
+    workload: Workload, settings: Settings, times: ServiceTimes, prices: PriceTable
+) -> Settings:
+    """The least archive parallelization factor that keeps the archive within its targets (or the largest)."""
+    for factor in range(1, MAX_PARALLELIZATION_FACTOR + 1):
+        trial = replace(settings, archive_parallelization_factor=factor)
+        if _archive_within_targets(plan_design(workload, trial, times, prices, OURS, suggest=False)):
+            return trial
+    return replace(settings, archive_parallelization_factor=MAX_PARALLELIZATION_FACTOR)
+
+
 def _stream_and_state(
     workload: Workload, settings: Settings, times: ServiceTimes, prices: PriceTable, *, choose_stream: bool
 ) -> Settings:
@@ -117,6 +188,13 @@ def _stream_and_state(
     cheaper = stream_modes(workload, replace(settings, stream=StreamCapacity()), prices).cheaper
     if choose_stream and cheaper == "provisioned":
         settings = replace(settings, stream=StreamCapacity("provisioned", suggested_provisioned_shards(workload)))
+    return _least_state_parallelization(workload, settings, times, prices)
+
+
+def _least_state_parallelization(
+    workload: Workload, settings: Settings, times: ServiceTimes, prices: PriceTable
+) -> Settings:
+    """The least state parallelization factor within `STAGE_BUSY_TARGET` (or the largest)."""
     for factor in range(1, MAX_PARALLELIZATION_FACTOR + 1):
         trial = replace(settings, state_parallelization_factor=factor)
         state = plan_design(workload, trial, times, prices, OURS, suggest=False).timings[0]

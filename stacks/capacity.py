@@ -24,45 +24,17 @@ from __future__ import annotations
 
 from aws_cdk import Annotations, Stack
 
-from aggregation.names import TOKEN_AND_MARKERS
-from planner.inputs import ServiceTimes, Settings, Workload
+from planner.inputs import ServiceTimes
 from planner.model import OURS, plan_design
 from planner.plan import Flag
 from planner.prices import load_price_table
-from stacks.settings import PipelineSettings, SettingsError
-from stacks.stages import MAP_MEMORY_MB, STATE_MEMORY_MB
-
-
-def planned_settings(settings: PipelineSettings) -> Settings:
-    """The stack's settings as the planner's model takes them: one reading of cdk.json for both."""
-    return Settings(
-        state_batch_size=settings.state_batch_size,
-        state_parallelization_factor=settings.state_parallelization_factor,
-        map_batch_size=settings.map_batch_size,
-        map_batching_window_seconds=settings.map_batching_window_seconds,
-        reduce_batch_size=settings.reduce_batch_size,
-        markers=settings.reduce_idempotency == TOKEN_AND_MARKERS,
-        state_memory_mb=STATE_MEMORY_MB,
-        map_memory_mb=MAP_MEMORY_MB,
-        reduce_memory_mb=settings.reduce_memory_mb,
-        aggregate_slices=settings.aggregate_slices,
-        reduce_parallelization_factor=settings.reduce_parallelization_factor,
-        state_table=settings.state_table_capacity,
-        delta_table=settings.delta_table_capacity,
-        aggregate_table=settings.aggregate_table_capacity,
-        stream=settings.stream_mode,
-        archive_batch_size=settings.archive_batch_size,
-        archive_lifecycle=settings.archive_lifecycle,
-        archive_access_log_retention_days=settings.archive_access_log_retention_days,
-        archive_registry_shards=settings.archive_registry_shards,
-        archive_parallelization_factor=settings.archive_parallelization_factor,
-    )
+from stacks.settings import PipelineSettings, SettingsError, declared_workload, planned_settings
 
 
 def capacity_flags(settings: PipelineSettings) -> list[Flag]:
     """What the model flags for this pipeline at `targetMessagesPerSecond` with these settings."""
     plan = plan_design(
-        Workload(rate=settings.target_messages_per_second, aggregated=settings.producer_aggregation),
+        declared_workload(settings),
         planned_settings(settings),
         ServiceTimes(),
         load_price_table(),

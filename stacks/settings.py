@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final, Literal, cast
 
 from aws_cdk import RemovalPolicy
@@ -29,7 +29,18 @@ from aggregation.names import TOKEN_AND_MARKERS, TOKEN_ONLY
 from aggregation.setting_changes import StateSettings
 from aggregation.transactions import DEFAULT_MARKER_TTL_DAYS, MIN_MARKER_TTL_DAYS
 from aggregation.value_domain import DEFAULT_VALUE_DOMAIN, ValueDomain
-from planner.inputs import ARCHIVE_STORAGE_CLASSES, ArchiveLifecycle, CapacityMode, StreamCapacity, TableCapacity
+from planner.inputs import (
+    ARCHIVE_STORAGE_CLASSES,
+    ArchiveLifecycle,
+    CapacityMode,
+    ServiceTimes,
+    StreamCapacity,
+    TableCapacity,
+    Workload,
+)
+from planner.inputs import Settings as PlannerSettings
+from planner.prices import load_price_table
+from planner.scale_out import settings_for_rate
 
 ContextReader = Callable[[str], Any]
 """`node.try_get_context`: returns the raw context value for a key, or None when unset."""
@@ -83,23 +94,20 @@ _LOG_RETENTION_DAYS: Final[Mapping[int, logs.RetentionDays]] = {
     3653: logs.RetentionDays.TEN_YEARS,
 }
 
-DEFAULT_AGGREGATE_SLICES: Final[int] = 16
-"""`aggregateSlices` by default: the fewest slices (a power of two) that keep the hottest aggregate
-item at most `HOTTEST_ITEM_TARGET_WRITE_UNITS` write units a second at `SCALE_OUT_RATE` messages a
-second with every other setting at its default, by the capacity planner's figure
-(`planner.model`, "hottest aggregate item": each transaction writes its slice's `#stats` and root
-nodes once, and the slices share the transactions). The planner puts it at about 850 write units
-a second with one slice, 610 with 8 and 190 with 16 (with 8, ten delta batches of an invocation
-fall in fewer slices, so each slice takes more of the transactions): 16 is the first below the
-target (`tests/planner/test_model.py` checks it). The target is half DynamoDB's 1,000 write units
-a second per item, the margin for slices a hash loads unevenly. At the default 400 msg/s slices
-change nothing (a StateTable stream of one shard writes one slice). Between, they cost writes:
-an invocation plans each slice apart, so fewer delta batches share a transaction (at 50,000
-msg/s and every other default the planner counts about 92,000 AggregateTable write units a second
-with 16 slices against 44,500 with one, whose three reducers resend conflicting transactions); a
-larger `reduceBatchSize` wins the packing back (12,200 at 100). With other settings fewer slices
-may do: `python -m benchmarks.capacity --scale-out` prints the cheapest settings, slices included,
-that keep every stage within 70 % busy and the hottest item within the target."""
+AUTO: Final = "auto"
+"""The value of a setting left to the capacity planner: `stateParallelizationFactor`,
+`reduceParallelizationFactor`, `aggregateSlices` and `archiveParallelizationFactor` default to it.
+Synthesis replaces it with what `planner.scale_out.settings_for_rate` chooses for
+`targetMessagesPerSecond` with the other settings as set: the least state parallelization that
+keeps the state lanes within 70 % busy,
+the cheapest slices and reduce parallelization that keep the reducers within 70 % busy and the
+hottest aggregate item within 500 write units a second (half a partition's 1,000, the margin for
+slices a hash loads unevenly), and the least archive parallelization that keeps the archive
+within 70 %. At the default 400 msg/s that is state 2, reduce 1, one slice and archive 1; at
+50,000 msg/s state 3, reduce 6, 128 slices and archive 2 (`python -m benchmarks.capacity --rate
+50000` prints the plan). An integer sets it instead. A new rate can change the slices of a
+deployed stack: safe with `crt+marker` markers, refused by the settings guard in `crt` mode
+(`aggregation.setting_changes`), where the count must then be set explicitly."""
 
 DEFAULT_ARCHIVE_REGISTRY_SHARDS: Final[int] = 32
 """`archiveRegistryShards` by default: how many registry objects the archive's compare-and-swap
@@ -120,11 +128,9 @@ sweep later. `tests/planner/test_archive.py` checks these figures. The planner n
 a rate needs; lowering it later is safe: shards no longer claimed in are still read, settled in
 and swept."""
 
-SCALE_OUT_RATE: Final[int] = 250_000
-"""The rate `DEFAULT_AGGREGATE_SLICES` is chosen for (messages a second)."""
-
-HOTTEST_ITEM_TARGET_WRITE_UNITS: Final[int] = 500
-"""What the hottest aggregate item may take at `SCALE_OUT_RATE` (write units a second)."""
+STATE_MEMORY_MB: Final = 512
+MAP_MEMORY_MB: Final = 256
+"""Fixed function sizes (the reduce's is `reduceMemoryMb`); the capacity planner plans with them."""
 
 _STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,127}$")
 _ROLE_ARN = re.compile(r"^arn:aws:iam::\d{12}:role/[A-Za-z0-9+=,.@_/-]{1,512}$")
@@ -150,7 +156,7 @@ DEFAULT_CONTEXT: Final[Mapping[str, Any]] = {
     "valueIntegerDigits": DEFAULT_VALUE_DOMAIN.integer_digits,
     "valueFractionDigits": DEFAULT_VALUE_DOMAIN.fraction_digits,
     "stateBatchSize": 100,
-    "stateParallelizationFactor": 1,
+    "stateParallelizationFactor": AUTO,
     "stateWriteConcurrency": 16,
     "mapBatchSize": 100,
     "reduceBatchSize": 10,
@@ -173,8 +179,8 @@ DEFAULT_CONTEXT: Final[Mapping[str, Any]] = {
     "targetMessagesPerSecond": 400,
     "capacityCheck": "refuse",
     "producerAggregation": False,
-    "aggregateSlices": DEFAULT_AGGREGATE_SLICES,
-    "reduceParallelizationFactor": 1,
+    "aggregateSlices": AUTO,
+    "reduceParallelizationFactor": AUTO,
     "streamMode": {"mode": "on-demand"},
     "archiveLifecycle": {"storageClass": "STANDARD"},
     "alarmEmail": "",
@@ -183,7 +189,7 @@ DEFAULT_CONTEXT: Final[Mapping[str, Any]] = {
     "breakGlassRoleArn": "",
     "archiveObjectLockDays": 0,
     "archiveRegistryShards": DEFAULT_ARCHIVE_REGISTRY_SHARDS,
-    "archiveParallelizationFactor": 1,
+    "archiveParallelizationFactor": AUTO,
     "customerManagedKey": False,
     "keyAdminRoleArn": "",
     "keyUserRoleArns": [],
@@ -295,12 +301,19 @@ class PipelineSettings:
             value = read(key)
             return DEFAULT_CONTEXT[key] if value is None else value
 
-        return cls(
+        planned = {
+            "stateParallelizationFactor": _integer_or_auto(raw, "stateParallelizationFactor", 1, 10),
+            "reduceParallelizationFactor": _integer_or_auto(raw, "reduceParallelizationFactor", 1, 10),
+            "aggregateSlices": _integer_or_auto(raw, "aggregateSlices", 1, MAX_SLICES),
+            "archiveParallelizationFactor": _integer_or_auto(raw, "archiveParallelizationFactor", 1, 10),
+        }
+        settings = cls(
             stack_name=_stack_name(raw("stackName")),
             hierarchy_levels=_hierarchy_levels(raw("hierarchyLevels")),
             value_domain=_value_domain(raw),
             state_batch_size=_integer(raw, "stateBatchSize", 1, 10000),
-            state_parallelization_factor=_integer(raw, "stateParallelizationFactor", 1, 10),
+            # Lambda's range for ParallelizationFactor; `auto` (None) is planned below.
+            state_parallelization_factor=planned["stateParallelizationFactor"] or 1,
             state_write_concurrency=_integer(raw, "stateWriteConcurrency", 1, 256),
             map_batch_size=_integer(raw, "mapBatchSize", 1, 10000),
             reduce_batch_size=_integer(raw, "reduceBatchSize", 1, 10000),
@@ -328,9 +341,8 @@ class PipelineSettings:
             target_messages_per_second=_integer(raw, "targetMessagesPerSecond", 1, 100_000_000),
             capacity_check=_capacity_check(raw("capacityCheck")),
             producer_aggregation=_boolean("producerAggregation", raw("producerAggregation")),
-            aggregate_slices=_integer(raw, "aggregateSlices", 1, MAX_SLICES),
-            # Lambda's range for ParallelizationFactor.
-            reduce_parallelization_factor=_integer(raw, "reduceParallelizationFactor", 1, 10),
+            aggregate_slices=planned["aggregateSlices"] or 1,
+            reduce_parallelization_factor=planned["reduceParallelizationFactor"] or 1,
             stream_mode=_stream_mode(raw("streamMode")),
             archive_lifecycle=_archive_lifecycle(raw("archiveLifecycle")),
             alarm_email=_optional_email(raw("alarmEmail")),
@@ -340,13 +352,77 @@ class PipelineSettings:
             archive_object_lock_days=_integer(raw, "archiveObjectLockDays", 0, MAX_OBJECT_LOCK_DAYS),
             archive_registry_shards=_integer(raw, "archiveRegistryShards", 1, MAX_REGISTRY_SHARDS),
             # Lambda's range for ParallelizationFactor.
-            archive_parallelization_factor=_integer(raw, "archiveParallelizationFactor", 1, 10),
+            archive_parallelization_factor=planned["archiveParallelizationFactor"] or 1,
             **_customer_managed_key(raw),
         )
+        return settings.planned_for_declared_rate(auto={key for key, value in planned.items() if value is None})
+
+    def planned_for_declared_rate(self, auto: set[str]) -> PipelineSettings:
+        """These settings with the ones named in `auto` (cdk.json keys) chosen by the planner (`AUTO`)."""
+        if not auto:
+            return self
+        chosen = settings_for_rate(
+            declared_workload(self),
+            planned_settings(self),
+            ServiceTimes(),
+            load_price_table(),
+            state_parallelization="stateParallelizationFactor" in auto,
+            reduce_parallelization="reduceParallelizationFactor" in auto,
+            slices="aggregateSlices" in auto,
+            archive_parallelization="archiveParallelizationFactor" in auto,
+        )
+        return replace(
+            self,
+            state_parallelization_factor=chosen.state_parallelization_factor,
+            reduce_parallelization_factor=chosen.reduce_parallelization_factor,
+            aggregate_slices=chosen.aggregate_slices,
+            archive_parallelization_factor=chosen.archive_parallelization_factor,
+        )
+
+
+def declared_workload(settings: PipelineSettings) -> Workload:
+    """What the stack is sized for: `targetMessagesPerSecond` of the planner's default workload."""
+    return Workload(rate=settings.target_messages_per_second, aggregated=settings.producer_aggregation)
+
+
+def planned_settings(settings: PipelineSettings) -> PlannerSettings:
+    """The stack's settings as the planner's model takes them: one reading of cdk.json for both."""
+    return PlannerSettings(
+        state_batch_size=settings.state_batch_size,
+        state_parallelization_factor=settings.state_parallelization_factor,
+        map_batch_size=settings.map_batch_size,
+        map_batching_window_seconds=settings.map_batching_window_seconds,
+        reduce_batch_size=settings.reduce_batch_size,
+        markers=settings.reduce_idempotency == TOKEN_AND_MARKERS,
+        state_memory_mb=STATE_MEMORY_MB,
+        map_memory_mb=MAP_MEMORY_MB,
+        reduce_memory_mb=settings.reduce_memory_mb,
+        aggregate_slices=settings.aggregate_slices,
+        reduce_parallelization_factor=settings.reduce_parallelization_factor,
+        state_table=settings.state_table_capacity,
+        delta_table=settings.delta_table_capacity,
+        aggregate_table=settings.aggregate_table_capacity,
+        stream=settings.stream_mode,
+        archive_batch_size=settings.archive_batch_size,
+        archive_lifecycle=settings.archive_lifecycle,
+        archive_access_log_retention_days=settings.archive_access_log_retention_days,
+        archive_registry_shards=settings.archive_registry_shards,
+        archive_parallelization_factor=settings.archive_parallelization_factor,
+    )
 
 
 def _fail(key: str, expected: str, got: Any) -> SettingsError:
     return SettingsError(f"cdk.json context '{key}' must be {expected}, got {got!r}")
+
+
+def _integer_or_auto(raw: Callable[[str], Any], key: str, low: int, high: int) -> int | None:
+    """An integer setting that may be left to the planner: None for `AUTO`."""
+    if raw(key) == AUTO:
+        return None
+    try:
+        return _integer(raw, key, low, high)
+    except SettingsError:
+        raise _fail(key, f"{AUTO!r} or an integer from {low} to {high}", raw(key)) from None
 
 
 def _integer(raw: Callable[[str], Any], key: str, low: int, high: int) -> int:

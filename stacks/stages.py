@@ -27,7 +27,7 @@ from aggregation.names import MAP_SERVICE, REDUCE_SERVICE, STATE_SERVICE
 from stacks.encryption import StackKeys
 from stacks.functions import PipelineFunction, SharedFunctionAssets
 from stacks.ingest import IngestStream
-from stacks.settings import PipelineSettings
+from stacks.settings import MAP_MEMORY_MB, STATE_MEMORY_MB, PipelineSettings
 from stacks.tables import PipelineTables
 
 STREAM_TYPE_CODES: Final[Mapping[dynamodb.AttributeType, str]] = {
@@ -49,10 +49,6 @@ function's role (Lambda Developer Guide, "Kinesis execution role permissions")."
 
 RETRY_UNTIL_SUCCESS = -1
 """`MaximumRetryAttempts` / `MaximumRecordAgeInSeconds` value meaning "infinite"."""
-
-STATE_MEMORY_MB = 512
-MAP_MEMORY_MB = 256
-"""Fixed function sizes (the reduce's is `reduceMemoryMb`); the capacity check plans with them."""
 
 STATE_TIMEOUT_SECONDS = 300
 """Sized by messages (user records), not by Kinesis records: a batch of 100 aggregates may carry

@@ -8,11 +8,17 @@ or through `aws_environment` or `pipeline`) is marked ``emulator`` here, so
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import settings
 
 from function_support import aws
 from local.emulator.control import EmulatorProcess, start_emulator
 from local.runner.inprocess import Pipeline, create_pipeline_tables, handler_environment
 from tests.environment import DUMMY_CREDENTIALS
+
+settings.register_profile("suite", deadline=None)
+settings.load_profile("suite")
+"""No per-example deadline: on a shared 2-core machine an example's time says how busy the machine
+is, not whether the property holds (timing is for `benchmarks/`). Examples are bounded by count."""
 
 EMULATOR_FIXTURES = frozenset({"emulator", "module_emulator"})
 """The fixtures that start an emulator process (this file's and tests/local/conftest.py's)."""

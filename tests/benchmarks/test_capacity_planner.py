@@ -12,7 +12,7 @@ from benchmarks.harness import percentile
 from planner.inputs import Settings, Workload
 from planner.model import plan_capacity
 from planner.prices import DEFAULT_PRICE_TABLE, load_price_table
-from stacks.capacity import planned_settings
+from stacks.settings import planned_settings
 
 PRICES = load_price_table()
 STANDARD = Workload(rate=50_000)

@@ -10,7 +10,7 @@ from planner.prices import load_price_table
 
 PRICES = load_price_table()
 TIMES = ServiceTimes()
-FLAGS_FIX = Settings(state_parallelization_factor=2, reduce_parallelization_factor=6)
+FLAGS_FIX = Settings(state_parallelization_factor=2, reduce_parallelization_factor=6, aggregate_slices=16)
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +72,9 @@ def test_the_summary_names_each_choice_with_its_cost_and_latency(
 
 
 def test_a_plan_whose_only_stall_is_the_archive_keeps_the_totals_up() -> None:
-    settings = Settings(state_parallelization_factor=3, reduce_parallelization_factor=6, archive_registry_shards=1)
+    settings = Settings(
+        state_parallelization_factor=3, reduce_parallelization_factor=6, aggregate_slices=16, archive_registry_shards=1
+    )
     plan = plan_capacity(Workload(rate=50_000), settings, TIMES, PRICES)
     assert plan.ours.stalls and all(flag.side_stage for flag in plan.ours.stalls)
     assert keeps_up(plan) == "; the totals keep up, the archive does not, see section 5"

@@ -248,7 +248,7 @@ def test_cli_exits_1_when_a_check_fails(aws_environment: str, capsys: pytest.Cap
         (["preflight", "-c", "aggregateSlices"], "error: argument -c/--context: 'aggregateSlices'"),
         (
             ["preflight", "-c", "reduceParallelizationFactor=11"],
-            "error: cdk.json context 'reduceParallelizationFactor' must be an integer from 1 to 10, got '11'",
+            "error: cdk.json context 'reduceParallelizationFactor' must be 'auto' or an integer from 1 to 10, got '11'",
         ),
         (
             ["preflight", "-c", "reduceReservedConcurrency=0"],

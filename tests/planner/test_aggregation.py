@@ -83,7 +83,7 @@ def test_the_plan_prices_the_aggregated_stream_in_both_modes() -> None:
 
 
 def test_state_invocations_follow_kinesis_records_and_its_work_follows_messages() -> None:
-    settings = Settings()
+    settings = Settings(state_parallelization_factor=1)
     plain, aggregated = plan_capacity(PLAIN, settings).ours, plan_capacity(AGGREGATED, settings).ours
     # The same messages to apply: the same executions (Little's law over messages).
     assert aggregated.state_executions == pytest.approx(plain.state_executions)

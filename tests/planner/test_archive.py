@@ -16,7 +16,8 @@ from planner.inputs import ArchiveLifecycle, ServiceTimes, Settings, StreamCapac
 from planner.model import plan_capacity
 from planner.plan import STAGE_BUSY_TARGET, DesignPlan
 from planner.prices import load_price_table
-from stacks.settings import DEFAULT_ARCHIVE_REGISTRY_SHARDS, SCALE_OUT_RATE
+from planner.scale_out import SCALE_OUT_RATE
+from stacks.settings import DEFAULT_ARCHIVE_REGISTRY_SHARDS
 
 PRICES = load_price_table()
 KB = 1024
@@ -40,7 +41,7 @@ def test_every_delta_item_is_one_object_put_and_the_archive_is_priced_in_the_pla
 
 
 def test_the_archive_is_not_on_the_latency_path() -> None:
-    settings = Settings(state_parallelization_factor=3, reduce_parallelization_factor=6)
+    settings = Settings(state_parallelization_factor=3, reduce_parallelization_factor=6, aggregate_slices=16)
     plan = plan_capacity(Workload(rate=50_000), settings).ours
     (archive,) = [t for t in plan.timings if t.stage == "archive"]
     assert not archive.on_latency_path

@@ -3,15 +3,19 @@
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from planner.inputs import ServiceTimes, Settings, StreamCapacity, Workload
+from planner.inputs import MAX_PARALLELIZATION_FACTOR, ServiceTimes, Settings, StreamCapacity, Workload
 from planner.model import OURS, plan_design
 from planner.plan import STAGE_BUSY_TARGET
 from planner.prices import load_price_table
 from planner.scale_out import (
     HOTTEST_ITEM_TARGET,
+    SLICE_CANDIDATES,
     cheapest_settings,
     describe_choice,
+    settings_for_rate,
     within_targets,
 )
 
@@ -48,7 +52,7 @@ def test_fixed_slices_are_kept_and_the_choice_beats_the_flags_fix_alone() -> Non
     """At 50,000 msg/s the flags alone ask for more state and reduce lanes; the search, keeping 16
     slices and a 1 s p50, also packs delta batches and is cheaper."""
     workload = Workload(rate=50_000)
-    flags_fix = Settings(state_parallelization_factor=3, reduce_parallelization_factor=6)
+    flags_fix = Settings(state_parallelization_factor=3, reduce_parallelization_factor=6, aggregate_slices=16)
     choice = cheapest_settings(workload, flags_fix, TIMES, PRICES, latency_limit_seconds=1.0, aggregate_slices=16)
     assert choice is not None and choice.settings.aggregate_slices == 16
     before = plan_design(workload, flags_fix, TIMES, PRICES, OURS)
@@ -95,3 +99,95 @@ def test_the_search_raises_the_registry_shards_when_one_would_be_hot() -> None:
     assert choice.plan.archive_registry_busy <= STAGE_BUSY_TARGET
     hot = plan_design(workload, replace(choice.settings, archive_registry_shards=1), TIMES, PRICES, OURS)
     assert hot.archive_registry_busy > 1 and not within_targets(hot, None)
+
+
+def planned_for(rate: float, base: Settings | None = None) -> Settings:
+    """Every setting cdk.json leaves `auto`, chosen for `rate`."""
+    return settings_for_rate(
+        Workload(rate=rate),
+        base or Settings(),
+        TIMES,
+        PRICES,
+        state_parallelization=True,
+        reduce_parallelization=True,
+        slices=True,
+        archive_parallelization=True,
+    )
+
+
+def test_the_defaults_are_what_the_planner_chooses_for_the_default_rate() -> None:
+    """`planner.inputs.Settings` holds cdk.json's `auto` settings as synthesis resolves them at 400 msg/s."""
+    assert planned_for(400) == Settings()
+    assert (Settings().state_parallelization_factor, Settings().reduce_parallelization_factor) == (2, 1)
+    assert Settings().aggregate_slices == 1
+
+
+@pytest.mark.parametrize("rate", [50_000, 250_000])
+def test_at_the_reference_rates_the_defaults_keep_every_stage_on_the_way_to_the_totals_within_70_percent(
+    rate: int,
+) -> None:
+    """Issue 23: at cdk.json's defaults, with no map batching window, every stage a total waits for is
+    at most 70 % busy, on more than one lane, the hottest item within 500 write units a second, p50 <= 1 s."""
+    chosen = planned_for(rate)
+    assert chosen.map_batching_window_seconds == 0
+    plan = plan_design(Workload(rate=rate), chosen, TIMES, PRICES, OURS)
+    assert within_targets(plan, 1.0), [(timing.stage, timing.busy, timing.lanes) for timing in plan.timings]
+    # At 250,000 msg/s one slice would take about 850 write units a second: slices are what cools it.
+    one_slice = plan_design(Workload(rate=rate), replace(chosen, aggregate_slices=1), TIMES, PRICES, OURS)
+    assert one_slice.hottest_item_write_units_per_second > HOTTEST_ITEM_TARGET or rate < 250_000
+
+
+@settings(max_examples=40, deadline=None)
+@given(rate=st.integers(min_value=1, max_value=300_000), batch=st.sampled_from([10, 50, 100]))
+def test_the_choice_is_within_the_targets_whenever_a_candidate_is_and_none_is_cheaper(rate: int, batch: int) -> None:
+    base = replace(Settings(), reduce_batch_size=batch)
+    chosen = planned_for(rate, base)
+    workload = Workload(rate=rate)
+    plan = plan_design(workload, chosen, TIMES, PRICES, OURS)
+    state = replace(
+        base,
+        state_parallelization_factor=chosen.state_parallelization_factor,
+        archive_parallelization_factor=chosen.archive_parallelization_factor,
+    )
+    candidates = [
+        plan_design(
+            workload,
+            replace(state, aggregate_slices=count, reduce_parallelization_factor=factor),
+            TIMES,
+            PRICES,
+            OURS,
+            suggest=False,
+        )
+        for count in SLICE_CANDIDATES
+        for factor in range(1, MAX_PARALLELIZATION_FACTOR + 1)
+    ]
+    within = [candidate for candidate in candidates if within_targets(candidate, None, min_lanes=1)]
+    if within:
+        assert within_targets(plan, None, min_lanes=1)
+        assert plan.monthly_usd <= min(candidate.monthly_usd for candidate in within)
+    else:
+        assert (chosen.aggregate_slices, chosen.reduce_parallelization_factor) == (
+            SLICE_CANDIDATES[-1],
+            MAX_PARALLELIZATION_FACTOR,
+        )
+    assert (chosen.map_batch_size, chosen.reduce_batch_size, chosen.stream) == (
+        base.map_batch_size,
+        batch,
+        base.stream,
+    ), "only the settings left to the planner change"
+
+
+def test_settings_given_explicitly_are_kept() -> None:
+    given_settings = replace(Settings(), aggregate_slices=16, reduce_parallelization_factor=3)
+    chosen = settings_for_rate(
+        Workload(rate=50_000),
+        given_settings,
+        TIMES,
+        PRICES,
+        state_parallelization=True,
+        reduce_parallelization=False,
+        slices=False,
+        archive_parallelization=False,
+    )
+    assert (chosen.aggregate_slices, chosen.reduce_parallelization_factor) == (16, 3)
+    assert chosen.state_parallelization_factor == 3

@@ -11,8 +11,8 @@ from aws_cdk.assertions import Annotations, Match, Template
 
 from planner.inputs import TableCapacity
 from stacks import ExactlyOnceAggregationStack, SettingsError
-from stacks.capacity import capacity_flags, planned_settings
-from stacks.settings import PipelineSettings
+from stacks.capacity import capacity_flags
+from stacks.settings import PipelineSettings, planned_settings
 from tests.stacks.stack_helpers import (
     MAP_HANDLER,
     REDUCE_HANDLER,
@@ -171,7 +171,7 @@ def test_the_check_plans_with_the_stack_s_own_settings(template: Template) -> No
     )
     planned = planned_settings(settings)
     assert (planned.map_batch_size, planned.map_batching_window_seconds, planned.reduce_memory_mb) == (2000, 2, 512)
-    assert (planned.aggregate_slices, planned.reduce_parallelization_factor) == (16, 1)
+    assert (planned.aggregate_slices, planned.reduce_parallelization_factor) == (1, 1), "auto, at 400 msg/s"
     assert planned.state_table == settings.state_table_capacity and planned.state_table.provisioned
     assert (planned.state_memory_mb, planned.map_memory_mb) == (
         function_properties(template, STATE_HANDLER)["MemorySize"],
@@ -179,9 +179,13 @@ def test_the_check_plans_with_the_stack_s_own_settings(template: Template) -> No
     )
 
 
+UNPLANNED = {"stateParallelizationFactor": 1, "reduceParallelizationFactor": 1, "aggregateSlices": 16}
+"""Settings set explicitly instead of left to the planner (`auto`): what a stack sized for less declares."""
+
+
 def test_a_target_the_settings_cannot_carry_is_refused_in_one_line_naming_the_fix() -> None:
     with pytest.raises(SettingsError) as raised:
-        synthesize({"targetMessagesPerSecond": 50_000})
+        synthesize({"targetMessagesPerSecond": 50_000, **UNPLANNED})
     text = str(raised.value)
     assert "\n" not in text
     assert text.startswith("cdk.json context 'targetMessagesPerSecond' (50,000 msg/s) is more than these settings")
@@ -192,7 +196,7 @@ def test_a_target_the_settings_cannot_carry_is_refused_in_one_line_naming_the_fi
 
 
 def test_capacity_check_warn_synthesizes_with_a_warning_per_finding() -> None:
-    stack, _template = synthesize({"targetMessagesPerSecond": 50_000, "capacityCheck": "warn"})
+    stack, _template = synthesize({"targetMessagesPerSecond": 50_000, "capacityCheck": "warn", **UNPLANNED})
     warnings = [str(w.entry.data) for w in Annotations.from_stack(stack).find_warning("*", Match.any_value())]
     assert any("cannot keep up" in w and "reducers would be" in w for w in warnings)
     assert any("needs an account-side change" in w and "quota" in w for w in warnings)
@@ -232,3 +236,12 @@ def test_aggregated_producers_need_more_state_lanes_for_the_same_rate() -> None:
     assert any(flag.blocking and "stateParallelizationFactor" in flag.change for flag in aggregated)
     with pytest.raises(SettingsError, match="'producerAggregation' must be true or false"):
         settings_from({"producerAggregation": "sometimes"})
+
+
+@pytest.mark.parametrize("rate", [50_000, 250_000])
+def test_a_stack_declaring_a_high_rate_is_sized_for_it_by_its_defaults(rate: int) -> None:
+    """Issue 23: with cdk.json's defaults (`auto`) nothing that cannot keep up is flagged at 50,000 or
+    250,000 msg/s; only account quotas are (warnings)."""
+    flags = capacity_flags(settings_from({"targetMessagesPerSecond": rate}))
+    assert [flag.problem for flag in flags if flag.blocking] == []
+    assert all("quota" in flag.change for flag in flags)

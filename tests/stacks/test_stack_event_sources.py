@@ -40,7 +40,7 @@ def test_state_reads_the_kinesis_stream(template: Template) -> None:
     (stream_id,) = resources_of_type(template, "AWS::Kinesis::Stream")
     assert mapping["EventSourceArn"] == {"Fn::GetAtt": [stream_id, "Arn"]}
     assert mapping["BatchSize"] == 100
-    assert mapping["ParallelizationFactor"] == 1
+    assert mapping["ParallelizationFactor"] == 2, "auto: the planner's choice for the default 400 msg/s"
     assert "FilterCriteria" not in mapping
 
 
@@ -98,8 +98,8 @@ def test_reduce_reads_only_inserts_of_the_delta_table_stream(template: Template)
 
 def test_reduce_writes_slices_of_the_totals_from_every_lane(template: Template) -> None:
     """No reservation: one reducer per DeltaTable stream shard and parallelization lane, each delta
-    item added to the slice of its StateTable shard (`AGGREGATE_SLICES`, default 16)."""
-    assert function_properties(template, REDUCE_HANDLER)["Environment"]["Variables"]["AGGREGATE_SLICES"] == "16"
+    item added to the slice of its StateTable shard (`AGGREGATE_SLICES`: `auto`, one at the default 400 msg/s)."""
+    assert function_properties(template, REDUCE_HANDLER)["Environment"]["Variables"]["AGGREGATE_SLICES"] == "1"
     assert event_source_mapping(template, REDUCE_HANDLER)["ParallelizationFactor"] == 1
     for handler in HANDLERS.values():
         assert "ReservedConcurrentExecutions" not in function_properties(template, handler), handler

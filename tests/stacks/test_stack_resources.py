@@ -168,7 +168,7 @@ def test_environment_per_function(template: Template) -> None:
         "AGGREGATE_TABLE": {"Ref": aggregate_id},
         "REDUCE_IDEMPOTENCY": "crt+marker",
         "MARKER_TTL_DAYS": "7",
-        "AGGREGATE_SLICES": "16",
+        "AGGREGATE_SLICES": "1",
         "FAILURE_REDUCE_LAMBDA_PCT": "0",
         "FAILURE_REDUCE_LAMBDA_AFTER_WRITE_PCT": "0",
     }

@@ -8,10 +8,18 @@ from typing import Any
 import pytest
 
 from aggregation.aggregate_items import MAX_SLICES
-from planner.inputs import ArchiveLifecycle, StreamCapacity
+from planner.inputs import ArchiveLifecycle, ServiceTimes, StreamCapacity
+from planner.prices import load_price_table
+from planner.scale_out import settings_for_rate
 from stacks import SettingsError, build_app
 from stacks.functions import powertools_layer_arn_for_version
-from stacks.settings import DEFAULT_CONTEXT, FAULT_INJECTION_VARIABLES, PipelineSettings
+from stacks.settings import (
+    DEFAULT_CONTEXT,
+    FAULT_INJECTION_VARIABLES,
+    PipelineSettings,
+    declared_workload,
+    planned_settings,
+)
 from tests.stacks.stack_helpers import REPOSITORY_ROOT, run_app_py
 
 
@@ -33,7 +41,7 @@ def test_defaults() -> None:
     assert settings.stack_name == "ExactlyOnceAggregation"
     assert settings.hierarchy_levels == ("RiskType", "TradeDesk", "Region")
     assert (settings.state_batch_size, settings.map_batch_size, settings.reduce_batch_size) == (100, 100, 10)
-    assert settings.state_parallelization_factor == 1
+    assert settings.state_parallelization_factor == 2, "auto: what the planner chooses for 400 msg/s"
     assert settings.state_write_concurrency == 16
     assert (settings.delta_ttl_days, settings.marker_ttl_days) == (7, 7)
     assert settings.reduce_idempotency == "crt+marker"
@@ -85,7 +93,7 @@ def test_powertools_layer_comes_from_the_public_parameter_unless_a_version_is_na
 
 
 def test_reduce_scales_out_over_slices_and_lanes() -> None:
-    assert (settings_from({}).aggregate_slices, settings_from({}).reduce_parallelization_factor) == (16, 1)
+    assert (settings_from({}).aggregate_slices, settings_from({}).reduce_parallelization_factor) == (1, 1)
     chosen = settings_from({"aggregateSlices": "10000", "reduceParallelizationFactor": "10"})
     assert (chosen.aggregate_slices, chosen.reduce_parallelization_factor) == (MAX_SLICES, 10)
     assert chosen.state_settings.aggregate_slices == MAX_SLICES
@@ -120,10 +128,11 @@ def test_the_reservation_setting_of_earlier_releases_is_refused_whatever_its_val
         ("logRetentionDays", 10, "'logRetentionDays' must be one of 1, 3, 5, 7, 14"),
         ("powertoolsLayerVersion", 0, "'powertoolsLayerVersion' must be 'ssm' or a layer version from 1 to 100000"),
         ("powertoolsLayerVersion", "latest", "'powertoolsLayerVersion' must be 'ssm' or a layer version"),
-        ("aggregateSlices", 0, "'aggregateSlices' must be an integer from 1 to 10000, got 0"),
-        ("aggregateSlices", "10001", "'aggregateSlices' must be an integer from 1 to 10000"),
-        ("reduceParallelizationFactor", 11, "'reduceParallelizationFactor' must be an integer from 1 to 10, got 11"),
-        ("reduceParallelizationFactor", "0", "'reduceParallelizationFactor' must be an integer from 1 to 10"),
+        ("aggregateSlices", 0, "'aggregateSlices' must be 'auto' or an integer from 1 to 10000, got 0"),
+        ("aggregateSlices", "10001", "'aggregateSlices' must be 'auto' or an integer from 1 to 10000"),
+        ("aggregateSlices", "Auto", "'aggregateSlices' must be 'auto' or an integer from 1 to 10000, got 'Auto'"),
+        ("reduceParallelizationFactor", 11, "'reduceParallelizationFactor' must be 'auto' or an integer from 1 to 10"),
+        ("reduceParallelizationFactor", "0", "'reduceParallelizationFactor' must be 'auto' or an integer from 1 to 10"),
         ("removalPolicy", "snapshot", "'removalPolicy' must be 'retain' or 'destroy'"),
         ("faultInjection", [], "'faultInjection' must be an object keyed by FAILURE_STATE_LAMBDA_PCT"),
         ("faultInjection", {"FAILURE_STAT_LAMBDA_PCT": 5}, "keyed only by"),
@@ -202,3 +211,30 @@ def test_security_settings_read_their_command_line_spellings() -> None:
     assert (defaults.alarm_email, defaults.break_glass_role_arn, defaults.key_admin_role_arn) == (None, None, None)
     assert (defaults.quarantine_ttl_days, defaults.table_deletion_protection) == (30, True)
     assert settings_from({"removalPolicy": "destroy"}).table_deletion_protection is False
+
+
+@pytest.mark.parametrize("rate", [400, 5_000, 50_000, 250_000])
+def test_auto_settings_are_the_planner_s_choice_for_the_declared_rate(rate: int) -> None:
+    """`auto` (the default) is `planner.scale_out.settings_for_rate` at `targetMessagesPerSecond`; an
+    integer given beside it is kept, and the others are chosen around it."""
+    settings = settings_from({"targetMessagesPerSecond": rate})
+    explicit = settings_from({"targetMessagesPerSecond": rate, "stateParallelizationFactor": "auto"})
+    chosen = settings_for_rate(
+        declared_workload(settings),
+        planned_settings(settings),
+        ServiceTimes(),
+        load_price_table(),
+        state_parallelization=True,
+        reduce_parallelization=True,
+        slices=True,
+        archive_parallelization=True,
+    )
+    picked = (settings.state_parallelization_factor, settings.reduce_parallelization_factor, settings.aggregate_slices)
+    assert picked == (
+        chosen.state_parallelization_factor,
+        chosen.reduce_parallelization_factor,
+        chosen.aggregate_slices,
+    )
+    assert explicit == settings
+    kept = settings_from({"targetMessagesPerSecond": rate, "aggregateSlices": 8})
+    assert kept.aggregate_slices == 8 and kept.state_parallelization_factor == settings.state_parallelization_factor

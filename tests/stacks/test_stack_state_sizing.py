@@ -17,7 +17,7 @@ from aggregation.messages import parse_trade_message
 from local.runner.inprocess import LEVELS
 from planner.inputs import LAMBDA_INVOCATION_PAYLOAD_BYTES, ServiceTimes, Settings
 from planner.state import lambda_state_rate
-from stacks.stages import STATE_MEMORY_MB
+from stacks.settings import STATE_MEMORY_MB
 from tests.lambdas.kpl_helpers import kpl_aggregate
 from tests.stacks.stack_helpers import function_properties
 

@@ -43,9 +43,11 @@ def test_the_deployer_refuses_what_the_guards_handler_refuses() -> None:
         run_settings_guard(template(), template(valueIntegerDigits=28, valueFractionDigits=1))
     with pytest.raises(DeploymentError, match=r"^refused: reduceIdempotency crt\+marker -> crt"):
         run_settings_guard(template(), template(reduceIdempotency="crt"))
-    run_settings_guard(template(aggregateSlices=1), template())  # 1 -> 16 slices, with markers
+    run_settings_guard(template(aggregateSlices=1), template(aggregateSlices=16))  # 1 -> 16 slices, with markers
     with pytest.raises(DeploymentError, match=r"^refused: aggregateSlices 1 -> 16 in reduceIdempotency crt "):
-        run_settings_guard(template(reduceIdempotency="crt", aggregateSlices=1), template(reduceIdempotency="crt"))
+        run_settings_guard(
+            template(reduceIdempotency="crt", aggregateSlices=1), template(reduceIdempotency="crt", aggregateSlices=16)
+        )
 
 
 def test_the_emulator_gets_the_guard_conditioned_out_with_its_properties_kept() -> None:
