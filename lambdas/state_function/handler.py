@@ -124,54 +124,55 @@ def conflict_reason(message: TradeMessage) -> str:
     )
 
 
-@cache
-def write_concurrency() -> int:
-    """How many writes may be in flight at once (`stateWriteConcurrency`)."""
-    return positive_int_setting("STATE_WRITE_CONCURRENCY", DEFAULT_WRITE_CONCURRENCY)
+@dataclass(frozen=True)
+class WriteLanes:
+    """The bounded write pool: `lanes` writes at most in flight (`stateWriteConcurrency`), one
+    thread per lane, created once per execution environment (`write_lanes`)."""
 
+    executor: ThreadPoolExecutor
+    lanes: int
 
-@cache
-def write_pool() -> ThreadPoolExecutor:
-    """One bounded pool per execution environment."""
-    return ThreadPoolExecutor(max_workers=write_concurrency(), thread_name_prefix="state-write")
+    def run(self, items: Sequence[Item], work: Callable[[Item], Result]) -> list[Result]:
+        """`work` of every item, results in item order, at most `lanes` items at a time.
 
+        Each lane is one pool task that takes the next item left until none is, so a batch costs
+        one submit and one thread wake-up per lane rather than per write (a future per write cost
+        about 25 µs per record, against no pool at all, in `benchmarks/handler_overhead.py`), and
+        the lanes still balance: a lane waiting on a slow round trip takes nothing more meanwhile.
+        After an exception no lane takes another item; once every lane has stopped, the exception
+        of the earliest failed item is raised (writes already sent stay sent: each is idempotent).
+        """
+        results: list[Result] = []
+        if not items:
+            return results
+        results = [cast(Result, None)] * len(items)
+        indices = iter(range(len(items)))
+        taking = threading.Lock()
+        failures: list[tuple[int, Exception]] = []
 
-def run_in_lanes(
-    pool: ThreadPoolExecutor, lanes: int, items: Sequence[Item], work: Callable[[Item], Result]
-) -> list[Result]:
-    """`work` of every item, results in item order, at most `lanes` items at a time.
+        def lane() -> None:
+            while not failures:
+                with taking:
+                    index = next(indices, None)
+                if index is None:
+                    return
+                try:
+                    results[index] = work(items[index])
+                except Exception as error:  # re-raised below, in the caller's thread
+                    failures.append((index, error))
 
-    Each lane is one pool task that takes the next item left until none is, so a batch costs
-    one submit and one thread wake-up per lane rather than per write (a future per write cost
-    about 25 µs per record, against no pool at all, in `benchmarks/handler_overhead.py`), and
-    the lanes still balance: a lane waiting on a slow round trip takes nothing more meanwhile.
-    After an exception no lane takes another item; once every lane has stopped, the exception
-    of the earliest failed item is raised (writes already sent stay sent: each is idempotent).
-    """
-    results: list[Result] = []
-    if not items:
+        for running in [self.executor.submit(lane) for _ in range(min(self.lanes, len(items)))]:
+            running.result()
+        if failures:
+            raise min(failures, key=lambda failure: failure[0])[1]
         return results
-    results = [cast(Result, None)] * len(items)
-    indices = iter(range(len(items)))
-    taking = threading.Lock()
-    failures: list[tuple[int, Exception]] = []
 
-    def lane() -> None:
-        while not failures:
-            with taking:
-                index = next(indices, None)
-            if index is None:
-                return
-            try:
-                results[index] = work(items[index])
-            except Exception as error:  # re-raised below, in the caller's thread
-                failures.append((index, error))
 
-    for running in [pool.submit(lane) for _ in range(min(lanes, len(items)))]:
-        running.result()
-    if failures:
-        raise min(failures, key=lambda failure: failure[0])[1]
-    return results
+@cache
+def write_lanes() -> WriteLanes:
+    """One bounded pool per execution environment."""
+    lanes = positive_int_setting("STATE_WRITE_CONCURRENCY", DEFAULT_WRITE_CONCURRENCY)
+    return WriteLanes(ThreadPoolExecutor(max_workers=lanes, thread_name_prefix="state-write"), lanes)
 
 
 @cache
@@ -328,9 +329,7 @@ def settle_messages(table_name: str, latest: list[ReceivedMessage]) -> tuple[lis
     known = version_cache(table_name)
     settled = [known.settling(item.message.trade_id, item.message.version) for item in latest]
     to_write = [item for item, stored in zip(latest, settled, strict=True) if stored is None]
-    written = iter(
-        run_in_lanes(write_pool(), write_concurrency(), to_write, lambda item: apply_state_change(item, known))
-    )
+    written = iter(write_lanes().run(to_write, lambda item: apply_state_change(item, known)))
     writes = [
         next(written) if stored is None else outcome(item, stored) for item, stored in zip(latest, settled, strict=True)
     ]

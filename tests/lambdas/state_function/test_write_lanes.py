@@ -1,4 +1,4 @@
-"""The state function's bounded write lanes (`run_in_lanes`): every write once, results in order,
+"""The state function's bounded write lanes (`WriteLanes`): every write once, results in order,
 never more in flight than the lanes, and a failure stops the batch with the earliest failed write."""
 
 import threading
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from state_function.handler import run_in_lanes
+from state_function.handler import WriteLanes
 
 POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="test-lanes")
 
@@ -38,7 +38,7 @@ class InFlight:
 @given(st.lists(st.integers(), max_size=60), st.integers(1, 8))
 def test_every_item_is_worked_once_in_order_and_never_more_than_the_lanes_at_once(items: list[int], lanes: int) -> None:
     work = InFlight()
-    assert run_in_lanes(POOL, lanes, items, work) == [item * 2 for item in items]
+    assert WriteLanes(POOL, lanes).run(items, work) == [item * 2 for item in items]
     assert sorted(work.calls) == sorted(items)
     assert work.most <= lanes
 
@@ -53,7 +53,7 @@ def test_enough_items_use_every_lane() -> None:
             meeting.wait(timeout=10)
         return item
 
-    assert run_in_lanes(POOL, 4, list(range(50)), work) == list(range(50))
+    assert WriteLanes(POOL, 4).run(list(range(50)), work) == list(range(50))
 
 
 class Failing(Exception):
@@ -70,7 +70,7 @@ def test_after_a_failure_no_lane_takes_another_item() -> None:
         return item
 
     with pytest.raises(Failing):
-        run_in_lanes(POOL, 1, list(range(10)), work)
+        WriteLanes(POOL, 1).run(list(range(10)), work)
     assert taken == [0, 1, 2, 3]
 
 
@@ -86,6 +86,6 @@ def test_the_earliest_failed_item_is_raised_once_every_lane_has_stopped() -> Non
         return item
 
     with pytest.raises(Failing) as raised:
-        run_in_lanes(POOL, 6, list(range(6)), work)
+        WriteLanes(POOL, 6).run(list(range(6)), work)
     assert raised.value.args == (2,)
     assert sorted(finished) == [0, 1, 3, 4]  # the lanes already writing finished before the raise
