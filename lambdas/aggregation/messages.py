@@ -38,6 +38,11 @@ text after a bidirectional override, so a producer could repaint what the operat
 operator tools escape the same class (`toolkit.untrusted`, which cannot import this module)."""
 
 
+DIGEST_ENCODER = json.JSONEncoder(separators=(",", ":"))
+"""What `json.dumps(..., separators=(",", ":"))` does, built once rather than per message (the stored
+digests depend on this exact text: changing it would make every stored version look like a conflict)."""
+
+
 class InvalidMessage(ValueError):
     """The record is not a valid trade message; `reason` says why."""
 
@@ -67,7 +72,7 @@ class TradeMessage:
         timestamp is left out because it only measures latency. Computed once per message
         (the state function reads it for the write, its outcome and the conflict check).
         """
-        canonical = json.dumps([str(canonical_number(self.value)), list(self.hierarchy)], separators=(",", ":"))
+        canonical = DIGEST_ENCODER.encode([str(canonical_number(self.value)), list(self.hierarchy)])
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 

@@ -275,12 +275,13 @@ def record_origins(record: KinesisStreamRecord) -> Iterator[RecordOrigin | Quara
     An aggregate that cannot be read (`CorruptAggregate`: digest, protobuf or tables) is one
     quarantine entry with its reason, never a partial read.
     """
+    kinesis = record.kinesis  # a new Powertools view on every access
     origin = RecordOrigin(
         event_id=record.event_id,
         shard_id=record.event_id.split(":", 1)[0],
-        sequence_number=record.kinesis.sequence_number,
-        partition_key=record.kinesis.partition_key,
-        payload=record.kinesis.data_as_bytes(),
+        sequence_number=kinesis.sequence_number,
+        partition_key=kinesis.partition_key,
+        payload=kinesis.data_as_bytes(),
     )
     if not is_aggregate(origin.payload):
         yield origin
