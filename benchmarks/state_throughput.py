@@ -44,15 +44,15 @@ class ThroughputAtRoundTrip:
 
 def _reset_write_pool() -> None:
     """The pool is created once per execution environment; a new concurrency needs a new one."""
-    if state_handler.write_pool.cache_info().currsize:
-        state_handler.write_pool().shutdown(wait=True)
-    state_handler.write_pool.cache_clear()
+    if state_handler.write_lanes.cache_info().currsize:
+        state_handler.write_lanes().executor.shutdown(wait=True)
+    state_handler.write_lanes.cache_clear()
 
 
 def _invocation_rate(event: dict[str, object], messages: int, concurrency: int) -> float:
     with environment({"STATE_WRITE_CONCURRENCY": str(concurrency)}):
         _reset_write_pool()
-        state_handler.write_pool()  # created before timing, as in a warm environment
+        state_handler.write_lanes()  # created before timing, as in a warm environment
         started = time.perf_counter()
         state_handler.lambda_handler(event, LambdaContextStub())
         return messages / (time.perf_counter() - started)

@@ -12,7 +12,7 @@ from decimal import Decimal
 from typing import Any
 
 from aggregation.deltas import NodeDelta
-from aggregation.exact import dynamodb_number
+from aggregation.exact import number_attribute
 from aggregation.item_size import MAX_ITEM_BYTES, item_size_bytes
 from aggregation.names import EXPIRES_AT, NODE_TRADE_COUNT, NODE_VALUE
 from aggregation.stream_images import ImageDecodingError, decode_image
@@ -53,10 +53,6 @@ class DeltaItem:
             raise ValueError("a delta item's BatchHash is the identity of its stream run")
 
 
-def _number(value: Decimal | int) -> dict[str, str]:
-    return {"N": str(dynamodb_number(Decimal(value)))}
-
-
 def encode_delta_item(item: DeltaItem) -> dict[str, Any]:
     """The item as PutItem takes it (typed JSON); nodes in key order, numbers exact."""
     batch = item.batch
@@ -67,14 +63,19 @@ def encode_delta_item(item: DeltaItem) -> dict[str, Any]:
         BATCH_HASH: {"S": batch.batch_hash},
         DELTAS: {
             "M": {
-                key: {"M": {NODE_VALUE: _number(delta.value), NODE_TRADE_COUNT: _number(delta.trade_count)}}
+                key: {
+                    "M": {
+                        NODE_VALUE: number_attribute(delta.value),
+                        NODE_TRADE_COUNT: number_attribute(delta.trade_count),
+                    }
+                }
                 for key, delta in sorted(batch.deltas.items())
             }
         },
-        RECORD_COUNT: _number(batch.record_count),
-        PRODUCER_TIMESTAMPS: {"L": [_number(timestamp) for timestamp in batch.producer_timestamps]},
-        CREATED_AT: _number(batch.created_at),
-        EXPIRES_AT: _number(item.expires_at),
+        RECORD_COUNT: number_attribute(batch.record_count),
+        PRODUCER_TIMESTAMPS: {"L": [number_attribute(timestamp) for timestamp in batch.producer_timestamps]},
+        CREATED_AT: number_attribute(batch.created_at),
+        EXPIRES_AT: number_attribute(item.expires_at),
     }
 
 

@@ -50,7 +50,7 @@ def state_update_client() -> "DynamoDBClient":
     """The state function's conditional `update_item`s, sent without botocore's parameter validation.
 
     Safe because every such request is validated before it exists: `update_arguments` builds it
-    at the door, its shape fixed and every value made by boto3's `TypeSerializer` or as a string,
+    at the door, its shape fixed and every value what boto3's `TypeSerializer` makes of it or a string,
     and `tests/lambdas/test_door_properties.py` runs botocore's own `validate_parameters` (what
     this option turns off, the same check) over the requests it builds from edge-case records.
     Validation is about 50 µs per request, the largest share of the function's CPU per record

@@ -19,3 +19,5 @@ def test_a_small_write_cost_run_is_exact_in_every_mode_and_replays_through_every
     overhead = run_handler_overhead(result.events, passes=1, progress=lambda _stage, _fraction: None)
     assert [h.handler for h in overhead.handlers][:2] == ["state", "map"]
     assert all(h.invocations > 0 for h in overhead.handlers)
+    floor = overhead.state_floor
+    assert 0 < floor.irreducible_us < min(floor.validated_us, floor.client_path_us), "both add work to the floor"

@@ -18,6 +18,7 @@ from decimal import Context, Decimal, Inexact, Rounded
 from typing import Any
 
 import botocore.session
+from boto3.dynamodb.types import TypeSerializer
 from botocore.validate import validate_parameters
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -31,6 +32,7 @@ from aggregation.archive import (
     parse_delta_document,
 )
 from aggregation.delta_items import decode_delta_batch, fits_item_limit
+from aggregation.exact import dynamodb_number
 from aggregation.hierarchy import DYNAMODB_MAX_KEY_BYTES
 from aggregation.item_size import MAX_ITEM_BYTES, item_size_bytes
 from aggregation.messages import InvalidMessage, TradeMessage, parse_trade_message
@@ -140,12 +142,29 @@ def assert_valid_request(operation: str, request: dict[str, Any]) -> None:
     with `Config(parameter_validation=False)` skips. The state function's updates are sent that
     way (`function_support.aws.state_update_client`): this test is where they are validated,
     over requests `update_arguments` built from edge-case records. Their shape is fixed and
-    every value comes from boto3's `TypeSerializer` or is a string, so nothing left unvalidated
-    depends on the record beyond what is generated here.
+    every value is what boto3's `TypeSerializer` makes of it (`assert_serialised_by_boto3`) or a
+    string, so nothing left unvalidated depends on the record beyond what is generated here.
     """
     shape = DYNAMODB.operation_model(operation).input_shape
     assert shape is not None
     validate_parameters(request, shape)
+
+
+def assert_serialised_by_boto3(request: dict[str, Any], message: TradeMessage) -> None:
+    """The update's attribute values are what boto3's `TypeSerializer` makes of the message
+    (`update_arguments` builds them directly, without its type dispatch): the same request on the wire."""
+    serializer = TypeSerializer()
+    expected = {
+        ":version": serializer.serialize(message.version),
+        ":value": serializer.serialize(dynamodb_number(message.value)),
+        ":hierarchy": serializer.serialize(dict(zip(LEVELS, message.hierarchy, strict=True))),
+        ":path": serializer.serialize(list(message.hierarchy)),
+        ":digest": {"S": message.content_digest},
+        ":writer": request["ExpressionAttributeValues"][":writer"],
+    }
+    if message.timestamp is not None:
+        expected[":timestamp"] = serializer.serialize(dynamodb_number(message.timestamp))
+    assert request["ExpressionAttributeValues"] == expected
 
 
 def assert_renders_verbatim(text: str) -> None:
@@ -178,6 +197,7 @@ def state_changes(accepted: list[TradeMessage]) -> list[StateChange]:
     for sequence, message in enumerate(accepted, start=1):
         request = update_arguments("StateTable", message, f"shardId-000000000000:{sequence}", LEVELS)
         assert_valid_request("UpdateItem", request)
+        assert_serialised_by_boto3(request, message)
         item = state_image(request)
         assert item_size_bytes(item) <= MAX_ITEM_BYTES
         assert len(message.trade_id.encode()) <= DYNAMODB_MAX_KEY_BYTES

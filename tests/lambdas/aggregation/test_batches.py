@@ -1,8 +1,14 @@
 """Batch-level rules: in-batch dedup and batch identity."""
 
+import hashlib
+import json
 from decimal import Decimal
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from aggregation.batches import is_conflicting_duplicate, select_latest_versions
+from aggregation.exact import canonical_number
 from aggregation.messages import TradeMessage
 
 
@@ -59,3 +65,20 @@ def test_selection_reads_each_message_once_however_many_copies_a_trade_has() -> 
     assert selection.superseded == 1 + 9_999  # "a" 0, then version 1 and its 9,998 siblings
     assert [m.value for m in selection.same_version] == [Decimal(5), Decimal(2), Decimal(1)]
     assert selection.same_version[1] is batch[-2] and selection.same_version[2] is batch[-1]
+
+
+@given(
+    st.decimals(allow_nan=False, allow_infinity=False),
+    st.lists(st.text(), min_size=1, max_size=4).map(tuple),
+)
+def test_the_content_digest_is_the_sha256_of_its_compact_json(value: Decimal, hierarchy: tuple[str, ...]) -> None:
+    """Digests are stored with every version: the text hashed stays exactly the compact JSON it always was."""
+    text = json.dumps([str(canonical_number(value)), list(hierarchy)], separators=(",", ":"))
+    expected = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    assert TradeMessage("t", 1, value, None, hierarchy).content_digest == expected
+
+
+def test_a_stored_digest_reads_the_same_today() -> None:
+    """`["2.5",["Vega","FX","EMEA"]]`, hashed: the digest a StateTable item holds for this content."""
+    message = TradeMessage("t", 1, Decimal("2.50"), None, ("Vega", "FX", "EMEA"))
+    assert message.content_digest == "e89c4e6449975a80d074a28322697550f9aa65c4e0af5ebe72556102e619ccd3"

@@ -4,8 +4,24 @@ from decimal import Decimal
 
 import pytest
 from boto3.dynamodb.types import TypeSerializer
+from hypothesis import given
+from hypothesis import strategies as st
 
-from aggregation.exact import canonical_number, dynamodb_number, is_dynamodb_number, significant_digits
+from aggregation.exact import (
+    canonical_number,
+    dynamodb_number,
+    is_dynamodb_number,
+    number_attribute,
+    significant_digits,
+)
+
+NUMBERS = st.builds(
+    lambda sign, digits, exponent: Decimal((sign, tuple(int(d) for d in digits), exponent)),
+    st.integers(0, 1),
+    st.text("0123456789", min_size=1, max_size=45),
+    st.integers(-175, 130),
+)
+"""Finite decimals of up to 45 digits, trailing zeros and all, around DynamoDB's exponent range."""
 
 
 @pytest.mark.parametrize(
@@ -56,3 +72,22 @@ def test_canonical_form_drops_trailing_zeros_and_the_exponent_and_sign_of_zero()
 def test_integers_are_written_as_their_digits_while_they_fit_38(text: str, written: str) -> None:
     """Epoch seconds and counts read back as plain integers, as DynamoDB itself returns them."""
     assert str(dynamodb_number(Decimal(text))) == written
+
+
+@given(NUMBERS)
+def test_the_canonical_form_is_the_same_number_without_trailing_zeros(number: Decimal) -> None:
+    canonical = canonical_number(number)
+    assert canonical == number
+    if not number.is_zero():
+        assert canonical.as_tuple().digits[-1] != 0
+    assert canonical_number(canonical) is canonical  # already canonical: returned as it is
+
+
+@given(st.one_of(NUMBERS, st.integers(-(10**40), 10**40)))
+def test_a_number_attribute_is_what_boto3_serialises_or_a_refusal(number: Decimal | int) -> None:
+    """The state and map stages build number attributes directly; on the wire they are boto3's."""
+    if is_dynamodb_number(Decimal(number)):
+        assert number_attribute(number) == TypeSerializer().serialize(dynamodb_number(Decimal(number)))
+    else:
+        with pytest.raises(ValueError, match="not representable"):
+            number_attribute(number)

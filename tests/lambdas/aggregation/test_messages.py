@@ -51,6 +51,7 @@ def test_integer_value_and_extra_hierarchy_levels_are_accepted() -> None:
     [
         (b"\xff\xfe{}", "not UTF-8"),
         (b"{not json", "not JSON"),
+        (b"\xef\xbb\xbf" + encode(message()), "UTF-8 BOM"),  # refused as json.loads refuses it
         (b"[1, 2]", "not an object"),
         (b'"a string"', "not an object"),
         (encode(message(TradeID=None)), "TradeID is missing"),
