@@ -26,9 +26,9 @@ report is never hidden, and the table's content is the same either way.
 
 The memory is a bounded LRU (`stateVersionCacheSize` entries, 0 switches it off); an
 evicted trade is simply written again, as it would be without the cache. Each entry is
-kept packed in one `bytes` (`pack_stored_version`): about 40 % of the memory of the
+kept packed in one `bytes` (`pack_stored_version`): 35 % less memory than the
 `StoredVersion` it stands for with its two strings (docs/benchmarks.md, "Memory per
-structure"), which the 100,000 default entries of a Lambda execution environment pay.
+structure"), for each of the 100,000 default entries of a Lambda execution environment.
 """
 
 import threading
