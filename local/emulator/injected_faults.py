@@ -329,7 +329,7 @@ def identify(environ: dict[str, Any]) -> RequestInfo | None:
     iterator = body.get("ShardIterator")
     if isinstance(iterator, str):
         resources.append(iterator)  # DynamoDB Streams: holds the table's stream ARN
-        with contextlib.suppress(binascii.Error, ValueError):  # Kinesis (moto): base64 "stream:shard:seq"
+        with contextlib.suppress(binascii.Error, ValueError):  # Kinesis: base64 "stream:shard:seq:issued"
             resources.append(base64.b64decode(iterator).decode("utf-8", "replace"))
     return RequestInfo(service, operation, tuple(resources), len(transact_items))
 

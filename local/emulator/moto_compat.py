@@ -28,6 +28,8 @@ Fixes (see each function):
   Lambda's event source mappings do.
 - `fix_dynamodb_streams_iterators_expire`: a DynamoDB Streams shard iterator expires (and
   is freed) 15 minutes after it is returned; moto keeps every one forever.
+- `fix_kinesis_iterators_expire`: a Kinesis shard iterator expires 5 minutes after it is
+  returned (GetRecords: ExpiredIteratorException); moto's never expire.
 - `fix_stream_records_expire_after_the_retention_period`: DynamoDB stream records are trimmed
   24 hours after they are written, Kinesis records after the stream's retention period (moto
   keeps every one forever); TRIM_HORIZON moves with the trim point, and a DynamoDB Streams
@@ -102,10 +104,12 @@ from moto.dynamodb.models.table import StreamShard, Table
 from moto.dynamodb.responses import DynamoHandler
 from moto.dynamodbstreams.models import DynamoDBStreamsBackend, ShardIterator
 from moto.iam.models import get_account_id_from
+from moto.kinesis.exceptions import InvalidArgumentError as KinesisInvalidArgumentError
 from moto.kinesis.models import KinesisBackend, kinesis_backends
 from moto.kinesis.models import Record as KinesisRecord
 from moto.kinesis.models import Shard as KinesisShard
 from moto.kinesis.models import Stream as KinesisStream
+from moto.kinesis.utils import decompose_shard_iterator
 from moto.moto_server import werkzeug_app
 from moto.sqs.models import sqs_backends
 
@@ -588,6 +592,72 @@ def fix_dynamodb_streams_iterators_expire() -> None:
 
     init._compat_fix = True  # type: ignore[attr-defined]
     DynamoDBStreamsBackend.__init__ = init  # type: ignore[method-assign]
+
+
+# ------------------------------------------------------ Kinesis iterator expiry
+
+KINESIS_ITERATOR_LIFETIME_SECONDS = 5 * 60.0
+"""Kinesis Data Streams: a shard iterator expires 5 minutes after it is returned."""
+
+
+def _stamped_kinesis_iterator(moto_iterator: str, issued_at: float) -> str:
+    """moto's iterator (base64 of ``stream:shard:sequence``) with the compat-clock time it was issued."""
+    stream_name, shard_id, last_sequence_id = decompose_shard_iterator(moto_iterator)
+    return base64.b64encode(f"{stream_name}:{shard_id}:{last_sequence_id}:{issued_at!r}".encode()).decode()
+
+
+def _unstamped_kinesis_iterator(iterator: str) -> tuple[str, float]:
+    """moto's iterator and the time it was issued; InvalidArgumentException for one this emulator never issued."""
+    try:
+        stream_name, shard_id, last_sequence_id, issued_at = (
+            base64.b64decode(iterator, validate=True).decode().split(":")
+        )
+        return base64.b64encode(f"{stream_name}:{shard_id}:{last_sequence_id}".encode()).decode(), float(issued_at)
+    except ValueError as error:  # binascii.Error and UnicodeDecodeError are ValueErrors
+        raise KinesisInvalidArgumentError("Invalid ShardIterator.") from error
+
+
+def fix_kinesis_iterators_expire() -> None:
+    """A Kinesis shard iterator expires 5 minutes after it is returned.
+
+    AWS (Kinesis Data Streams API Reference, GetShardIterator: "A shard iterator expires 5
+    minutes after it is returned to the requester"; GetRecords, ExpiredIteratorException, HTTP
+    400: "The provided iterator exceeds the maximum age allowed"; Developer Guide, "Expired
+    iterator exception errors": consumers must get a new iterator). Each iterator, from
+    GetShardIterator or a GetRecords' NextShardIterator, lives 5 minutes; it may be used again
+    until then. moto's iterators are its position in plain base64 and never expire, so a
+    consumer's recovery from ExpiredIteratorException never runs locally. Here each iterator
+    also carries the compat-clock time it was issued (nothing is kept per iterator, so nothing
+    grows), and GetRecords refuses it 5 minutes later. Patches `KinesisBackend.get_shard_iterator`
+    and `KinesisBackend.get_records`.
+    """
+    original_get_shard_iterator = KinesisBackend.get_shard_iterator
+    if getattr(original_get_shard_iterator, "_compat_fix", False):
+        return
+    original_get_records = KinesisBackend.get_records
+
+    @functools.wraps(original_get_shard_iterator)
+    def get_shard_iterator(self: KinesisBackend, *args: Any, **kwargs: Any) -> str:
+        return _stamped_kinesis_iterator(original_get_shard_iterator(self, *args, **kwargs), clock.now())
+
+    @functools.wraps(original_get_records)
+    def get_records(
+        self: KinesisBackend, stream_arn: str | None, shard_iterator: str, limit: int | None
+    ) -> tuple[str, list[KinesisRecord], int]:
+        moto_iterator, issued_at = _unstamped_kinesis_iterator(shard_iterator)
+        now = clock.now()
+        if now - issued_at >= KINESIS_ITERATOR_LIFETIME_SECONDS:
+            raise JsonRESTError(
+                "ExpiredIteratorException",
+                f"Iterator expired. The iterator was created {now - issued_at:.0f} s ago, further in the past "
+                f"than the tolerated delay of {KINESIS_ITERATOR_LIFETIME_SECONDS * 1000:.0f} milliseconds.",
+            )
+        next_iterator, records, millis_behind_latest = original_get_records(self, stream_arn, moto_iterator, limit)
+        return _stamped_kinesis_iterator(next_iterator, now), records, millis_behind_latest
+
+    get_shard_iterator._compat_fix = True  # type: ignore[attr-defined]
+    KinesisBackend.get_shard_iterator = get_shard_iterator  # type: ignore[method-assign]
+    KinesisBackend.get_records = get_records  # type: ignore[method-assign]
 
 
 # ------------------------------------------------------------ stream retention
@@ -1350,6 +1420,7 @@ FIXES: tuple[Callable[[], None], ...] = (
     fix_ssm_parameter_defaults_resolved_only_when_used,
     fix_dynamodb_streams_have_several_shards,
     fix_dynamodb_streams_iterators_expire,
+    fix_kinesis_iterators_expire,
     fix_cloudwatch_percentile_statistics,
     fix_stream_records_expire_after_the_retention_period,
 )

@@ -83,6 +83,8 @@ ACTIVE_POLL_INTERVAL_SECONDS = 0.05
 """Pause after the first empty read that follows records; it doubles with each further empty
 read up to the idle interval (0.05, 0.1, 0.2 s): records tend to come in runs, so a shard
 that just had some is read again soon, at the cost of one extra empty read per run."""
+EXPIRED_ITERATOR = "ExpiredIteratorException"
+"""Both stream services' answer to GetRecords with an iterator older than its lifetime."""
 TRIMMED_DATA_ACCESS = "TrimmedDataAccessException"
 """DynamoDB Streams' answer to a position older than its 24-hour trim point."""
 
@@ -316,6 +318,29 @@ class ShardPoller(threading.Thread):
         )
         self._resume_at_trim_horizon = True
 
+    def _replace_expired_iterator(self) -> None:
+        """The iterator outlived its lifetime (Kinesis 5 minutes, DynamoDB Streams 15): read on from
+        the same position with a new one, without pausing.
+
+        Nothing is wrong with the stream: the poller simply did not read for that long (its
+        lanes were full while a slow or failing batch held them, or the process was suspended).
+        The next iterator starts after the last record read (`_fresh_iterator`): the records
+        read before are in the lanes still, so none is delivered twice or out of order, and none
+        is skipped. Before any record was read it starts from the checkpoint, else from the
+        mapping's StartingPosition: for TRIM_HORIZON that is exact; LATEST is taken again, and
+        records written meanwhile are skipped (no AWS API names the position a LATEST iterator
+        stood at), which is logged as an error.
+        """
+        position = self._last_read or self.checkpoints.get(self.mapping.uuid, self.shard_id)
+        if position is None and self.mapping.starting_position == "LATEST":
+            log.error(
+                "%s: the LATEST iterator expired before any record was read; records written meanwhile "
+                "may be skipped (a new LATEST iterator)",
+                self.name,
+            )
+        else:
+            log.info("%s: shard iterator expired; a new one after %s", self.name, position or "the mapping's start")
+
     def _pending(self) -> int:
         """Records read and not yet finished by their lane (the batches in flight included)."""
         return sum(len(lane.buffer) for lane in self._lanes)
@@ -342,14 +367,18 @@ class ShardPoller(threading.Thread):
                 self._iterator = self._fresh_iterator()
             result = self.reader.read(self.shard_id, self._iterator, self.mapping.batch_size)
         except (ClientError, BotoCoreError) as error:
-            # Expired iterator (5 minutes in AWS), throttling, a lost response: start again from
-            # the last record read, as Lambda's poller does. Trimmed data: `_resume_after_trim`.
+            # Throttling, a lost response: start again from the last record read, as Lambda's
+            # poller does, after a pause. Expired iterator: `_replace_expired_iterator`, at once.
+            # Trimmed data: `_resume_after_trim`.
             code = error.response["Error"]["Code"] if isinstance(error, ClientError) else type(error).__name__
+            self._iterator = None
+            if code == EXPIRED_ITERATOR:
+                self._replace_expired_iterator()
+                return True
             if code == TRIMMED_DATA_ACCESS:
                 self._resume_after_trim()
             else:
                 log.warning("%s: %s; getting a new iterator", self.name, code)
-            self._iterator = None
             self.stop_event.wait(self.poll_interval_seconds)
             return True
         if result.records:

@@ -1,10 +1,14 @@
 """The version cache: only seen versions, only ever higher, bounded, least recently used evicted."""
 
+import sys
 import threading
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from aggregation.versions import StoredVersion, VersionCache
+from aggregation.messages import VERSION_LIMIT
+from aggregation.versions import StoredVersion, VersionCache, pack_stored_version, unpack_stored_version
 
 
 def stored(version: int, digest: str = "d", writer: str = "e") -> StoredVersion:
@@ -69,3 +73,26 @@ def test_concurrent_writers_keep_the_highest_version_and_the_bound(capacity: int
     assert len(cache) == kept
     if capacity >= 60:  # nothing evicted: every trade ends at the highest version any thread saw
         assert {cache.get(f"t{trade}") for trade in range(60)} == {stored(399, "v399")}
+
+
+@given(
+    version=st.integers(min_value=0, max_value=VERSION_LIMIT - 1),
+    digest=st.none() | st.text() | st.text(alphabet="0123456789abcdef", min_size=64, max_size=64),
+    writer=st.none() | st.text(),
+)
+def test_an_entry_is_kept_packed_and_read_back_exactly(version: int, digest: str | None, writer: str | None) -> None:
+    """Every version a message may carry, any digest (a SHA-256 hex one packed as its bytes), any writer or none."""
+    stored_version = StoredVersion(version=version, content_digest=digest, written_by=writer)
+    assert unpack_stored_version(pack_stored_version(stored_version)) == stored_version
+    cache = VersionCache(1)
+    cache.remember("t", stored_version)
+    assert cache.get("t") == stored_version
+
+
+def test_a_packed_entry_is_smaller_than_the_stored_version_it_stands_for() -> None:
+    """The point of packing: one bytes object instead of a dataclass and two strings."""
+    stored_version = stored(
+        3, "ab" * 32, "shardId-000000000000:49590338271490256608559692538361571095921575989136588898"
+    )
+    unpacked = sum(map(sys.getsizeof, (stored_version, stored_version.content_digest, stored_version.written_by)))
+    assert sys.getsizeof(pack_stored_version(stored_version)) < 0.6 * unpacked

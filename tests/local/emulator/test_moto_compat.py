@@ -6,6 +6,7 @@ per test, so the tests share one emulator (per module) without seeing each other
 
 from __future__ import annotations
 
+import base64
 import datetime
 import io
 import json
@@ -22,6 +23,7 @@ from botocore.exceptions import ClientError
 from moto.dynamodb import models as moto_models
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType
+from moto.kinesis.models import KinesisBackend
 
 from benchmarks.emulator_transactions import scratch_table
 from local.emulator import moto_compat
@@ -680,6 +682,72 @@ def test_concurrent_kinesis_puts_keep_every_record_with_a_unique_sequence_number
     sequence_numbers = [int(record["SequenceNumber"]) for record in page["Records"]]
     assert len(sequence_numbers) == 8 * len(backlog) + writers * puts_each * batch
     assert sequence_numbers == sorted(set(sequence_numbers))
+
+
+def kinesis_stream_with_records(kinesis: KinesisClient, count: int) -> tuple[str, str]:
+    """A new one-shard stream holding `count` records ("0", "1", ...): its name and shard id."""
+    stream = f"compat-{uuid.uuid4().hex[:12]}"
+    kinesis.create_stream(StreamName=stream, ShardCount=1)
+    for number in range(count):
+        kinesis.put_record(StreamName=stream, Data=str(number).encode(), PartitionKey="k")
+    return stream, kinesis.list_shards(StreamName=stream)["Shards"][0]["ShardId"]
+
+
+def test_kinesis_iterators_expire_five_minutes_after_they_are_returned(
+    kinesis: KinesisClient, emulator_endpoint: str
+) -> None:
+    """GetShardIterator's and each GetRecords' NextShardIterator live 5 minutes (reusable until then)."""
+    stream, shard_id = kinesis_stream_with_records(kinesis, 2)
+    old = kinesis.get_shard_iterator(StreamName=stream, ShardId=shard_id, ShardIteratorType="TRIM_HORIZON")
+    advance_clock(emulator_endpoint, moto_compat.KINESIS_ITERATOR_LIFETIME_SECONDS - 60)
+    first = kinesis.get_records(ShardIterator=old["ShardIterator"], Limit=1)  # still valid at 4 minutes
+    again = kinesis.get_records(ShardIterator=old["ShardIterator"], Limit=1)  # and reusable
+    assert [r["Data"] for r in first["Records"]] == [r["Data"] for r in again["Records"]] == [b"0"]
+    advance_clock(emulator_endpoint, 60)
+    with pytest.raises(ClientError) as raised:
+        kinesis.get_records(ShardIterator=old["ShardIterator"])
+    assert raised.value.response["Error"]["Code"] == "ExpiredIteratorException"
+    assert raised.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
+    renewed = kinesis.get_records(ShardIterator=first["NextShardIterator"])  # issued a minute ago
+    assert [r["Data"] for r in renewed["Records"]] == [b"1"]
+
+
+def test_a_kinesis_iterator_this_emulator_never_issued_is_an_invalid_argument(kinesis: KinesisClient) -> None:
+    stream, shard_id = kinesis_stream_with_records(kinesis, 1)
+    moto_s_own = base64.b64encode(f"{stream}:{shard_id}:0".encode()).decode()  # moto's format, no issue time
+    for iterator in (moto_s_own, "not an iterator"):
+        with pytest.raises(ClientError) as raised:
+            kinesis.get_records(ShardIterator=iterator)
+        assert raised.value.response["Error"]["Code"] == "InvalidArgumentException"
+
+
+def test_kinesis_reads_through_expiring_iterators_answer_as_moto_s_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In-process: every read, every iterator type, the same records and positions as moto's unpatched path."""
+    monkeypatch.setattr(moto_compat, "clock", moto_compat.CompatClock())
+    moto_compat.fix_kinesis_iterators_expire()
+    backend = KinesisBackend("us-east-1", "123456789012")
+    backend.create_stream("s", shard_count=1, stream_mode={"StreamMode": "PROVISIONED"}, retention_period_hours=24)
+    shard_id = next(iter(backend.streams["s"].shards))
+    numbers = [int(backend.put_record("", "s", "k", "", base64.b64encode(b"x").decode())[0]) for _ in range(7)]
+    moto_get_iterator = KinesisBackend.get_shard_iterator.__wrapped__  # type: ignore[attr-defined]
+    moto_get_records = KinesisBackend.get_records.__wrapped__  # type: ignore[attr-defined]
+    now = datetime.datetime.now(datetime.UTC)
+    for kind, number in [
+        ("TRIM_HORIZON", 0),
+        ("AT_SEQUENCE_NUMBER", numbers[2]),
+        ("AFTER_SEQUENCE_NUMBER", numbers[2]),
+        ("LATEST", 0),
+    ]:
+        ours = backend.get_shard_iterator(None, "s", shard_id, kind, number, now)
+        theirs = moto_get_iterator(backend, None, "s", shard_id, kind, number, now)
+        for _ in range(4):
+            ours, our_records, our_lag = backend.get_records(None, ours, 3)
+            theirs, their_records, their_lag = moto_get_records(backend, None, theirs, 3)
+            assert [r.sequence_number for r in our_records] == [r.sequence_number for r in their_records]
+            assert our_lag == their_lag
+            assert moto_compat._unstamped_kinesis_iterator(ours)[0].encode() == base64.b64encode(
+                base64.b64decode(theirs)
+            ), "the same position"
 
 
 # ------------------------------------------------------------------- control endpoints

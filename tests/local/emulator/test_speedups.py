@@ -471,6 +471,22 @@ def stored_item(key: str) -> Item:
     return next(thing for thing in gc.get_objects() if isinstance(thing, Item) and thing.hash_key == wanted)
 
 
+def put_update_and_read(moto: Moto, table: str, item: dict[str, Any], added: dict[str, Any]) -> Any:
+    """PutItem `item`, then UpdateItem it with ``SET added = <the AttributeValue added>``, and GetItem it."""
+    key = {"pk": item["pk"]}
+    moto.call("DynamoDB_20120810.PutItem", {"TableName": table, "Item": item})
+    moto.call(
+        "DynamoDB_20120810.UpdateItem",
+        {
+            "TableName": table,
+            "Key": key,
+            "UpdateExpression": "SET added = :v",
+            "ExpressionAttributeValues": {":v": added},
+        },
+    )
+    return moto.call("DynamoDB_20120810.GetItem", {"TableName": table, "Key": key})
+
+
 def test_items_share_their_attribute_names_and_read_as_moto_s(moto: Moto, moto_s_own: dict[str, Any]) -> None:
     table, _, _ = table_with_stream(moto)
     speedups.keep_no_register_of_every_model_instance()
@@ -482,25 +498,43 @@ def test_items_share_their_attribute_names_and_read_as_moto_s(moto: Moto, moto_s
     assert next(iter(stored_item("moto-a").attrs["m"].value)) is not next(iter(stored_item("moto-b").attrs["m"].value))
 
     speedups.share_attribute_names()
-    reads = []
-    for name in ("shared-a", "shared-b"):
-        moto.call("DynamoDB_20120810.PutItem", {"TableName": table, "Item": {"pk": {"S": name}, **item}})
-        moto.call(
-            "DynamoDB_20120810.UpdateItem",
-            {
-                "TableName": table,
-                "Key": {"pk": {"S": name}},
-                "UpdateExpression": "SET added = :v",
-                "ExpressionAttributeValues": {":v": {"S": "y"}},
-            },
-        )
-        reads.append(moto.call("DynamoDB_20120810.GetItem", {"TableName": table, "Key": {"pk": {"S": name}}}))
+    reads = [
+        put_update_and_read(moto, table, {"pk": {"S": name}, **item}, {"S": "y"}) for name in ("shared-a", "shared-b")
+    ]
     first, second = stored_item("shared-a"), stored_item("shared-b")
     for name in ("n", "m", "added"):
         assert next(key for key in first.attrs if key == name) is next(key for key in second.attrs if key == name)
     assert next(iter(first.attrs["m"].value)) is next(iter(second.attrs["m"].value))
     for read, moto_s_read in zip(reads, moto_s_reads, strict=True):
         assert read["Item"].pop("added") == {"S": "y"}
+        assert {**read["Item"], "pk": None} == {**moto_s_read["Item"], "pk": None}
+
+
+def test_items_share_their_equal_string_values_and_read_as_moto_s(moto: Moto, moto_s_own: dict[str, Any]) -> None:
+    table, _, _ = table_with_stream(moto)
+    speedups.keep_no_register_of_every_model_instance()
+    item = {"s": {"S": "desk-3"}, "m": {"M": {"Book": {"S": "book-17"}}}, "l": {"L": [{"S": "EMEA"}, {"N": "2"}]}}
+
+    def stored_strings(key: str) -> list[str]:
+        """The strings in the item's map and list (shared); its top-level ones are mostly unique: left alone."""
+        attrs = stored_item(key).attrs
+        return [attrs["m"].value["Book"].value, attrs["l"].value[0].value, attrs["added"].value[0].value]
+
+    def write_and_read(names: tuple[str, str]) -> list[Any]:
+        return [
+            put_update_and_read(moto, table, {"pk": {"S": name}, **item}, {"L": [{"S": "same text"}]}) for name in names
+        ]
+
+    unique = uuid.uuid4().hex  # `stored_item` looks among every live Item, other tests' too
+    moto_s_reads = write_and_read((f"moto-a-{unique}", f"moto-b-{unique}"))
+    pairs = zip(stored_strings(f"moto-a-{unique}"), stored_strings(f"moto-b-{unique}"), strict=True)
+    assert not any(a is b for a, b in pairs), "the control: moto keeps a copy per item"
+
+    speedups.share_equal_string_values()
+    reads = write_and_read((f"shared-a-{unique}", f"shared-b-{unique}"))
+    for a, b in zip(stored_strings(f"shared-a-{unique}"), stored_strings(f"shared-b-{unique}"), strict=True):
+        assert a == b and a is b
+    for read, moto_s_read in zip(reads, moto_s_reads, strict=True):
         assert {**read["Item"], "pk": None} == {**moto_s_read["Item"], "pk": None}
 
 

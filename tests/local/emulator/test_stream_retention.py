@@ -1,4 +1,5 @@
-"""Stream retention (`moto_compat.fix_stream_records_expire_after_the_retention_period`), over HTTP.
+"""Stream retention (`moto_compat.fix_stream_records_expire_after_the_retention_period`) and the
+runner's recovery from expired iterators (`moto_compat.fix_kinesis_iterators_expire`), over HTTP.
 
 This module advances its own emulator's clock by days, so it has an emulator of its own
 (`module_emulator`): no other module's iterators, tokens or records are aged by it.
@@ -6,7 +7,9 @@ This module advances its own emulator's clock by days, so it has an emulator of 
 
 from __future__ import annotations
 
+import base64
 import copy
+import dataclasses
 import logging
 import threading
 import uuid
@@ -25,7 +28,7 @@ from local.emulator.moto_compat import DYNAMODB_STREAM_RETENTION_SECONDS, TRIM_G
 from local.runner.checkpoints import CheckpointStore
 from local.runner.discovery import MappingConfig
 from local.runner.execution_environment import InvocationResult
-from local.runner.pollers import DynamoDBShardReader, ShardPoller
+from local.runner.pollers import DynamoDBShardReader, KinesisShardReader, ShardPoller
 from local.runner.stats import RunnerStats
 from tests.local.runner.runner_harness import wait_for
 
@@ -243,6 +246,46 @@ def test_a_poller_whose_position_was_trimmed_goes_on_from_trim_horizon_and_says_
             stop.set()
             poller.join(timeout=5)
     assert any(f"LOST records after {processed}" in message for message in caplog.messages)
+
+
+def test_a_poller_whose_kinesis_iterator_expired_goes_on_at_once_from_the_last_record_read(
+    kinesis: KinesisClient, emulator_endpoint: str, tmp_path: Path
+) -> None:
+    """A batch that holds the poller past the iterator's 5 minutes: the next read gets a new iterator
+    after the last record read, at once (not after the idle pause), and delivers every record once, in order."""
+    stream = f"expiry-{uuid.uuid4().hex[:12]}"
+    kinesis.create_stream(StreamName=stream, ShardCount=1)
+    for number in range(5):
+        kinesis.put_record(StreamName=stream, Data=str(number).encode(), PartitionKey="p")
+    stream_arn = kinesis.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]["StreamARN"]
+    shard_id = kinesis.list_shards(StreamName=stream)["Shards"][0]["ShardId"]
+    delivered: list[list[str]] = []
+
+    def invoke(event: Mapping[str, Any]) -> InvocationResult:
+        if not delivered:  # the first batch outlives the iterator the poller holds
+            advance_clock(emulator_endpoint, moto_compat.KINESIS_ITERATOR_LIFETIME_SECONDS + 1)
+        delivered.append([base64.b64decode(r["kinesis"]["data"]).decode() for r in event["Records"]])
+        return InvocationResult(payload=None)
+
+    stop = threading.Event()
+    poller = ShardPoller(
+        mapping=dataclasses.replace(mapping_of(stream_arn), batch_size=2),
+        shard_id=shard_id,
+        reader=KinesisShardReader(kinesis, stream_arn, "us-east-1"),
+        invoke=invoke,
+        checkpoints=CheckpointStore(tmp_path / "checkpoints.json"),
+        stats=RunnerStats(None),
+        stop=stop,
+        poll_interval_seconds=60.0,  # an idle pause this long would outlast the wait below
+    )
+    poller.start()
+    try:
+        wait_for(lambda: len(delivered) == 3, timeout_seconds=10, what="every record after the expiry")
+    finally:
+        stop.set()
+        poller.wake()
+        poller.join(timeout=5)
+    assert delivered == [["0", "1"], ["2", "3"], ["4"]]
 
 
 def test_every_shard_of_a_stream_is_trimmed_and_keeps_its_numbering(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,6 +6,7 @@ shards never close), so a fake `ShardReader` drives the real poller here.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Mapping
@@ -153,6 +154,21 @@ def test_an_expired_iterator_is_replaced_from_the_last_record_read(tmp_path: Pat
         harness.stop.set()
     assert harness.batches == [["0", "1"], ["2"]], "nothing skipped, nothing repeated"
     assert ("AFTER_SEQUENCE_NUMBER", "1") in harness.shard.iterators_requested
+
+
+def test_a_latest_iterator_that_expired_before_any_record_was_read_is_taken_again_loudly(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No AWS API names where a LATEST iterator stood: what was written meanwhile is skipped, and said so."""
+    harness = Harness(tmp_path, mapping(starting_position="LATEST"))
+    harness.poller.prepare()
+    harness.add(0)
+    harness.shard.expire_next_read = True
+    with caplog.at_level(logging.ERROR, logger="local.runner.pollers"):
+        assert harness.poller._read_more()
+    assert harness.poller._iterator is None
+    assert harness.poller._fresh_iterator() == "1", "a new LATEST iterator, after record 0"
+    assert any("LATEST iterator expired before any record was read" in message for message in caplog.messages)
 
 
 def test_a_closed_shard_is_drained_then_its_poller_finishes(tmp_path: Path) -> None:
