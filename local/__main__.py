@@ -1,4 +1,4 @@
-"""`python -m local up | down | status | synth | demo | chaos | soak`: the local runtime's command line.
+"""`python -m local up | down | status | synth | demo | chaos | soak | upgrade`: the local runtime's command line.
 
 Misuse and failures end with one line on stderr and a non-zero exit, never a traceback.
 """
@@ -18,6 +18,9 @@ from local.deploy.deployer import DeploymentError, synthesize
 from local.emulator.control import EmulatorError
 from local.paths import LocalPaths
 from local.scenarios import chaos, demo, soak
+from local.upgrade import scenario as upgrade
+from local.upgrade.release_tree import ReleaseTreeError
+from local.upgrade.releases import RELEASES, UnknownRelease, find_release
 from toolkit.cli import EXIT_USAGE, OneLineArgumentParser, bounded
 
 PROGRAM = "python -m local"
@@ -52,7 +55,59 @@ def build_parser() -> argparse.ArgumentParser:
     )
     soak_parser.add_argument("--sample-seconds", type=bounded(float, 0.1, None), default=soak.DEFAULT_SAMPLE_SECONDS)
     soak_parser.add_argument("--seed", type=int, default=7)
+    add_upgrade_parser(commands)
     return parser
+
+
+def add_upgrade_parser(commands: Any) -> None:
+    defaults = upgrade.UpgradeSettings(release=RELEASES[0])
+    parser = commands.add_parser(
+        "upgrade", help="deploy an earlier release, send, upgrade to this checkout mid-stream, send, verify exactly"
+    )
+    names = ", ".join(f"{release.name} ({release.commit})" for release in RELEASES)
+    parser.add_argument(
+        "--from",
+        dest="releases",
+        action="append",
+        metavar="RELEASE",
+        help=f"a release or its commit, repeatable (default: every one: {names})",
+    )
+    parser.add_argument(
+        "--count",
+        type=bounded(int, 10, None),
+        default=defaults.count,
+        help=f"messages per run (default {defaults.count})",
+    )
+    parser.add_argument("--seed", type=bounded(int, 0, None), default=defaults.seed)
+    parser.add_argument(
+        "--negative-control",
+        action="store_true",
+        help="then upgrade from the first release to reduce in mode unsafe-add: it must be caught NOT EXACT",
+    )
+    parser.add_argument("--keep-running", action="store_true", help="leave the last run's runtime up")
+    parser.add_argument(
+        "--drain-timeout", type=bounded(float, 1, None), default=defaults.drain_timeout_seconds, help="seconds"
+    )
+
+
+def upgrade_runs(arguments: argparse.Namespace) -> list[upgrade.UpgradeSettings]:
+    releases = [find_release(name) for name in arguments.releases] if arguments.releases else list(RELEASES)
+    common = {
+        "count": int(arguments.count),
+        "seed": int(arguments.seed),
+        "drain_timeout_seconds": arguments.drain_timeout,
+    }
+    runs = [upgrade.UpgradeSettings(release=release, **common) for release in releases]
+    if arguments.negative_control:
+        runs.append(upgrade.UpgradeSettings(release=releases[0], negative_control=True, **common))
+    last = runs[-1]
+    runs[-1] = upgrade.UpgradeSettings(
+        release=last.release,
+        negative_control=last.negative_control,
+        keep_running=bool(arguments.keep_running),
+        **common,
+    )
+    return runs
 
 
 def _stages(text: str) -> tuple[str, ...]:
@@ -186,6 +241,15 @@ def chaos_settings(arguments: argparse.Namespace) -> chaos.ChaosSettings:
     )
 
 
+def run_upgrade_command(arguments: argparse.Namespace, paths: LocalPaths, console: Console) -> int:
+    """The upgrade runs, beside a runtime the user already runs (its own directory and port), if any."""
+    runs = upgrade_runs(arguments)
+    paths, beside = demo.demo_paths(paths, "upgrade")
+    if beside:
+        console.print(f"a runtime is already running: the upgrade runs beside it in {paths.state_dir}")
+    return upgrade.run_upgrades(paths, console, runs)
+
+
 def main(argv: list[str] | None = None) -> int:
     arguments = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -216,6 +280,8 @@ def main(argv: list[str] | None = None) -> int:
             )
         if arguments.command == "chaos":
             return chaos.run_chaos(paths, console, chaos_settings(arguments))
+        if arguments.command == "upgrade":
+            return run_upgrade_command(arguments, paths, console)
         if arguments.command == "soak":
             return soak.run_soak(
                 paths,
@@ -235,6 +301,9 @@ def main(argv: list[str] | None = None) -> int:
         lifecycle.LifecycleError,
         demo.DemoError,
         chaos.ChaosError,
+        upgrade.UpgradeError,
+        UnknownRelease,
+        ReleaseTreeError,
         ClientError,
         BotoCoreError,
         OSError,

@@ -275,17 +275,23 @@ def synthesize(repo_root: Path = REPO_ROOT, *, force: bool = False) -> Path:
         if not force and cloud_assembly_is_fresh(cdk_out, repo_root):
             log.info("reusing %s (newer than every source)", cdk_out)
             return cdk_out
-        _run_cdk_synth(repo_root)
+        run_cdk_synth(repo_root, tools_root=repo_root)
     return cdk_out
 
 
-def _run_cdk_synth(repo_root: Path) -> None:
-    cdk = repo_root / "node_modules" / ".bin" / "cdk"
+def run_cdk_synth(app_dir: Path, *, tools_root: Path = REPO_ROOT, python_path: Iterable[Path] = ()) -> None:
+    """`cdk synth --quiet` of the CDK app in `app_dir` into `app_dir/cdk.out`, with the pinned CLI
+    and the venv of `tools_root`; `python_path` goes first on the app's PYTHONPATH, so that an
+    older release's tree (`local.upgrade`) imports its own packages, not this checkout's."""
+    cdk = tools_root / "node_modules" / ".bin" / "cdk"
     if not cdk.exists():
         raise DeploymentError(f"the CDK CLI is not installed at {cdk}: run `make install`")
-    venv_bin = repo_root / ".venv" / "bin"
+    venv_bin = tools_root / ".venv" / "bin"
+    first = os.pathsep.join(str(path) for path in python_path)
+    inherited = os.environ.get("PYTHONPATH", "")
     environment = {
         **os.environ,
+        "PYTHONPATH": os.pathsep.join(part for part in (first, inherited) if part),
         "PATH": os.pathsep.join([str(venv_bin), str(cdk.parent), os.environ.get("PATH", "")]),
         "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "1",
         "JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION": "1",
@@ -295,7 +301,7 @@ def _run_cdk_synth(repo_root: Path) -> None:
     started = time.monotonic()
     completed = subprocess.run(
         [str(cdk), "synth", "--quiet"],
-        cwd=repo_root,
+        cwd=app_dir,
         env=environment,
         capture_output=True,
         text=True,

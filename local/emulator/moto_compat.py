@@ -70,8 +70,10 @@ Control endpoints (served by `CompatMiddleware`, never forwarded to moto):
   ClientRequestTokens, shard iterators and stream records without waiting.
 - moto's own ``POST /moto-api/reset`` also forgets every recorded ClientRequestToken.
 
-- ``GET /_compat/transactions`` -> ``{"conflicts": N}``: transactions cancelled because another
-  was writing one of their items (`TransactionsInFlight`).
+- ``GET /_compat/transactions`` -> ``{"conflicts": N, "token_replays": R, "token_mismatches": M}``:
+  transactions cancelled because another was writing one of their items (`TransactionsInFlight`),
+  and requests met by a live ClientRequestToken, with the same parameters (answered, nothing
+  applied) or with others (refused).
 - ``GET|PUT|DELETE /_compat/faults``: injected AWS-side faults (lost responses after a
   write, throttling), configured at runtime or at start from ``EMULATOR_FAULTS``; see
   `local.emulator.injected_faults`. `CompatMiddleware.__call__` makes the one decision per request.
@@ -181,6 +183,10 @@ class ClientRequestTokenStore:
     def __init__(self) -> None:
         self._records: dict[tuple[str, str, str], _RecordedTransaction] = {}
         self.lock = threading.RLock()
+        self.replays = 0
+        """Requests answered from a live token with the same parameters (success, nothing applied again)."""
+        self.mismatches = 0
+        """Requests refused for a live token taken by other parameters (IdempotentParameterMismatchException)."""
 
     def lookup(self, key: tuple[str, str, str]) -> _RecordedTransaction | None:
         """The live record under `key`, forgetting it (and any other expired one) once expired."""
@@ -260,8 +266,10 @@ def fix_transact_write_items_client_request_token() -> None:
             previous = client_request_tokens.lookup(key)
             if previous is not None:
                 if previous.request_digest != digest:
+                    client_request_tokens.mismatches += 1
                     raise _idempotent_parameter_mismatch()
                 if previous.applied:
+                    client_request_tokens.replays += 1
                     return previous.result
             result = original(self)  # raises when cancelled: recorded only by the kept-token fault
             client_request_tokens.record(key, digest, result)
@@ -1286,7 +1294,12 @@ class CompatMiddleware:
             if path == injected_faults.CONTROL_PATH:
                 return self._faults_control(environ, start_response, method)
             if path == TRANSACTIONS_CONTROL_PATH and method == "GET":
-                return _json_reply(start_response, "200 OK", {"conflicts": self.transactions_in_flight.conflicts})
+                figures = {
+                    "conflicts": self.transactions_in_flight.conflicts,
+                    "token_replays": client_request_tokens.replays,
+                    "token_mismatches": client_request_tokens.mismatches,
+                }
+                return _json_reply(start_response, "200 OK", figures)
         except (ValueError, TypeError, AttributeError) as error:
             return _json_reply(start_response, "400 Bad Request", {"error": str(error)})
         return _json_reply(start_response, "404 Not Found", {"error": f"no control endpoint {method} {path}"})

@@ -25,7 +25,7 @@ from moto.dynamodb.models.dynamo_type import DynamoType
 
 from benchmarks.emulator_transactions import scratch_table
 from local.emulator import moto_compat
-from local.emulator.control import advance_clock
+from local.emulator.control import advance_clock, transaction_figures
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -207,9 +207,12 @@ def test_a_map_counts_three_bytes_plus_one_per_element(dynamodb: DynamoDBClient)
 # ------------------------------------------------- TransactWriteItems ClientRequestToken
 
 
-def test_transact_write_items_same_token_and_parameters_twice_applies_once(dynamodb: DynamoDBClient) -> None:
+def test_transact_write_items_same_token_and_parameters_twice_applies_once(
+    dynamodb: DynamoDBClient, emulator_endpoint: str
+) -> None:
     table = create_table(dynamodb)
     token = new_token()
+    before = transaction_figures(emulator_endpoint)
 
     first = dynamodb.transact_write_items(TransactItems=[add_to_counter(table, "a")], ClientRequestToken=token)
     repeat = dynamodb.transact_write_items(TransactItems=[add_to_counter(table, "a")], ClientRequestToken=token)
@@ -217,14 +220,17 @@ def test_transact_write_items_same_token_and_parameters_twice_applies_once(dynam
     assert first["ResponseMetadata"]["HTTPStatusCode"] == 200
     assert repeat["ResponseMetadata"]["HTTPStatusCode"] == 200
     assert counter(dynamodb, table, "a") == 1
+    after = transaction_figures(emulator_endpoint)
+    assert after["token_replays"] - before["token_replays"] == 1  # counted: the upgrade scenario reports it
 
 
 def test_transact_write_items_same_token_different_parameters_raises_idempotent_parameter_mismatch(
-    dynamodb: DynamoDBClient,
+    dynamodb: DynamoDBClient, emulator_endpoint: str
 ) -> None:
     table = create_table(dynamodb)
     token = new_token()
     dynamodb.transact_write_items(TransactItems=[add_to_counter(table, "a")], ClientRequestToken=token)
+    before = transaction_figures(emulator_endpoint)["token_mismatches"]
 
     with pytest.raises(ClientError) as raised:
         dynamodb.transact_write_items(TransactItems=[add_to_counter(table, "a", 2)], ClientRequestToken=token)
@@ -232,6 +238,7 @@ def test_transact_write_items_same_token_different_parameters_raises_idempotent_
     assert raised.value.response["Error"]["Code"] == "IdempotentParameterMismatchException"
     assert raised.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
     assert counter(dynamodb, table, "a") == 1
+    assert transaction_figures(emulator_endpoint)["token_mismatches"] == before + 1
 
 
 def test_transact_write_items_token_expires_ten_minutes_after_first_success(
