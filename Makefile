@@ -124,13 +124,17 @@ demo: install
 chaos: install
 	$(BIN)/python -m local chaos $(CHAOS_ARGS)
 	INTERLEAVING_EXAMPLES=300 $(BIN)/python -m pytest -q -p no:cacheprovider tests/lambdas/reduce_function/test_interleavings.py
-	$(BIN)/python -m local upgrade --negative-control $(UPGRADE_ARGS)
+	$(MAKE) --no-print-directory upgrade
 
 # Deploys each release of local/upgrade/releases.py from its own tree (synthesized once into
 # .local/releases/), sends, upgrades it to this checkout in place mid-stream, sends, verifies
 # exactly; then the negative control (the new reducer in mode unsafe-add must be caught).
+# In mode crt, the upgrade from the release before the guard must be refused mid-stream and
+# exact once drained (README, "Upgrading in place").
 upgrade: install
 	$(BIN)/python -m local upgrade --negative-control $(UPGRADE_ARGS)
+	$(BIN)/python -m local upgrade --from stop-17 --reduce-mode crt
+	$(BIN)/python -m local upgrade --from stop-17 --reduce-mode crt --drained
 
 soak: install
 	$(BIN)/python -m local soak $(SOAK_ARGS)

@@ -6,6 +6,7 @@ Misuse and failures end with one line on stderr and a non-zero exit, never a tra
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import sys
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 from rich.console import Console
 
+from aggregation.names import TOKEN_AND_MARKERS, TOKEN_ONLY
 from local.deploy import lifecycle, status
 from local.deploy.deployer import DeploymentError, synthesize
 from local.emulator.control import EmulatorError
@@ -32,7 +34,12 @@ EXIT_INTERRUPTED = 130
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineArgumentParser(prog=PROGRAM, description="Run the pipeline locally.", error_prefix=f"{PROGRAM}: ")
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("up", help="start the emulator and runner, deploy the stack (idempotent)")
+    up_parser = commands.add_parser("up", help="start the emulator and runner, deploy the stack (idempotent)")
+    up_parser.add_argument(
+        "--drained",
+        action="store_true",
+        help="declare no batch in flight: the upgrade of a stack without the settings guard in mode crt (README)",
+    )
     commands.add_parser("down", help="stop everything `up` started")
     commands.add_parser("synth", help="synthesize cdk.out for `up` unless it is newer than every source (make install)")
     commands.add_parser("status", help="per-function invocations, errors, retries and iterator lag")
@@ -84,6 +91,16 @@ def add_upgrade_parser(commands: Any) -> None:
         action="store_true",
         help="then upgrade from the first release to reduce in mode unsafe-add: it must be caught NOT EXACT",
     )
+    parser.add_argument(
+        "--reduce-mode",
+        choices=(TOKEN_AND_MARKERS, TOKEN_ONLY),
+        help="both releases' reduceIdempotency (default: as deployed, crt+marker)",
+    )
+    parser.add_argument(
+        "--drained",
+        action="store_true",
+        help="the migration for mode crt: stop sending and let the old release drain before the upgrade",
+    )
     parser.add_argument("--keep-running", action="store_true", help="leave the last run's runtime up")
     parser.add_argument(
         "--drain-timeout", type=bounded(float, 1, None), default=defaults.drain_timeout_seconds, help="seconds"
@@ -96,17 +113,13 @@ def upgrade_runs(arguments: argparse.Namespace) -> list[upgrade.UpgradeSettings]
         "count": int(arguments.count),
         "seed": int(arguments.seed),
         "drain_timeout_seconds": arguments.drain_timeout,
+        "reduce_mode": arguments.reduce_mode,
+        "drained": bool(arguments.drained),
     }
     runs = [upgrade.UpgradeSettings(release=release, **common) for release in releases]
     if arguments.negative_control:
         runs.append(upgrade.UpgradeSettings(release=releases[0], negative_control=True, **common))
-    last = runs[-1]
-    runs[-1] = upgrade.UpgradeSettings(
-        release=last.release,
-        negative_control=last.negative_control,
-        keep_running=bool(arguments.keep_running),
-        **common,
-    )
+    runs[-1] = dataclasses.replace(runs[-1], keep_running=bool(arguments.keep_running))
     return runs
 
 
@@ -257,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     paths = LocalPaths.default()
     try:
         if arguments.command == "up":
-            lifecycle.up(paths, report=console.print)
+            lifecycle.up(paths, report=console.print, drained=bool(arguments.drained))
             return 0
         if arguments.command == "down":
             lifecycle.down(paths, report=console.print)

@@ -50,7 +50,7 @@ from aggregation.names import (
     STATE_TABLE_OUTPUT,
     STREAM_OUTPUT,
 )
-from aggregation.setting_changes import UnreadableStateSettings
+from aggregation.setting_changes import StateSettings, UnreadableStateSettings, unguarded_upgrade_refusal
 from local.paths import REPO_ROOT
 from settings_guard_function import handler as settings_guard
 from toolkit.pipeline import DUMMY_CREDENTIAL, STACK_OUTPUT_KEYS
@@ -279,10 +279,18 @@ def synthesize(repo_root: Path = REPO_ROOT, *, force: bool = False) -> Path:
     return cdk_out
 
 
-def run_cdk_synth(app_dir: Path, *, tools_root: Path = REPO_ROOT, python_path: Iterable[Path] = ()) -> None:
-    """`cdk synth --quiet` of the CDK app in `app_dir` into `app_dir/cdk.out`, with the pinned CLI
-    and the venv of `tools_root`; `python_path` goes first on the app's PYTHONPATH, so that an
-    older release's tree (`local.upgrade`) imports its own packages, not this checkout's."""
+def run_cdk_synth(
+    app_dir: Path,
+    *,
+    tools_root: Path = REPO_ROOT,
+    python_path: Iterable[Path] = (),
+    output: Path | None = None,
+    context: Mapping[str, str] | None = None,
+) -> None:
+    """`cdk synth --quiet` of the CDK app in `app_dir` into `output` (default `app_dir/cdk.out`),
+    with the pinned CLI and the venv of `tools_root`, `context` as `-c key=value`; `python_path`
+    goes first on the app's PYTHONPATH, so that an older release's tree (`local.upgrade`)
+    imports its own packages, not this checkout's."""
     cdk = tools_root / "node_modules" / ".bin" / "cdk"
     if not cdk.exists():
         raise DeploymentError(f"the CDK CLI is not installed at {cdk}: run `make install`")
@@ -300,7 +308,13 @@ def run_cdk_synth(app_dir: Path, *, tools_root: Path = REPO_ROOT, python_path: I
     }
     started = time.monotonic()
     completed = subprocess.run(
-        [str(cdk), "synth", "--quiet"],
+        [
+            str(cdk),
+            "synth",
+            "--quiet",
+            *(["--output", str(output)] if output is not None else []),
+            *(argument for key, value in (context or {}).items() for argument in ("-c", f"{key}={value}")),
+        ],
         cwd=app_dir,
         env=environment,
         capture_output=True,
@@ -538,7 +552,9 @@ def _guard(template: Mapping[str, Any] | None) -> tuple[str, Mapping[str, Any]] 
     return None
 
 
-def run_settings_guard(deployed_template: Mapping[str, Any] | None, new_template: Mapping[str, Any]) -> None:
+def run_settings_guard(
+    deployed_template: Mapping[str, Any] | None, new_template: Mapping[str, Any], *, drained: bool = False
+) -> None:
     """Play CloudFormation's part for the settings guard: send its handler the Create or Update
     request the deploy makes, and stop with its one-line reason when it refuses.
 
@@ -547,13 +563,22 @@ def run_settings_guard(deployed_template: Mapping[str, Any] | None, new_template
     template); the handler is the very code the stack deploys (`settings_guard_function`), so
     the local deploy refuses exactly what a `cdk deploy` would. An unchanged guard is not called,
     as CloudFormation calls a custom resource only when its properties change; a deployed
-    template without a guard (a release before it) gets a Create, which checks nothing.
+    template without a guard (a release before it) gets a Create, which checks nothing, so the
+    deployer itself applies `unguarded_upgrade_refusal` first, unless the caller declares the
+    pipeline `drained` (no reduce batch in flight).
     """
     new = _guard(new_template)
     if new is None:
         return
     logical_id, properties = new
     deployed = _guard(deployed_template)
+    if deployed_template is not None and deployed is None and not drained:
+        try:
+            refusal = unguarded_upgrade_refusal(StateSettings.from_properties(properties))
+        except UnreadableStateSettings as error:
+            raise DeploymentError(str(error)) from None
+        if refusal is not None:
+            raise DeploymentError(f"refused: {refusal}")
     event: dict[str, Any] = {
         "RequestType": "Create",
         "ResourceType": STATE_SETTINGS_GUARD_TYPE,
@@ -570,15 +595,21 @@ def run_settings_guard(deployed_template: Mapping[str, Any] | None, new_template
         raise DeploymentError(str(error)) from None
 
 
-def deploy_stack(cloudformation: Any, assembly: CloudAssembly, parameters: Iterable[Mapping[str, str]] = ()) -> str:
+def deploy_stack(
+    cloudformation: Any,
+    assembly: CloudAssembly,
+    parameters: Iterable[Mapping[str, str]] = (),
+    *,
+    drained: bool = False,
+) -> str:
     """Create the stack, or update it when its template changed (and the settings guard accepts
-    the change: `run_settings_guard`); returns what was done."""
+    the change: `run_settings_guard`, told whether the pipeline is `drained`); returns what was done."""
     emulated = template_for_the_emulator(assembly.template)
     deployed_body = _deployed_template_body(cloudformation, assembly.stack_name)
     deployed = json.loads(deployed_body) if deployed_body is not None else None
     if deployed == emulated:
         return "unchanged"
-    run_settings_guard(deployed, assembly.template)
+    run_settings_guard(deployed, assembly.template, drained=drained)
     stack = {
         "StackName": assembly.stack_name,
         "TemplateBody": json.dumps(emulated, indent=1),
@@ -660,8 +691,10 @@ def deploy(
     stack_name: str | None = None,
     region: str = DEFAULT_REGION,
     require_outputs: Iterable[str] = (),
+    drained: bool = False,
 ) -> Deployment:
-    """Publish the assets and deploy one stack of `cdk_out` into the emulator at `endpoint_url`."""
+    """Publish the assets and deploy one stack of `cdk_out` into the emulator at `endpoint_url`
+    (`drained`: the caller declares no batch in flight, `run_settings_guard`)."""
     assembly = read_cloud_assembly(cdk_out, stack_name, region=region)
     started = time.monotonic()
     uploaded = publish_assets(aws_client("s3", endpoint_url, region), assembly.assets)
@@ -671,7 +704,7 @@ def deploy(
     ensure_local_powertools_layer(aws_client("lambda", endpoint_url, region))
     cloudformation = aws_client("cloudformation", endpoint_url, region)
     try:
-        action = deploy_stack(cloudformation, assembly, parameters)
+        action = deploy_stack(cloudformation, assembly, parameters, drained=drained)
     except ClientError as error:
         raise DeploymentError(f"CloudFormation refused the template: {error}") from error
     deployment = describe_deployment(cloudformation, assembly, endpoint_url=endpoint_url, region=region)

@@ -15,15 +15,17 @@ only the first upgrade from a release pays for its synthesis.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import io
 import json
 import re
 import shutil
 import subprocess
 import tarfile
+from collections.abc import Mapping
 from pathlib import Path
 
-from local.deploy.deployer import DeploymentError, run_cdk_synth
+from local.deploy.deployer import DeploymentError, run_cdk_synth, synthesize
 from local.paths import REPO_ROOT
 
 RELEASES_CACHE = REPO_ROOT / ".local" / "releases"
@@ -86,11 +88,27 @@ def extract_tree(commit: str, destination: Path, repo_root: Path = REPO_ROOT) ->
     partial.rename(destination)
 
 
-def release_assembly(commit: str, *, repo_root: Path = REPO_ROOT, cache: Path = RELEASES_CACHE) -> Path:
-    """The cloud assembly (`cdk.out`) of the release at `commit`, synthesized from its own tree."""
+def context_suffix(context: Mapping[str, str]) -> str:
+    """A directory suffix naming `context` (empty for none): each context has its own assembly."""
+    if not context:
+        return ""
+    canonical = json.dumps(dict(context), sort_keys=True)
+    return "-" + hashlib.sha256(canonical.encode()).hexdigest()[:12]
+
+
+def release_assembly(
+    commit: str,
+    *,
+    context: Mapping[str, str] | None = None,
+    repo_root: Path = REPO_ROOT,
+    cache: Path = RELEASES_CACHE,
+) -> Path:
+    """The cloud assembly of the release at `commit`, synthesized from its own tree (with the
+    `cdk.json` context overrides `context`, as `cdk deploy -c key=value` would be given)."""
     full = full_commit(commit, repo_root)
     home = cache / full
-    tree, cdk_out = home / "tree", home / "tree" / "cdk.out"
+    tree = home / "tree"
+    cdk_out = tree / f"cdk.out{context_suffix(context or {})}"
     home.mkdir(parents=True, exist_ok=True)
     with (home / "synth.lock").open("w") as lock:  # one synthesis of a release at a time
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -104,7 +122,22 @@ def release_assembly(commit: str, *, repo_root: Path = REPO_ROOT, cache: Path = 
                 "would not be the release; install it in its own tree"
             )
         try:
-            run_cdk_synth(tree, tools_root=repo_root, python_path=(tree, tree / "lambdas"))
+            run_cdk_synth(
+                tree, tools_root=repo_root, python_path=(tree, tree / "lambdas"), output=cdk_out, context=context
+            )
         except DeploymentError as error:
             raise ReleaseTreeError(f"release {commit}: {error}") from None
     return cdk_out
+
+
+def checkout_assembly(context: Mapping[str, str], *, repo_root: Path = REPO_ROOT) -> Path:
+    """This checkout's cloud assembly with `context` overrides (none: `cdk.out`, kept fresh by
+    `deployer.synthesize`; otherwise synthesized anew into `.local/releases/checkout<suffix>/`)."""
+    if not context:
+        return synthesize(repo_root)
+    output = repo_root / ".local" / "releases" / f"checkout{context_suffix(context)}" / "cdk.out"
+    try:
+        run_cdk_synth(repo_root, tools_root=repo_root, output=output, context=context)
+    except DeploymentError as error:
+        raise ReleaseTreeError(f"this checkout: {error}") from None
+    return output

@@ -17,6 +17,9 @@ class Release:
     name: str
     commit: str
     why: str
+    settings_guard: bool = True
+    """Whether its stack has the settings guard (`Custom::StateSettingsGuard`): the first deploy
+    over one without it is checked by `aggregation.setting_changes.unguarded_upgrade_refusal`."""
 
 
 RELEASES: tuple[Release, ...] = (
@@ -27,6 +30,7 @@ RELEASES: tuple[Release, ...] = (
         "one item keyed by the bare path key, one `#stats` item, no settings guard, no quarantine TTL nor "
         "deletion protection on the tables: the new code must add to the same nodes through slices, read "
         "the unsliced items as one more slice, and recognise the markers and tokens the old reducer wrote",
+        settings_guard=False,
     ),
     Release(
         name="stop-27",

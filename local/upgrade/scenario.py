@@ -46,16 +46,17 @@ from rich.console import Console
 from rich.table import Table
 
 from aggregation.aggregate_items import node_path_of
-from aggregation.names import AGGREGATE_KEY, NODE_PREFIX, UNSAFE_ADD
+from aggregation.names import AGGREGATE_KEY, NODE_PREFIX, TOKEN_ONLY, UNSAFE_ADD
 from function_support.faults import FailurePoint, failure_variable
 from local.deploy import deployer, lifecycle
-from local.emulator.control import transaction_figures
+from local.emulator.control import advance_clock, transaction_figures
+from local.emulator.moto_compat import CLIENT_REQUEST_TOKEN_WINDOW_SECONDS
 from local.paths import REPO_ROOT, LocalPaths
 from local.runner.stats import read_stats
 from local.scenarios.chaos.figures import stage_of
 from local.scenarios.chaos.settings import STAGES
 from local.scenarios.demo import DEMO_FAULT_RATES, is_drained
-from local.upgrade.release_tree import release_assembly
+from local.upgrade.release_tree import checkout_assembly, release_assembly
 from local.upgrade.releases import Release
 from producer.sender import SendOptions, send_messages
 from producer.verifier import VerificationReport, verify_pipeline
@@ -98,6 +99,21 @@ class UpgradeSettings:
     drain_timeout_seconds: float = 180.0
     negative_control: bool = False
     keep_running: bool = False
+    reduce_mode: str | None = None
+    """`reduceIdempotency` both releases are synthesized with (None: `cdk.json`'s, `crt+marker`)."""
+    drained: bool = False
+    """The migration for mode `crt` (README, "Upgrading in place"): no batch left in flight; the
+    producer stops, the old release drains, then the upgrade (declared drained), then the rest."""
+
+    @property
+    def context(self) -> dict[str, str]:
+        return {} if self.reduce_mode is None else {"reduceIdempotency": self.reduce_mode}
+
+    @property
+    def expects_refusal(self) -> bool:
+        """Whether the deploy must refuse this upgrade: the deployer's rule for a stack without the
+        settings guard (`unguarded_upgrade_refusal`: mode `crt`), unless declared drained."""
+        return not self.release.settings_guard and self.reduce_mode == TOKEN_ONLY and not self.drained
 
 
 @dataclass
@@ -109,6 +125,13 @@ class UpgradeFigures:
     old_template_sha256: str = ""
     new_template_sha256: str = ""
     stack_status: str = ""
+    expects_refusal: bool = False
+    """`UpgradeSettings.expects_refusal` of the run."""
+    refusal: str | None = None
+    """The deploy's one line when it refused the upgrade (the stack then stays the old release's)."""
+    tokens_expired_to_drain: bool = False
+    """The new code drained only once the old code's tokens had expired (the compat clock moved on
+    by their 10 minutes): it was stalled on a token it could not prove applied."""
     """The stack's status after the upgrade: UPDATE_COMPLETE when the template changed."""
     sent: list[int] = field(default_factory=list)
     old_unacknowledged_commits: dict[str, int] = field(default_factory=dict)
@@ -133,7 +156,10 @@ class UpgradeFigures:
 
     @property
     def passed(self) -> bool:
-        """Exact and reconciled; for the negative control, caught as not exact."""
+        """Refused when it must be; otherwise exact and reconciled, or, for the negative control,
+        caught as not exact."""
+        if self.refusal is not None or self.expects_refusal:
+            return self.refusal is not None and self.expects_refusal
         if self.negative_control:
             return self.verification is not None and not self.verification.exact
         return self.exact and self.reconcile_exit_code == 0
@@ -246,9 +272,12 @@ def _run_old_release(run: _Run, old_assembly: Path) -> None:
     wait_until(lambda: run.counter("reduce", _completed) > 0, "the old reducer's first applied batch")
 
 
-def _upgrade_mid_stream(run: _Run, old_assembly: Path, new_assembly: Path) -> int:
+def _upgrade_mid_stream(run: _Run, old_assembly: Path, new_assembly: Path) -> int | None:
     """Phases 2 and 3: the old code leaves batches in flight while a part is sent, and this
-    checkout is deployed in place meanwhile; returns where the new code's log lines start."""
+    checkout is deployed in place meanwhile; returns where the new code's log lines start
+    (None: the deploy refused the upgrade)."""
+    if run.settings.drained:
+        return _upgrade_drained(run, new_assembly)
     run.console.rule(f"[bold]2. in flight[/]: the old code fails after its writes; {run.parts[1]:,} more sending")
     lifecycle.up(run.paths, environment={**run.base, **IN_FLIGHT_FAULTS}, cdk_out=old_assembly, report=_quiet)
     spanning: list[int | BaseException] = []
@@ -268,21 +297,67 @@ def _upgrade_mid_stream(run: _Run, old_assembly: Path, new_assembly: Path) -> in
     run.figures.old_unacknowledged_commits = {stage: run.counter(stage, _after_write_failures) for stage in STAGES}
 
     run.console.rule("[bold]3. upgrade[/]: this checkout deployed in place, mid-stream")
+    log_offset = _deploy_the_new_release(run, new_assembly)
+    sender.join()
+    if isinstance(spanning[0], BaseException):
+        raise UpgradeError(f"the producer failed across the upgrade: {spanning[0]}")
+    run.figures.sent.append(spanning[0])
+    return log_offset
+
+
+def _deploy_the_new_release(run: _Run, new_assembly: Path) -> int | None:
+    """The upgrade itself; returns where the new code's log lines start (None: refused)."""
     # Lambda stops invoking the old code: its invocations under way end uncommitted to the
     # checkpoints, as a killed runner's do. Every token the emulator sees met from here on is met
     # by the new code, whose reducer has no fault after its writes: each one is the old code's.
     lifecycle.stop_runner(run.paths)
     run.tokens_before = transaction_figures(_endpoint(run.paths))
     log_offset = run.paths.runner_log.stat().st_size if run.paths.runner_log.exists() else 0
-    deployment = lifecycle.up(run.paths, environment=_new_environment(run), cdk_out=new_assembly, report=_quiet)
+    try:
+        deployment = lifecycle.up(
+            run.paths,
+            environment=_new_environment(run),
+            cdk_out=new_assembly,
+            report=_quiet,
+            drained=run.settings.drained,
+        )
+    except deployer.DeploymentError as refused:
+        run.figures.refusal = str(refused)
+        run.console.print(f"  the deploy refused the upgrade: {refused}")
+        return None
     cloudformation = deployer.aws_client("cloudformation", deployment.endpoint_url, deployment.region)
     stack = cloudformation.describe_stacks(StackName=deployment.stack_name)["Stacks"][0]
     run.figures.stack_status = str(stack["StackStatus"])
-    sender.join()
-    if isinstance(spanning[0], BaseException):
-        raise UpgradeError(f"the producer failed across the upgrade: {spanning[0]}")
-    run.figures.sent.append(spanning[0])
     return log_offset
+
+
+def _upgrade_drained(run: _Run, new_assembly: Path) -> int | None:
+    """The migration: the producer has stopped; the old release drains; then the upgrade and the second part."""
+    run.console.rule("[bold]2. drained[/]: the producer stopped, the old release drains")
+    wait_until(
+        lambda: is_drained(read_stats(run.paths.runner_stats) or {}), "the drain", run.settings.drain_timeout_seconds
+    )
+    run.figures.old_unacknowledged_commits = {stage: 0 for stage in STAGES}
+    run.console.rule("[bold]3. upgrade[/]: this checkout deployed in place, nothing in flight")
+    log_offset = _deploy_the_new_release(run, new_assembly)
+    if log_offset is not None:
+        run.figures.sent.append(run.send(1))
+    return log_offset
+
+
+def _wait_for_the_drain(run: _Run) -> None:
+    """The drain; should it stall, once more after the old code's tokens have expired (a stall on
+    a token the new code cannot prove applied ends then: `tokens_expired_to_drain`)."""
+    drained = lambda: is_drained(read_stats(run.paths.runner_stats) or {})  # noqa: E731
+    try:
+        wait_until(drained, "the drain", run.settings.drain_timeout_seconds)
+    except UpgradeError:
+        run.console.print(
+            f"  stalled: the compat clock moves on {CLIENT_REQUEST_TOKEN_WINDOW_SECONDS:.0f} s (the old tokens expire)"
+        )
+        advance_clock(_endpoint(run.paths), CLIENT_REQUEST_TOKEN_WINDOW_SECONDS)
+        run.figures.tokens_expired_to_drain = True
+        wait_until(drained, "the drain (after the old tokens expired)", run.settings.drain_timeout_seconds)
 
 
 def _endpoint(paths: LocalPaths) -> str:
@@ -302,9 +377,7 @@ def _finish_and_verify(run: _Run, log_offset: int) -> None:
     assert run.target is not None
     run.console.rule(f"[bold]4. more[/]: {run.parts[2]:,} messages to the new code, then the drain")
     run.figures.sent.append(run.send(2))
-    wait_until(
-        lambda: is_drained(read_stats(run.paths.runner_stats) or {}), "the drain", run.settings.drain_timeout_seconds
-    )
+    _wait_for_the_drain(run)
     run.console.rule("[bold]5. verify[/]")
     run.figures.verification = verify_pipeline(run.target, run.paths.ledger, timeout=60.0, settle_seconds=3.0)
     run.figures.reconcile_exit_code, run.figures.reconcile_report = _reconcile(run.paths, _new_environment(run))
@@ -323,9 +396,12 @@ def run_upgrade(paths: LocalPaths, console: Console, settings: UpgradeSettings) 
     """The scenario of the module docstring, on a fresh runtime; `down` at the end unless `keep_running`."""
     started = time.monotonic()
     release = settings.release
-    figures = UpgradeFigures(release=release, negative_control=settings.negative_control)
+    figures = UpgradeFigures(
+        release=release, negative_control=settings.negative_control, expects_refusal=settings.expects_refusal
+    )
     console.print(f"synthesizing release {release.name} ({release.commit}) from its own tree, and this checkout")
-    old_assembly, new_assembly = release_assembly(release.commit), deployer.synthesize()
+    old_assembly = release_assembly(release.commit, context=settings.context)
+    new_assembly = checkout_assembly(settings.context)
     figures.old_template_sha256 = deployer.read_cloud_assembly(old_assembly).template_sha256
     figures.new_template_sha256 = deployer.read_cloud_assembly(new_assembly).template_sha256
     base = {key: value for key, value in os.environ.items() if not key.startswith("FAILURE_")}
@@ -335,7 +411,8 @@ def run_upgrade(paths: LocalPaths, console: Console, settings: UpgradeSettings) 
     try:
         _run_old_release(run, old_assembly)
         log_offset = _upgrade_mid_stream(run, old_assembly, new_assembly)
-        _finish_and_verify(run, log_offset)
+        if log_offset is not None:
+            _finish_and_verify(run, log_offset)
     finally:
         if not settings.keep_running:
             lifecycle.down(paths, report=_quiet)
@@ -350,7 +427,8 @@ def figures_table(figures: UpgradeFigures) -> Table:
     report = figures.verification
     rows = [
         ("messages sent: before / across / after the upgrade", " / ".join(f"{n:,}" for n in figures.sent)),
-        ("stack status after the upgrade", figures.stack_status),
+        ("deploy refused the upgrade", "yes" if figures.refusal is not None else "no"),
+        ("stack status after the upgrade", figures.stack_status or "-"),
         (
             "template changed by the upgrade",
             "yes" if figures.old_template_sha256 != figures.new_template_sha256 else "no (same template)",
@@ -374,8 +452,9 @@ def figures_table(figures: UpgradeFigures) -> Table:
             f"{report.aggregates.matching_nodes} of {report.aggregates.expected_nodes}" if report else "-",
         ),
         ("trades mismatching", str(len(report.trade_mismatches)) if report else "-"),
-        ("producer verify", "EXACT" if figures.exact else "NOT EXACT"),
-        ("audit reconcile exit code", str(figures.reconcile_exit_code)),
+        ("drained only after the old tokens expired (stalled)", "yes" if figures.tokens_expired_to_drain else "no"),
+        ("producer verify", "-" if report is None else "EXACT" if figures.exact else "NOT EXACT"),
+        ("audit reconcile exit code", "-" if figures.reconcile_exit_code is None else str(figures.reconcile_exit_code)),
         ("wall time", f"{figures.elapsed_seconds:.0f} s"),
     ]
     for name, value in rows:
@@ -386,7 +465,9 @@ def figures_table(figures: UpgradeFigures) -> Table:
 def report_upgrade(figures: UpgradeFigures, console: Console) -> int:
     """The figures and the verdict; 0 when the run passed (the control: when it was caught)."""
     console.print(figures_table(figures))
-    if figures.negative_control:
+    if figures.refusal is not None or figures.expects_refusal:
+        verdict = f"the deploy refused it, as it must: {figures.refusal}" if figures.passed else "NOT refused"
+    elif figures.negative_control:
         verdict = (
             "caught: NOT EXACT, as an upgrade without markers and tokens must be" if figures.passed else "NOT caught"
         )
