@@ -99,8 +99,7 @@ def test_an_upgrade_from_the_release_before_slices_is_exact_and_a_reader_ignorin
         assert figures.old_template_sha256 != figures.new_template_sha256
         assert figures.stack_status == "UPDATE_COMPLETE"
         assert figures.old_unacknowledged_commits["reduce"] >= 1
-        assert figures.new_token_mismatches >= 1, "the new reducer met a token of the old one, with slices' keys"
-        assert figures.new_markers_found >= 1, "and found the old reducer's markers"
+        assert figures.new_units_already_applied >= 1, "the new reducer found units the old one applied: its markers"
         assert figures.pre_slice_node_items > 0 and figures.sliced_node_items > 0
         assert sum(figures.sent) == 600
         assert figures.exact and figures.reconcile_exit_code == 0 and figures.passed
