@@ -23,8 +23,9 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 PYTEST_ARGS ?=
 PREFLIGHT_ARGS ?=
 SOAK_ARGS ?=
+UPGRADE_ARGS ?=
 
-.PHONY: help install lock system-packages test lint typecheck unit synth preflight up down status demo chaos soak bench clean
+.PHONY: help install lock system-packages test lint typecheck unit synth preflight up down status demo chaos upgrade soak bench clean
 
 help:
 	@echo "make demo    run the whole pipeline locally with faults and prove it exact"
@@ -36,6 +37,7 @@ help:
 	@echo "make down    stop everything make up started"
 	@echo "make status  per-function invocations, errors, retries and iterator lag"
 	@echo "make chaos   every failure at once, 20,000 messages, plus the unsafe negative control"
+	@echo "make upgrade each earlier release (local/upgrade/releases.py) upgraded in place mid-stream, exact; and its negative control"
 	@echo "make soak    a steady load (SOAK_ARGS=\"--duration S --rate R\"), exact, memory within a budget"
 	@echo "make bench   benchmarks and the capacity planner, written to docs/benchmarks.md"
 
@@ -122,6 +124,17 @@ demo: install
 chaos: install
 	$(BIN)/python -m local chaos $(CHAOS_ARGS)
 	INTERLEAVING_EXAMPLES=300 $(BIN)/python -m pytest -q -p no:cacheprovider tests/lambdas/reduce_function/test_interleavings.py
+	$(MAKE) --no-print-directory upgrade
+
+# Deploys each release of local/upgrade/releases.py from its own tree (synthesized once into
+# .local/releases/), sends, upgrades it to this checkout in place mid-stream, sends, verifies
+# exactly; then the negative control (the new reducer in mode unsafe-add must be caught).
+# In mode crt, the upgrade from the release before the guard must be refused mid-stream and
+# exact once drained (README, "Upgrading in place").
+upgrade: install
+	$(BIN)/python -m local upgrade --negative-control $(UPGRADE_ARGS)
+	$(BIN)/python -m local upgrade --from stop-17 --reduce-mode crt
+	$(BIN)/python -m local upgrade --from stop-17 --reduce-mode crt --drained
 
 soak: install
 	$(BIN)/python -m local soak $(SOAK_ARGS)

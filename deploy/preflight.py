@@ -23,7 +23,8 @@ lacks it) says "unknown" instead of failing the run; only a known obstacle fails
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Final
@@ -32,6 +33,8 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, UnknownRegionError
 
+from aggregation.names import STATE_SETTINGS_GUARD_TYPE
+from aggregation.setting_changes import StateSettings, unguarded_upgrade_refusal
 from local.deploy.deployer import BOOTSTRAP_VERSION_PARAMETER, MINIMUM_BOOTSTRAP_VERSION
 from stacks.functions import (
     POWERTOOLS_VERSION,
@@ -88,6 +91,8 @@ class DeploymentPlan:
     powertools_parameter: str
     powertools_layer_version: int | None
     kinesis_shards_at_start: int = KINESIS_ON_DEMAND_INITIAL_SHARDS  # a provisioned stream's shardCount
+    state_settings: StateSettings | None = None
+    """The settings the stored state depends on (None: not judged), for `upgrade_refusal_of`."""
 
     @classmethod
     def from_settings(cls, settings: PipelineSettings, stack_name: str | None = None) -> DeploymentPlan:
@@ -100,6 +105,7 @@ class DeploymentPlan:
             kinesis_shards_at_start=settings.stream_mode.shard_count
             if settings.stream_mode.provisioned
             else KINESIS_ON_DEMAND_INITIAL_SHARDS,
+            state_settings=settings.state_settings,
         )
 
 
@@ -267,14 +273,40 @@ def stack_check(stack_name: str, status: str | None) -> Check:
     return Check(name, Status.PASS, f"is {status}: `npx cdk deploy` updates it")
 
 
-def check_stack(account: Account, stack_name: str) -> Check:
+def upgrade_refusal_of(deployed_template: Mapping[str, Any], new: StateSettings | None) -> str | None:
+    """Why deploying `new` over a stack deployed from `deployed_template` is not exact, or None.
+
+    The settings guard judges every change on AWS, except over a stack deployed without it: its
+    first request there is a Create, which CloudFormation also sends a new stack, so it cannot
+    tell that the stack holds state (`aggregation.setting_changes.unguarded_upgrade_refusal`).
+    """
+    resources = deployed_template.get("Resources", {}).values()
+    if new is None or any(resource.get("Type") == STATE_SETTINGS_GUARD_TYPE for resource in resources):
+        return None
+    return unguarded_upgrade_refusal(new)
+
+
+def check_stack(account: Account, stack_name: str, new: StateSettings | None = None) -> Check:
+    cloudformation = account.client("cloudformation")
     try:
-        stacks = account.client("cloudformation").describe_stacks(StackName=stack_name)["Stacks"]
+        stacks = cloudformation.describe_stacks(StackName=stack_name)["Stacks"]
     except ClientError as error:
         if error_code(error) == "ValidationError":
             return stack_check(stack_name, None)
         raise
-    return stack_check(stack_name, str(stacks[0]["StackStatus"]))
+    check = stack_check(stack_name, str(stacks[0]["StackStatus"]))
+    if check.status is not Status.PASS or new is None:
+        return check
+    try:
+        body = cloudformation.get_template(StackName=stack_name)["TemplateBody"]
+    except ClientError as error:
+        return Check(
+            check.name, Status.WARN, f"{check.detail}, but {unreadable(check.name, 'its template', error).detail}"
+        )
+    template = body if isinstance(body, dict) else json.loads(body)
+    if (refusal := upgrade_refusal_of(template, new)) is not None:
+        return Check(check.name, Status.FAIL, f"{refusal}; `npx cdk deploy` would not refuse it")
+    return check
 
 
 # ------------------------------------------------------------------------- the run
@@ -298,5 +330,9 @@ def run_preflight(account: Account, plan: DeploymentPlan) -> list[Check]:
     checks.append(guarded("CDK bootstrap", "the bootstrap stack", lambda: check_bootstrap(account, account_id)))
     checks.append(guarded("Powertools layer", "the layer", lambda: check_powertools_layer(account, partition, plan)))
     checks.append(check_concurrency(account, plan))
-    checks.append(guarded(f"stack {plan.stack_name}", "the stack", lambda: check_stack(account, plan.stack_name)))
+    checks.append(
+        guarded(
+            f"stack {plan.stack_name}", "the stack", lambda: check_stack(account, plan.stack_name, plan.state_settings)
+        )
+    )
     return checks

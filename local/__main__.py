@@ -1,4 +1,4 @@
-"""`python -m local up | down | status | synth | demo | chaos | soak`: the local runtime's command line.
+"""`python -m local up | down | status | synth | demo | chaos | soak | upgrade`: the local runtime's command line.
 
 Misuse and failures end with one line on stderr and a non-zero exit, never a traceback.
 """
@@ -6,6 +6,7 @@ Misuse and failures end with one line on stderr and a non-zero exit, never a tra
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import sys
 from typing import Any
@@ -13,11 +14,15 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 from rich.console import Console
 
+from aggregation.names import TOKEN_AND_MARKERS, TOKEN_ONLY
 from local.deploy import lifecycle, status
 from local.deploy.deployer import DeploymentError, synthesize
 from local.emulator.control import EmulatorError
 from local.paths import LocalPaths
 from local.scenarios import chaos, demo, soak
+from local.upgrade import scenario as upgrade
+from local.upgrade.release_tree import ReleaseTreeError
+from local.upgrade.releases import RELEASES, UnknownRelease, find_release
 from toolkit.cli import EXIT_USAGE, OneLineArgumentParser, bounded
 
 PROGRAM = "python -m local"
@@ -29,7 +34,12 @@ EXIT_INTERRUPTED = 130
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineArgumentParser(prog=PROGRAM, description="Run the pipeline locally.", error_prefix=f"{PROGRAM}: ")
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("up", help="start the emulator and runner, deploy the stack (idempotent)")
+    up_parser = commands.add_parser("up", help="start the emulator and runner, deploy the stack (idempotent)")
+    up_parser.add_argument(
+        "--drained",
+        action="store_true",
+        help="declare no batch in flight: the upgrade of a stack without the settings guard in mode crt (README)",
+    )
     commands.add_parser("down", help="stop everything `up` started")
     commands.add_parser("synth", help="synthesize cdk.out for `up` unless it is newer than every source (make install)")
     commands.add_parser("status", help="per-function invocations, errors, retries and iterator lag")
@@ -52,7 +62,65 @@ def build_parser() -> argparse.ArgumentParser:
     )
     soak_parser.add_argument("--sample-seconds", type=bounded(float, 0.1, None), default=soak.DEFAULT_SAMPLE_SECONDS)
     soak_parser.add_argument("--seed", type=int, default=7)
+    add_upgrade_parser(commands)
     return parser
+
+
+def add_upgrade_parser(commands: Any) -> None:
+    defaults = upgrade.UpgradeSettings(release=RELEASES[0])
+    parser = commands.add_parser(
+        "upgrade", help="deploy an earlier release, send, upgrade to this checkout mid-stream, send, verify exactly"
+    )
+    names = ", ".join(f"{release.name} ({release.commit})" for release in RELEASES)
+    parser.add_argument(
+        "--from",
+        dest="releases",
+        action="append",
+        metavar="RELEASE",
+        help=f"a release or its commit, repeatable (default: every one: {names})",
+    )
+    parser.add_argument(
+        "--count",
+        type=bounded(int, 10, None),
+        default=defaults.count,
+        help=f"messages per run (default {defaults.count})",
+    )
+    parser.add_argument("--seed", type=bounded(int, 0, None), default=defaults.seed)
+    parser.add_argument(
+        "--negative-control",
+        action="store_true",
+        help="then upgrade from the first release to reduce in mode unsafe-add: it must be caught NOT EXACT",
+    )
+    parser.add_argument(
+        "--reduce-mode",
+        choices=(TOKEN_AND_MARKERS, TOKEN_ONLY),
+        help="both releases' reduceIdempotency (default: as deployed, crt+marker)",
+    )
+    parser.add_argument(
+        "--drained",
+        action="store_true",
+        help="the migration for mode crt: stop sending and let the old release drain before the upgrade",
+    )
+    parser.add_argument("--keep-running", action="store_true", help="leave the last run's runtime up")
+    parser.add_argument(
+        "--drain-timeout", type=bounded(float, 1, None), default=defaults.drain_timeout_seconds, help="seconds"
+    )
+
+
+def upgrade_runs(arguments: argparse.Namespace) -> list[upgrade.UpgradeSettings]:
+    releases = [find_release(name) for name in arguments.releases] if arguments.releases else list(RELEASES)
+    common = {
+        "count": int(arguments.count),
+        "seed": int(arguments.seed),
+        "drain_timeout_seconds": arguments.drain_timeout,
+        "reduce_mode": arguments.reduce_mode,
+        "drained": bool(arguments.drained),
+    }
+    runs = [upgrade.UpgradeSettings(release=release, **common) for release in releases]
+    if arguments.negative_control:
+        runs.append(upgrade.UpgradeSettings(release=releases[0], negative_control=True, **common))
+    runs[-1] = dataclasses.replace(runs[-1], keep_running=bool(arguments.keep_running))
+    return runs
 
 
 def _stages(text: str) -> tuple[str, ...]:
@@ -186,6 +254,15 @@ def chaos_settings(arguments: argparse.Namespace) -> chaos.ChaosSettings:
     )
 
 
+def run_upgrade_command(arguments: argparse.Namespace, paths: LocalPaths, console: Console) -> int:
+    """The upgrade runs, beside a runtime the user already runs (its own directory and port), if any."""
+    runs = upgrade_runs(arguments)
+    paths, beside = demo.demo_paths(paths, "upgrade")
+    if beside:
+        console.print(f"a runtime is already running: the upgrade runs beside it in {paths.state_dir}")
+    return upgrade.run_upgrades(paths, console, runs)
+
+
 def main(argv: list[str] | None = None) -> int:
     arguments = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -193,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     paths = LocalPaths.default()
     try:
         if arguments.command == "up":
-            lifecycle.up(paths, report=console.print)
+            lifecycle.up(paths, report=console.print, drained=bool(arguments.drained))
             return 0
         if arguments.command == "down":
             lifecycle.down(paths, report=console.print)
@@ -216,6 +293,8 @@ def main(argv: list[str] | None = None) -> int:
             )
         if arguments.command == "chaos":
             return chaos.run_chaos(paths, console, chaos_settings(arguments))
+        if arguments.command == "upgrade":
+            return run_upgrade_command(arguments, paths, console)
         if arguments.command == "soak":
             return soak.run_soak(
                 paths,
@@ -235,6 +314,9 @@ def main(argv: list[str] | None = None) -> int:
         lifecycle.LifecycleError,
         demo.DemoError,
         chaos.ChaosError,
+        upgrade.UpgradeError,
+        UnknownRelease,
+        ReleaseTreeError,
         ClientError,
         BotoCoreError,
         OSError,

@@ -72,6 +72,16 @@ deployer, which runs that handler itself.
   change that counts it twice. A stack deployed by a
   release before this setting (its guard carries no `AggregateSlices`) wrote slice 0 only,
   which is one slice: it is read as 1.
+
+A stack deployed by a release without the guard (every release up to stop 17, b5dc996) has
+no deployed settings to compare with: the guard's first request there is a Create, which
+CloudFormation also sends a new stack. Those releases keyed each node by its bare path and
+`#stats` as one item, so whatever the new settings, the new code writes other keys than the
+old wrote: `unguarded_upgrade_refusal`. In mode `crt+marker` that upgrade is exact in place
+(a retry the old code committed meets its token with other keys, and then its markers:
+`python -m local upgrade --from stop-17`). In mode `crt` it is not (the same retry has no
+marker to find: refused until the token expires, then applied twice), unless no reduce batch
+is in flight: the upgrade of a drained pipeline (README, "Upgrading in place").
 """
 
 from collections.abc import Mapping
@@ -174,3 +184,16 @@ def change_refusal(deployed: StateSettings, new: StateSettings) -> str | None:
             f"keep it at least {MIN_MARKER_TTL_DAYS}"
         )
     return None
+
+
+def unguarded_upgrade_refusal(new: StateSettings) -> str | None:
+    """One line when `new` is unsafe over a stack deployed without the settings guard (module
+    docstring); None when such an upgrade stays exact with batches in flight."""
+    if new.reduce_idempotency != TOKEN_ONLY:
+        return None
+    return (
+        f"the deployed stack has no settings guard (a release before slices): in reduceIdempotency {TOKEN_ONLY} a "
+        "reduce batch its code committed and the new code retries sends other keys under the same token, which "
+        "then applies it twice once the token expires: stop the producers, let the pipeline drain, then deploy "
+        "declaring it drained (README, Upgrading in place)"
+    )

@@ -50,7 +50,7 @@ from aggregation.names import (
     STATE_TABLE_OUTPUT,
     STREAM_OUTPUT,
 )
-from aggregation.setting_changes import UnreadableStateSettings
+from aggregation.setting_changes import StateSettings, UnreadableStateSettings, unguarded_upgrade_refusal
 from local.paths import REPO_ROOT
 from settings_guard_function import handler as settings_guard
 from toolkit.pipeline import DUMMY_CREDENTIAL, STACK_OUTPUT_KEYS
@@ -275,17 +275,31 @@ def synthesize(repo_root: Path = REPO_ROOT, *, force: bool = False) -> Path:
         if not force and cloud_assembly_is_fresh(cdk_out, repo_root):
             log.info("reusing %s (newer than every source)", cdk_out)
             return cdk_out
-        _run_cdk_synth(repo_root)
+        run_cdk_synth(repo_root, tools_root=repo_root)
     return cdk_out
 
 
-def _run_cdk_synth(repo_root: Path) -> None:
-    cdk = repo_root / "node_modules" / ".bin" / "cdk"
+def run_cdk_synth(
+    app_dir: Path,
+    *,
+    tools_root: Path = REPO_ROOT,
+    python_path: Iterable[Path] = (),
+    output: Path | None = None,
+    context: Mapping[str, str] | None = None,
+) -> None:
+    """`cdk synth --quiet` of the CDK app in `app_dir` into `output` (default `app_dir/cdk.out`),
+    with the pinned CLI and the venv of `tools_root`, `context` as `-c key=value`; `python_path`
+    goes first on the app's PYTHONPATH, so that an older release's tree (`local.upgrade`)
+    imports its own packages, not this checkout's."""
+    cdk = tools_root / "node_modules" / ".bin" / "cdk"
     if not cdk.exists():
         raise DeploymentError(f"the CDK CLI is not installed at {cdk}: run `make install`")
-    venv_bin = repo_root / ".venv" / "bin"
+    venv_bin = tools_root / ".venv" / "bin"
+    first = os.pathsep.join(str(path) for path in python_path)
+    inherited = os.environ.get("PYTHONPATH", "")
     environment = {
         **os.environ,
+        "PYTHONPATH": os.pathsep.join(part for part in (first, inherited) if part),
         "PATH": os.pathsep.join([str(venv_bin), str(cdk.parent), os.environ.get("PATH", "")]),
         "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "1",
         "JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION": "1",
@@ -294,8 +308,14 @@ def _run_cdk_synth(repo_root: Path) -> None:
     }
     started = time.monotonic()
     completed = subprocess.run(
-        [str(cdk), "synth", "--quiet"],
-        cwd=repo_root,
+        [
+            str(cdk),
+            "synth",
+            "--quiet",
+            *(["--output", str(output)] if output is not None else []),
+            *(argument for key, value in (context or {}).items() for argument in ("-c", f"{key}={value}")),
+        ],
+        cwd=app_dir,
         env=environment,
         capture_output=True,
         text=True,
@@ -532,7 +552,9 @@ def _guard(template: Mapping[str, Any] | None) -> tuple[str, Mapping[str, Any]] 
     return None
 
 
-def run_settings_guard(deployed_template: Mapping[str, Any] | None, new_template: Mapping[str, Any]) -> None:
+def run_settings_guard(
+    deployed_template: Mapping[str, Any] | None, new_template: Mapping[str, Any], *, drained: bool = False
+) -> None:
     """Play CloudFormation's part for the settings guard: send its handler the Create or Update
     request the deploy makes, and stop with its one-line reason when it refuses.
 
@@ -541,13 +563,22 @@ def run_settings_guard(deployed_template: Mapping[str, Any] | None, new_template
     template); the handler is the very code the stack deploys (`settings_guard_function`), so
     the local deploy refuses exactly what a `cdk deploy` would. An unchanged guard is not called,
     as CloudFormation calls a custom resource only when its properties change; a deployed
-    template without a guard (a release before it) gets a Create, which checks nothing.
+    template without a guard (a release before it) gets a Create, which checks nothing, so the
+    deployer itself applies `unguarded_upgrade_refusal` first, unless the caller declares the
+    pipeline `drained` (no reduce batch in flight).
     """
     new = _guard(new_template)
     if new is None:
         return
     logical_id, properties = new
     deployed = _guard(deployed_template)
+    if deployed_template is not None and deployed is None and not drained:
+        try:
+            refusal = unguarded_upgrade_refusal(StateSettings.from_properties(properties))
+        except UnreadableStateSettings as error:
+            raise DeploymentError(str(error)) from None
+        if refusal is not None:
+            raise DeploymentError(f"refused: {refusal}")
     event: dict[str, Any] = {
         "RequestType": "Create",
         "ResourceType": STATE_SETTINGS_GUARD_TYPE,
@@ -564,15 +595,21 @@ def run_settings_guard(deployed_template: Mapping[str, Any] | None, new_template
         raise DeploymentError(str(error)) from None
 
 
-def deploy_stack(cloudformation: Any, assembly: CloudAssembly, parameters: Iterable[Mapping[str, str]] = ()) -> str:
+def deploy_stack(
+    cloudformation: Any,
+    assembly: CloudAssembly,
+    parameters: Iterable[Mapping[str, str]] = (),
+    *,
+    drained: bool = False,
+) -> str:
     """Create the stack, or update it when its template changed (and the settings guard accepts
-    the change: `run_settings_guard`); returns what was done."""
+    the change: `run_settings_guard`, told whether the pipeline is `drained`); returns what was done."""
     emulated = template_for_the_emulator(assembly.template)
     deployed_body = _deployed_template_body(cloudformation, assembly.stack_name)
     deployed = json.loads(deployed_body) if deployed_body is not None else None
     if deployed == emulated:
         return "unchanged"
-    run_settings_guard(deployed, assembly.template)
+    run_settings_guard(deployed, assembly.template, drained=drained)
     stack = {
         "StackName": assembly.stack_name,
         "TemplateBody": json.dumps(emulated, indent=1),
@@ -654,8 +691,10 @@ def deploy(
     stack_name: str | None = None,
     region: str = DEFAULT_REGION,
     require_outputs: Iterable[str] = (),
+    drained: bool = False,
 ) -> Deployment:
-    """Publish the assets and deploy one stack of `cdk_out` into the emulator at `endpoint_url`."""
+    """Publish the assets and deploy one stack of `cdk_out` into the emulator at `endpoint_url`
+    (`drained`: the caller declares no batch in flight, `run_settings_guard`)."""
     assembly = read_cloud_assembly(cdk_out, stack_name, region=region)
     started = time.monotonic()
     uploaded = publish_assets(aws_client("s3", endpoint_url, region), assembly.assets)
@@ -665,7 +704,7 @@ def deploy(
     ensure_local_powertools_layer(aws_client("lambda", endpoint_url, region))
     cloudformation = aws_client("cloudformation", endpoint_url, region)
     try:
-        action = deploy_stack(cloudformation, assembly, parameters)
+        action = deploy_stack(cloudformation, assembly, parameters, drained=drained)
     except ClientError as error:
         raise DeploymentError(f"CloudFormation refused the template: {error}") from error
     deployment = describe_deployment(cloudformation, assembly, endpoint_url=endpoint_url, region=region)

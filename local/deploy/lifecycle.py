@@ -223,13 +223,15 @@ def up(
     environment: Mapping[str, str] | None = None,
     report: Report = print,
     cdk_out: Path | None = None,
+    drained: bool = False,
 ) -> deployer.Deployment:
-    """Bring the runtime up (or confirm it is up) and return the deployment."""
+    """Bring the runtime up (or confirm it is up) and return the deployment (`drained`: the caller
+    declares no batch in flight, for an upgrade the deployer refuses otherwise)."""
     environment = dict(os.environ if environment is None else environment)
     paths.ensure()
     state = running_state(paths)
     if state.complete:
-        return _bring_up_to_date(paths, state, environment, report, cdk_out)
+        return _bring_up_to_date(paths, state, environment, report, cdk_out, drained=drained)
 
     started_emulator = state.emulator is None
     if state.emulator is None:
@@ -240,7 +242,7 @@ def up(
     try:
         started = time.monotonic()
         assembly_dir = cdk_out or deployer.synthesize()
-        deployment = deployer.deploy(assembly_dir, emulator.endpoint_url, require_outputs=_required())
+        deployment = deployer.deploy(assembly_dir, emulator.endpoint_url, require_outputs=_required(), drained=drained)
         report(f"stack {deployment.stack_name} deployed in {time.monotonic() - started:.1f} s")
         _write_outputs(paths, deployment)
         pid = start_runner(paths, environment)
@@ -257,7 +259,13 @@ def up(
 
 
 def _bring_up_to_date(
-    paths: LocalPaths, state: RunningState, environment: Mapping[str, str], report: Report, cdk_out: Path | None
+    paths: LocalPaths,
+    state: RunningState,
+    environment: Mapping[str, str],
+    report: Report,
+    cdk_out: Path | None,
+    *,
+    drained: bool = False,
 ) -> deployer.Deployment:
     """A complete runtime is kept: redeploy only if the template changed, restart the runner only if needed."""
     assert state.emulator is not None
@@ -276,7 +284,9 @@ def _bring_up_to_date(
         report(f"runner ready (pid {pid}); fault injection: {fault_injection_overrides(environment) or 'off'}")
         return deployment
     report("the template changed: redeploying and restarting the runner")
-    deployment = deployer.deploy(assembly_dir, state.emulator.endpoint_url, require_outputs=_required())
+    deployment = deployer.deploy(
+        assembly_dir, state.emulator.endpoint_url, require_outputs=_required(), drained=drained
+    )
     _write_outputs(paths, deployment)
     stop_runner(paths)
     pid = start_runner(paths, environment)

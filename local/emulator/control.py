@@ -117,10 +117,17 @@ def advance_clock(endpoint_url: str, seconds: float) -> float:
 TRANSACTIONS_CONTROL_PATH = "/_compat/transactions"
 
 
-def transaction_conflicts(endpoint_url: str) -> int:
-    """How many transactions the emulator has cancelled for a conflict (``GET /_compat/transactions``)."""
+def transaction_figures(endpoint_url: str) -> dict[str, int]:
+    """The emulator's transaction counters since it started (``GET /_compat/transactions``): `conflicts`
+    (cancelled for a conflict), `token_replays` and `token_mismatches` (met a live ClientRequestToken
+    with the same parameters, or with others)."""
     with urllib.request.urlopen(endpoint_url + TRANSACTIONS_CONTROL_PATH, timeout=10) as response:
-        return int(json.loads(response.read())["conflicts"])
+        return {name: int(value) for name, value in json.loads(response.read()).items()}
+
+
+def transaction_conflicts(endpoint_url: str) -> int:
+    """How many transactions the emulator has cancelled for a conflict."""
+    return transaction_figures(endpoint_url)["conflicts"]
 
 
 def start_emulator(

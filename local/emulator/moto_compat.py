@@ -38,6 +38,11 @@ Fixes (see each function):
   parameter type resolves the SSM parameter it is given; its default is not looked up
   when the caller passes a value (moto resolves every default first, and fails on one
   that does not exist, such as AWS's public `/aws/service/...` parameters).
+- `fix_cloudformation_updates_tables_in_place`: a stack update changes a table's in-place
+  properties (deletion protection, TTL, encryption, ...) on the existing table, items kept, and
+  refuses a change AWS makes by replacement (moto had no table update: the stack update failed).
+- `fix_cloudformation_function_update_sets_reserved_concurrency`: a stack update sets (or
+  removes) a function's reserved concurrency as the template says (moto kept the old one).
 - `CompatMiddleware` answers only this machine's own clients: a ``Host`` header naming
   loopback with the server's port (a web page whose DNS name was rebound to 127.0.0.1 sends
   its own name, and gets 421), and no cross-origin browser request (an ``Origin`` other than
@@ -67,8 +72,10 @@ Control endpoints (served by `CompatMiddleware`, never forwarded to moto):
   ClientRequestTokens, shard iterators and stream records without waiting.
 - moto's own ``POST /moto-api/reset`` also forgets every recorded ClientRequestToken.
 
-- ``GET /_compat/transactions`` -> ``{"conflicts": N}``: transactions cancelled because another
-  was writing one of their items (`TransactionsInFlight`).
+- ``GET /_compat/transactions`` -> ``{"conflicts": N, "token_replays": R, "token_mismatches": M}``:
+  transactions cancelled because another was writing one of their items (`TransactionsInFlight`),
+  and requests met by a live ClientRequestToken, with the same parameters (answered, nothing
+  applied) or with others (refused).
 - ``GET|PUT|DELETE /_compat/faults``: injected AWS-side faults (lost responses after a
   write, throttling), configured at runtime or at start from ``EMULATOR_FAULTS``; see
   `local.emulator.injected_faults`. `CompatMiddleware.__call__` makes the one decision per request.
@@ -92,7 +99,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from moto.awslambda.models import LambdaBackend
+from moto.awslambda.models import LambdaBackend, LambdaFunction
+from moto.cloudformation.exceptions import ValidationError as CloudFormationValidationError
 from moto.cloudformation.parsing import ResourceMap
 from moto.cloudwatch.models import Statistics
 from moto.core.exceptions import JsonRESTError
@@ -179,6 +187,10 @@ class ClientRequestTokenStore:
     def __init__(self) -> None:
         self._records: dict[tuple[str, str, str], _RecordedTransaction] = {}
         self.lock = threading.RLock()
+        self.replays = 0
+        """Requests answered from a live token with the same parameters (success, nothing applied again)."""
+        self.mismatches = 0
+        """Requests refused for a live token taken by other parameters (IdempotentParameterMismatchException)."""
 
     def lookup(self, key: tuple[str, str, str]) -> _RecordedTransaction | None:
         """The live record under `key`, forgetting it (and any other expired one) once expired."""
@@ -258,8 +270,10 @@ def fix_transact_write_items_client_request_token() -> None:
             previous = client_request_tokens.lookup(key)
             if previous is not None:
                 if previous.request_digest != digest:
+                    client_request_tokens.mismatches += 1
                     raise _idempotent_parameter_mismatch()
                 if previous.applied:
+                    client_request_tokens.replays += 1
                     return previous.result
             result = original(self)  # raises when cancelled: recorded only by the kept-token fault
             client_request_tokens.record(key, digest, result)
@@ -971,6 +985,150 @@ def fix_ssm_parameter_defaults_resolved_only_when_used() -> None:
     ResourceMap.load_parameters = load_parameters  # type: ignore[method-assign]
 
 
+TABLE_CHANGES_THAT_REPLACE = ("TableName", "KeySchema", "LocalSecondaryIndexes")
+"""AWS::DynamoDB::Table properties whose change CloudFormation makes by replacing the table:
+a new, empty table, the old one's items gone (CloudFormation User Guide, AWS::DynamoDB::Table,
+"Update requires: Replacement")."""
+
+
+def _is_true(value: Any) -> bool:
+    return value in (True, "true", "True")
+
+
+def _index_names(indexes: Iterable[Any]) -> list[str]:
+    return sorted(str(index["IndexName"] if isinstance(index, dict) else index.name) for index in indexes)
+
+
+def _stream_view_type(specification: dict[str, Any] | None) -> str | None:
+    if not specification or specification.get("StreamEnabled") is False:
+        return None
+    return str(specification.get("StreamViewType"))
+
+
+def update_table_in_place(table: Table, properties: dict[str, Any], account_id: str, region_name: str) -> Table:
+    """Apply a stack update's table properties to the existing table, keeping its items and stream.
+
+    Refuses the stack update (CloudFormation's `ValidationError`, naming the property) for a change
+    AWS makes by replacement (`TABLE_CHANGES_THAT_REPLACE`), where the emulator does not replace
+    tables, and for the in-place changes it does not make (another stream view type, other
+    global secondary indexes): a stack update never leaves an emulated table other than the
+    template says.
+    """
+    checks = {
+        "TableName": (properties.get("TableName", table.name), table.name),
+        "KeySchema": (properties.get("KeySchema"), table.schema),
+        "LocalSecondaryIndexes": (
+            _index_names(properties.get("LocalSecondaryIndexes", [])),
+            _index_names(table.indexes),
+        ),
+        "GlobalSecondaryIndexes": (
+            _index_names(properties.get("GlobalSecondaryIndexes", [])),
+            _index_names(table.global_indexes),
+        ),
+        "StreamSpecification": (
+            _stream_view_type(properties.get("StreamSpecification")),
+            _stream_view_type(table.stream_specification),
+        ),
+    }
+    for name, (wanted, current) in checks.items():
+        if wanted != current:
+            how = (
+                "replaces the table (its items would be lost)"
+                if name in TABLE_CHANGES_THAT_REPLACE
+                else "is not emulated"
+            )
+            raise CloudFormationValidationError(message=f"table {table.name}: a change of {name} {how}")
+    backend = dynamodb_backends[account_id][region_name]
+    table.deletion_protection_enabled = _is_true(properties.get("DeletionProtectionEnabled", False))
+    table.billing_mode = "PAY_PER_REQUEST" if properties.get("BillingMode") == "PAY_PER_REQUEST" else "PROVISIONED"
+    if throughput := properties.get("ProvisionedThroughput"):
+        table.throughput = {**throughput, "NumberOfDecreasesToday": table.throughput.get("NumberOfDecreasesToday", 0)}
+    time_to_live = properties.get("TimeToLiveSpecification")
+    if time_to_live:
+        backend.update_time_to_live(table.name, time_to_live)
+    else:
+        table.ttl = {"TimeToLiveStatus": "DISABLED"}
+    encryption = properties.get("SSESpecification")
+    table.sse_specification = dict(encryption) if encryption else None
+    if table.sse_specification and "KMSMasterKeyId" not in table.sse_specification:
+        table.sse_specification["KMSMasterKeyId"] = table._get_default_encryption_key(account_id, region_name)
+    recovery = properties.get("PointInTimeRecoverySpecification") or {}
+    table.continuous_backups["PointInTimeRecoveryDescription"]["PointInTimeRecoveryStatus"] = (
+        "ENABLED" if _is_true(recovery.get("PointInTimeRecoveryEnabled")) else "DISABLED"
+    )
+    table.tags = list(properties.get("Tags") or [])
+    return table
+
+
+def fix_cloudformation_updates_tables_in_place() -> None:
+    """A stack update that changes a DynamoDB table's properties updates that table in place.
+
+    AWS (CloudFormation User Guide, AWS::DynamoDB::Table): DeletionProtectionEnabled,
+    TimeToLiveSpecification, SSESpecification, PointInTimeRecoverySpecification, BillingMode,
+    ProvisionedThroughput and Tags update with no interruption: the table, its items and its
+    stream stay. moto's Table has no CloudFormation update, so its stack update puts None in
+    the stack's resource map for a changed table and then fails on the first `Fn::GetAtt` of
+    it ("references undefined resource"): no release that changes a table property (the
+    deletion protection and the quarantine's TTL did) could be deployed over an older one, which
+    is what an in-place upgrade is. `update_table_in_place` makes the change. A change AWS makes
+    by replacing the table (a new, empty one) is refused instead of emulated: no release of
+    this stack may make one, since its items would be lost.
+    """
+    if getattr(Table.update_from_cloudformation_json, "_compat_fix", False):
+        return
+
+    def update_from_cloudformation_json(
+        cls: type[Table],
+        *,
+        original_resource: Table,
+        new_resource_name: str,
+        cloudformation_json: dict[str, Any],
+        account_id: str,
+        region_name: str,
+    ) -> Table:
+        return update_table_in_place(original_resource, cloudformation_json["Properties"], account_id, region_name)
+
+    update_from_cloudformation_json._compat_fix = True  # type: ignore[attr-defined]
+    Table.update_from_cloudformation_json = classmethod(update_from_cloudformation_json)  # type: ignore[assignment,method-assign]
+
+
+def fix_cloudformation_function_update_sets_reserved_concurrency() -> None:
+    """A stack update sets a function's reserved concurrency to what the template now says.
+
+    AWS (CloudFormation User Guide, AWS::Lambda::Function, ReservedConcurrentExecutions): the
+    property is updated in place, and removing it removes the function's reserved concurrency.
+    moto's function update applies the configuration and code but leaves the concurrency as it
+    was, so a release that drops `ReservedConcurrentExecutions: 1` (the single reducer before
+    reduce scaled out) would keep one reducer after the upgrade; the runner reads it from the
+    Lambda API.
+    """
+    original = LambdaFunction.update_from_cloudformation_json
+    if getattr(original, "_compat_fix", False):
+        return
+
+    def update_from_cloudformation_json(
+        cls: type[LambdaFunction],
+        *,
+        original_resource: LambdaFunction,
+        new_resource_name: str,
+        cloudformation_json: dict[str, Any],
+        account_id: str,
+        region_name: str,
+    ) -> LambdaFunction:
+        function = original(
+            original_resource=original_resource,
+            new_resource_name=new_resource_name,
+            cloudformation_json=cloudformation_json,
+            account_id=account_id,
+            region_name=region_name,
+        )
+        function.reserved_concurrency = cloudformation_json["Properties"].get("ReservedConcurrentExecutions")
+        return function
+
+    update_from_cloudformation_json._compat_fix = True  # type: ignore[attr-defined]
+    LambdaFunction.update_from_cloudformation_json = classmethod(update_from_cloudformation_json)  # type: ignore[assignment,method-assign]
+
+
 # ------------------------------------------------------------------ middleware
 
 SERIALISED_TARGET_PREFIXES: dict[str, str] = {
@@ -1206,7 +1364,12 @@ class CompatMiddleware:
             if path == injected_faults.CONTROL_PATH:
                 return self._faults_control(environ, start_response, method)
             if path == TRANSACTIONS_CONTROL_PATH and method == "GET":
-                return _json_reply(start_response, "200 OK", {"conflicts": self.transactions_in_flight.conflicts})
+                figures = {
+                    "conflicts": self.transactions_in_flight.conflicts,
+                    "token_replays": client_request_tokens.replays,
+                    "token_mismatches": client_request_tokens.mismatches,
+                }
+                return _json_reply(start_response, "200 OK", figures)
         except (ValueError, TypeError, AttributeError) as error:
             return _json_reply(start_response, "400 Bad Request", {"error": str(error)})
         return _json_reply(start_response, "404 Not Found", {"error": f"no control endpoint {method} {path}"})
@@ -1423,6 +1586,8 @@ FIXES: tuple[Callable[[], None], ...] = (
     fix_kinesis_iterators_expire,
     fix_cloudwatch_percentile_statistics,
     fix_stream_records_expire_after_the_retention_period,
+    fix_cloudformation_updates_tables_in_place,
+    fix_cloudformation_function_update_sets_reserved_concurrency,
 )
 _applied: list[str] = []
 

@@ -141,16 +141,17 @@ def wait_for_drain(paths: LocalPaths, console: Console, sent: int, timeout_secon
     return False
 
 
-def demo_paths(paths: LocalPaths) -> tuple[LocalPaths, bool]:
-    """Where the demo runs, and whether that is beside a runtime already running in ``paths``.
+def demo_paths(paths: LocalPaths, name: str = "demo") -> tuple[LocalPaths, bool]:
+    """Where a scenario runs, and whether that is beside a runtime already running in ``paths``
+    (then in its own directory ``name`` under the runtime's).
 
-    The demo clears the data it verifies, injects faults and stops everything at the end: done
-    in a runtime the user started, it would take over their emulator, data and runner.
+    The demo (and `upgrade`) clears the data it verifies, injects faults and stops everything at
+    the end: done in a runtime the user started, it would take over their emulator, data and runner.
     """
     state = lifecycle.running_state(paths)
     if state.emulator is None and state.runner_pid is None:
         return paths, False
-    return LocalPaths(paths.state_dir / "demo"), True
+    return LocalPaths(paths.state_dir / name), True
 
 
 def run_demo(

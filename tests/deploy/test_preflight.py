@@ -12,10 +12,12 @@ import os
 import subprocess
 import sys
 import uuid
+from dataclasses import replace
 
 import boto3
 import pytest
 
+from aggregation.names import TOKEN_AND_MARKERS, TOKEN_ONLY
 from deploy.cli import main
 from deploy.preflight import (
     Account,
@@ -202,6 +204,15 @@ def test_a_deployed_stack_is_updatable(aws_environment: str) -> None:
     checks = {check.name: check for check in run_preflight(account, plan(stack_name="Deployed"))}
     assert checks["stack Deployed"].status is Status.PASS
     assert "updates it" in checks["stack Deployed"].detail
+
+    # Deployed without the settings guard (a release before slices): mode crt cannot be upgraded
+    # exactly with batches in flight, and `cdk deploy` cannot see it (README, Upgrading in place).
+    for mode, status in ((TOKEN_AND_MARKERS, Status.PASS), (TOKEN_ONLY, Status.FAIL)):
+        state = PipelineSettings.from_context({"reduceIdempotency": mode}.get).state_settings
+        upgrade = replace(plan(stack_name="Deployed"), state_settings=state)
+        checks = {check.name: check for check in run_preflight(account, upgrade)}
+        assert checks["stack Deployed"].status is status
+    assert checks["stack Deployed"].detail.startswith("the deployed stack has no settings guard")
 
 
 def test_no_credentials_fail_in_one_line_and_stop_there(aws_environment: str, monkeypatch: pytest.MonkeyPatch) -> None:

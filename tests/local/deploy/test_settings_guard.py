@@ -50,6 +50,18 @@ def test_the_deployer_refuses_what_the_guards_handler_refuses() -> None:
         )
 
 
+def test_an_upgrade_of_a_stack_without_the_guard_in_mode_crt_is_refused_unless_declared_drained() -> None:
+    """A release before the guard keyed nodes before slices: in `crt` a batch it committed and the
+    new code retries would apply twice once its token expires (`python -m local upgrade` shows it)."""
+    before_the_guard = {"Resources": {"Function": {"Type": "AWS::Lambda::Function"}}}
+    with pytest.raises(DeploymentError, match=r"^refused: the deployed stack has no settings guard .* crt "):
+        run_settings_guard(before_the_guard, template(reduceIdempotency="crt"))
+    run_settings_guard(before_the_guard, template(reduceIdempotency="crt"), drained=True)
+    run_settings_guard(before_the_guard, template())  # crt+marker: exact in place, batches in flight or not
+    run_settings_guard(None, template(reduceIdempotency="crt"))  # a new stack
+    run_settings_guard(template(reduceIdempotency="crt"), template(reduceIdempotency="crt", markerTtlDays=9))
+
+
 def test_the_emulator_gets_the_guard_conditioned_out_with_its_properties_kept() -> None:
     synthesized = template()
     emulated = template_for_the_emulator(synthesized)

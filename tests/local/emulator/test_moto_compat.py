@@ -27,7 +27,7 @@ from moto.kinesis.models import KinesisBackend
 
 from benchmarks.emulator_transactions import scratch_table
 from local.emulator import moto_compat
-from local.emulator.control import advance_clock
+from local.emulator.control import advance_clock, transaction_figures
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -209,9 +209,12 @@ def test_a_map_counts_three_bytes_plus_one_per_element(dynamodb: DynamoDBClient)
 # ------------------------------------------------- TransactWriteItems ClientRequestToken
 
 
-def test_transact_write_items_same_token_and_parameters_twice_applies_once(dynamodb: DynamoDBClient) -> None:
+def test_transact_write_items_same_token_and_parameters_twice_applies_once(
+    dynamodb: DynamoDBClient, emulator_endpoint: str
+) -> None:
     table = create_table(dynamodb)
     token = new_token()
+    before = transaction_figures(emulator_endpoint)
 
     first = dynamodb.transact_write_items(TransactItems=[add_to_counter(table, "a")], ClientRequestToken=token)
     repeat = dynamodb.transact_write_items(TransactItems=[add_to_counter(table, "a")], ClientRequestToken=token)
@@ -219,14 +222,17 @@ def test_transact_write_items_same_token_and_parameters_twice_applies_once(dynam
     assert first["ResponseMetadata"]["HTTPStatusCode"] == 200
     assert repeat["ResponseMetadata"]["HTTPStatusCode"] == 200
     assert counter(dynamodb, table, "a") == 1
+    after = transaction_figures(emulator_endpoint)
+    assert after["token_replays"] - before["token_replays"] == 1  # counted: the upgrade scenario reports it
 
 
 def test_transact_write_items_same_token_different_parameters_raises_idempotent_parameter_mismatch(
-    dynamodb: DynamoDBClient,
+    dynamodb: DynamoDBClient, emulator_endpoint: str
 ) -> None:
     table = create_table(dynamodb)
     token = new_token()
     dynamodb.transact_write_items(TransactItems=[add_to_counter(table, "a")], ClientRequestToken=token)
+    before = transaction_figures(emulator_endpoint)["token_mismatches"]
 
     with pytest.raises(ClientError) as raised:
         dynamodb.transact_write_items(TransactItems=[add_to_counter(table, "a", 2)], ClientRequestToken=token)
@@ -234,6 +240,7 @@ def test_transact_write_items_same_token_different_parameters_raises_idempotent_
     assert raised.value.response["Error"]["Code"] == "IdempotentParameterMismatchException"
     assert raised.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
     assert counter(dynamodb, table, "a") == 1
+    assert transaction_figures(emulator_endpoint)["token_mismatches"] == before + 1
 
 
 def test_transact_write_items_token_expires_ten_minutes_after_first_success(
@@ -625,6 +632,112 @@ def test_an_ssm_typed_stack_parameter_resolves_the_parameter_given_not_its_defau
         StackName=f"default-{suffix}", TemplateBody=template(default_that_exists, f"/compat/c-{suffix}")
     )
     assert copied_value(f"default-{suffix}") == "the default value"
+
+
+def table_template(*, protected: bool, ttl: bool = False, sort_key: bool = False) -> str:
+    """A stack of one streamed table, its name as output (deletion protection, TTL and key shape as given)."""
+    keys = [("Id", "HASH"), *([("At", "RANGE")] if sort_key else [])]
+    properties: dict[str, Any] = {
+        "KeySchema": [{"AttributeName": name, "KeyType": kind} for name, kind in keys],
+        "AttributeDefinitions": [{"AttributeName": name, "AttributeType": "S"} for name, _ in keys],
+        "BillingMode": "PAY_PER_REQUEST",
+        "StreamSpecification": {"StreamViewType": "NEW_AND_OLD_IMAGES"},
+        "DeletionProtectionEnabled": protected,
+    }
+    if ttl:
+        properties["TimeToLiveSpecification"] = {"AttributeName": "ExpiresAt", "Enabled": True}
+    return json.dumps(
+        {
+            "Resources": {"Table": {"Type": "AWS::DynamoDB::Table", "Properties": properties}},
+            "Outputs": {
+                "Table": {"Value": {"Ref": "Table"}},
+                "Stream": {"Value": {"Fn::GetAtt": ["Table", "StreamArn"]}},
+            },
+        }
+    )
+
+
+def stack_status(cloudformation: Any, stack_name: str) -> str:
+    return str(cloudformation.describe_stacks(StackName=stack_name)["Stacks"][0]["StackStatus"])
+
+
+def test_a_stack_update_changes_a_table_in_place_and_keeps_its_items(aws_client: AwsClientFactory) -> None:
+    """AWS: deletion protection and TTL update with no interruption; the table and its items stay."""
+    cloudformation, dynamodb = aws_client("cloudformation"), aws_client("dynamodb")
+    stack_name = f"table-{uuid.uuid4().hex[:12]}"
+    cloudformation.create_stack(StackName=stack_name, TemplateBody=table_template(protected=False))
+    outputs = {
+        o["OutputKey"]: o["OutputValue"]
+        for o in cloudformation.describe_stacks(StackName=stack_name)["Stacks"][0]["Outputs"]
+    }
+    dynamodb.put_item(TableName=outputs["Table"], Item={"Id": {"S": "kept"}})
+
+    cloudformation.update_stack(StackName=stack_name, TemplateBody=table_template(protected=True, ttl=True))
+
+    assert stack_status(cloudformation, stack_name) == "UPDATE_COMPLETE"
+    after = {
+        o["OutputKey"]: o["OutputValue"]
+        for o in cloudformation.describe_stacks(StackName=stack_name)["Stacks"][0]["Outputs"]
+    }
+    assert after == outputs  # the same table and stream
+    described = dynamodb.describe_table(TableName=outputs["Table"])["Table"]
+    assert described["DeletionProtectionEnabled"] is True
+    ttl = dynamodb.describe_time_to_live(TableName=outputs["Table"])["TimeToLiveDescription"]
+    assert ttl == {"TimeToLiveStatus": "ENABLED", "AttributeName": "ExpiresAt"}
+    assert dynamodb.get_item(TableName=outputs["Table"], Key={"Id": {"S": "kept"}})["Item"] == {"Id": {"S": "kept"}}
+
+
+def test_a_stack_update_that_would_replace_a_table_fails_and_leaves_it(aws_client: AwsClientFactory) -> None:
+    """AWS replaces a table whose key schema changes (a new, empty table): the emulator refuses it."""
+    cloudformation, dynamodb = aws_client("cloudformation"), aws_client("dynamodb")
+    stack_name = f"table-{uuid.uuid4().hex[:12]}"
+    cloudformation.create_stack(StackName=stack_name, TemplateBody=table_template(protected=False))
+    table = cloudformation.describe_stacks(StackName=stack_name)["Stacks"][0]["Outputs"][0]["OutputValue"]
+    dynamodb.put_item(TableName=table, Item={"Id": {"S": "kept"}})
+
+    with pytest.raises(ClientError, match="KeySchema replaces the table"):
+        cloudformation.update_stack(StackName=stack_name, TemplateBody=table_template(protected=False, sort_key=True))
+
+    assert dynamodb.describe_table(TableName=table)["Table"]["KeySchema"] == [
+        {"AttributeName": "Id", "KeyType": "HASH"}
+    ]
+    assert "Item" in dynamodb.get_item(TableName=table, Key={"Id": {"S": "kept"}})
+
+
+def test_a_stack_update_that_drops_reserved_concurrency_removes_it(aws_client: AwsClientFactory) -> None:
+    """AWS: removing ReservedConcurrentExecutions from the template removes the function's reserved concurrency."""
+    cloudformation, lambda_client, iam, s3 = (aws_client(name) for name in ("cloudformation", "lambda", "iam", "s3"))
+    suffix = uuid.uuid4().hex[:12]
+    package = io.BytesIO()
+    with zipfile.ZipFile(package, "w") as archive:
+        archive.writestr("index.py", "def handler(event, context):\n    return event\n")
+    s3.create_bucket(Bucket=f"compat-{suffix}")
+    s3.put_object(Bucket=f"compat-{suffix}", Key="code.zip", Body=package.getvalue())
+    role = iam.create_role(
+        RoleName=f"compat-{suffix}",
+        AssumeRolePolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": []}),
+    )["Role"]["Arn"]
+
+    def template(reserved: int | None) -> str:
+        properties: dict[str, Any] = {
+            "FunctionName": f"compat-{suffix}",
+            "Runtime": "python3.12",
+            "Handler": "index.handler",
+            "Role": role,
+            "Code": {"S3Bucket": f"compat-{suffix}", "S3Key": "code.zip"},
+        }
+        if reserved is not None:
+            properties["ReservedConcurrentExecutions"] = reserved
+        return json.dumps({"Resources": {"Function": {"Type": "AWS::Lambda::Function", "Properties": properties}}})
+
+    cloudformation.create_stack(StackName=f"function-{suffix}", TemplateBody=template(1))
+    assert lambda_client.get_function(FunctionName=f"compat-{suffix}")["Concurrency"] == {
+        "ReservedConcurrentExecutions": 1
+    }
+
+    cloudformation.update_stack(StackName=f"function-{suffix}", TemplateBody=template(None))
+
+    assert "Concurrency" not in lambda_client.get_function(FunctionName=f"compat-{suffix}")
 
 
 # ----------------------------------------------------------------- request isolation

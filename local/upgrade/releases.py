@@ -1,0 +1,62 @@
+"""The releases a deployed stack may be upgraded from, each with why it matters.
+
+A release is the commit that landed at a stop of the project's history. `python -m local
+upgrade --from <name or commit>` deploys one of them and upgrades it to this checkout while
+messages flow (`local.upgrade.scenario`); `make upgrade` does so from every release listed
+here. Add the commit of each new release, with what its stack leaves behind that the next
+code must still read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Release:
+    name: str
+    commit: str
+    why: str
+    settings_guard: bool = True
+    """Whether its stack has the settings guard (`Custom::StateSettingsGuard`): the first deploy
+    over one without it is checked by `aggregation.setting_changes.unguarded_upgrade_refusal`."""
+
+
+RELEASES: tuple[Release, ...] = (
+    Release(
+        name="stop-17",
+        commit="b5dc996",
+        why="the last release before reduce scaled out: one reducer (reserved concurrency 1), node totals in "
+        "one item keyed by the bare path key, one `#stats` item, no settings guard, no quarantine TTL nor "
+        "deletion protection on the tables: the new code must add to the same nodes through slices, read "
+        "the unsliced items as one more slice, and recognise the markers and tokens the old reducer wrote",
+        settings_guard=False,
+    ),
+    Release(
+        name="stop-27",
+        commit="a056586",
+        why="the first release with sliced totals (`node#<slice>#<path key>`, `#stats#<slice>`) and many "
+        "reducers: every later layout must read what it wrote",
+    ),
+    Release(
+        name="stop-28",
+        commit="cb98d6f",
+        why="the latest release: the stack a user runs today, which this checkout must upgrade in place",
+    ),
+)
+
+
+class UnknownRelease(ValueError):
+    """Not a release name of `RELEASES` nor a commit of one."""
+
+
+def find_release(name_or_commit: str) -> Release:
+    """The release named, or whose commit starts with (or is a prefix of) `name_or_commit`."""
+    wanted = name_or_commit.strip().lower()
+    for release in RELEASES:
+        if wanted == release.name or (
+            len(wanted) >= 7 and (release.commit.startswith(wanted) or wanted.startswith(release.commit))
+        ):
+            return release
+    known = ", ".join(f"{release.name} ({release.commit})" for release in RELEASES)
+    raise UnknownRelease(f"not a release: {name_or_commit!r} (releases: {known})")
