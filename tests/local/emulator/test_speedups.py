@@ -35,7 +35,7 @@ from moto.dynamodb.comparisons import ConditionExpressionParser
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType, Item, LimitedSizeDict
 from moto.dynamodb.models.table import StreamShard
-from moto.dynamodb.parsing.ast_nodes import Node  # type: ignore[attr-defined]
+from moto.dynamodb.parsing.ast_nodes import DepthFirstTraverser, Node  # type: ignore[attr-defined]
 from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ignore[attr-defined]
 from moto.dynamodb.parsing.validators import UpdateExpressionValidator
 from moto.dynamodb.responses import DynamoHandler
@@ -59,6 +59,7 @@ PATCHED: tuple[tuple[Any, str], ...] = (
     (DynamoType, "__init__"),
     (DynamoType, "to_regular_json"),
     (BaseJSONSerializer, "_serialize_type_structure"),
+    (DepthFirstTraverser, "traverse_node_recursively"),
     (BaseModel, "__new__"),
     (StreamShard, "add"),
     (DynamoDBStreamsHandler, "get_records"),
@@ -366,11 +367,12 @@ def test_cached_expressions_and_one_validation_give_moto_s_results_and_errors(
     assert {"None", "ValidationException", "ConditionalCheckFailedException", "ValueError"} <= errors
 
 
-def test_copied_trees_and_direct_serialisation_give_moto_s_results_and_errors(
+def test_copied_trees_cached_traversal_and_direct_serialisation_give_moto_s_results_and_errors(
     moto: Moto, moto_s_own: dict[str, Any]
 ) -> None:
     expected = run_updates(moto)
     speedups.copy_syntax_trees_node_by_node()
+    speedups.find_the_nodes_each_validator_processes_once()
     speedups.convert_attribute_values_without_copying_them_first()
     speedups.serialize_attribute_values_directly()
     assert run_updates(moto) == expected
