@@ -60,6 +60,7 @@ PATCHED: tuple[tuple[Any, str], ...] = (
     (DynamoType, "to_regular_json"),
     (BaseJSONSerializer, "_serialize_type_structure"),
     (DepthFirstTraverser, "traverse_node_recursively"),
+    (Node, "find_clauses"),
     (BaseModel, "__new__"),
     (StreamShard, "add"),
     (DynamoDBStreamsHandler, "get_records"),
@@ -260,6 +261,9 @@ UPDATES: list[tuple[str, str | None, dict[str, str], dict[str, Any], bool]] = [
     ("SET a = :one, a = :two", None, {}, {":one": {"N": "1"}, ":two": {"N": "2"}}, False),
     ("SET a = :s + :one", None, {}, {":s": {"S": "x"}, ":one": {"N": "1"}}, False),
     ("SET m.k = :one", None, {}, {":one": {"N": "1"}}, False),
+    ("SET m.k = :one, m = :one", None, {}, {":one": {"N": "1"}}, False),  # overlapping paths
+    ("SET a = :one SET b = :one", None, {}, {":one": {"N": "1"}}, False),  # two SET clauses
+    ("REMOVE x ADD n :one REMOVE y ADD m :one SET a = :one SET b = :one", None, {}, {":one": {"N": "1"}}, False),
     (
         "SET l = list_append(if_not_exists(l, :empty), :l)",
         None,
@@ -373,6 +377,7 @@ def test_copied_trees_cached_traversal_and_direct_serialisation_give_moto_s_resu
     expected = run_updates(moto)
     speedups.copy_syntax_trees_node_by_node()
     speedups.find_the_nodes_each_validator_processes_once()
+    speedups.find_clauses_without_abc_checks()
     speedups.convert_attribute_values_without_copying_them_first()
     speedups.serialize_attribute_values_directly()
     assert run_updates(moto) == expected
@@ -404,6 +409,11 @@ def test_a_syntax_tree_is_copied_as_deepcopy_copies_it(moto_s_own: dict[str, Any
     assert tree_of(fast_copy, {}) == tree_of(moto_s_copy, {}) == tree_of(tree, {})
     originals, copies = {id(node) for node in walk(tree)}, {id(node) for node in walk(fast_copy)}
     assert originals.isdisjoint(copies)  # a copy, not the same nodes
+    kinds = [[kind] for kind in {type(node) for node in walk(tree)}]
+    moto_s_clauses = [node.find_clauses(kind) for node in walk(tree) for kind in kinds]
+    speedups.find_clauses_without_abc_checks()
+    assert [node.find_clauses(kind) for node in walk(tree) for kind in kinds] == moto_s_clauses
+    assert any(moto_s_clauses)
     leaf = walk(fast_copy)[-1]
     assert copy.deepcopy(leaf).parent is not leaf.parent  # a subtree copies its ancestors, as deepcopy does
     assert tree_of(copy.deepcopy(leaf).parent, {}) == tree_of(leaf.parent, {})
