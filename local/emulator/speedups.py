@@ -15,6 +15,7 @@ record kept both item images as Python dicts (8.4 KB).
 from __future__ import annotations
 
 import base64
+import copy
 import datetime
 import functools
 import io
@@ -31,13 +32,18 @@ from typing import Any
 from moto import backends as moto_backends
 from moto.core import responses as moto_responses
 from moto.core.common_models import BaseModel
-from moto.core.serialize import TimestampSerializer
+from moto.core.serialize import BaseJSONSerializer, TimestampSerializer
 from moto.dynamodb import models as moto_models
 from moto.dynamodb.comparisons import ConditionExpressionParser
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType, Item, LimitedSizeDict
 from moto.dynamodb.models.table import StreamRecord, StreamShard
-from moto.dynamodb.parsing.ast_nodes import Node  # type: ignore[attr-defined]
+from moto.dynamodb.parsing.ast_nodes import (  # type: ignore[attr-defined]
+    DepthFirstTraverser,
+    Expression,
+    Node,
+    UpdateExpressionFunction,
+)
 from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ignore[attr-defined]
 from moto.dynamodb.parsing.validators import UpdateExpressionValidator
 from moto.dynamodbstreams.models import DynamoDBStreamsBackend, ShardIterator
@@ -412,6 +418,287 @@ def validate_a_new_item_s_update_once() -> None:
     DynamoDBBackend.update_item = update_item  # type: ignore[method-assign]
 
 
+def _copy_node(node: Node, memo: dict[int, Any]) -> Node:
+    """`copy.deepcopy` of one syntax-tree node, without the generic `__reduce_ex__` round trip.
+
+    A node's state is its `__dict__` (`type`, `children`, `parent`); each value is deep-copied
+    with the same memo, so the parent links of the copy point into the copy, as before.
+    Children that are strings, numbers or booleans (a leaf's name or index) are immutable:
+    `deepcopy` returns them themselves, so they are taken as they are; child nodes are
+    copied by this function directly (what `deepcopy` would call), anything else by `deepcopy`.
+    """
+    clone: Node = object.__new__(type(node))
+    memo[id(node)] = clone
+    state = clone.__dict__
+    for name, value in node.__dict__.items():
+        if name == "children" and type(value) is list:
+            state[name] = [_copy_child(child, memo) for child in value]
+        else:
+            state[name] = copy.deepcopy(value, memo)
+    return clone
+
+
+def _copy_child(child: Any, memo: dict[int, Any]) -> Any:
+    if type(child) in _ATOMIC:
+        return child
+    if isinstance(child, Node) and id(child) not in memo:
+        return _copy_node(child, memo)
+    return copy.deepcopy(child, memo)
+
+
+_ATOMIC = (str, int, bool, float, type(None))
+"""What `copy.deepcopy` returns unchanged and a tree's leaves hold."""
+
+
+def copy_syntax_trees_node_by_node() -> None:
+    """The validator's copy of a parsed UpdateExpression is made node by node.
+
+    moto's `Validator.__init__` deep-copies the parsed tree of every update (it resolves
+    names and values into its copy), through `copy.deepcopy`'s generic path for objects:
+    `__reduce_ex__`, a state dict, `_reconstruct`, and the memo's keep-alive list, for
+    every node (about a tenth of the emulator's CPU in a pipeline drain, more for the state
+    function's seven-clause update than for a two-clause one). A `Node.__deepcopy__` makes
+    the same copy directly: a new object of the node's class whose attributes are deep
+    copies of the original's, sharing the memo, so the tree's shape, leaves and parent
+    links come out as `copy.deepcopy` makes them.
+    """
+    if getattr(Node.__dict__.get("__deepcopy__"), "_speedup", False):
+        return
+
+    def node_deepcopy(self: Node, memo: dict[int, Any]) -> Node:
+        return _copy_node(self, memo)
+
+    node_deepcopy._speedup = True  # type: ignore[attr-defined]
+    Node.__deepcopy__ = node_deepcopy
+
+
+_PROCESSED_BY: dict[tuple[type, type], bool] = {}
+"""(traverser class, node class): does that traverser process nodes of that class."""
+
+
+def _processes(traverser: DepthFirstTraverser, node: Any) -> bool:
+    """`isinstance(node, traverser.nodes_to_be_processed())`, found once per pair of classes.
+
+    Every traverser's `_processing_map` is a dict literal of fixed node classes, and no node
+    class is registered as a virtual subclass, so the answer depends on the two classes alone.
+    """
+    key = (type(traverser), type(node))
+    known = _PROCESSED_BY.get(key)
+    if known is None:
+        known = _PROCESSED_BY[key] = isinstance(node, traverser.nodes_to_be_processed())
+    return known
+
+
+_IS_NODE: dict[type, bool] = {}
+
+
+def _is_node(value: Any) -> bool:
+    """`isinstance(value, Node)`, found once per class (`Node` is an ABC nothing is registered with)."""
+    known = _IS_NODE.get(type(value))
+    if known is None:
+        known = _IS_NODE[type(value)] = isinstance(value, Node)
+    return known
+
+
+def _traverse(traverser: DepthFirstTraverser, node: Any, child_id: int = -1) -> Any:
+    """moto's `DepthFirstTraverser.traverse_node_recursively`, step for step, with `_processes`."""
+    if _is_node(node):
+        parent_node = node.parent
+        if node.children is not None:
+            for index, child_node in enumerate(node.children):
+                traverser.pre_processing_of_child(node, index)
+                _traverse(traverser, child_node, index)
+        if _processes(traverser, node):
+            node = traverser.process(node)
+            node.parent = parent_node
+            if parent_node:
+                parent_node.children[child_id] = node
+    return node
+
+
+def find_the_nodes_each_validator_processes_once() -> None:
+    """The update validators decide which nodes they process once per node class, not once per node.
+
+    Each of the ten processors an UpdateItem's validation runs walks the whole tree, and for
+    every node moto's `traverse_node_recursively` rebuilds the processor's map of node
+    classes (`nodes_to_be_processed`, a new dict and tuple each time) and tests the node
+    against it through `ABCMeta.__instancecheck__` (together about 6 % of the emulator's CPU
+    in a pipeline drain, growing with the number of clauses). `_traverse` does the same
+    walk in the same order, with the same hooks and replacements, and remembers the answer
+    for each pair of processor and node class.
+    """
+    original = DepthFirstTraverser.traverse_node_recursively
+    if getattr(original, "_speedup", False):
+        return
+
+    @functools.wraps(original)
+    def traverse_node_recursively(self: DepthFirstTraverser, node: Any, child_id: int = -1) -> Any:
+        return _traverse(self, node, child_id)
+
+    traverse_node_recursively._speedup = True  # type: ignore[attr-defined]
+    DepthFirstTraverser.traverse_node_recursively = traverse_node_recursively
+
+
+_DESCENDED: dict[type, bool] = {}
+"""Node class: does `Node.find_clauses` look into the children of a node of that class."""
+
+
+def _find_clauses(node: Node, clause_types: Any) -> list[Node]:
+    """moto's `Node.find_clauses`, step for step, with the `isinstance` tests found once per class."""
+    clauses: list[Node] = []
+    for child in node.children or []:
+        kind = type(child)
+        if kind in clause_types:
+            clauses.append(child)
+            continue
+        descended = _DESCENDED.get(kind)
+        if descended is None:
+            descended = _DESCENDED[kind] = isinstance(child, (Expression, UpdateExpressionFunction))
+        if descended:
+            clauses.extend(child.find_clauses(clause_types))
+    return clauses
+
+
+def find_clauses_without_abc_checks() -> None:
+    """`Node.find_clauses` tests each child's class once per class, not with an ABC check per child.
+
+    The first two of an update's ten validators (clause counts, overlapping paths) call
+    `find_clauses` on every expression node, and each call walks that node's subtree
+    testing every child with `isinstance(child, Expression)`, where `Expression` is an
+    `abc.ABCMeta` class (about a fifth of an UpdateItem's CPU for the state function's
+    seven clauses, growing with the square of the clauses). Which classes are expressions
+    or functions is fixed (no class is registered with the ABC), so `_find_clauses` keeps
+    the answer per class and otherwise does what moto does, in the same order.
+    """
+    original = Node.find_clauses
+    if getattr(original, "_speedup", False):
+        return
+
+    @functools.wraps(original)
+    def find_clauses(self: Node, clause_types: Any) -> list[Node]:
+        return _find_clauses(self, clause_types)
+
+    find_clauses._speedup = True  # type: ignore[attr-defined]
+    Node.find_clauses = find_clauses
+
+
+def _regular_json(value: DynamoType) -> dict[str, Any]:
+    """moto's `DynamoType.to_regular_json`, building the new value once instead of deep-copying it first."""
+    content = value.value
+    if isinstance(content, dict):
+        content = {
+            name: _regular_json(member) if isinstance(member, DynamoType) else copy.deepcopy(member)
+            for name, member in content.items()
+        }
+    elif isinstance(content, list):
+        content = [
+            _regular_json(member) if isinstance(member, DynamoType) else copy.deepcopy(member) for member in content
+        ]
+    if value.is_binary() and isinstance(content, str):
+        content = base64.b64decode(content)
+    return {value.type: content}
+
+
+def convert_attribute_values_without_copying_them_first() -> None:
+    """`DynamoType.to_regular_json` builds its answer without deep-copying the value first.
+
+    moto deep-copies a value's whole content and then replaces every nested `DynamoType` in
+    the copy by its own `to_regular_json()`, which deep-copies that member's content again:
+    a map nested n deep is copied n times. It runs for both images of every stream record
+    (`StreamRecord.__init__`, about 5 % of the emulator's CPU in a pipeline drain; a table
+    without a stream never pays it). `_regular_json` builds the same new dicts and lists
+    once: nested values are converted, anything else is deep-copied as before, and a
+    binary value is decoded as moto does.
+    """
+    original = DynamoType.to_regular_json
+    if getattr(original, "_speedup", False):
+        return
+
+    @functools.wraps(original)
+    def to_regular_json(self: DynamoType) -> dict[str, Any]:
+        return _regular_json(self)
+
+    to_regular_json._speedup = True  # type: ignore[attr-defined]
+    DynamoType.to_regular_json = to_regular_json  # type: ignore[method-assign]
+
+
+class _Unusual(Exception):
+    """An attribute value `_serialized_attribute_value` leaves to moto's serialiser."""
+
+
+_STRING_KINDS = frozenset({"S", "N"})
+_STRING_SET_KINDS = frozenset({"SS", "NS"})
+_BOOLEAN_KINDS = frozenset({"NULL", "BOOL"})
+
+
+def _serialized_string(content: Any) -> Any:
+    """moto's `BaseJSONSerializer._serialize_type_string` of one value."""
+    return str(content) if content not in [None, {}, []] else content
+
+
+def _serialized_attribute_value(value: Any, base64_of: Callable[[Any], str]) -> dict[str, Any]:
+    """One AttributeValue as moto's JSON serialiser writes it, or `_Unusual` for any value it might write otherwise.
+
+    moto walks the `AttributeValue` shape's ten members, looking each one up in the value
+    (a one-member dict from `dynamo_to_dict`) and serialising it by its shape: strings with
+    `str`, blobs base64, sets and lists member by member, maps by name, booleans as they
+    are. Anything else (several members, an unknown or missing one, an empty map key
+    that moto's serialiser would merge into the enclosing map) raises `_Unusual`.
+    """
+    if type(value) is not dict or len(value) != 1:
+        raise _Unusual
+    ((kind, content),) = value.items()
+    if content is None:
+        raise _Unusual
+    if kind in _STRING_KINDS:
+        return {kind: _serialized_string(content)}
+    if kind in _BOOLEAN_KINDS:
+        return {kind: content}
+    if kind == "M" and type(content) is dict:
+        if "" in content:
+            raise _Unusual
+        return {kind: {name: _serialized_attribute_value(member, base64_of) for name, member in content.items()}}
+    if kind == "L" and type(content) is list:
+        return {kind: [_serialized_attribute_value(member, base64_of) for member in content]}
+    if kind in _STRING_SET_KINDS and type(content) is list:
+        return {kind: [_serialized_string(member) for member in content]}
+    if kind == "B":
+        return {kind: base64_of(content)}
+    if kind == "BS" and type(content) is list:
+        return {kind: [base64_of(member) for member in content]}
+    raise _Unusual
+
+
+def serialize_attribute_values_directly() -> None:
+    """DynamoDB replies write each AttributeValue directly instead of through the service model.
+
+    moto's JSON serialiser walks the service model for every attribute of every item it
+    returns: for each of the ten members of the `AttributeValue` shape it asks an attribute
+    picker (alias providers, `xform_name`) whether the value has it. That is most of the
+    cost of an UpdateItem's ALL_OLD reply, a Query's or Scan's items and a transaction's
+    cancellation reasons (about a tenth of the emulator's CPU in a pipeline drain). Here
+    `BaseJSONSerializer._serialize_type_structure`, for the `AttributeValue` shape under a
+    key and with no response transformer registered, writes `_serialized_attribute_value`:
+    the same member, converted the same way; anything unusual goes through moto's walk.
+    """
+    original = BaseJSONSerializer._serialize_type_structure
+    if getattr(original, "_speedup", False):
+        return
+
+    @functools.wraps(original)
+    def serialize_type_structure(self: BaseJSONSerializer, serialized: Any, value: Any, shape: Any, key: str) -> None:
+        if shape.name == "AttributeValue" and key and not getattr(self._value_picker, "response_transformers", None):
+            try:
+                serialized[self.get_serialized_name(shape, key)] = _serialized_attribute_value(value, self._base64)
+                return
+            except _Unusual:
+                pass
+        original(self, serialized, value, shape, key)
+
+    serialize_type_structure._speedup = True  # type: ignore[attr-defined]
+    BaseJSONSerializer._serialize_type_structure = serialize_type_structure  # type: ignore[method-assign]
+
+
 # ------------------------------------------------------------------- Kinesis
 
 
@@ -690,6 +977,11 @@ SPEEDUPS: tuple[Callable[[], None], ...] = (
     parse_each_update_expression_once,
     lex_each_condition_expression_once,
     validate_a_new_item_s_update_once,
+    copy_syntax_trees_node_by_node,
+    find_the_nodes_each_validator_processes_once,
+    find_clauses_without_abc_checks,
+    convert_attribute_values_without_copying_them_first,
+    serialize_attribute_values_directly,
     read_kinesis_shards_by_sequence_number,
     list_moto_s_modules_once,
     find_each_handler_s_actions_once,

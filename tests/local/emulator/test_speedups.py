@@ -7,6 +7,8 @@ without a patch and then with it, on the same data; the patches are undone after
 
 from __future__ import annotations
 
+import base64
+import copy
 import datetime
 import gc
 import http.client
@@ -20,15 +22,20 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from moto import backends as moto_backends
 from moto.core import responses as moto_responses
 from moto.core.common_models import BaseModel
-from moto.core.serialize import TimestampSerializer
+from moto.core.responses import ActionContext, ActionResult
+from moto.core.serialize import BaseJSONSerializer, TimestampSerializer, get_serializer_class
+from moto.core.utils import get_service_model
 from moto.dynamodb import models as moto_models
 from moto.dynamodb.comparisons import ConditionExpressionParser
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType, Item, LimitedSizeDict
 from moto.dynamodb.models.table import StreamShard
+from moto.dynamodb.parsing.ast_nodes import DepthFirstTraverser, Node  # type: ignore[attr-defined]
 from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ignore[attr-defined]
 from moto.dynamodb.parsing.validators import UpdateExpressionValidator
 from moto.dynamodb.responses import DynamoHandler
@@ -50,6 +57,10 @@ AUTHORIZATION = (
 PATCHED: tuple[tuple[Any, str], ...] = (
     (LimitedSizeDict, "__setitem__"),
     (DynamoType, "__init__"),
+    (DynamoType, "to_regular_json"),
+    (BaseJSONSerializer, "_serialize_type_structure"),
+    (DepthFirstTraverser, "traverse_node_recursively"),
+    (Node, "find_clauses"),
     (BaseModel, "__new__"),
     (StreamShard, "add"),
     (DynamoDBStreamsHandler, "get_records"),
@@ -108,6 +119,7 @@ def moto_s_own(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
         original = vars(owner)[name]  # a classmethod as such, not bound
         originals[f"{owner.__name__}.{name}"] = original
         monkeypatch.setattr(owner, name, original)
+    monkeypatch.setattr(Node, "__deepcopy__", None, raising=False)  # moto's has none: deepcopy's generic path
     validator = moto_models.UpdateExpressionValidator  # type: ignore[attr-defined]
     assert validator is UpdateExpressionValidator, "a speedup leaked from another test"
     yield originals
@@ -249,6 +261,9 @@ UPDATES: list[tuple[str, str | None, dict[str, str], dict[str, Any], bool]] = [
     ("SET a = :one, a = :two", None, {}, {":one": {"N": "1"}, ":two": {"N": "2"}}, False),
     ("SET a = :s + :one", None, {}, {":s": {"S": "x"}, ":one": {"N": "1"}}, False),
     ("SET m.k = :one", None, {}, {":one": {"N": "1"}}, False),
+    ("SET m.k = :one, m = :one", None, {}, {":one": {"N": "1"}}, False),  # overlapping paths
+    ("SET a = :one SET b = :one", None, {}, {":one": {"N": "1"}}, False),  # two SET clauses
+    ("REMOVE x ADD n :one REMOVE y ADD m :one SET a = :one SET b = :one", None, {}, {":one": {"N": "1"}}, False),
     (
         "SET l = list_append(if_not_exists(l, :empty), :l)",
         None,
@@ -354,6 +369,122 @@ def test_cached_expressions_and_one_validation_give_moto_s_results_and_errors(
         str(reply[3].get("__type", reply[3].get("unhandled"))).split("#")[-1] for reply in expected[: len(UPDATES)]
     }
     assert {"None", "ValidationException", "ConditionalCheckFailedException", "ValueError"} <= errors
+
+
+def test_copied_trees_cached_traversal_and_direct_serialisation_give_moto_s_results_and_errors(
+    moto: Moto, moto_s_own: dict[str, Any]
+) -> None:
+    expected = run_updates(moto)
+    speedups.copy_syntax_trees_node_by_node()
+    speedups.find_the_nodes_each_validator_processes_once()
+    speedups.find_clauses_without_abc_checks()
+    speedups.convert_attribute_values_without_copying_them_first()
+    speedups.serialize_attribute_values_directly()
+    assert run_updates(moto) == expected
+
+
+def tree_of(node: Any, seen: dict[int, int]) -> Any:
+    """A syntax tree as nested tuples: class, numbered node, its parent's number, children (leaves as they are)."""
+    if not isinstance(node, Node):
+        return node if isinstance(node, str | int | bool | float) else repr(node)
+    seen.setdefault(id(node), len(seen))
+    parent = None if node.parent is None else seen.setdefault(id(node.parent), len(seen))
+    children = [tree_of(child, seen) for child in node.children or []]
+    return (type(node).__name__, seen[id(node)], parent, node.type, children, sorted(vars(node)))
+
+
+EXPRESSIONS = [
+    "SET #a = :a, #b = :b, c.d[2].e = if_not_exists(#f, :z) + :one, g = list_append(g, :l)",
+    "REMOVE a[1], b.c ADD n :one DELETE s :s",
+    "SET a = :c - d, e = f + :one",
+]
+
+
+@pytest.mark.parametrize("expression", EXPRESSIONS)
+def test_a_syntax_tree_is_copied_as_deepcopy_copies_it(moto_s_own: dict[str, Any], expression: str) -> None:
+    tree = UpdateExpressionParser.make(expression)
+    moto_s_copy = copy.deepcopy(tree)
+    speedups.copy_syntax_trees_node_by_node()
+    fast_copy = copy.deepcopy(tree)
+    assert tree_of(fast_copy, {}) == tree_of(moto_s_copy, {}) == tree_of(tree, {})
+    originals, copies = {id(node) for node in walk(tree)}, {id(node) for node in walk(fast_copy)}
+    assert originals.isdisjoint(copies)  # a copy, not the same nodes
+    kinds = [[kind] for kind in {type(node) for node in walk(tree)}]
+    moto_s_clauses = [node.find_clauses(kind) for node in walk(tree) for kind in kinds]
+    speedups.find_clauses_without_abc_checks()
+    assert [node.find_clauses(kind) for node in walk(tree) for kind in kinds] == moto_s_clauses
+    assert any(moto_s_clauses)
+    leaf = walk(fast_copy)[-1]
+    assert copy.deepcopy(leaf).parent is not leaf.parent  # a subtree copies its ancestors, as deepcopy does
+    assert tree_of(copy.deepcopy(leaf).parent, {}) == tree_of(leaf.parent, {})
+
+
+def walk(node: Any) -> list[Any]:
+    """Every node of a tree, depth first."""
+    return [node, *(found for child in node.children or [] if isinstance(child, Node) for found in walk(child))]
+
+
+def attribute_values(blobs_as: Any) -> Any:
+    """Any DynamoDB AttributeValue, nested maps and lists included (`blobs_as`: how moto holds a blob)."""
+    texts = st.text(max_size=6)
+    numbers = st.decimals(allow_nan=False, allow_infinity=False, places=3).map(str)
+    blobs = st.binary(max_size=6).map(blobs_as)
+    scalars = st.one_of(
+        texts.map(lambda text: {"S": text}),
+        numbers.map(lambda number: {"N": number}),
+        blobs.map(lambda blob: {"B": blob}),
+        st.booleans().map(lambda flag: {"BOOL": flag}),
+        st.just({"NULL": True}),
+        st.lists(texts, min_size=1, max_size=3, unique=True).map(lambda members: {"SS": members}),
+        st.lists(numbers, min_size=1, max_size=3, unique=True).map(lambda members: {"NS": members}),
+        st.lists(blobs, min_size=1, max_size=3).map(lambda members: {"BS": members}),
+    )
+    return st.recursive(
+        scalars,
+        lambda inner: st.one_of(
+            st.lists(inner, max_size=3).map(lambda members: {"L": members}),
+            st.dictionaries(st.text(max_size=4), inner, max_size=3).map(lambda members: {"M": members}),
+        ),
+        max_leaves=8,
+    )
+
+
+@settings(max_examples=150, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(value=attribute_values(lambda blob: base64.b64encode(blob).decode()))
+def test_attribute_values_convert_as_moto_converts_them(value: dict[str, Any]) -> None:
+    moto_s = vars(DynamoType)["to_regular_json"]
+    if getattr(moto_s, "_speedup", False):  # installed by an earlier example or test: moto's is the one it wraps
+        moto_s = moto_s.__wrapped__
+    speedups.convert_attribute_values_without_copying_them_first()
+    assert DynamoType(value).to_regular_json() == moto_s(DynamoType(value))
+
+
+@settings(max_examples=100, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(value=attribute_values(bytes), with_empty_key=st.booleans())
+def test_attribute_values_serialise_as_moto_s_serialiser_writes_them(
+    value: dict[str, Any], with_empty_key: bool
+) -> None:
+    """Every shape of value, blobs as bytes and as text, an empty map key (left to moto's walk)."""
+    attributes: dict[str, Any] = {"a": value, "t": {"B": "text blob"}}
+    if with_empty_key:
+        attributes["m"] = {"M": {"": {"S": "x"}, "y": value}}
+    result = {"Attributes": attributes, "ConsumedCapacity": {"TableName": "t"}}
+    service = get_service_model("dynamodb")
+
+    def serialised() -> Any:
+        serializer = get_serializer_class("dynamodb", "json")
+        context = ActionContext(service, service.operation_model("UpdateItem"), serializer, DynamoHandler())
+        return ActionResult(copy.deepcopy(result)).execute_result(context)[2]
+
+    original = vars(BaseJSONSerializer)["_serialize_type_structure"]
+    moto_s = original.__wrapped__ if getattr(original, "_speedup", False) else original
+    BaseJSONSerializer._serialize_type_structure = moto_s  # type: ignore[method-assign]
+    try:
+        expected = serialised()
+        speedups.serialize_attribute_values_directly()
+        assert serialised() == expected
+    finally:
+        BaseJSONSerializer._serialize_type_structure = original  # type: ignore[method-assign]
 
 
 def test_a_new_item_s_update_is_validated_once(
