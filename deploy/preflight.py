@@ -276,9 +276,11 @@ def stack_check(stack_name: str, status: str | None) -> Check:
 def upgrade_refusal_of(deployed_template: Mapping[str, Any], new: StateSettings | None) -> str | None:
     """Why deploying `new` over a stack deployed from `deployed_template` is not exact, or None.
 
-    The settings guard judges every change on AWS, except over a stack deployed without it: its
-    first request there is a Create, which CloudFormation also sends a new stack, so it cannot
-    tell that the stack holds state (`aggregation.setting_changes.unguarded_upgrade_refusal`).
+    Over a stack deployed without the settings guard its first request is a Create, which the
+    guard refuses in mode `crt` over stored state unless declared drained
+    (`aggregation.setting_changes.first_guard_refusal`); preflight says so before the deploy,
+    from the deployed template alone (`unguarded_upgrade_refusal`), so it cannot know whether
+    the table holds state or the deploy will declare it drained.
     """
     resources = deployed_template.get("Resources", {}).values()
     if new is None or any(resource.get("Type") == STATE_SETTINGS_GUARD_TYPE for resource in resources):

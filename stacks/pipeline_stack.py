@@ -81,7 +81,14 @@ class ExactlyOnceAggregationStack(Stack):
             provisioned_tables=frozenset(name for name, capacity in capacities.items() if capacity.provisioned),
         )
         # Every function is updated only after the guard accepted the new settings.
-        self.settings_guard = SettingsGuard(self, "SettingsGuard", settings=settings, assets=assets)
+        self.settings_guard = SettingsGuard(
+            self,
+            "SettingsGuard",
+            settings=settings,
+            assets=assets,
+            aggregate_table=self.tables.aggregate_table,
+            keys=self.keys,
+        )
         self.settings_guard.protect(
             self.state_stage.handler.function,
             self.map_stage.handler.function,

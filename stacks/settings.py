@@ -193,6 +193,7 @@ DEFAULT_CONTEXT: Final[Mapping[str, Any]] = {
     "customerManagedKey": False,
     "keyAdminRoleArn": "",
     "keyUserRoleArns": [],
+    "upgradeDrained": False,
 }
 """The defaults; `cdk.json` repeats them (a test keeps the two identical)."""
 
@@ -263,6 +264,9 @@ class PipelineSettings:
     customer_managed_key: bool
     key_admin_role_arn: str | None
     key_user_role_arns: tuple[str, ...]
+    # The operator declares no reduce batch in flight: the guard's Create then accepts mode `crt`
+    # over a stack a release before the guard deployed (`aggregation.setting_changes.first_guard_refusal`).
+    upgrade_drained: bool
 
     @property
     def state_settings(self) -> StateSettings:
@@ -354,6 +358,7 @@ class PipelineSettings:
             # Lambda's range for ParallelizationFactor.
             archive_parallelization_factor=planned["archiveParallelizationFactor"] or 1,
             **_customer_managed_key(raw),
+            upgrade_drained=_boolean("upgradeDrained", raw("upgradeDrained")),
         )
         return settings.planned_for_declared_rate(auto={key for key, value in planned.items() if value is None})
 

@@ -10,8 +10,12 @@ with refused settings, and a rollback never has to undo a function that did.
 The CDK provider framework turns the handler's exception into a FAILED response carrying its
 message (the handler sends no response itself). Its function is CDK's, with a role of our own
 that only writes its log group and reads (`GetFunction`, to wait until it is active) and invokes
-the guard function; the guard function's role only writes its own log group
-(`PipelineFunction`): the decision needs no AWS call.
+the guard function; the guard function's role writes its own log group (`PipelineFunction`) and
+may `GetItem` on the AggregateTable (and use the data key through DynamoDB, with
+`customerManagedKey`), its one AWS call: a Create reads the `#stats` item to tell a
+new stack from one a release before the guard deployed (`first_guard_refusal`). The table's
+name is a property, so the table is created before the guard, and the deploy's declaration that
+the pipeline is drained (`upgradeDrained`) is one too.
 
 Keep the construct ids: they make the guard's logical id, and a guard under a new logical id is
 created, not updated, so that one deploy would go unchecked.
@@ -20,6 +24,7 @@ created, not updated, so that one deploy would go unchecked.
 from __future__ import annotations
 
 from aws_cdk import CustomResource, Duration, Stack
+from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
@@ -28,6 +33,8 @@ from cdk_nag import NagPackSuppression, NagSuppressions
 from constructs import Construct
 
 from aggregation.names import SETTINGS_GUARD_SERVICE, STATE_SETTINGS_GUARD_TYPE
+from aggregation.setting_changes import AGGREGATE_TABLE_PROPERTY, UPGRADE_DRAINED
+from stacks.encryption import StackKeys
 from stacks.functions import PipelineFunction, SharedFunctionAssets
 from stacks.settings import PipelineSettings
 
@@ -36,7 +43,14 @@ class SettingsGuard(Construct):
     """The guard resource, its handler and the provider framework that calls it."""
 
     def __init__(
-        self, scope: Construct, construct_id: str, *, settings: PipelineSettings, assets: SharedFunctionAssets
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: PipelineSettings,
+        assets: SharedFunctionAssets,
+        aggregate_table: dynamodb.ITable,
+        keys: StackKeys,
     ) -> None:
         super().__init__(scope, construct_id)
         self.handler = PipelineFunction(
@@ -51,6 +65,8 @@ class SettingsGuard(Construct):
             timeout=Duration.seconds(30),
             environment={},
         )
+        aggregate_table.grant(self.handler.function, "dynamodb:GetItem")
+        keys.allow_roles([self.handler.role], ["dynamodb"], sid="SettingsGuardFunction")
         framework_logs = logs.LogGroup(
             self,
             "ProviderLogGroup",
@@ -77,7 +93,11 @@ class SettingsGuard(Construct):
             "Resource",
             service_token=self.provider.service_token,
             resource_type=STATE_SETTINGS_GUARD_TYPE,
-            properties=settings.state_settings.properties(),
+            properties={
+                **settings.state_settings.properties(),
+                AGGREGATE_TABLE_PROPERTY: aggregate_table.table_name,
+                **({UPGRADE_DRAINED: "true"} if settings.upgrade_drained else {}),
+            },
         )
         guard_function = self.handler.function.node.default_child
         assert isinstance(guard_function, lambda_.CfnFunction)

@@ -82,6 +82,15 @@ old wrote: `unguarded_upgrade_refusal`. In mode `crt+marker` that upgrade is exa
 `python -m local upgrade --from stop-17`). In mode `crt` it is not (the same retry has no
 marker to find: refused until the token expires, then applied twice), unless no reduce batch
 is in flight: the upgrade of a drained pipeline (README, "Upgrading in place").
+
+So on a Create the guard tells a new stack from one of those releases by the state itself
+(`first_guard_refusal`): every transaction those releases committed also updated the one
+`#stats` item (`STATS_KEY`), so that item exists exactly when some reduce transaction committed,
+and without one no committed batch can be retried. A new stack's AggregateTable is created
+before the guard, empty. The guard reads that one item (a strongly consistent `GetItem`) and
+refuses a Create in mode `crt` over a table that holds it unless the deploy declares the
+pipeline drained (`upgradeDrained`, `UPGRADE_DRAINED`: the operator's word, which no deploy can
+check, as the local `up --drained` is).
 """
 
 from collections.abc import Mapping
@@ -100,6 +109,10 @@ NODE_GROUPS_PROPERTY: Final = "NodeGroups"
 MARKER_TTL_DAYS: Final = "MarkerTtlDays"
 REDUCE_IDEMPOTENCY: Final = "ReduceIdempotency"
 AGGREGATE_SLICES: Final = "AggregateSlices"
+AGGREGATE_TABLE_PROPERTY: Final = "AggregateTable"
+"""Not a setting: the table whose `#stats` item tells the guard's Create that the stack holds state."""
+UPGRADE_DRAINED: Final = "UpgradeDrained"
+"""Not a setting: present ("true") when the deploy declares no reduce batch in flight (`upgradeDrained`)."""
 SLICES_BEFORE_THE_SETTING: Final = 1
 """`AggregateSlices` of a guard a release before the setting deployed: it wrote slice 0 only."""
 
@@ -195,5 +208,16 @@ def unguarded_upgrade_refusal(new: StateSettings) -> str | None:
         f"the deployed stack has no settings guard (a release before slices): in reduceIdempotency {TOKEN_ONLY} a "
         "reduce batch its code committed and the new code retries sends other keys under the same token, which "
         "then applies it twice once the token expires: stop the producers, let the pipeline drain, then deploy "
-        "declaring it drained (README, Upgrading in place)"
+        "declaring it drained (`-c upgradeDrained=true`, locally `up --drained`; README, Upgrading in place)"
     )
+
+
+def first_guard_refusal(new: StateSettings, *, holds_state: bool, drained: bool) -> str | None:
+    """The guard's Create: one line when `new` is unsafe, None when it is exact (module docstring).
+
+    `holds_state`: the AggregateTable holds the `#stats` item, which only a committed reduce
+    transaction writes, so the stack is one a release without the guard deployed and used (a new
+    stack's table is empty); `drained`: the deploy declares no reduce batch in flight."""
+    if not holds_state or drained:
+        return None
+    return unguarded_upgrade_refusal(new)

@@ -39,7 +39,6 @@ from pathlib import Path
 from typing import Any
 
 import boto3
-from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
@@ -50,7 +49,7 @@ from aggregation.names import (
     STATE_TABLE_OUTPUT,
     STREAM_OUTPUT,
 )
-from aggregation.setting_changes import StateSettings, UnreadableStateSettings, unguarded_upgrade_refusal
+from aggregation.setting_changes import AGGREGATE_TABLE_PROPERTY, UPGRADE_DRAINED, UnreadableStateSettings
 from local.paths import REPO_ROOT
 from settings_guard_function import handler as settings_guard
 from toolkit.pipeline import DUMMY_CREDENTIAL, STACK_OUTPUT_KEYS
@@ -553,7 +552,11 @@ def _guard(template: Mapping[str, Any] | None) -> tuple[str, Mapping[str, Any]] 
 
 
 def run_settings_guard(
-    deployed_template: Mapping[str, Any] | None, new_template: Mapping[str, Any], *, drained: bool = False
+    deployed_template: Mapping[str, Any] | None,
+    new_template: Mapping[str, Any],
+    *,
+    holds_state: Callable[[str], bool],
+    drained: bool = False,
 ) -> None:
     """Play CloudFormation's part for the settings guard: send its handler the Create or Update
     request the deploy makes, and stop with its one-line reason when it refuses.
@@ -563,36 +566,54 @@ def run_settings_guard(
     template); the handler is the very code the stack deploys (`settings_guard_function`), so
     the local deploy refuses exactly what a `cdk deploy` would. An unchanged guard is not called,
     as CloudFormation calls a custom resource only when its properties change; a deployed
-    template without a guard (a release before it) gets a Create, which checks nothing, so the
-    deployer itself applies `unguarded_upgrade_refusal` first, unless the caller declares the
-    pipeline `drained` (no reduce batch in flight).
+    template without a guard (a release before it) gets a Create, as on AWS, whose handler
+    reads the AggregateTable for state. Two differences from CloudFormation's request: the table
+    is named by its logical id (the template's `Ref`), which `holds_state` resolves and reads
+    (`deploy_stack`), and `drained` (the caller's declaration, `up --drained`) sets the property
+    that `-c upgradeDrained=true` sets on AWS.
     """
     new = _guard(new_template)
     if new is None:
         return
     logical_id, properties = new
     deployed = _guard(deployed_template)
-    if deployed_template is not None and deployed is None and not drained:
-        try:
-            refusal = unguarded_upgrade_refusal(StateSettings.from_properties(properties))
-        except UnreadableStateSettings as error:
-            raise DeploymentError(str(error)) from None
-        if refusal is not None:
-            raise DeploymentError(f"refused: {refusal}")
+    if deployed is not None and deployed[1] == properties:
+        return
+    sent = dict(properties)
+    table = properties.get(AGGREGATE_TABLE_PROPERTY)
+    if isinstance(table, Mapping) and "Ref" in table:
+        sent[AGGREGATE_TABLE_PROPERTY] = table["Ref"]
+    if drained:
+        sent[UPGRADE_DRAINED] = "true"
     event: dict[str, Any] = {
         "RequestType": "Create",
         "ResourceType": STATE_SETTINGS_GUARD_TYPE,
         "LogicalResourceId": logical_id,
-        "ResourceProperties": dict(properties),
+        "ResourceProperties": sent,
     }
     if deployed is not None:
-        if deployed[1] == properties:
-            return
         event |= {"RequestType": "Update", "OldResourceProperties": dict(deployed[1])}
     try:
-        settings_guard.lambda_handler(event, LambdaContext())
+        settings_guard.answer(event, holds_state)
     except (settings_guard.SettingChangeRefused, UnreadableStateSettings) as error:
         raise DeploymentError(str(error)) from None
+
+
+def created_empty(_logical_id: str) -> bool:
+    """`holds_state` of a stack not deployed yet: its tables are created empty."""
+    return False
+
+
+def aggregate_state_reader(cloudformation: Any, dynamodb: Any, stack_name: str) -> Callable[[str], bool]:
+    """`holds_state` for `run_settings_guard`: by logical id, whether that table of the deployed
+    stack holds state (`settings_guard.table_holds_state`). A table the stack does not have yet
+    (one this deploy adds) is created empty, as on AWS before the guard runs."""
+
+    def holds_state(logical_id: str) -> bool:
+        table = list_stack_resources(cloudformation, stack_name).get(logical_id)
+        return table is not None and settings_guard.table_holds_state(dynamodb, table.physical_id)
+
+    return holds_state
 
 
 def deploy_stack(
@@ -600,16 +621,23 @@ def deploy_stack(
     assembly: CloudAssembly,
     parameters: Iterable[Mapping[str, str]] = (),
     *,
+    dynamodb: Any,
     drained: bool = False,
 ) -> str:
     """Create the stack, or update it when its template changed (and the settings guard accepts
-    the change: `run_settings_guard`, told whether the pipeline is `drained`); returns what was done."""
+    the change: `run_settings_guard`, told whether the pipeline is `drained`, reading the stack's
+    tables with `dynamodb`); returns what was done."""
     emulated = template_for_the_emulator(assembly.template)
     deployed_body = _deployed_template_body(cloudformation, assembly.stack_name)
     deployed = json.loads(deployed_body) if deployed_body is not None else None
     if deployed == emulated:
         return "unchanged"
-    run_settings_guard(deployed, assembly.template, drained=drained)
+    holds_state: Callable[[str], bool]
+    if deployed is None:
+        holds_state = created_empty  # a new stack's tables are created by this deploy
+    else:
+        holds_state = aggregate_state_reader(cloudformation, dynamodb, assembly.stack_name)
+    run_settings_guard(deployed, assembly.template, holds_state=holds_state, drained=drained)
     stack = {
         "StackName": assembly.stack_name,
         "TemplateBody": json.dumps(emulated, indent=1),
@@ -704,7 +732,9 @@ def deploy(
     ensure_local_powertools_layer(aws_client("lambda", endpoint_url, region))
     cloudformation = aws_client("cloudformation", endpoint_url, region)
     try:
-        action = deploy_stack(cloudformation, assembly, parameters, drained=drained)
+        action = deploy_stack(
+            cloudformation, assembly, parameters, dynamodb=aws_client("dynamodb", endpoint_url, region), drained=drained
+        )
     except ClientError as error:
         raise DeploymentError(f"CloudFormation refused the template: {error}") from error
     deployment = describe_deployment(cloudformation, assembly, endpoint_url=endpoint_url, region=region)

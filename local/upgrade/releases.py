@@ -19,7 +19,7 @@ class Release:
     why: str
     settings_guard: bool = True
     """Whether its stack has the settings guard (`Custom::StateSettingsGuard`): the first deploy
-    over one without it is checked by `aggregation.setting_changes.unguarded_upgrade_refusal`."""
+    over one without it is checked by `aggregation.setting_changes.first_guard_refusal`."""
 
 
 RELEASES: tuple[Release, ...] = (

@@ -111,8 +111,9 @@ class UpgradeSettings:
 
     @property
     def expects_refusal(self) -> bool:
-        """Whether the deploy must refuse this upgrade: the deployer's rule for a stack without the
-        settings guard (`unguarded_upgrade_refusal`: mode `crt`), unless declared drained."""
+        """Whether the deploy must refuse this upgrade: the guard's Create over a stack without it
+        whose table holds state, as it does mid-stream (`first_guard_refusal`: mode `crt`), unless
+        declared drained."""
         return not self.release.settings_guard and self.reduce_mode == TOKEN_ONLY and not self.drained
 
 

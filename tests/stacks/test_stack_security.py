@@ -17,6 +17,7 @@ from stacks import ExactlyOnceAggregationStack
 from stacks.template_lint import lint_template
 from tests.stacks.stack_helpers import (
     HANDLERS,
+    SETTINGS_GUARD_HANDLER,
     STATE_HANDLER,
     function_properties,
     resources_of_type,
@@ -218,14 +219,15 @@ def test_the_key_policy_names_only_the_stacks_roles_an_administrator_and_the_con
     (admin,) = [s for s in statements if s["Principal"] == {"AWS": ADMIN}]
     assert admin["Action"] == "kms:*"
     role_ids = {
-        function_properties(template, handler)["Role"]["Fn::GetAtt"][0]: handler for handler in HANDLERS.values()
+        function_properties(template, handler)["Role"]["Fn::GetAtt"][0]: handler
+        for handler in [*HANDLERS.values(), SETTINGS_GUARD_HANDLER]
     }
     named_roles = {
         s["Principal"]["AWS"]["Fn::GetAtt"][0]
         for s in statements
         if isinstance(s["Principal"].get("AWS"), dict) and "Fn::GetAtt" in s["Principal"]["AWS"]
     }
-    assert named_roles == set(role_ids), "exactly the four pipeline functions' roles"
+    assert named_roles == set(role_ids), "exactly the four pipeline functions' roles and the guard's (it reads a table)"
     for statement in statements:
         if statement["Principal"] in ({"AWS": ADMIN},) or "Service" in statement["Principal"]:
             continue

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from aws_cdk.assertions import Template
 
 from aggregation.names import STATE_SETTINGS_GUARD_TYPE
+from aggregation.setting_changes import AGGREGATE_TABLE_PROPERTY, UPGRADE_DRAINED
 from stacks import ExactlyOnceAggregationStack
+from stacks.settings import SettingsError
 from tests.stacks.stack_helpers import (
     HANDLERS,
     SETTINGS_GUARD_HANDLER,
@@ -17,6 +20,7 @@ from tests.stacks.stack_helpers import (
     resources_of_type,
     role_statements,
     synthesize,
+    table_logical_id,
 )
 
 
@@ -25,12 +29,15 @@ def guard(template: Template) -> tuple[str, dict[str, Any]]:
     return found
 
 
-def test_the_guards_properties_are_exactly_the_state_settings(
+def test_the_guards_properties_are_exactly_the_state_settings_and_the_aggregate_table(
     template: Template, default_stack: ExactlyOnceAggregationStack
 ) -> None:
     properties = dict(guard(template)[1]["Properties"])
     service_token = properties.pop("ServiceToken")
-    assert properties == default_stack.settings.state_settings.properties()
+    assert properties == {
+        **default_stack.settings.state_settings.properties(),
+        AGGREGATE_TABLE_PROPERTY: {"Ref": table_logical_id(template, "AggregateKey")},
+    }, "no drained declaration unless the deploy makes one"
     (provider_id, _attribute) = service_token["Fn::GetAtt"]
     provider = resources_of_type(template, "AWS::Lambda::Function")[provider_id]["Properties"]
     guard_function = function_logical_id(template, SETTINGS_GUARD_HANDLER)
@@ -50,7 +57,11 @@ def test_every_pipeline_function_and_mapping_is_updated_only_after_the_guard(tem
         assert guard_id in mapping["DependsOn"]
 
 
-def test_the_guard_and_its_provider_may_only_log_and_call_the_guard(template: Template) -> None:
+def test_the_guard_may_only_log_and_get_aggregate_items_and_its_provider_only_log_and_call_it(
+    template: Template,
+) -> None:
+    """The guard's one read: the AggregateTable's `#stats` item, by key (no Scan, Query, index or
+    other table)."""
     guard_function = function_logical_id(template, SETTINGS_GUARD_HANDLER)
     log_group = function_properties(template, SETTINGS_GUARD_HANDLER)["LoggingConfig"]["LogGroup"]["Ref"]
     assert role_statements(template, SETTINGS_GUARD_HANDLER) == [
@@ -58,7 +69,12 @@ def test_the_guard_and_its_provider_may_only_log_and_call_the_guard(template: Te
             "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
             "Effect": "Allow",
             "Resource": {"Fn::GetAtt": [log_group, "Arn"]},
-        }
+        },
+        {
+            "Action": "dynamodb:GetItem",
+            "Effect": "Allow",
+            "Resource": {"Fn::GetAtt": [table_logical_id(template, "AggregateKey"), "Arn"]},
+        },
     ]
     provider_handler = "framework.onEvent"
     provider_statements = role_statements(template, provider_handler)
@@ -83,6 +99,15 @@ def test_the_guards_settings_follow_the_context() -> None:
     stack, template = synthesize({"valueIntegerDigits": 19, "hierarchyLevels": ["Region", "RiskType"]})
     properties = guard(template)[1]["Properties"]
     assert (properties["ValueIntegerDigits"], properties["HierarchyLevels"]) == ("19", "Region,RiskType")
-    assert {key: value for key, value in properties.items() if key != "ServiceToken"} == (
-        stack.settings.state_settings.properties()
-    )
+    assert {key: value for key, value in properties.items() if key != "ServiceToken"} == {
+        **stack.settings.state_settings.properties(),
+        AGGREGATE_TABLE_PROPERTY: {"Ref": table_logical_id(template, "AggregateKey")},
+    }
+
+
+def test_the_drained_declaration_reaches_the_guard_as_a_property_and_is_validated() -> None:
+    """`-c upgradeDrained=true` (the CLI passes a string), the AWS spelling of the local `up --drained`."""
+    _stack, template = synthesize({"upgradeDrained": "true"})
+    assert guard(template)[1]["Properties"][UPGRADE_DRAINED] == "true"
+    with pytest.raises(SettingsError, match="'upgradeDrained' must be true or false"):
+        synthesize({"upgradeDrained": "yes"})

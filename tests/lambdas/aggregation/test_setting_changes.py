@@ -4,10 +4,18 @@ from dataclasses import replace
 from decimal import Decimal
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from aggregation.exact import DYNAMODB_MAX_DIGITS, EXACT, is_dynamodb_number
 from aggregation.names import TOKEN_AND_MARKERS, TOKEN_ONLY
-from aggregation.setting_changes import StateSettings, UnreadableStateSettings, change_refusal
+from aggregation.setting_changes import (
+    StateSettings,
+    UnreadableStateSettings,
+    change_refusal,
+    first_guard_refusal,
+    unguarded_upgrade_refusal,
+)
 from aggregation.value_domain import DEFAULT_VALUE_DOMAIN, MIN_SUM_HEADROOM_DIGITS, ValueDomain
 
 DEPLOYED = StateSettings(
@@ -92,3 +100,23 @@ def test_a_guard_deployed_before_the_slice_setting_reads_as_one_slice() -> None:
     assert StateSettings.from_properties(before).aggregate_slices == 1
     assert DEPLOYED.properties()["AggregateSlices"] == "1"
     assert StateSettings.from_properties(replace(DEPLOYED, aggregate_slices=16).properties()).aggregate_slices == 16
+
+
+@given(
+    mode=st.sampled_from([TOKEN_AND_MARKERS, TOKEN_ONLY]),
+    slices=st.integers(min_value=1, max_value=16),
+    holds_state=st.booleans(),
+    drained=st.booleans(),
+)
+def test_the_guards_create_refuses_exactly_crt_over_stored_state_not_declared_drained(
+    mode: str, slices: int, holds_state: bool, drained: bool
+) -> None:
+    """A new stack (empty table) and a drained pipeline are exact in either mode, crt+marker always;
+    what is left, `crt` over a table a release before the guard filled, is refused in one line
+    naming the migration: drain, then deploy declaring it."""
+    new = replace(DEPLOYED, reduce_idempotency=mode, aggregate_slices=slices)
+    refusal = first_guard_refusal(new, holds_state=holds_state, drained=drained)
+    assert (refusal is not None) == (mode == TOKEN_ONLY and holds_state and not drained)
+    if refusal is not None:
+        assert refusal == unguarded_upgrade_refusal(new)
+        assert "drain" in one_line(refusal) and "-c upgradeDrained=true" in refusal and "up --drained" in refusal

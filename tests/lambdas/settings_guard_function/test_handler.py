@@ -7,10 +7,18 @@ from typing import Any
 
 import pytest
 from aws_lambda_powertools.utilities.typing import LambdaContext
+from botocore.exceptions import ClientError
 
-from aggregation.names import STATE_SETTINGS_GUARD_TYPE, TOKEN_AND_MARKERS, TOKEN_ONLY
-from aggregation.setting_changes import StateSettings, UnreadableStateSettings
+from aggregation.names import AGGREGATE_KEY, STATE_SETTINGS_GUARD_TYPE, STATS_KEY, TOKEN_AND_MARKERS, TOKEN_ONLY
+from aggregation.setting_changes import (
+    AGGREGATE_TABLE_PROPERTY,
+    UPGRADE_DRAINED,
+    StateSettings,
+    UnreadableStateSettings,
+    unguarded_upgrade_refusal,
+)
 from aggregation.value_domain import DEFAULT_VALUE_DOMAIN, ValueDomain
+from local.runner.inprocess import Pipeline
 from settings_guard_function.handler import SettingChangeRefused, lambda_handler, physical_id
 
 DEPLOYED = StateSettings(
@@ -22,7 +30,9 @@ DEPLOYED = StateSettings(
 SERVICE_TOKEN = "arn:aws:lambda:eu-west-1:111122223333:function:ExactlyOnceAggregation-SettingsGuardProvider"
 
 
-def request(request_type: str, new: StateSettings, old: StateSettings | None = None) -> dict[str, Any]:
+def request(
+    request_type: str, new: StateSettings, old: StateSettings | None = None, *, table: str = "AggregateTable-0a1b"
+) -> dict[str, Any]:
     """A request as CloudFormation sends it: every property a string, the service token among them."""
     event: dict[str, Any] = {
         "RequestType": request_type,
@@ -32,7 +42,7 @@ def request(request_type: str, new: StateSettings, old: StateSettings | None = N
         "RequestId": "5d2c1a7e-0000-4000-8000-000000000001",
         "LogicalResourceId": "SettingsGuardA3A7EA49",
         "ResourceType": STATE_SETTINGS_GUARD_TYPE,
-        "ResourceProperties": {"ServiceToken": SERVICE_TOKEN, **new.properties()},
+        "ResourceProperties": {"ServiceToken": SERVICE_TOKEN, **new.properties(), AGGREGATE_TABLE_PROPERTY: table},
     }
     if old is not None:
         event["PhysicalResourceId"] = physical_id(old)
@@ -45,8 +55,35 @@ def handle(event: dict[str, Any]) -> dict[str, str]:
     return lambda_handler(event, LambdaContext())
 
 
-def test_create_succeeds_and_names_the_settings() -> None:
-    assert handle(request("Create", DEPLOYED)) == {"PhysicalResourceId": physical_id(DEPLOYED)}
+def test_create_on_a_new_stacks_empty_table_succeeds_in_either_mode_and_names_the_settings(
+    pipeline: Pipeline,
+) -> None:
+    for settings in (DEPLOYED, replace(DEPLOYED, reduce_idempotency=TOKEN_ONLY)):
+        event = request("Create", settings, table=pipeline.names["aggregate"])
+        assert handle(event) == {"PhysicalResourceId": physical_id(settings)}
+
+
+def test_create_over_a_table_a_release_before_the_guard_filled_is_refused_in_crt_unless_declared_drained(
+    pipeline: Pipeline,
+) -> None:
+    """The first request on a stack of a release without the guard is a Create, as on a new stack;
+    the `#stats` item every committed reduce transaction of that release updated tells them apart."""
+    table = pipeline.names["aggregate"]
+    pipeline.dynamodb.put_item(TableName=table, Item={AGGREGATE_KEY: {"S": STATS_KEY}, "MessagesApplied": {"N": "3"}})
+    token_only = replace(DEPLOYED, reduce_idempotency=TOKEN_ONLY)
+    with pytest.raises(SettingChangeRefused) as refused:
+        handle(request("Create", token_only, table=table))
+    assert str(refused.value) == f"refused: {unguarded_upgrade_refusal(token_only)}"
+    drained = request("Create", token_only, table=table)
+    drained["ResourceProperties"][UPGRADE_DRAINED] = "true"
+    assert handle(drained) == {"PhysicalResourceId": physical_id(token_only)}
+    assert handle(request("Create", DEPLOYED, table=table)) == {"PhysicalResourceId": physical_id(DEPLOYED)}
+
+
+def test_a_create_that_cannot_read_its_table_fails_rather_than_passes(aws_environment: str) -> None:
+    """No answer is no evidence of an empty table: the deploy stops (and the read is really made)."""
+    with pytest.raises(ClientError, match="ResourceNotFoundException"):
+        handle(request("Create", replace(DEPLOYED, reduce_idempotency=TOKEN_ONLY), table="no-such-table"))
 
 
 @pytest.mark.parametrize(

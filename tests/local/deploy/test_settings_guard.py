@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import pytest
 
 from aggregation.names import STATE_SETTINGS_GUARD_TYPE
+from aggregation.setting_changes import AGGREGATE_TABLE_PROPERTY
 from local.deploy.deployer import (
     EMULATOR_SKIPS_CONDITION,
     DeploymentError,
     StackResource,
+    created_empty,
     deploy_what_cloudformation_skipped,
     run_settings_guard,
     template_for_the_emulator,
@@ -18,6 +21,7 @@ from local.deploy.deployer import (
 from stacks.settings import PipelineSettings
 
 GUARD = "SettingsGuardA3A7EA49"
+TABLE = "TablesAggregateTable5C0D3B1A"
 
 
 def template(**context: object) -> dict[str, Any]:
@@ -27,7 +31,11 @@ def template(**context: object) -> dict[str, Any]:
         "Resources": {
             GUARD: {
                 "Type": STATE_SETTINGS_GUARD_TYPE,
-                "Properties": {"ServiceToken": {"Fn::GetAtt": ["Provider", "Arn"]}, **settings.properties()},
+                "Properties": {
+                    "ServiceToken": {"Fn::GetAtt": ["Provider", "Arn"]},
+                    **settings.properties(),
+                    AGGREGATE_TABLE_PROPERTY: {"Ref": TABLE},
+                },
             },
             "Function": {"Type": "AWS::Lambda::Function", "DependsOn": [GUARD, "Role"]},
             "Mapping": {"Type": "AWS::Lambda::EventSourceMapping", "DependsOn": GUARD},
@@ -36,30 +44,41 @@ def template(**context: object) -> dict[str, Any]:
 
 
 def test_the_deployer_refuses_what_the_guards_handler_refuses() -> None:
-    run_settings_guard(template(), template(hierarchyLevels=["Region", "RiskType", "TradeDesk"]))
-    run_settings_guard(None, template(valueIntegerDigits=28, valueFractionDigits=1))  # a new stack: Create
-    run_settings_guard({"Resources": {}}, template(valueIntegerDigits=28, valueFractionDigits=1))  # no guard yet
+    guard = partial(run_settings_guard, holds_state=created_empty)
+    guard(template(), template(hierarchyLevels=["Region", "RiskType", "TradeDesk"]))
+    guard(None, template(valueIntegerDigits=28, valueFractionDigits=1))  # a new stack: Create
+    guard({"Resources": {}}, template(valueIntegerDigits=28, valueFractionDigits=1))  # no guard yet
     with pytest.raises(DeploymentError, match=r"^refused: valueFractionDigits 10 -> 1 narrows"):
-        run_settings_guard(template(), template(valueIntegerDigits=28, valueFractionDigits=1))
+        guard(template(), template(valueIntegerDigits=28, valueFractionDigits=1))
     with pytest.raises(DeploymentError, match=r"^refused: reduceIdempotency crt\+marker -> crt"):
-        run_settings_guard(template(), template(reduceIdempotency="crt"))
-    run_settings_guard(template(aggregateSlices=1), template(aggregateSlices=16))  # 1 -> 16 slices, with markers
+        guard(template(), template(reduceIdempotency="crt"))
+    guard(template(aggregateSlices=1), template(aggregateSlices=16))  # 1 -> 16 slices, with markers
     with pytest.raises(DeploymentError, match=r"^refused: aggregateSlices 1 -> 16 in reduceIdempotency crt "):
-        run_settings_guard(
+        guard(
             template(reduceIdempotency="crt", aggregateSlices=1), template(reduceIdempotency="crt", aggregateSlices=16)
         )
 
 
-def test_an_upgrade_of_a_stack_without_the_guard_in_mode_crt_is_refused_unless_declared_drained() -> None:
+def test_a_stack_without_the_guard_holding_state_in_mode_crt_is_refused_unless_declared_drained() -> None:
     """A release before the guard keyed nodes before slices: in `crt` a batch it committed and the
-    new code retries would apply twice once its token expires (`python -m local upgrade` shows it)."""
+    new code retries would apply twice once its token expires (`python -m local upgrade` shows it).
+    The guard's Create reads the deployed AggregateTable (named by its logical id here)."""
     before_the_guard = {"Resources": {"Function": {"Type": "AWS::Lambda::Function"}}}
+    read: list[str] = []
+
+    def holds_state(logical_id: str) -> bool:
+        read.append(logical_id)
+        return True
+
+    crt = template(reduceIdempotency="crt")
     with pytest.raises(DeploymentError, match=r"^refused: the deployed stack has no settings guard .* crt "):
-        run_settings_guard(before_the_guard, template(reduceIdempotency="crt"))
-    run_settings_guard(before_the_guard, template(reduceIdempotency="crt"), drained=True)
-    run_settings_guard(before_the_guard, template())  # crt+marker: exact in place, batches in flight or not
-    run_settings_guard(None, template(reduceIdempotency="crt"))  # a new stack
-    run_settings_guard(template(reduceIdempotency="crt"), template(reduceIdempotency="crt", markerTtlDays=9))
+        run_settings_guard(before_the_guard, crt, holds_state=holds_state)
+    assert read == [TABLE]
+    run_settings_guard(before_the_guard, crt, holds_state=holds_state, drained=True)
+    run_settings_guard(before_the_guard, template(), holds_state=holds_state)  # crt+marker: exact in place
+    run_settings_guard(before_the_guard, crt, holds_state=created_empty)  # deployed, never used: nothing in flight
+    run_settings_guard(None, crt, holds_state=created_empty)  # a new stack
+    run_settings_guard(crt, template(reduceIdempotency="crt", markerTtlDays=9), holds_state=holds_state)  # Update
 
 
 def test_the_emulator_gets_the_guard_conditioned_out_with_its_properties_kept() -> None:
