@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import json
 from functools import partial
 from typing import Any
 
 import pytest
 
-from aggregation.names import STATE_SETTINGS_GUARD_TYPE
+from aggregation.names import AGGREGATE_KEY, STATE_SETTINGS_GUARD_TYPE, STATS_KEY
 from aggregation.setting_changes import AGGREGATE_TABLE_PROPERTY
 from local.deploy.deployer import (
     EMULATOR_SKIPS_CONDITION,
     DeploymentError,
     StackResource,
+    aggregate_state_reader,
+    aws_client,
     created_empty,
     deploy_what_cloudformation_skipped,
     run_settings_guard,
@@ -79,6 +82,38 @@ def test_a_stack_without_the_guard_holding_state_in_mode_crt_is_refused_unless_d
     run_settings_guard(before_the_guard, crt, holds_state=created_empty)  # deployed, never used: nothing in flight
     run_settings_guard(None, crt, holds_state=created_empty)  # a new stack
     run_settings_guard(crt, template(reduceIdempotency="crt", markerTtlDays=9), holds_state=holds_state)  # Update
+
+
+def test_the_deployers_state_reader_reads_the_deployed_table_in_the_emulator(aws_environment: str) -> None:
+    """The local path end to end against the emulator: a stack of a release before the guard
+    (one table, under the logical id the new template's `Ref` names), empty, then holding the
+    `#stats` item its reducer wrote: the crt Create passes, then is refused, unless drained."""
+    cloudformation = aws_client("cloudformation", aws_environment)
+    dynamodb = aws_client("dynamodb", aws_environment)
+    stack_name = "GuardStateReader"
+    table = {
+        "Type": "AWS::DynamoDB::Table",
+        "Properties": {
+            "AttributeDefinitions": [{"AttributeName": AGGREGATE_KEY, "AttributeType": "S"}],
+            "KeySchema": [{"AttributeName": AGGREGATE_KEY, "KeyType": "HASH"}],
+            "BillingMode": "PAY_PER_REQUEST",
+        },
+    }
+    before_the_guard = {"Resources": {TABLE: table}}
+    cloudformation.create_stack(StackName=stack_name, TemplateBody=json.dumps(before_the_guard))
+    holds_state = aggregate_state_reader(cloudformation, dynamodb, stack_name)
+    crt = template(reduceIdempotency="crt")
+    run_settings_guard(before_the_guard, crt, holds_state=holds_state)  # deployed, never used
+    physical = cloudformation.describe_stack_resource(StackName=stack_name, LogicalResourceId=TABLE)
+    dynamodb.put_item(
+        TableName=physical["StackResourceDetail"]["PhysicalResourceId"],
+        Item={AGGREGATE_KEY: {"S": STATS_KEY}, "MessagesApplied": {"N": "1"}},
+    )
+    assert holds_state(TABLE) and not holds_state("AnotherTable")
+    with pytest.raises(DeploymentError, match=r"^refused: the deployed stack has no settings guard"):
+        run_settings_guard(before_the_guard, crt, holds_state=holds_state)
+    run_settings_guard(before_the_guard, crt, holds_state=holds_state, drained=True)
+    run_settings_guard(before_the_guard, template(), holds_state=holds_state)
 
 
 def test_the_emulator_gets_the_guard_conditioned_out_with_its_properties_kept() -> None:
