@@ -43,6 +43,10 @@ Fixes (see each function):
   refuses a change AWS makes by replacement (moto had no table update: the stack update failed).
 - `fix_cloudformation_function_update_sets_reserved_concurrency`: a stack update sets (or
   removes) a function's reserved concurrency as the template says (moto kept the old one).
+- `fix_s3_object_requests_are_atomic_per_key`: an S3 conditional PUT (``If-Match``,
+  ``If-None-Match``) checks and writes as one step, and a GetObject is never failed by a
+  concurrent overwrite (moto checks, then writes later with no lock: two compare-and-swaps
+  of one object could both succeed).
 - `CompatMiddleware` answers only this machine's own clients: a ``Host`` header naming
   loopback with the server's port (a web page whose DNS name was rebound to 127.0.0.1 sends
   its own name, and gets 421), and no cross-origin browser request (an ``Origin`` other than
@@ -119,6 +123,7 @@ from moto.kinesis.models import Shard as KinesisShard
 from moto.kinesis.models import Stream as KinesisStream
 from moto.kinesis.utils import decompose_shard_iterator
 from moto.moto_server import werkzeug_app
+from moto.s3.responses import S3Response
 from moto.sqs.models import sqs_backends
 
 from local.emulator import injected_faults
@@ -1573,6 +1578,46 @@ def fix_cloudwatch_percentile_statistics() -> None:
     Statistics.get_statistics_for_type = get_statistics_for_type  # type: ignore[method-assign]
 
 
+S3_KEY_LOCK_STRIPES = 64
+"""Locks the S3 object keys are spread over (`fix_s3_object_requests_are_atomic_per_key`): bounded,
+whatever the number of keys; two keys on one stripe merely wait for each other."""
+_s3_key_locks = tuple(threading.Lock() for _ in range(S3_KEY_LOCK_STRIPES))
+
+
+def _s3_key_lock(bucket: str, key: str) -> threading.Lock:
+    digest = hashlib.sha256(f"{bucket}/{key}".encode()).digest()
+    return _s3_key_locks[int.from_bytes(digest[:4], "big") % S3_KEY_LOCK_STRIPES]
+
+
+def fix_s3_object_requests_are_atomic_per_key() -> None:
+    """A conditional PutObject is atomic: of two writers that PUT ``If-Match`` one ETag, one gets 412.
+
+    AWS (S3 User Guide, "How to prevent object overwrites with conditional writes" and "Add
+    preconditions to S3 operations with conditional requests"): the condition is evaluated and
+    the object written as one step, so a compare-and-swap never loses an update (concurrent
+    conditional writes get 412, or 409 ConditionalRequestConflict to retry); and S3 reads are
+    strongly consistent, never failed by a concurrent overwrite. moto's threaded server checks
+    ``If-Match`` / ``If-None-Match`` against the stored object and stores the new one later in the
+    same request, with no lock: two writers can both pass the check and the first one's update
+    is silently lost (the archive registry lost a settle that way under CPU load). moto also
+    closes the replaced object's buffer while a concurrent GetObject still reads it (500). Here
+    every request on one object key (S3Response._key_response: GET, HEAD, PUT, POST, DELETE)
+    runs under that key's lock; requests on other keys still run concurrently.
+    """
+    original = S3Response._key_response
+    if getattr(original, "_compat_fix", False):
+        return
+
+    @functools.wraps(original)
+    def _key_response(self: S3Response, request: Any, full_url: str) -> Any:
+        bucket = self.parse_bucket_name_from_url(request, full_url)
+        with _s3_key_lock(bucket, self.parse_key_name()):
+            return original(self, request, full_url)
+
+    _key_response._compat_fix = True  # type: ignore[attr-defined]
+    S3Response._key_response = _key_response  # type: ignore[method-assign]
+
+
 FIXES: tuple[Callable[[], None], ...] = (
     fix_transact_write_items_client_request_token,
     fix_transaction_rollback_copies_only_what_it_touches,
@@ -1588,6 +1633,7 @@ FIXES: tuple[Callable[[], None], ...] = (
     fix_stream_records_expire_after_the_retention_period,
     fix_cloudformation_updates_tables_in_place,
     fix_cloudformation_function_update_sets_reserved_concurrency,
+    fix_s3_object_requests_are_atomic_per_key,
 )
 _applied: list[str] = []
 

@@ -797,6 +797,37 @@ def test_concurrent_kinesis_puts_keep_every_record_with_a_unique_sequence_number
     assert sequence_numbers == sorted(set(sequence_numbers))
 
 
+def test_concurrent_s3_conditional_puts_lose_no_update(aws_client: AwsClientFactory) -> None:
+    """AWS (S3 User Guide, "Add preconditions to S3 operations with conditional requests"): a
+    conditional write is atomic, so of writers that read one version and PUT with ``If-Match``
+    its ETag, one succeeds and the others get 412. Each writer here CAS-increments one counter
+    object until it has made its increments; a lost one shows as a short count, or as a 500 to
+    the writer whose object moto replaced while it was still answering."""
+    s3 = aws_client("s3")
+    bucket, key = f"compat-{uuid.uuid4().hex[:12]}", "counter"
+    s3.create_bucket(Bucket=bucket)
+    padding = b"x" * 1024 * 1024  # a larger body widens moto's check-then-store window
+    s3.put_object(Bucket=bucket, Key=key, Body=b"0\n" + padding, IfNoneMatch="*")
+    writers, increments_each = 16, 6
+
+    def increment() -> None:
+        done = 0
+        while done < increments_each:
+            current = s3.get_object(Bucket=bucket, Key=key)
+            value = int(current["Body"].read().split(b"\n", 1)[0])
+            try:
+                s3.put_object(Bucket=bucket, Key=key, Body=b"%d\n" % (value + 1) + padding, IfMatch=current["ETag"])
+            except ClientError as error:
+                assert error.response["ResponseMetadata"]["HTTPStatusCode"] == 412, error.response
+                continue
+            done += 1
+
+    run_concurrently(*[increment] * writers)
+
+    final = s3.get_object(Bucket=bucket, Key=key)["Body"].read().split(b"\n", 1)[0]
+    assert int(final) == writers * increments_each
+
+
 def kinesis_stream_with_records(kinesis: KinesisClient, count: int) -> tuple[str, str]:
     """A new one-shard stream holding `count` records ("0", "1", ...): its name and shard id."""
     stream = f"compat-{uuid.uuid4().hex[:12]}"
