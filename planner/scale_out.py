@@ -26,7 +26,7 @@ Tables keep their capacity modes; the plan prices both.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 from planner.archive import archive_factor_needed, registry_shards_needed
@@ -170,17 +170,6 @@ def settings_for_rate(
     return settings
 
 
-def _least_archive_parallelization(
-    workload: Workload, settings: Settings, times: ServiceTimes, prices: PriceTable
-) -> Settings:
-    """The least archive parallelization factor that keeps the archive within its targets (or the largest)."""
-    for factor in range(1, MAX_PARALLELIZATION_FACTOR + 1):
-        trial = replace(settings, archive_parallelization_factor=factor)
-        if _archive_within_targets(plan_design(workload, trial, times, prices, OURS, suggest=False)):
-            return trial
-    return replace(settings, archive_parallelization_factor=MAX_PARALLELIZATION_FACTOR)
-
-
 def _stream_and_state(
     workload: Workload, settings: Settings, times: ServiceTimes, prices: PriceTable, *, choose_stream: bool
 ) -> Settings:
@@ -195,12 +184,46 @@ def _least_state_parallelization(
     workload: Workload, settings: Settings, times: ServiceTimes, prices: PriceTable
 ) -> Settings:
     """The least state parallelization factor within `STAGE_BUSY_TARGET` (or the largest)."""
+    return _least_factor(
+        workload,
+        settings,
+        times,
+        prices,
+        with_factor=lambda trial, factor: replace(trial, state_parallelization_factor=factor),
+        within=lambda plan: plan.timings[0].busy <= STAGE_BUSY_TARGET,
+    )
+
+
+def _least_archive_parallelization(
+    workload: Workload, settings: Settings, times: ServiceTimes, prices: PriceTable
+) -> Settings:
+    """The least archive parallelization factor that keeps the archive within its targets (or the largest)."""
+    return _least_factor(
+        workload,
+        settings,
+        times,
+        prices,
+        with_factor=lambda trial, factor: replace(trial, archive_parallelization_factor=factor),
+        within=_archive_within_targets,
+    )
+
+
+def _least_factor(
+    workload: Workload,
+    settings: Settings,
+    times: ServiceTimes,
+    prices: PriceTable,
+    *,
+    with_factor: Callable[[Settings, int], Settings],
+    within: Callable[[DesignPlan], bool],
+) -> Settings:
+    """`settings` with the least parallelization factor (1 to `MAX_PARALLELIZATION_FACTOR`, set by
+    `with_factor`) whose plan is `within`, or the largest when none is."""
     for factor in range(1, MAX_PARALLELIZATION_FACTOR + 1):
-        trial = replace(settings, state_parallelization_factor=factor)
-        state = plan_design(workload, trial, times, prices, OURS, suggest=False).timings[0]
-        if state.busy <= STAGE_BUSY_TARGET:
+        trial = with_factor(settings, factor)
+        if within(plan_design(workload, trial, times, prices, OURS, suggest=False)):
             return trial
-    return replace(settings, state_parallelization_factor=MAX_PARALLELIZATION_FACTOR)
+    return with_factor(settings, MAX_PARALLELIZATION_FACTOR)
 
 
 def _candidates(settings: Settings) -> Iterator[Settings]:
