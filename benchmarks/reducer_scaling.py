@@ -47,6 +47,7 @@ from botocore.exceptions import ClientError
 from aggregation.aggregate_items import slice_of
 from aggregation.deltas import NodeDelta, TradeState, add_deltas, state_change_deltas
 from aggregation.transactions import DeltaBatch, DeltaUnit, split_into_units
+from benchmarks.capacity import pipeline_settings
 from benchmarks.harness import create_pipeline_tables, median, pipeline_for, running_emulator
 from benchmarks.stubbed_dynamodb import SimulatedRoundTrip
 from benchmarks.write_cost import standard_workload
@@ -55,7 +56,6 @@ from local.emulator.injected_faults import LATENCY, clear_faults, configure_faul
 from local.runner.inprocess import LEVELS
 from producer.generator import MessageGenerator
 from reduce_function import handler as reduce_handler
-from stacks.settings import PipelineSettings
 
 REDUCER_COUNTS = (1, 2, 4, 8)
 TRANSACTION_LATENCY_SECONDS = 0.020
@@ -115,8 +115,7 @@ SCALED_RATE = 50_000
 
 def cdk_json_aggregate_slices(rate: int = SCALED_RATE) -> int:
     """`aggregateSlices` as `cdk synth` resolves cdk.json for a stack declaring `rate`."""
-    context = json.loads(Path("cdk.json").read_text())["context"]
-    return PipelineSettings.from_context({**context, "targetMessagesPerSecond": rate}.get).aggregate_slices
+    return pipeline_settings({"targetMessagesPerSecond": rate}).aggregate_slices
 
 
 @functools.cache
