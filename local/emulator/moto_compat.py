@@ -15,6 +15,10 @@ Fixes (see each function):
   table it touches before every transaction (time and memory grow with the table).
 - `fix_update_item_single_stream_record`: an UpdateItem that creates an item emits one
   INSERT stream record holding the full new image (moto emits a key-only INSERT first).
+- `fix_partiql_single_item_statements`: ExecuteStatement and BatchExecuteStatement run
+  single-item PartiQL INSERT / UPDATE / DELETE / SELECT as the equivalent item requests
+  (conditions, DuplicateItem, ALL_OLD, per-statement batch errors), in time independent of
+  table size; moto converted every item of every table per statement and had no conditions.
 - `fix_number_arithmetic`: ADD and `SET a = a + :b` work on any number DynamoDB accepts
   (`1E+3`, 38 significant digits) exactly; moto calls int() on exponent notation and
   rounds to Python's 28-digit default.
@@ -109,11 +113,16 @@ from moto.cloudformation.parsing import ResourceMap
 from moto.cloudwatch.models import Statistics
 from moto.core.exceptions import JsonRESTError
 from moto.dynamodb import models as moto_models
-from moto.dynamodb.exceptions import ERROR_TYPE_PREFIX, DynamodbException, MockValidationException
+from moto.dynamodb.exceptions import (
+    ERROR_TYPE_PREFIX,
+    ConditionalCheckFailed,
+    DynamodbException,
+    MockValidationException,
+)
 from moto.dynamodb.models import DynamoDBBackend, dynamodb_backends
 from moto.dynamodb.models.dynamo_type import DDBType, DynamoType
 from moto.dynamodb.models.table import StreamShard, Table
-from moto.dynamodb.responses import DynamoHandler
+from moto.dynamodb.responses import DynamoHandler, DynamoResult
 from moto.dynamodbstreams.models import DynamoDBStreamsBackend, ShardIterator
 from moto.iam.models import get_account_id_from
 from moto.kinesis.exceptions import InvalidArgumentError as KinesisInvalidArgumentError
@@ -126,7 +135,7 @@ from moto.moto_server import werkzeug_app
 from moto.s3.responses import S3Response
 from moto.sqs.models import sqs_backends
 
-from local.emulator import injected_faults
+from local.emulator import injected_faults, partiql_statements
 from local.emulator.control import TRANSACTIONS_CONTROL_PATH
 from toolkit.hosts import HostAllowlist
 
@@ -446,6 +455,174 @@ def fix_update_item_single_stream_record() -> None:
     DynamoDBBackend.update_item = update_item  # type: ignore[method-assign]
     Table.put_item = put_item  # type: ignore[method-assign]
     StreamShard.add = add  # type: ignore[method-assign]
+
+
+# ------------------------------------------------- PartiQL single-item statements
+
+BATCH_STATEMENT_LIMIT = 25
+"""BatchExecuteStatement: at most 25 statements per request."""
+
+_BATCH_ERROR_CODES = {
+    "ConditionalCheckFailedException": "ConditionalCheckFailed",
+    "DuplicateItemException": "DuplicateItem",
+    "ValidationException": "ValidationError",
+    "ResourceNotFoundException": "ResourceNotFound",
+    "ItemCollectionSizeLimitExceededException": "ItemCollectionSizeLimitExceeded",
+}
+"""The exception of an item request -> the `BatchStatementError` code of the same failure in a batch."""
+
+
+def _duplicate_item() -> DynamodbException:
+    return DynamodbException(ERROR_TYPE_PREFIX + "DuplicateItemException", "Duplicate primary key exists in table")
+
+
+def _key_names(table: Table) -> list[str]:
+    return [table.hash_key_attr, *([table.range_key_attr] if table.range_key_attr else [])]
+
+
+def _run_statement(
+    handler: DynamoHandler, statement: partiql_statements.Statement, on_condition_failure: str | None
+) -> list[dict[str, Any]]:
+    """Run one parsed statement as the item request it is (moto's own handler method); the items it read."""
+    table = handler.dynamodb_backend.get_table(statement.table)
+    try:
+        operation, request = partiql_statements.item_request(statement, _key_names(table))
+    except partiql_statements.PartiQLValidationError as error:
+        raise MockValidationException(str(error)) from error
+    if on_condition_failure not in (None, "NONE", "ALL_OLD"):
+        raise MockValidationException(
+            f"1 validation error detected: Value '{on_condition_failure}' at 'returnValuesOnConditionCheckFailure' "
+            "failed to satisfy constraint: Member must satisfy enum value set: [ALL_OLD, NONE]"
+        )
+    if on_condition_failure is not None and operation != "PutItem":
+        request["ReturnValuesOnConditionCheckFailure"] = on_condition_failure
+    outer_body, handler.body = handler.body, request
+    try:
+        result = getattr(DynamoHandler, _HANDLER_METHODS[operation])(handler)
+    except ConditionalCheckFailed as failure:
+        if operation == "PutItem":
+            raise _duplicate_item() from failure
+        raise
+    finally:
+        handler.body = outer_body
+    item = result.result.get("Item") if operation == "GetItem" else None
+    return [item] if item else []
+
+
+_HANDLER_METHODS = {
+    "PutItem": "put_item",
+    "UpdateItem": "update_item",
+    "DeleteItem": "delete_item",
+    "GetItem": "get_item",
+}
+
+
+def _parsed(request: dict[str, Any]) -> partiql_statements.Statement:
+    try:
+        return partiql_statements.parse(request.get("Statement", ""), request.get("Parameters") or [])
+    except partiql_statements.PartiQLValidationError as error:
+        raise MockValidationException(str(error)) from error
+
+
+def _refuse_duplicate_items(handler: DynamoHandler, statements: list[partiql_statements.Statement]) -> None:
+    """ValidationException when two statements of one batch name the same item (as BatchWriteItem does)."""
+    seen: set[tuple[str, str]] = set()
+    for statement in statements:
+        table = handler.dynamodb_backend.tables.get(statement.table)
+        if table is None:
+            continue  # that statement fails alone with ResourceNotFound
+        try:
+            key = partiql_statements.item_key(statement, _key_names(table))
+        except partiql_statements.PartiQLValidationError:
+            continue  # that statement fails alone with ValidationError
+        identity = (statement.table, json.dumps(key, sort_keys=True))
+        if identity in seen:
+            raise MockValidationException("Provided list of item keys contains duplicates")
+        seen.add(identity)
+
+
+def _batch_error(error: JsonRESTError) -> dict[str, Any]:
+    """A failed statement's `BatchStatementError` (Code, Message, and the item when ALL_OLD found one)."""
+    name = error.error_type.rsplit("#", 1)[-1]
+    code = _BATCH_ERROR_CODES.get(name)
+    if code is None:
+        raise error  # not a per-statement failure: the request fails, visibly
+    answer: dict[str, Any] = {"Code": code, "Message": error.message}
+    if name == "ConditionalCheckFailedException":
+        item = json.loads(error.description).get("Item")
+        if item:
+            answer["Item"] = item
+    return answer
+
+
+def fix_partiql_single_item_statements() -> None:
+    """ExecuteStatement and BatchExecuteStatement run DynamoDB's single-item PartiQL writes and reads.
+
+    AWS (Developer Guide, PartiQL insert / update / delete / select statements; Running batch
+    operations with PartiQL; API Reference, BatchExecuteStatement, BatchStatementError):
+    INSERT fails with DuplicateItem(Exception) when the key exists; UPDATE needs an existing
+    item satisfying the WHERE clause, else ConditionalCheckFailed(Exception), carrying the item
+    with ``ReturnValuesOnConditionCheckFailure: ALL_OLD``; DELETE of a missing item succeeds; a
+    batch holds 1 to 25 statements, all reads or all writes, each succeeding or failing on its
+    own, one response per statement in order with its TableName. moto converts every item of
+    every table to JSON for every statement (time grows with the data) and has no conditions,
+    no DuplicateItem and no ALL_OLD. Here each statement is parsed
+    (`local.emulator.partiql_statements`) and run as the equivalent PutItem / UpdateItem /
+    DeleteItem / GetItem through moto's own handler, so condition evaluation, validation, item
+    size, stream records and the other fixes apply and the cost is one item's. Two statements
+    on one item in a batch are refused as BatchWriteItem and BatchGetItem (which the batch
+    documentation says it uses) refuse them: ValidationException, nothing run. Patches
+    `DynamoHandler.execute_statement` and `DynamoHandler.batch_execute_statement`.
+    """
+    original = DynamoHandler.execute_statement
+    if getattr(original, "_compat_fix", False):
+        return
+
+    @functools.wraps(original)
+    def execute_statement(self: DynamoHandler) -> DynamoResult:
+        statement = _parsed(self.body)
+        return DynamoResult(
+            {"Items": _run_statement(self, statement, self.body.get("ReturnValuesOnConditionCheckFailure"))}
+        )
+
+    @functools.wraps(DynamoHandler.batch_execute_statement)
+    def batch_execute_statement(self: DynamoHandler) -> DynamoResult:
+        requests: list[dict[str, Any]] = self.body.get("Statements") or []
+        if not 1 <= len(requests) <= BATCH_STATEMENT_LIMIT:
+            raise MockValidationException(
+                f"1 validation error detected: Value at 'statements' failed to satisfy constraint: Member must have "
+                f"length less than or equal to {BATCH_STATEMENT_LIMIT} and greater than or equal to 1 "
+                f"(it has {len(requests)})"
+            )
+        parsed: list[partiql_statements.Statement | MockValidationException] = []
+        for request in requests:
+            try:
+                parsed.append(_parsed(request))
+            except MockValidationException as error:
+                parsed.append(error)
+        statements = [statement for statement in parsed if not isinstance(statement, MockValidationException)]
+        if len({partiql_statements.is_read(statement) for statement in statements}) > 1:
+            raise MockValidationException("The entire batch must consist of either read statements or write statements")
+        _refuse_duplicate_items(self, statements)
+        responses: list[dict[str, Any]] = []
+        for request, statement in zip(requests, parsed, strict=True):
+            if isinstance(statement, MockValidationException):
+                responses.append({"Error": _batch_error(statement)})
+                continue
+            response: dict[str, Any] = {"TableName": statement.table}
+            try:
+                items = _run_statement(self, statement, request.get("ReturnValuesOnConditionCheckFailure"))
+            except JsonRESTError as error:
+                response["Error"] = _batch_error(error)
+            else:
+                if items:
+                    response["Item"] = items[0]
+            responses.append(response)
+        return DynamoResult({"Responses": responses})
+
+    execute_statement._compat_fix = True  # type: ignore[attr-defined]
+    DynamoHandler.execute_statement = execute_statement  # type: ignore[method-assign]
+    DynamoHandler.batch_execute_statement = batch_execute_statement  # type: ignore[method-assign]
 
 
 # ------------------------------------------------------ stream shards per table
@@ -1622,6 +1799,7 @@ FIXES: tuple[Callable[[], None], ...] = (
     fix_transact_write_items_client_request_token,
     fix_transaction_rollback_copies_only_what_it_touches,
     fix_update_item_single_stream_record,
+    fix_partiql_single_item_statements,
     fix_number_arithmetic,
     fix_item_size_follows_the_developer_guide,
     fix_event_source_mappings_do_not_push,
