@@ -47,7 +47,7 @@ _TOKEN = re.compile(
       (?P<quoted>"(?:[^"]|"")*")
     | (?P<string>'(?:[^']|'')*')
     | (?P<number>-?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)
-    | (?P<symbol><<|>>|<=|>=|<>|!=|[=<>(){}\[\],:.?*])
+    | (?P<symbol><<|>>|<=|>=|<>|!=|\|\||[=<>(){}\[\],:.?*+\-/%])
     | (?P<word>[A-Za-z_][A-Za-z0-9_]*)
     )""",
     re.VERBOSE,
@@ -254,6 +254,11 @@ class _Parser:
                 path = self.path()
                 if clause == "SET":
                     self.symbol("=")
+                    if not self.at_value():
+                        raise PartiQLValidationError(
+                            "the emulator supports SET <path> = <value> only (a parameter or a literal): it does not "
+                            f"evaluate expressions, functions or other attributes in SET (at {self.current.text!r})"
+                        )
                     assignments.append((path, self.value()))
                 else:
                     removals.append(path)
@@ -548,6 +553,8 @@ def item_request(statement: Statement, key_names: Sequence[str]) -> tuple[str, d
             raise PartiQLValidationError(
                 "the emulator reads by the full key only: SELECT ... WHERE <each key attribute> = <value>"
             )
+        if any(len(path.segments) > 1 for path in statement.projection):
+            raise PartiQLValidationError("the emulator projects top-level attributes only: SELECT * or SELECT a, b")
         if statement.projection:
             request["ProjectionExpression"] = ", ".join(expression.path(path) for path in statement.projection)
         return "GetItem", expression.into(request)

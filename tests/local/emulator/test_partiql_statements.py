@@ -142,3 +142,214 @@ def test_a_batch_of_more_than_25_statements_is_refused_whole(dynamodb: DynamoDBC
 
     assert refused.value.response["Error"]["Code"] == "ValidationException"
     assert dynamodb.scan(TableName=table)["Items"] == [], "nothing written"
+
+
+# -------------------------------------------------------------- single statements
+
+
+def execute(dynamodb: DynamoDBClient, statement: str, *parameters: dict[str, Any], **extra: Any) -> list[Any]:
+    arguments: dict[str, Any] = {"Statement": statement, **extra}
+    if parameters:
+        arguments["Parameters"] = list(parameters)
+    items: list[Any] = dynamodb.execute_statement(**arguments)["Items"]
+    return items
+
+
+def refusal(dynamodb: DynamoDBClient, statement: str, *parameters: dict[str, Any], **extra: Any) -> ClientError:
+    with pytest.raises(ClientError) as refused:
+        execute(dynamodb, statement, *parameters, **extra)
+    return refused.value
+
+
+def test_execute_statement_insert_of_an_existing_key_raises_duplicate_item_exception(dynamodb: DynamoDBClient) -> None:
+    table = create_table(dynamodb)
+    assert execute(dynamodb, f"INSERT INTO \"{table}\" VALUE {{'pk': 'k', 'n': 1}}") == []
+
+    error = refusal(dynamodb, f"INSERT INTO \"{table}\" VALUE {{'pk': 'k', 'n': 2}}")
+
+    assert error.response["Error"]["Code"] == "DuplicateItemException"
+    assert item(dynamodb, table, "k") == {"pk": {"S": "k"}, "n": {"N": "1"}}
+
+
+def test_execute_statement_failed_condition_raises_conditional_check_failed_with_the_item_under_all_old(
+    dynamodb: DynamoDBClient,
+) -> None:
+    table = create_table(dynamodb)
+    dynamodb.put_item(TableName=table, Item={"pk": {"S": "k"}, "Version": {"N": "9"}})
+    update = f'UPDATE "{table}" SET "Version" = ? WHERE "pk" = ? AND "Version" < ?'
+    arguments = ({"N": "5"}, {"S": "k"}, {"N": "5"})
+
+    with_item = refusal(dynamodb, update, *arguments, ReturnValuesOnConditionCheckFailure="ALL_OLD")
+    without_item = refusal(dynamodb, update, *arguments)
+    missing = refusal(
+        dynamodb, update, {"N": "5"}, {"S": "absent"}, {"N": "5"}, ReturnValuesOnConditionCheckFailure="ALL_OLD"
+    )
+
+    assert with_item.response["Error"]["Code"] == "ConditionalCheckFailedException"
+    assert with_item.response["Item"] == {"pk": {"S": "k"}, "Version": {"N": "9"}}  # type: ignore[typeddict-item]
+    assert without_item.response["Error"]["Code"] == "ConditionalCheckFailedException"
+    assert "Item" not in without_item.response
+    assert missing.response["Error"]["Code"] == "ConditionalCheckFailedException"
+    assert "Item" not in missing.response
+    assert item(dynamodb, table, "absent") is None, "UPDATE never creates an item"
+
+
+def test_update_accepts_repeated_set_clauses_comma_lists_and_remove(dynamodb: DynamoDBClient) -> None:
+    table = create_table(dynamodb)
+    dynamodb.put_item(
+        TableName=table, Item={"pk": {"S": "k"}, "gone": {"S": "x"}, "m": {"M": {"l": {"L": [{"N": "1"}]}}}}
+    )
+
+    execute(
+        dynamodb,
+        f"UPDATE \"{table}\" SET a = 1, \"b\" = 'two' SET c = ? REMOVE gone SET m.l[0] = {{'x': [TRUE, NULL]}} "
+        "WHERE pk = 'k'",
+        {"SS": ["p", "q"]},
+    )
+
+    assert item(dynamodb, table, "k") == {
+        "pk": {"S": "k"},
+        "a": {"N": "1"},
+        "b": {"S": "two"},
+        "c": {"SS": ["p", "q"]},
+        "m": {"M": {"l": {"L": [{"M": {"x": {"L": [{"BOOL": True}, {"NULL": True}]}}}]}}},
+    }
+
+
+def test_delete_of_a_missing_item_succeeds_and_of_an_item_failing_its_condition_fails(dynamodb: DynamoDBClient) -> None:
+    table = create_table(dynamodb)
+    dynamodb.put_item(TableName=table, Item={"pk": {"S": "k"}, "n": {"N": "2"}})
+
+    assert execute(dynamodb, f"DELETE FROM \"{table}\" WHERE pk = 'absent' AND n = 1") == []
+    failed = refusal(
+        dynamodb, f"DELETE FROM \"{table}\" WHERE pk = 'k' AND n = 1", ReturnValuesOnConditionCheckFailure="ALL_OLD"
+    )
+    assert failed.response["Error"]["Code"] == "ConditionalCheckFailedException"
+    assert failed.response["Item"] == {"pk": {"S": "k"}, "n": {"N": "2"}}  # type: ignore[typeddict-item]
+    assert item(dynamodb, table, "k") is not None
+
+    assert execute(dynamodb, f"DELETE FROM \"{table}\" WHERE pk = 'k' AND n = 2") == []
+    assert item(dynamodb, table, "k") is None
+
+
+def test_select_reads_one_item_by_its_full_key(dynamodb: DynamoDBClient) -> None:
+    table = create_table(dynamodb)
+    dynamodb.put_item(TableName=table, Item={"pk": {"S": "k"}, "a": {"N": "1"}, "b": {"S": "x"}})
+
+    assert execute(dynamodb, f'SELECT * FROM "{table}" WHERE pk = ?', {"S": "k"}) == [
+        {"pk": {"S": "k"}, "a": {"N": "1"}, "b": {"S": "x"}}
+    ]
+    assert execute(dynamodb, f"SELECT a FROM \"{table}\" WHERE pk = 'k'") == [{"a": {"N": "1"}}]
+    assert execute(dynamodb, f"SELECT * FROM \"{table}\" WHERE pk = 'absent'") == []
+    responses = dynamodb.batch_execute_statement(
+        Statements=[
+            {"Statement": f"SELECT * FROM \"{table}\" WHERE pk = 'k'"},
+            {"Statement": f"SELECT * FROM \"{table}\" WHERE pk = 'absent'"},
+        ]
+    )["Responses"]
+    assert responses == [
+        {"TableName": table, "Item": {"pk": {"S": "k"}, "a": {"N": "1"}, "b": {"S": "x"}}},
+        {"TableName": table},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("condition", "holds"),
+    [
+        ("n = 2", True),
+        ("n <> 2", False),
+        ("n < 3 AND s >= 'b'", True),
+        ("n > 2 OR s <= 'a'", False),
+        ("n > 2 OR (s = 'b' AND NOT n = 5)", True),
+        ("NOT (n = 2 OR n = 3)", False),
+        ("3 > n", True),
+        ("absent IS MISSING AND n IS NOT MISSING", True),
+        ("n IS MISSING", False),
+        ("m.inner = ? AND l[1] = 'y'", True),
+    ],
+)
+def test_update_conditions_compare_and_combine_as_dynamodb_does(
+    dynamodb: DynamoDBClient, condition: str, holds: bool
+) -> None:
+    table = create_table(dynamodb)
+    stored = {
+        "pk": {"S": "k"},
+        "n": {"N": "2"},
+        "s": {"S": "b"},
+        "m": {"M": {"inner": {"N": "7"}}},
+        "l": {"L": [{"S": "x"}, {"S": "y"}]},
+    }
+    dynamodb.put_item(TableName=table, Item=stored)
+    statement = f"UPDATE \"{table}\" SET touched = TRUE WHERE pk = 'k' AND ({condition})"
+    parameters = ({"N": "7"},) if "?" in condition else ()
+
+    if holds:
+        execute(dynamodb, statement, *parameters)
+        assert item(dynamodb, table, "k") == {**stored, "touched": {"BOOL": True}}
+    else:
+        assert refusal(dynamodb, statement, *parameters).response["Error"]["Code"] == "ConditionalCheckFailedException"
+        assert item(dynamodb, table, "k") == stored
+
+
+@pytest.mark.parametrize(
+    ("statement", "parameters", "says"),
+    [
+        ("SELECT * FROM \"{table}\" WHERE pk BETWEEN 'a' AND 'b'", (), "BETWEEN"),
+        ("UPDATE \"{table}\" SET n = 1 WHERE pk = 'k' AND begins_with(s, 'a')", (), "'('"),
+        ("UPDATE \"{table}\" SET n = n + 1 WHERE pk = 'k'", (), "SET <path> = <value> only"),
+        ("DELETE FROM \"{table}\" WHERE pk = 'k' RETURNING ALL OLD *", (), "RETURNING"),
+        ("UPDATE \"{table}\" SET n = ? WHERE pk = 'k'", ({"N": "1"}, {"N": "2"}), "Number of parameters"),
+        ('UPDATE "{table}" SET n = 1 WHERE n = 1', (), "mandatory equality on all key attributes"),
+        ("SELECT * FROM \"{table}\" WHERE pk = 'k' AND n = 1", (), "full key only"),
+        ("INSERT INTO \"{table}\" VALUE {{'n': 1}}", (), "Missing the key pk"),
+        ("UPDATE \"{table}\" SET pk = 'other' WHERE pk = 'k'", (), "part of the key"),
+        ('MERGE INTO "{table}"', (), "expected INSERT, UPDATE, DELETE or SELECT"),
+    ],
+)
+def test_statements_outside_the_documented_subset_get_a_validation_exception_saying_why(
+    dynamodb: DynamoDBClient, statement: str, parameters: tuple[dict[str, Any], ...], says: str
+) -> None:
+    table = create_table(dynamodb)
+    dynamodb.put_item(TableName=table, Item={"pk": {"S": "k"}, "n": {"N": "1"}, "s": {"S": "a"}})
+
+    error = refusal(dynamodb, statement.format(table=table), *parameters)
+
+    assert error.response["Error"]["Code"] == "ValidationException"
+    assert says in error.response["Error"]["Message"]
+    assert item(dynamodb, table, "k") == {"pk": {"S": "k"}, "n": {"N": "1"}, "s": {"S": "a"}}
+
+
+# ------------------------------------------------------------------- batch rules
+
+
+def test_a_batch_mixing_reads_and_writes_or_naming_one_item_twice_is_refused_whole(dynamodb: DynamoDBClient) -> None:
+    table = create_table(dynamodb)
+    read = {"Statement": f"SELECT * FROM \"{table}\" WHERE pk = 'a'"}
+    twice = [insert(table, "b", "1"), newer_version(table, "b", "2", "1")]
+
+    for statements in ([insert(table, "a", "1"), read], twice):
+        with pytest.raises(ClientError) as refused:
+            dynamodb.batch_execute_statement(Statements=statements)  # type: ignore[arg-type]
+        assert refused.value.response["Error"]["Code"] == "ValidationException"
+    assert dynamodb.scan(TableName=table)["Items"] == [], "nothing written"
+
+
+def test_each_statement_of_a_batch_fails_on_its_own_and_the_others_run(dynamodb: DynamoDBClient) -> None:
+    table = create_table(dynamodb)
+    missing_table = f"{table}-missing"
+
+    responses = dynamodb.batch_execute_statement(
+        Statements=[
+            {"Statement": "this is not PartiQL"},
+            insert(missing_table, "a", "1"),  # type: ignore[list-item]
+            insert(table, "a", "1"),  # type: ignore[list-item]
+            {"Statement": f"UPDATE \"{table}\" SET x = 1 WHERE pk = 'a' AND y = 1 OR z = 2"},
+        ]
+    )["Responses"]
+
+    assert responses[0]["Error"]["Code"] == "ValidationError"
+    assert responses[1]["Error"]["Code"] == "ResourceNotFound"
+    assert responses[1]["TableName"] == missing_table
+    assert responses[2] == {"TableName": table}
+    assert responses[3]["Error"]["Code"] == "ValidationError", "an OR at the top leaves no single key"
+    assert item(dynamodb, table, "a") is not None
