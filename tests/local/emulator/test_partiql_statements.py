@@ -272,7 +272,7 @@ def test_update_conditions_compare_and_combine_as_dynamodb_does(
     dynamodb: DynamoDBClient, condition: str, holds: bool
 ) -> None:
     table = create_table(dynamodb)
-    stored = {
+    stored: dict[str, Any] = {
         "pk": {"S": "k"},
         "n": {"N": "2"},
         "s": {"S": "b"},
