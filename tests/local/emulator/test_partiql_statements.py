@@ -6,15 +6,20 @@ test_moto_compat.py. Each test uses tables of its own, so the module shares one 
 
 from __future__ import annotations
 
+import uuid
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pytest
 from botocore.exceptions import ClientError
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from tests.local.emulator.test_moto_compat import create_table
+from tests.local.emulator.test_moto_compat import create_table, stream_records
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_dynamodbstreams import DynamoDBStreamsClient
 
 
 def item(dynamodb: DynamoDBClient, table: str, key: str) -> dict[str, Any] | None:
@@ -353,3 +358,202 @@ def test_each_statement_of_a_batch_fails_on_its_own_and_the_others_run(dynamodb:
     assert responses[2] == {"TableName": table}
     assert responses[3]["Error"]["Code"] == "ValidationError", "an OR at the top leaves no single key"
     assert item(dynamodb, table, "a") is not None
+
+
+# ---------------------------------------------------------------- stream records
+
+
+def change_records(dynamodb: DynamoDBClient, streams: DynamoDBStreamsClient, table: str) -> list[dict[str, Any]]:
+    """The table's stream records as what they say about the change (no ids, times or sizes)."""
+    return [
+        {
+            "eventName": record["eventName"],
+            **{part: record["dynamodb"].get(part) for part in ("Keys", "NewImage", "OldImage", "StreamViewType")},
+        }
+        for record in stream_records(dynamodb, streams, table)
+    ]
+
+
+def test_statements_emit_the_stream_records_the_equivalent_item_requests_emit(
+    dynamodb: DynamoDBClient, streams: DynamoDBStreamsClient
+) -> None:
+    partiql = create_table(dynamodb, "NEW_AND_OLD_IMAGES")
+    requests = create_table(dynamodb, "NEW_AND_OLD_IMAGES")
+
+    dynamodb.batch_execute_statement(Statements=[insert(partiql, "k", "1")])  # type: ignore[list-item]
+    dynamodb.batch_execute_statement(Statements=[newer_version(partiql, "k", "2", "7.25")])  # type: ignore[list-item]
+    dynamodb.batch_execute_statement(Statements=[newer_version(partiql, "k", "1", "0")])  # type: ignore[list-item]
+    execute(dynamodb, f'UPDATE "{partiql}" REMOVE "Value" WHERE pk = \'k\'')
+    execute(dynamodb, f"DELETE FROM \"{partiql}\" WHERE pk = 'k'")
+    execute(dynamodb, f"DELETE FROM \"{partiql}\" WHERE pk = 'k'")
+
+    key = {"pk": {"S": "k"}}
+    dynamodb.put_item(
+        TableName=requests,
+        Item={**key, "Version": {"N": "1"}, "Value": {"N": "1"}},
+        ConditionExpression="attribute_not_exists(pk)",
+    )
+    dynamodb.update_item(
+        TableName=requests,
+        Key=key,
+        UpdateExpression="SET Version = :v, #value = :value",
+        ConditionExpression="attribute_exists(pk) AND Version < :v",
+        ExpressionAttributeNames={"#value": "Value"},
+        ExpressionAttributeValues={":v": {"N": "2"}, ":value": {"N": "7.25"}},
+    )
+    with pytest.raises(ClientError):
+        dynamodb.update_item(
+            TableName=requests,
+            Key=key,
+            UpdateExpression="SET Version = :v",
+            ConditionExpression="attribute_exists(pk) AND Version < :v",
+            ExpressionAttributeValues={":v": {"N": "1"}},
+        )
+    dynamodb.update_item(
+        TableName=requests, Key=key, UpdateExpression="REMOVE #value", ExpressionAttributeNames={"#value": "Value"}
+    )
+    dynamodb.delete_item(TableName=requests, Key=key)
+    dynamodb.delete_item(TableName=requests, Key=key)
+
+    emitted = change_records(dynamodb, streams, partiql)
+    assert [record["eventName"] for record in emitted] == ["INSERT", "MODIFY", "MODIFY", "REMOVE"]
+    assert emitted == change_records(dynamodb, streams, requests)
+
+
+# ------------------------------------------------------- property: as item requests do
+
+
+@dataclass(frozen=True)
+class Write:
+    """An INSERT (``comparison`` None) or a conditional UPDATE of one of a few keys."""
+
+    key: str
+    version: int
+    value: str
+    comparison: str | None  # UPDATE ... AND "Version" <comparison> ?
+    remove_value: bool
+    repeated_set: bool  # SET a = ? SET b = ? rather than SET a = ?, b = ?
+
+
+numbers = st.one_of(
+    st.integers(-(10**6), 10**6).map(str),
+    st.decimals(min_value=-(10**20), max_value=10**20, places=9, allow_nan=False, allow_infinity=False).map(str),
+)
+writes = st.builds(
+    Write,
+    key=st.sampled_from(("a", "b", "c")),
+    version=st.integers(0, 4),
+    value=numbers,
+    comparison=st.sampled_from((None, "<", "<=", "=", "<>", ">", ">=")),
+    remove_value=st.booleans(),
+    repeated_set=st.booleans(),
+)
+Outcome = tuple[str, Any] | None
+"""None: applied; else the error code and the item returned with it (None when none)."""
+
+
+def as_statement(table: str, prefix: str, write: Write) -> dict[str, Any]:
+    key = {"S": prefix + write.key}
+    if write.comparison is None:
+        return {
+            "Statement": f"INSERT INTO \"{table}\" VALUE {{'pk': ?, 'Version': ?, 'Value': ?}}",
+            "Parameters": [key, {"N": str(write.version)}, {"N": write.value}],
+        }
+    if write.remove_value:
+        changes, parameters = 'SET "Version" = ? REMOVE "Value"', [{"N": str(write.version)}]
+    else:
+        separator = " SET " if write.repeated_set else ", "
+        changes, parameters = (
+            f'SET "Version" = ?{separator}"Value" = ?',
+            [{"N": str(write.version)}, {"N": write.value}],
+        )
+    return {
+        "Statement": f'UPDATE "{table}" {changes} WHERE "pk" = ? AND "Version" {write.comparison} ?',
+        "Parameters": [*parameters, key, {"N": str(write.version)}],
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    }
+
+
+def as_item_request(dynamodb: DynamoDBClient, table: str, prefix: str, write: Write) -> Outcome:
+    key = {"pk": {"S": prefix + write.key}}
+    version = {"N": str(write.version)}
+    try:
+        if write.comparison is None:
+            dynamodb.put_item(
+                TableName=table,
+                Item={**key, "Version": version, "Value": {"N": write.value}},
+                ConditionExpression="attribute_not_exists(pk)",
+            )
+            return None
+        values: dict[str, Any] = {":version": version}
+        if write.remove_value:
+            update = "SET Version = :version REMOVE #value"
+        else:
+            update, values[":value"] = "SET Version = :version, #value = :value", {"N": write.value}
+        dynamodb.update_item(
+            TableName=table,
+            Key=key,
+            UpdateExpression=update,
+            ConditionExpression=f"attribute_exists(pk) AND Version {write.comparison} :version",
+            ExpressionAttributeNames={"#value": "Value"},
+            ExpressionAttributeValues=values,
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+        return None
+    except ClientError as error:
+        assert error.response["Error"]["Code"] == "ConditionalCheckFailedException"
+        code = "DuplicateItem" if write.comparison is None else "ConditionalCheckFailed"
+        return code, None if write.comparison is None else error.response.get("Item")
+
+
+def batches(sequence: list[Write]) -> list[list[Write]]:
+    """`sequence` cut, in order, into batches of at most 25 writes on distinct keys."""
+    cut: list[list[Write]] = []
+    for write in sequence:
+        if not cut or len(cut[-1]) == 25 or any(other.key == write.key for other in cut[-1]):
+            cut.append([])
+        cut[-1].append(write)
+    return cut
+
+
+def as_statements(
+    dynamodb: DynamoDBClient, table: str, prefix: str, sequence: list[Write], batched: bool
+) -> list[Outcome]:
+    outcomes: list[Outcome] = []
+    if batched:
+        for batch in batches(sequence):
+            statements = [as_statement(table, prefix, write) for write in batch]
+            for response in dynamodb.batch_execute_statement(Statements=statements)["Responses"]:  # type: ignore[arg-type]
+                error = response.get("Error")
+                outcomes.append(None if error is None else (error["Code"], error.get("Item")))
+        return outcomes
+    for write in sequence:
+        try:
+            dynamodb.execute_statement(**as_statement(table, prefix, write))
+            outcomes.append(None)
+        except ClientError as error:
+            code = error.response["Error"]["Code"].removesuffix("Exception")
+            outcomes.append((code, error.response.get("Item")))
+    return outcomes
+
+
+@pytest.fixture(scope="module")
+def twin_tables(dynamodb: DynamoDBClient) -> tuple[str, str]:
+    """One table written by statements, one by the equivalent item requests (keys prefixed per example)."""
+    return create_table(dynamodb), create_table(dynamodb)
+
+
+@settings(max_examples=30, deadline=None, database=None)
+@given(sequence=st.lists(writes, min_size=1, max_size=12), batched=st.booleans())
+def test_inserts_and_updates_leave_the_table_as_the_equivalent_item_requests_do(
+    dynamodb: DynamoDBClient, twin_tables: tuple[str, str], sequence: list[Write], batched: bool
+) -> None:
+    statements_table, requests_table = twin_tables
+    prefix = f"{uuid.uuid4().hex[:8]}-"
+
+    by_statements = as_statements(dynamodb, statements_table, prefix, sequence, batched)
+    by_requests = [as_item_request(dynamodb, requests_table, prefix, write) for write in sequence]
+
+    assert by_statements == by_requests
+    for key in ("a", "b", "c"):
+        assert item(dynamodb, statements_table, prefix + key) == item(dynamodb, requests_table, prefix + key)
