@@ -23,6 +23,12 @@ PutItem / UpdateItem / DeleteItem / GetItem. Anything outside this subset (funct
 ``BETWEEN``, ``IN``, ``RETURNING``, reads without the full key, arithmetic in SET) raises
 `PartiQLValidationError` naming what was not understood: never a silently different
 answer. The module is pure (no moto).
+
+Conditions are evaluated by DynamoDB's condition-expression rules, to which they translate
+one for one: a comparison with a missing attribute is false, and ``NOT`` of it true. PartiQL's
+own three-valued logic (``MISSING`` propagating through ``NOT``) would make such a ``NOT``
+false; AWS documents neither, so a condition should not depend on it (test with
+``IS [NOT] MISSING`` instead).
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ _TOKEN = re.compile(
     )""",
     re.VERBOSE,
 )
+_BLANK_TO_END = re.compile(r"\s*\Z")
 _KEYWORDS = frozenset(
     {
         *("INSERT", "INTO", "VALUE", "UPDATE", "SET", "REMOVE", "WHERE", "DELETE", "FROM", "SELECT"),
@@ -76,7 +83,7 @@ def _tokens(statement: str) -> list[_Token]:
     tokens: list[_Token] = []
     position = 0
     while position < len(statement):
-        if statement[position:].strip() == "":
+        if _BLANK_TO_END.match(statement, position):
             break
         match = _TOKEN.match(statement, position)
         if match is None or match.lastgroup is None:

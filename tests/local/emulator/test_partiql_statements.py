@@ -15,6 +15,7 @@ from botocore.exceptions import ClientError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from local.emulator import partiql_statements
 from tests.local.emulator.test_moto_compat import create_table, stream_records
 
 if TYPE_CHECKING:
@@ -147,6 +148,28 @@ def test_a_batch_of_more_than_25_statements_is_refused_whole(dynamodb: DynamoDBC
 
     assert refused.value.response["Error"]["Code"] == "ValidationException"
     assert dynamodb.scan(TableName=table)["Items"] == [], "nothing written"
+
+
+# ------------------------------------------------------------------------ parsing
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(name=st.text(min_size=1, max_size=12), text=st.text(max_size=12))
+def test_quoted_names_and_string_literals_read_back_exactly(name: str, text: str) -> None:
+    """A ``"name"`` doubles its ``"``, a ``'string'`` its ``'``; any other character is itself."""
+    quoted_name = '"' + name.replace('"', '""') + '"'
+    literal = "'" + text.replace("'", "''") + "'"
+
+    statement = partiql_statements.parse(
+        f"UPDATE {quoted_name} SET {quoted_name} = {literal} WHERE k = ?", [{"N": "1"}]
+    )
+
+    assert statement == partiql_statements.Update(
+        table=name,
+        assignments=((partiql_statements.Path((name,)), {"S": text}),),
+        removals=(),
+        where=partiql_statements.Comparison(partiql_statements.Path(("k",)), "=", {"N": "1"}),
+    )
 
 
 # -------------------------------------------------------------- single statements
