@@ -535,10 +535,24 @@ def _refuse_duplicate_items(handler: DynamoHandler, statements: list[partiql_sta
             key = partiql_statements.item_key(statement, _key_names(table))
         except partiql_statements.PartiQLValidationError:
             continue  # that statement fails alone with ValidationError
-        identity = (statement.table, json.dumps(key, sort_keys=True))
+        identity = (
+            statement.table,
+            json.dumps({name: _comparable(value) for name, value in key.items()}, sort_keys=True),
+        )
         if identity in seen:
             raise MockValidationException("Provided list of item keys contains duplicates")
         seen.add(identity)
+
+
+def _comparable(key_value: dict[str, Any]) -> dict[str, Any]:
+    """A key value as DynamoDB compares it: a number by its value (``1`` and ``1.0`` name one item)."""
+    number = key_value.get("N")
+    if not isinstance(number, str):
+        return key_value
+    try:
+        return {"N": str(_WIDE_EXACT.normalize(decimal.Decimal(number)))}
+    except (decimal.InvalidOperation, ArithmeticError):
+        return key_value  # not a number: the statement fails alone with ValidationError
 
 
 def _batch_error(error: JsonRESTError) -> dict[str, Any]:

@@ -362,6 +362,28 @@ def test_a_batch_mixing_reads_and_writes_or_naming_one_item_twice_is_refused_who
     assert dynamodb.scan(TableName=table)["Items"] == [], "nothing written"
 
 
+def test_a_batch_naming_one_number_key_in_two_spellings_is_refused(dynamodb: DynamoDBClient) -> None:
+    table = f"partiql-numbers-{uuid.uuid4().hex[:8]}"
+    dynamodb.create_table(
+        TableName=table,
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "N"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    statement = f"INSERT INTO \"{table}\" VALUE {{'id': ?}}"
+
+    with pytest.raises(ClientError) as refused:
+        dynamodb.batch_execute_statement(
+            Statements=[
+                {"Statement": statement, "Parameters": [{"N": "1"}]},
+                {"Statement": statement, "Parameters": [{"N": "1.0E0"}]},
+            ]
+        )
+
+    assert refused.value.response["Error"]["Message"] == "Provided list of item keys contains duplicates"
+    assert dynamodb.scan(TableName=table)["Items"] == []
+
+
 def test_each_statement_of_a_batch_fails_on_its_own_and_the_others_run(dynamodb: DynamoDBClient) -> None:
     table = create_table(dynamodb)
     missing_table = f"{table}-missing"
