@@ -363,14 +363,8 @@ def test_a_batch_mixing_reads_and_writes_or_naming_one_item_twice_is_refused_who
 
 
 def test_a_batch_naming_one_number_key_in_two_spellings_is_refused(dynamodb: DynamoDBClient) -> None:
-    table = f"partiql-numbers-{uuid.uuid4().hex[:8]}"
-    dynamodb.create_table(
-        TableName=table,
-        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "N"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
-    statement = f"INSERT INTO \"{table}\" VALUE {{'id': ?}}"
+    table = create_table(dynamodb, key_type="N")
+    statement = f"INSERT INTO \"{table}\" VALUE {{'pk': ?}}"
 
     with pytest.raises(ClientError) as refused:
         dynamodb.batch_execute_statement(
