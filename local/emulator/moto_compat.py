@@ -480,6 +480,15 @@ def _key_names(table: Table) -> list[str]:
     return [table.hash_key_attr, *([table.range_key_attr] if table.range_key_attr else [])]
 
 
+_HANDLER_METHODS = {
+    "PutItem": "put_item",
+    "UpdateItem": "update_item",
+    "DeleteItem": "delete_item",
+    "GetItem": "get_item",
+}
+"""The DynamoHandler method serving each item operation a statement translates to."""
+
+
 def _run_statement(
     handler: DynamoHandler, statement: partiql_statements.Statement, on_condition_failure: str | None
 ) -> list[dict[str, Any]]:
@@ -494,7 +503,7 @@ def _run_statement(
             f"1 validation error detected: Value '{on_condition_failure}' at 'returnValuesOnConditionCheckFailure' "
             "failed to satisfy constraint: Member must satisfy enum value set: [ALL_OLD, NONE]"
         )
-    if on_condition_failure is not None and operation != "PutItem":
+    if on_condition_failure is not None and operation in ("UpdateItem", "DeleteItem"):
         request["ReturnValuesOnConditionCheckFailure"] = on_condition_failure
     outer_body, handler.body = handler.body, request
     try:
@@ -507,14 +516,6 @@ def _run_statement(
         handler.body = outer_body
     item = result.result.get("Item") if operation == "GetItem" else None
     return [item] if item else []
-
-
-_HANDLER_METHODS = {
-    "PutItem": "put_item",
-    "UpdateItem": "update_item",
-    "DeleteItem": "delete_item",
-    "GetItem": "get_item",
-}
 
 
 def _parsed(request: dict[str, Any]) -> partiql_statements.Statement:
