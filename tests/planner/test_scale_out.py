@@ -137,7 +137,7 @@ def test_at_the_reference_rates_the_defaults_keep_every_stage_on_the_way_to_the_
     assert one_slice.hottest_item_write_units_per_second > HOTTEST_ITEM_TARGET or rate < 250_000
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40)
 @given(rate=st.integers(min_value=1, max_value=300_000), batch=st.sampled_from([10, 50, 100]))
 def test_the_choice_is_within_the_targets_whenever_a_candidate_is_and_none_is_cheaper(rate: int, batch: int) -> None:
     base = replace(Settings(), reduce_batch_size=batch)
