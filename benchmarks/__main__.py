@@ -31,9 +31,8 @@ from benchmarks.report import BenchmarkRun, hand_written_sections, render
 from benchmarks.state_throughput import run_state_throughput
 from benchmarks.write_cost import run_write_cost
 from planner import model
-from planner.inputs import MAX_PARALLELIZATION_FACTOR, ServiceTimes, Settings, Workload
+from planner.inputs import ServiceTimes, Settings, Workload
 from planner.prices import DEFAULT_PRICE_TABLE, load_price_table
-from planner.reduce import BUSY_LIMIT
 from planner.scale_out import SCALE_OUT_RATE
 from stacks.settings import planned_settings
 
@@ -118,13 +117,13 @@ def run(arguments: argparse.Namespace, console: Console) -> int:
     prices = load_price_table(arguments.prices)
     cdk_json_settings = planned_settings(capacity.pipeline_settings({"targetMessagesPerSecond": PLANNED_RATE}))
     defaults = model.plan_capacity(workload, cdk_json_settings, times, prices)
-    recommended_settings = recommended(defaults)
+    recommended_settings = capacity.recommended(defaults)
     plan_recommended = model.plan_capacity(workload, recommended_settings, times, prices)
     plan_aggregated = model.plan_capacity(replace(workload, aggregated=True), recommended_settings, times, prices)
     change = describe_change(cdk_json_settings, recommended_settings)
     scale_workload = replace(workload, rate=SCALE_OUT_RATE)
     scale_settings = planned_settings(capacity.pipeline_settings({"targetMessagesPerSecond": SCALE_OUT_RATE}))
-    scale_start = recommended(model.plan_capacity(scale_workload, scale_settings, times, prices))
+    scale_start = capacity.recommended(model.plan_capacity(scale_workload, scale_settings, times, prices))
     previous = arguments.output.read_text() if arguments.output.exists() else ""
     page = render(
         BenchmarkRun(
@@ -163,19 +162,6 @@ def run(arguments: argparse.Namespace, console: Console) -> int:
     if not exact:
         console.print("[bold red]a run computed wrong aggregates: the figures above are not trustworthy[/]")
     return 0 if exact else 1
-
-
-def recommended(plan: model.CapacityPlan) -> Settings:
-    """The cdk.json settings with what the planner's flags ask for applied."""
-    settings = plan.settings
-    ours = plan.ours
-    if ours.state_parallelization_needed > settings.state_parallelization_factor:
-        factor = min(MAX_PARALLELIZATION_FACTOR, ours.state_parallelization_needed)
-        settings = replace(settings, state_parallelization_factor=factor)
-    if ours.reduce_busy_fraction > BUSY_LIMIT:
-        keeping_up = model.reducers_that_keep_up(plan.workload, settings, plan.times, plan.prices, model.OURS)
-        settings = keeping_up or settings
-    return settings
 
 
 def describe_change(before: Settings, after: Settings) -> str:

@@ -18,7 +18,7 @@ from benchmarks.write_cost import LARGE_MAP_BATCH_SIZE, LARGE_MAP_LABEL, MODES, 
 from benchmarks.write_units import StageWriteCost
 from planner.inputs import Settings
 from planner.model import CapacityPlan
-from planner.reduce import transactions_per_delta_batch
+from planner.reduce import BUSY_LIMIT, transactions_per_delta_batch
 from planner.tables import break_even_utilization
 
 ORIGINAL_STATE_MESSAGES_PER_SECOND = 100.0
@@ -164,7 +164,8 @@ def _model_check(run: BenchmarkRun) -> list[str]:
         f"{plan.ours.state_stream_shards} StateTable stream shards hash to {plan.ours.slices_in_use:.1f} of the "
         f"{plan.settings.aggregate_slices} slices, an invocation's {plan.ours.effective_reduce_batch:.0f} delta "
         f"batches fall in {plan.ours.slices_per_invocation:.1f} of them, each slice written by its own transactions, "
-        f"and {plan.ours.reduce_lanes} reducers that cannot keep up share slices and resend "
+        f"and {plan.ours.reduce_lanes} reducers"
+        f"{' that cannot keep up' if plan.ours.reduce_busy_fraction > BUSY_LIMIT else ''} share slices and resend "
         f"{plan.ours.reduce_conflicts_per_second:,.0f} conflicting transactions a second (billed, conservatively). "
         "The benchmark's emulator stream has one shard, so every delta item is in one slice, one reducer takes "
         f"invocations of {REDUCE_BATCH_SIZE} delta batches and nothing conflicts. Planned in that shape (one slice, "
@@ -237,7 +238,8 @@ def scale_out_section(at_planned: Sequence[Scenario], at_scale: Sequence[Scenari
         f"### What the planner suggests at {rate:,.0f} msg/s",
         "",
         "`planner/scale_out.py` searches the settings a deployment changes in cdk.json (stream mode and "
-        "shards, state lanes, map batching, reducers, `reduceBatchSize`, `aggregateSlices`, and the archive's "
+        "shards, state lanes, map batching, reducers, `reduceBatchSize`, `reduceMemoryMb`, `aggregateSlices`, and "
+        "the archive's "
         "`archiveParallelizationFactor` and `archiveRegistryShards`) for the cheapest plan in which every stage "
         "on the way to the totals is at most 70 % busy on at least two lanes, the archive's lanes and its "
         "busiest registry shard are at most 70 % busy too (no hot object), the hottest aggregate item takes at "
