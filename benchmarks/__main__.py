@@ -27,7 +27,7 @@ from benchmarks.handler_overhead import run_handler_overhead
 from benchmarks.harness import describe_machine, running_emulator
 from benchmarks.producer_throughput import DEFAULT_MESSAGES, run_producer_throughput
 from benchmarks.reducer_scaling import run_reducer_scaling
-from benchmarks.report import BenchmarkRun, hand_written_sections, render
+from benchmarks.report import BenchmarkRun, hand_written_sections, render, slower_than_planned
 from benchmarks.state_throughput import run_state_throughput
 from benchmarks.write_cost import run_write_cost
 from planner import model
@@ -154,6 +154,12 @@ def run(arguments: argparse.Namespace, console: Console) -> int:
     arguments.output.write_text(page)
     capacity.render_rich(plan_recommended, console)
     console.print(f"[green]wrote {arguments.output}[/] in {time.perf_counter() - started:.0f} s")
+    slower = slower_than_planned(times, ServiceTimes())
+    if slower:
+        console.print(
+            f"[bold yellow]measured slower than the planner's defaults: {', '.join(slower)}[/] (`auto` and the "
+            "capacity check plan with the defaults: raise them in planner/inputs.py; section 5 sets both side by side)"
+        )
     exact = (
         all(write_cost.exact.values())
         and reducer_scaling.exact

@@ -16,7 +16,7 @@ from benchmarks.reducer_scaling import ReducerScalingResult, render_section
 from benchmarks.state_throughput import ThroughputAtRoundTrip
 from benchmarks.write_cost import LARGE_MAP_BATCH_SIZE, LARGE_MAP_LABEL, MODES, REDUCE_BATCH_SIZE, WriteCostResult
 from benchmarks.write_units import StageWriteCost
-from planner.inputs import Settings
+from planner.inputs import ServiceTimes, Settings
 from planner.model import CapacityPlan
 from planner.reduce import BUSY_LIMIT, transactions_per_delta_batch
 from planner.tables import break_even_utilization
@@ -120,6 +120,68 @@ def _percent_cheaper(ours: float, theirs: float) -> str:
     if ours <= theirs:
         return f"{1 - ours / theirs:.1%} cheaper"
     return f"{ours / theirs - 1:.1%} dearer"
+
+
+SERVICE_FIGURES = (
+    ("state_messages_per_second", "state messages/s per instance at a 20 ms round trip (section 2)", True),
+    ("state_cpu_us_per_message", "state CPU µs per Kinesis record (section 3)", False),
+    ("map_cpu_us_per_record", "map CPU µs per state change (section 3)", False),
+    ("reduce_cpu_us_per_action", "reduce CPU µs per transaction action (section 3)", False),
+    ("reduce_cpu_us_per_message", "reduce CPU µs per message applied (section 3)", False),
+)
+"""(`ServiceTimes` field, what it is, whether a higher figure is faster): what `make bench` measures."""
+
+
+def slower_than_planned(measured: ServiceTimes, planned: ServiceTimes) -> list[str]:
+    """The `SERVICE_FIGURES` fields this run measured slower than `planned` (the planner's defaults).
+
+    `auto` settings and the stack's capacity check plan with the defaults: a measurement slower
+    than its default means deployments are sized for less than the code needs.
+    """
+    slower = []
+    for field, _label, higher_is_faster in SERVICE_FIGURES:
+        ours, default = getattr(measured, field), getattr(planned, field)
+        if (ours < default) if higher_is_faster else (ours > default):
+            slower.append(field)
+    return slower
+
+
+def service_times_check(measured: ServiceTimes, planned: ServiceTimes) -> list[str]:
+    """Section 5's table of the planner's default service times beside this run's, and what follows."""
+    slower = slower_than_planned(measured, planned)
+    lines = [
+        "Service times: the planner's defaults (`planner.inputs.ServiceTimes`), which `auto` settings and the "
+        "stack's capacity check size a deployment with, beside this run's measurements, which the plans below use:",
+        "",
+        "| figure | default (`auto`, capacity check) | this run | default at least as slow |",
+        "| --- | ---: | ---: | --- |",
+    ]
+    for field, label, _higher_is_faster in SERVICE_FIGURES:
+        covered = "**no**" if field in slower else "yes"
+        lines.append(f"| {label} | {getattr(planned, field):,.2f} | {getattr(measured, field):,.2f} | {covered} |")
+    lines.append("")
+    if slower:
+        lines.append(
+            f"**{len(slower)} measured slower than the planner's default**: `auto` and the capacity check size "
+            "deployments for less than this run measured. Raise the default in `planner/inputs.py` to at least "
+            "the measurement."
+        )
+    else:
+        lines.append("Every default is at least as slow as this run's measurement: what `auto` sizes has room for it.")
+    return [*lines, ""]
+
+
+def service_times_summary(measured: ServiceTimes, planned: ServiceTimes) -> list[str]:
+    """A summary bullet when a default is faster than this run measured, else nothing."""
+    slower = slower_than_planned(measured, planned)
+    if not slower:
+        return []
+    names = ", ".join(label.split(" (")[0] for field, label, _ in SERVICE_FIGURES if field in slower)
+    return [
+        f"- **The planner's defaults are below this run's measurements** ({names}): `auto` settings and the "
+        "capacity check size deployments with the defaults, section 5 plans with the measurements; raise the "
+        "defaults in `planner/inputs.py`."
+    ]
 
 
 def _model_check(run: BenchmarkRun) -> list[str]:
@@ -587,6 +649,7 @@ def render(run: BenchmarkRun, hand_written: str = "") -> str:
         f"{_defaults_at_50000(defaults, recommended, run.recommended_change)} "
         f"{_capacity_modes(recommended)}.",
         scale_out_summary(run.scenarios, run.scale_out_scenarios),
+        *service_times_summary(defaults.times, ServiceTimes()),
         "- **Guarantee**: the original's reduce is exactly-once only for replays within 10 minutes; ours "
         "(`crt+marker`) for ever, at the price of the `#applied#` marker writes counted below "
         "(`crt+marker` against `crt`).",
@@ -606,6 +669,7 @@ def render(run: BenchmarkRun, hand_written: str = "") -> str:
         "cdk.json setting (`-c key=value`; a `mapBatchingWindowSeconds` window adds at most that many seconds "
         "of latency). Each table is priced in both capacity modes (`stateTableCapacity`, ...).",
         "",
+        *service_times_check(defaults.times, ServiceTimes()),
         *_model_check(run),
         "### With the default settings (cdk.json, declaring 50,000 msg/s)",
         "",
