@@ -1,5 +1,6 @@
 """The settings search: the cheapest plan with every stage within 70 % and the hottest item within 500."""
 
+import functools
 from dataclasses import replace
 
 import pytest
@@ -13,6 +14,7 @@ from planner.prices import load_price_table
 from planner.scale_out import (
     HOTTEST_ITEM_TARGET,
     SLICE_CANDIDATES,
+    Choice,
     cheapest_settings,
     describe_choice,
     settings_for_rate,
@@ -23,10 +25,16 @@ PRICES = load_price_table()
 TIMES = ServiceTimes()
 
 
+@functools.cache
+def from_the_defaults(rate: float, latency: float) -> Choice | None:
+    """`cheapest_settings` from `Settings()` within a p50 of `latency`: several tests ask the same search."""
+    return cheapest_settings(Workload(rate=rate), Settings(), TIMES, PRICES, latency_limit_seconds=latency)
+
+
 @pytest.mark.parametrize(("rate", "latency"), [(50_000, 1.0), (50_000, 4.0), (250_000, 1.0), (250_000, 4.0)])
 def test_the_choice_is_within_every_target_and_no_stage_runs_alone(rate: float, latency: float) -> None:
     workload = Workload(rate=rate)
-    choice = cheapest_settings(workload, Settings(), TIMES, PRICES, latency_limit_seconds=latency)
+    choice = from_the_defaults(rate, latency)
     assert choice is not None
     plan = choice.plan
     assert not plan.stalls
@@ -41,9 +49,7 @@ def test_the_choice_is_within_every_target_and_no_stage_runs_alone(rate: float, 
 
 
 def test_a_looser_latency_bound_never_costs_more() -> None:
-    workload = Workload(rate=50_000)
-    fast = cheapest_settings(workload, Settings(), TIMES, PRICES, latency_limit_seconds=1.0)
-    slow = cheapest_settings(workload, Settings(), TIMES, PRICES, latency_limit_seconds=4.0)
+    fast, slow = from_the_defaults(50_000, 1.0), from_the_defaults(50_000, 4.0)
     assert fast is not None and slow is not None
     assert slow.plan.monthly_usd <= fast.plan.monthly_usd
 
@@ -72,7 +78,7 @@ def test_within_targets_refuses_a_busy_stage_a_single_lane_and_a_slow_plan() -> 
     quiet = plan_design(Workload(rate=100), Settings(), TIMES, PRICES, OURS)
     assert quiet.busiest_stage.busy < STAGE_BUSY_TARGET and not quiet.stalls
     assert not within_targets(quiet, None), "one lane a stage"
-    choice = cheapest_settings(Workload(rate=50_000), Settings(), TIMES, PRICES, latency_limit_seconds=4.0)
+    choice = from_the_defaults(50_000, 4.0)
     assert choice is not None and within_targets(choice.plan, 4.0)
     assert not within_targets(choice.plan, choice.plan.latency_p50_seconds / 2)
 
