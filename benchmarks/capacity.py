@@ -31,10 +31,11 @@ from toolkit.node_runtime import silence_node_banners
 
 silence_node_banners()  # before `stacks` imports the CDK, whose jsii runtime would print them as bytes
 from planner.ingest import PROVISIONED_SHARD_UTILIZATION  # noqa: E402
-from planner.inputs import ServiceTimes, Settings, Workload  # noqa: E402
-from planner.model import OURS, CapacityPlan, plan_capacity, plan_design  # noqa: E402
+from planner.inputs import MAX_PARALLELIZATION_FACTOR, ServiceTimes, Settings, Workload  # noqa: E402
+from planner.model import OURS, CapacityPlan, plan_capacity, plan_design, reducers_that_keep_up  # noqa: E402
 from planner.plan import DesignPlan  # noqa: E402
 from planner.prices import DEFAULT_PRICE_TABLE, PriceTable, load_price_table  # noqa: E402
+from planner.reduce import BUSY_LIMIT  # noqa: E402
 from planner.scale_out import cheapest_settings, describe_choice  # noqa: E402
 from planner.state import lambda_state_rate  # noqa: E402
 from planner.tables import PIPELINE_TABLES, TableModes, break_even_utilization  # noqa: E402
@@ -581,6 +582,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         if plain is not None:
             render_aggregation_rich(plain, plan, console)
     return 0
+
+
+def recommended(plan: CapacityPlan) -> Settings:
+    """The plan's settings with what its flags ask for applied: the state lanes a shard needs, and
+    the least change that lets the reducers keep up (`reducers_that_keep_up`)."""
+    settings = plan.settings
+    ours = plan.ours
+    if ours.state_parallelization_needed > settings.state_parallelization_factor:
+        factor = min(MAX_PARALLELIZATION_FACTOR, ours.state_parallelization_needed)
+        settings = replace(settings, state_parallelization_factor=factor)
+    if ours.reduce_busy_fraction > BUSY_LIMIT:
+        keeping_up = reducers_that_keep_up(plan.workload, settings, plan.times, plan.prices, OURS)
+        settings = keeping_up or settings
+    return settings
 
 
 @dataclass(frozen=True)

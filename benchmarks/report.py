@@ -16,9 +16,9 @@ from benchmarks.reducer_scaling import ReducerScalingResult, render_section
 from benchmarks.state_throughput import ThroughputAtRoundTrip
 from benchmarks.write_cost import LARGE_MAP_BATCH_SIZE, LARGE_MAP_LABEL, MODES, REDUCE_BATCH_SIZE, WriteCostResult
 from benchmarks.write_units import StageWriteCost
-from planner.inputs import Settings
+from planner.inputs import ServiceTimes, Settings
 from planner.model import CapacityPlan
-from planner.reduce import transactions_per_delta_batch
+from planner.reduce import BUSY_LIMIT, transactions_per_delta_batch
 from planner.tables import break_even_utilization
 
 ORIGINAL_STATE_MESSAGES_PER_SECOND = 100.0
@@ -122,6 +122,68 @@ def _percent_cheaper(ours: float, theirs: float) -> str:
     return f"{ours / theirs - 1:.1%} dearer"
 
 
+SERVICE_FIGURES = (
+    ("state_messages_per_second", "state messages/s per instance at a 20 ms round trip (section 2)", True),
+    ("state_cpu_us_per_message", "state CPU µs per Kinesis record (section 3)", False),
+    ("map_cpu_us_per_record", "map CPU µs per state change (section 3)", False),
+    ("reduce_cpu_us_per_action", "reduce CPU µs per transaction action (section 3)", False),
+    ("reduce_cpu_us_per_message", "reduce CPU µs per message applied (section 3)", False),
+)
+"""(`ServiceTimes` field, what it is, whether a higher figure is faster): what `make bench` measures."""
+
+
+def slower_than_planned(measured: ServiceTimes, planned: ServiceTimes) -> list[str]:
+    """The `SERVICE_FIGURES` fields this run measured slower than `planned` (the planner's defaults).
+
+    `auto` settings and the stack's capacity check plan with the defaults: a measurement slower
+    than its default means deployments are sized for less than the code needs.
+    """
+    slower = []
+    for field, _label, higher_is_faster in SERVICE_FIGURES:
+        ours, default = getattr(measured, field), getattr(planned, field)
+        if (ours < default) if higher_is_faster else (ours > default):
+            slower.append(field)
+    return slower
+
+
+def service_times_check(measured: ServiceTimes, planned: ServiceTimes) -> list[str]:
+    """Section 5's table of the planner's default service times beside this run's, and what follows."""
+    slower = slower_than_planned(measured, planned)
+    lines = [
+        "Service times: the planner's defaults (`planner.inputs.ServiceTimes`), which `auto` settings and the "
+        "stack's capacity check size a deployment with, beside this run's measurements, which the plans below use:",
+        "",
+        "| figure | default (`auto`, capacity check) | this run | default at least as slow |",
+        "| --- | ---: | ---: | --- |",
+    ]
+    for field, label, _higher_is_faster in SERVICE_FIGURES:
+        covered = "**no**" if field in slower else "yes"
+        lines.append(f"| {label} | {getattr(planned, field):,.2f} | {getattr(measured, field):,.2f} | {covered} |")
+    lines.append("")
+    if slower:
+        lines.append(
+            f"**{len(slower)} measured slower than the planner's default**: `auto` and the capacity check size "
+            "deployments for less than this run measured. Raise the default in `planner/inputs.py` to at least "
+            "the measurement."
+        )
+    else:
+        lines.append("Every default is at least as slow as this run's measurement: what `auto` sizes has room for it.")
+    return [*lines, ""]
+
+
+def service_times_summary(measured: ServiceTimes, planned: ServiceTimes) -> list[str]:
+    """A summary bullet when a default is faster than this run measured, else nothing."""
+    slower = slower_than_planned(measured, planned)
+    if not slower:
+        return []
+    names = ", ".join(label.split(" (")[0] for field, label, _ in SERVICE_FIGURES if field in slower)
+    return [
+        f"- **The planner's defaults are below this run's measurements** ({names}): `auto` settings and the "
+        "capacity check size deployments with the defaults, section 5 plans with the measurements; raise the "
+        "defaults in `planner/inputs.py`."
+    ]
+
+
 def _model_check(run: BenchmarkRun) -> list[str]:
     """The planner's per-message write units at the benchmark's settings against the counted ones."""
     result, plan = run.write_cost, run.plan_defaults
@@ -164,7 +226,8 @@ def _model_check(run: BenchmarkRun) -> list[str]:
         f"{plan.ours.state_stream_shards} StateTable stream shards hash to {plan.ours.slices_in_use:.1f} of the "
         f"{plan.settings.aggregate_slices} slices, an invocation's {plan.ours.effective_reduce_batch:.0f} delta "
         f"batches fall in {plan.ours.slices_per_invocation:.1f} of them, each slice written by its own transactions, "
-        f"and {plan.ours.reduce_lanes} reducers that cannot keep up share slices and resend "
+        f"and {plan.ours.reduce_lanes} reducers"
+        f"{' that cannot keep up' if plan.ours.reduce_busy_fraction > BUSY_LIMIT else ''} share slices and resend "
         f"{plan.ours.reduce_conflicts_per_second:,.0f} conflicting transactions a second (billed, conservatively). "
         "The benchmark's emulator stream has one shard, so every delta item is in one slice, one reducer takes "
         f"invocations of {REDUCE_BATCH_SIZE} delta batches and nothing conflicts. Planned in that shape (one slice, "
@@ -237,7 +300,8 @@ def scale_out_section(at_planned: Sequence[Scenario], at_scale: Sequence[Scenari
         f"### What the planner suggests at {rate:,.0f} msg/s",
         "",
         "`planner/scale_out.py` searches the settings a deployment changes in cdk.json (stream mode and "
-        "shards, state lanes, map batching, reducers, `reduceBatchSize`, `aggregateSlices`, and the archive's "
+        "shards, state lanes, map batching, reducers, `reduceBatchSize`, `reduceMemoryMb`, `aggregateSlices`, and "
+        "the archive's "
         "`archiveParallelizationFactor` and `archiveRegistryShards`) for the cheapest plan in which every stage "
         "on the way to the totals is at most 70 % busy on at least two lanes, the archive's lanes and its "
         "busiest registry shard are at most 70 % busy too (no hot object), the hottest aggregate item takes at "
@@ -585,6 +649,7 @@ def render(run: BenchmarkRun, hand_written: str = "") -> str:
         f"{_defaults_at_50000(defaults, recommended, run.recommended_change)} "
         f"{_capacity_modes(recommended)}.",
         scale_out_summary(run.scenarios, run.scale_out_scenarios),
+        *service_times_summary(defaults.times, ServiceTimes()),
         "- **Guarantee**: the original's reduce is exactly-once only for replays within 10 minutes; ours "
         "(`crt+marker`) for ever, at the price of the `#applied#` marker writes counted below "
         "(`crt+marker` against `crt`).",
@@ -604,6 +669,7 @@ def render(run: BenchmarkRun, hand_written: str = "") -> str:
         "cdk.json setting (`-c key=value`; a `mapBatchingWindowSeconds` window adds at most that many seconds "
         "of latency). Each table is priced in both capacity modes (`stateTableCapacity`, ...).",
         "",
+        *service_times_check(defaults.times, ServiceTimes()),
         *_model_check(run),
         "### With the default settings (cdk.json, declaring 50,000 msg/s)",
         "",

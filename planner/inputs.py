@@ -207,12 +207,17 @@ class Settings:
 class ServiceTimes:
     """Per-invocation speeds the plan rests on. `make bench` passes measured values.
 
-    CPU figures are per full vCPU; the plan slows them down by each function's memory
-    (`cpu_slowdown`). Defaults: ours from the state-throughput benchmark at a 20 ms round
-    trip (conservative for DynamoDB in-region); the original's 100 messages/s per instance is what its
-    authors measured; a 20 ms single write and 25 ms transaction round trip; handler CPU
-    from the overhead benchmark (the reduce's split into a per-transaction and a
-    per-message part by fitting invocations of small and large delta batches). The
+    The defaults are what `auto` settings (`planner.scale_out.settings_for_rate`) and the stack's
+    capacity check size a deployment with, so each is at least as slow as `make bench` measures
+    it (section 5 of docs/benchmarks.md sets them side by side and says when a measurement is
+    slower than its default). CPU figures are per full vCPU; the plan slows them down by each
+    function's memory (`cpu_slowdown`). Ours: the state-throughput benchmark at a 20 ms round
+    trip, conservative for DynamoDB in-region (732 msg/s measured); the original's 100
+    messages/s per instance is what its authors measured; a 20 ms single write and 25 ms
+    transaction round trip (assumptions); handler CPU from the overhead benchmark (section 3:
+    state 128 µs a record, map 47 µs a state change). The reduce's CPU is split by fitting
+    invocations of small and large delta batches into a per-action and a per-message part:
+    67.4 µs and 14.08 µs in `make bench` of 2026-11-25 23:53 UTC, rounded up to 70 and 15. The
     original's reduce is given the same CPU figures.
     """
 
@@ -222,8 +227,8 @@ class ServiceTimes:
     write_round_trip_ms: float = 20.0
     transaction_round_trip_ms: float = 25.0
     map_cpu_us_per_record: float = 60.0
-    reduce_cpu_us_per_action: float = 50.0  # building and serialising one transaction action
-    reduce_cpu_us_per_message: float = 1.0  # a delta item's ProducerTimestamps, parsed and summed
+    reduce_cpu_us_per_action: float = 70.0  # building and serialising one transaction action
+    reduce_cpu_us_per_message: float = 15.0  # a delta item's ProducerTimestamps, parsed and summed
     s3_round_trip_ms: float = 30.0  # one S3 request (PutObject, GetObject), an assumption for S3 in-region
 
 

@@ -14,13 +14,15 @@ can change in `cdk.json` for the cheapest plan (this pipeline's monthly cost) in
 What it chooses: the stream's mode (the cheaper one, with a shard count that fills each
 provisioned shard to 70 %), the state parallelization factor (the least that keeps the state
 lanes within the target), map batching (batch size and window: fuller delta batches cost a
-window's wait), the reducers (`reduceParallelizationFactor`) and `reduceBatchSize` (fewer
-lanes gather more delta batches per invocation, which share transactions; a larger batch
-size lets them), and `aggregateSlices` (the fewest that keep the hottest item within its
-target: each slice an invocation's batches fall in is its own set of transactions), and
-`archiveRegistryShards` (raised to the fewest that keep the busiest registry shard within the
-target when the setting's do not; shards cost no requests, each invocation updates one) with
-`archiveParallelizationFactor` (more archive lanes when the object writes keep them too busy).
+window's wait), the reducers (`reduceParallelizationFactor`), `reduceBatchSize` (fewer lanes
+gather more delta batches per invocation, which share transactions; a larger batch size lets
+them) and `reduceMemoryMb` (CPU scales with memory: at the default 256 MB building a
+transaction's actions takes about as long as its round trip), `aggregateSlices` (the fewest
+that keep the hottest item within its target: each slice an invocation's batches fall in is
+its own set of transactions), and `archiveRegistryShards` (raised to the fewest that keep the
+busiest registry shard within the target when the setting's do not; shards cost no requests,
+each invocation updates one) with `archiveParallelizationFactor` (more archive lanes when the
+object writes keep them too busy).
 Tables keep their capacity modes; the plan prices both.
 """
 
@@ -32,7 +34,7 @@ from dataclasses import dataclass, replace
 from planner.archive import archive_factor_needed, registry_shards_needed
 from planner.ingest import stream_modes, suggested_provisioned_shards
 from planner.inputs import MAX_PARALLELIZATION_FACTOR, ServiceTimes, Settings, StreamCapacity, Workload
-from planner.model import OURS, plan_design
+from planner.model import OURS, plan_design, reduce_memory_candidates
 from planner.plan import STAGE_BUSY_TARGET, DesignPlan
 from planner.prices import PriceTable
 
@@ -227,17 +229,19 @@ def _least_factor(
 
 
 def _candidates(settings: Settings) -> Iterator[Settings]:
-    """Map batching x reducers x reduce batch size."""
+    """Map batching x reducers x reduce batch size x reduce memory (as set, or more)."""
     for map_batch, window in MAP_BATCHING_CANDIDATES:
         for factor in range(1, MAX_PARALLELIZATION_FACTOR + 1):
             for batch in REDUCE_BATCH_CANDIDATES:
-                yield replace(
-                    settings,
-                    map_batch_size=map_batch,
-                    map_batching_window_seconds=window,
-                    reduce_parallelization_factor=factor,
-                    reduce_batch_size=batch,
-                )
+                for memory in reduce_memory_candidates(settings):
+                    yield replace(
+                        settings,
+                        map_batch_size=map_batch,
+                        map_batching_window_seconds=window,
+                        reduce_parallelization_factor=factor,
+                        reduce_batch_size=batch,
+                        reduce_memory_mb=memory,
+                    )
 
 
 def _fewest_slices(
@@ -295,6 +299,7 @@ def describe_choice(before: Settings, after: Settings) -> list[str]:
         ("map_batching_window_seconds", "mapBatchingWindowSeconds"),
         ("reduce_parallelization_factor", "reduceParallelizationFactor"),
         ("reduce_batch_size", "reduceBatchSize"),
+        ("reduce_memory_mb", "reduceMemoryMb"),
         ("aggregate_slices", "aggregateSlices"),
         ("archive_parallelization_factor", "archiveParallelizationFactor"),
         ("archive_registry_shards", "archiveRegistryShards"),

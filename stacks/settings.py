@@ -104,7 +104,7 @@ the cheapest slices and reduce parallelization that keep the reducers within 70 
 hottest aggregate item within 500 write units a second (half a partition's 1,000, the margin for
 slices a hash loads unevenly), and the least archive parallelization that keeps the archive
 within 70 %. At the default 400 msg/s that is state 2, reduce 1, one slice and archive 1; at
-50,000 msg/s state 3, reduce 6, 128 slices and archive 2 (`python -m benchmarks.capacity --rate
+50,000 msg/s state 3, reduce 8, 128 slices and archive 2 (`python -m benchmarks.capacity --rate
 50000` prints the plan). An integer sets it instead. A new rate can change the slices of a
 deployed stack: safe with `crt+marker` markers, refused by the settings guard in `crt` mode
 (`aggregation.setting_changes`), where the count must then be set explicitly."""
@@ -115,13 +115,14 @@ updates spread over (`aggregation.archive.registry_shard_for`). Every archive in
 one shard twice, and an update holds its shard for a GET and a conditional PUT (two S3 round
 trips, 60 ms at the planner's 30 ms), failing and starting over when another lane's update of
 the same shard lands in between; so one key serialises at most about 16 updates a second, fewer
-as they collide. The planner's 250,000 msg/s plan (`python -m benchmarks.capacity --rate 250000
---scale-out`, cheapest within a 1 s p50) runs 22 archive lanes (`archiveParallelizationFactor`
-2: the object writes keep 11 lanes 100 % busy) of about 27 delta items an invocation, some 158
+as they collide. A stack declaring 250,000 msg/s with the default map batches of 100 (`python
+-m benchmarks.capacity --rate 250000`) runs 22 archive lanes (`archiveParallelizationFactor` 2:
+the object writes keep 11 lanes 100 % busy) of about 27 delta items an invocation, some 158
 registry updates a second: one key could not take them, 16 shards would leave the busiest 96 %
 busy, 32 leave it 49 % (the busiest taken at 1.25 times the average, since invocations hash to
 shards at random; `planner.archive`). 32 is the fewest (a power of two) within the 70 % every
-stage is held to, so that plan has no hot object with the default. Shards cost no requests
+stage is held to, so that plan, and the `--scale-out` plans (larger map batches, fewer delta
+items), have no hot object with the default. Shards cost no requests
 (each invocation still makes its two updates, in one shard); readers read each one (`audit`),
 and a claim left open ages by its own shard's writes (`SWEEP_AFTER_GENERATIONS`), so more shards
 sweep later. `tests/planner/test_archive.py` checks these figures. The planner names the count

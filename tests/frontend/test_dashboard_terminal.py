@@ -253,7 +253,7 @@ level_names = st.text(
 exact_values = st.decimals(allow_nan=False, allow_infinity=False, min_value=-(10**20), max_value=10**20, places=6)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40)
 @given(
     leaves=st.dictionaries(
         st.tuples(level_names, level_names), st.tuples(exact_values, st.integers(0, 10**9)), min_size=1, max_size=8

@@ -216,7 +216,7 @@ def independent_totals(accepted: list[tuple[TradeMessage, str]]) -> dict[str, tu
     return totals
 
 
-@settings(max_examples=200, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batches())
 def test_every_accepted_record_is_writable_by_every_stage_and_the_totals_are_exact(
     batch: list[tuple[bytes, str]],

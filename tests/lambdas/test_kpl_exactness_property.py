@@ -61,7 +61,7 @@ def sendings(draw: st.DrawFn) -> tuple[list[Message], list[tuple[str, list[int]]
     return messages, draw(st.permutations(sends))
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(sendings())
 def test_any_packing_and_duplication_reaches_the_state_of_sending_each_message_once(
     sending: tuple[list[Message], list[tuple[str, list[int]]]],

@@ -45,7 +45,7 @@ def test_the_readme_states_the_idle_cost_and_a_trial_that_costs_cents() -> None:
     assert f"${cost.usd:,.2f}" in readme
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=25)
 @given(st.floats(min_value=10, max_value=20_000), st.floats(min_value=10, max_value=3600))
 def test_twice_as_long_costs_about_twice_as_much(rate: float, seconds: float) -> None:
     once = load_test_cost(rate, seconds, prices=PRICES)

@@ -414,18 +414,27 @@ def test_a_lane_whose_invocations_outlast_the_poll_takes_what_arrived_meanwhile(
 def test_many_reducers_take_small_batches_so_slices_cost_more_writes() -> None:
     """18 lanes at 50,000 msg/s each gather 425 / 18 delta batches a second: a quarter second's
     worth is about 6, not the 10 of reduceBatchSize, and a larger reduceBatchSize changes nothing.
-    (128 slices: few lanes share one, so conflicts keep the invocations within the poll interval.)"""
-    settings = Settings(state_parallelization_factor=3, reduce_parallelization_factor=6, aggregate_slices=128)
+    (A full vCPU each and 128 slices, which few lanes share: the invocations end within the poll
+    interval, which is what makes a lane's batch one poll's arrivals.)"""
+    settings = Settings(
+        state_parallelization_factor=3, reduce_parallelization_factor=6, aggregate_slices=128, reduce_memory_mb=1769
+    )
     plan = plan_capacity(STANDARD, settings, prices=PRICES).ours
     assert plan.reduce_lanes == 18
+    assert plan.timings[2].invocation_seconds < 0.25, "the premise: invocations shorter than a poll"
     assert plan.effective_reduce_batch == pytest.approx(plan.delta_batches_per_second / 18 / 4)
     larger = plan_capacity(STANDARD, replace(settings, reduce_batch_size=100), prices=PRICES).ours
     assert larger.aggregate_write_units_per_second == pytest.approx(plan.aggregate_write_units_per_second)
     assert larger.reduce_busy_fraction < plan.reduce_busy_fraction, "full batches carry more: headroom"
     # Fewer lanes gather more between polls and pack them into fewer transactions.
-    fewer = plan_capacity(STANDARD, replace(settings, reduce_parallelization_factor=2, reduce_batch_size=100))
-    assert fewer.ours.effective_reduce_batch > 3 * plan.effective_reduce_batch
-    assert fewer.ours.aggregate_write_units_per_second < plan.aggregate_write_units_per_second / 2
+    by_factor = [
+        plan_capacity(STANDARD, replace(settings, reduce_parallelization_factor=factor, reduce_batch_size=100)).ours
+        for factor in (6, 4, 2)
+    ]
+    batches = [fewer.effective_reduce_batch for fewer in by_factor]
+    writes = [fewer.aggregate_write_units_per_second for fewer in by_factor]
+    assert batches == sorted(batches) and batches[-1] > 3 * plan.effective_reduce_batch
+    assert writes == sorted(writes, reverse=True) and writes[-1] < 0.6 * plan.aggregate_write_units_per_second
 
 
 def test_reducers_sharing_a_slice_resend_conflicting_transactions() -> None:
@@ -446,7 +455,11 @@ def test_reducers_sharing_a_slice_resend_conflicting_transactions() -> None:
 
 
 def test_the_latency_model_adds_each_stages_wait_and_invocation() -> None:
-    settings = Settings(state_parallelization_factor=3, reduce_parallelization_factor=6, aggregate_slices=128)
+    """(Reducers with a full vCPU, whose invocations end within the quarter-second poll: each
+    stage's interval is then its own poll or batch fill.)"""
+    settings = Settings(
+        state_parallelization_factor=3, reduce_parallelization_factor=6, aggregate_slices=128, reduce_memory_mb=1769
+    )
     plan = plan_capacity(STANDARD, settings, prices=PRICES).ours
     state, mapping, reduce, archive = plan.timings
     assert [t.stage for t in plan.timings] == ["state", "map", "reduce", "archive"]

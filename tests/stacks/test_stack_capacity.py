@@ -4,6 +4,7 @@ cache size, and the target-rate check at synthesis."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -202,14 +203,25 @@ def test_capacity_check_warn_synthesizes_with_a_warning_per_finding() -> None:
     assert any("needs an account-side change" in w and "quota" in w for w in warnings)
 
 
+SET_TO = re.compile(r"set (\w+) to ([0-9.]+)")
+MAP_BATCHED_50000 = {"targetMessagesPerSecond": 50_000, "mapBatchSize": 1000, "mapBatchingWindowSeconds": 1}
+"""A stack declaring 50,000 msg/s with map batches of up to 1,000 records or a second, and
+`UNPLANNED`'s state lanes, reducers and slices, which cannot carry it."""
+
+
+def following_the_refusal(context: dict[str, Any]) -> dict[str, Any]:
+    """`context` with every setting the capacity check's refusal names (`set <key> to <value>`) set to
+    what it asks for, as a user following its one line would."""
+    stalls = [flag for flag in capacity_flags(settings_from(context)) if flag.blocking]
+    changes = {key: json.loads(value) for flag in stalls for key, value in SET_TO.findall(flag.change)}
+    assert changes, [flag.change for flag in stalls]
+    return {**context, **changes}
+
+
 def test_the_settings_the_planner_asks_for_carry_50000_messages_per_second() -> None:
-    context = {
-        "targetMessagesPerSecond": 50_000,
-        "stateParallelizationFactor": 3,
-        "mapBatchSize": 1000,
-        "mapBatchingWindowSeconds": 1,
-        "reduceParallelizationFactor": 4,
-    }
+    context = following_the_refusal({**MAP_BATCHED_50000, **UNPLANNED})
+    assert context["stateParallelizationFactor"] > UNPLANNED["stateParallelizationFactor"]
+    assert context["reduceParallelizationFactor"] > UNPLANNED["reduceParallelizationFactor"]
     flags = capacity_flags(settings_from(context))
     assert [flag for flag in flags if flag.blocking] == []
     assert [flag.problem.split(" needs")[0] for flag in flags] == ["StateTable"], "only the quota advice is left"
@@ -224,13 +236,7 @@ def test_a_provisioned_maximum_below_the_target_s_load_is_refused() -> None:
 def test_aggregated_producers_need_more_state_lanes_for_the_same_rate() -> None:
     """Full KPL aggregates put 147 messages in a record: 15 shards carry 50,000 msg/s instead of 50,
     so each shard's state function has three times the messages and needs more lanes."""
-    context = {
-        "targetMessagesPerSecond": 50_000,
-        "stateParallelizationFactor": 3,
-        "mapBatchSize": 1000,
-        "mapBatchingWindowSeconds": 1,
-        "reduceParallelizationFactor": 4,
-    }
+    context = following_the_refusal({**MAP_BATCHED_50000, **UNPLANNED})
     assert [flag for flag in capacity_flags(settings_from(context)) if flag.blocking] == []
     aggregated = [flag for flag in capacity_flags(settings_from({**context, "producerAggregation": True}))]
     assert any(flag.blocking and "stateParallelizationFactor" in flag.change for flag in aggregated)

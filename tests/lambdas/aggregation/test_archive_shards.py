@@ -159,7 +159,7 @@ def sweep(bucket: Bucket, shard: int) -> None:
     bucket.settle(shard, observed)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(st.data())
 def test_every_object_counts_exactly_once_whatever_the_interleaving_shards_and_deaths(data: st.DataObject) -> None:
     bucket = Bucket()

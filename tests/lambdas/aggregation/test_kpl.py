@@ -15,7 +15,7 @@ user_record_lists = st.lists(
 )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(user_record_lists)
 def test_every_user_record_comes_back_in_order_with_its_key_and_sub_sequence_number(
     sent: list[tuple[str, bytes]],

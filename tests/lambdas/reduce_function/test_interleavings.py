@@ -178,7 +178,6 @@ def run_machine(endpoint_url: str, examples: int, **more: Any) -> None:
     machine.settings = settings(
         max_examples=examples,
         stateful_step_count=6,
-        deadline=None,
         database=None,
         suppress_health_check=list(HealthCheck),
         **more,

@@ -34,7 +34,7 @@ class InFlight:
         return item * 2
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40)
 @given(st.lists(st.integers(), max_size=60), st.integers(1, 8))
 def test_every_item_is_worked_once_in_order_and_never_more_than_the_lanes_at_once(items: list[int], lanes: int) -> None:
     work = InFlight()

@@ -449,7 +449,7 @@ def attribute_values(blobs_as: Any) -> Any:
     )
 
 
-@settings(max_examples=150, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=150, database=None, suppress_health_check=list(HealthCheck))
 @given(value=attribute_values(lambda blob: base64.b64encode(blob).decode()))
 def test_attribute_values_convert_as_moto_converts_them(value: dict[str, Any]) -> None:
     moto_s = vars(DynamoType)["to_regular_json"]
@@ -459,7 +459,7 @@ def test_attribute_values_convert_as_moto_converts_them(value: dict[str, Any]) -
     assert DynamoType(value).to_regular_json() == moto_s(DynamoType(value))
 
 
-@settings(max_examples=100, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=100, database=None, suppress_health_check=list(HealthCheck))
 @given(value=attribute_values(bytes), with_empty_key=st.booleans())
 def test_attribute_values_serialise_as_moto_s_serialiser_writes_them(
     value: dict[str, Any], with_empty_key: bool

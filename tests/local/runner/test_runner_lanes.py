@@ -180,7 +180,7 @@ def assert_no_checkpoint_passed_an_unfinished_record(function: FunctionLog) -> N
             )
 
 
-@settings(max_examples=100, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=100, database=None, suppress_health_check=list(HealthCheck))
 @given(scenario=scenarios)
 def test_lanes_keep_each_key_in_order_and_the_checkpoint_never_passes_an_unfinished_record(
     tmp_path_factory: pytest.TempPathFactory, scenario: Scenario

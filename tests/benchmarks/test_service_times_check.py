@@ -1,0 +1,58 @@
+"""Section 5 sets the planner's default service times beside the measured ones and says when a default is faster."""
+
+from dataclasses import replace
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from benchmarks.report import SERVICE_FIGURES, service_times_check, service_times_summary, slower_than_planned
+from planner.inputs import ServiceTimes
+
+MEASURED_2026_11_25 = ServiceTimes(
+    state_messages_per_second=732.0,
+    state_cpu_us_per_message=127.8,
+    map_cpu_us_per_record=46.5,
+    reduce_cpu_us_per_action=67.4,
+    reduce_cpu_us_per_message=14.08,
+)
+"""What `make bench` measured on 2026-11-25 23:53 UTC (docs/benchmarks.md, sections 2 and 3)."""
+FORMER_DEFAULTS = replace(ServiceTimes(), reduce_cpu_us_per_action=50.0, reduce_cpu_us_per_message=1.0)
+"""The defaults before they followed that run: the reduce's CPU below what it measured."""
+
+
+def test_that_run_flags_the_former_reduce_defaults_and_none_of_the_current_ones() -> None:
+    assert slower_than_planned(MEASURED_2026_11_25, FORMER_DEFAULTS) == [
+        "reduce_cpu_us_per_action",
+        "reduce_cpu_us_per_message",
+    ]
+    assert slower_than_planned(MEASURED_2026_11_25, ServiceTimes()) == []
+
+
+@given(
+    figure=st.sampled_from(SERVICE_FIGURES),
+    factor=st.floats(min_value=1.001, max_value=100.0),
+)
+def test_a_figure_is_flagged_exactly_when_it_was_measured_slower_than_its_default(
+    figure: tuple[str, str, bool], factor: float
+) -> None:
+    field, _label, higher_is_faster = figure
+    default = getattr(ServiceTimes(), field)
+    slower = replace(ServiceTimes(), **{field: default / factor if higher_is_faster else default * factor})
+    faster = replace(ServiceTimes(), **{field: default * factor if higher_is_faster else default / factor})
+    assert slower_than_planned(slower, ServiceTimes()) == [field]
+    assert slower_than_planned(faster, ServiceTimes()) == []
+
+
+def test_the_section_shows_both_side_by_side_and_says_what_to_do_when_a_default_is_faster() -> None:
+    flagged = "\n".join(service_times_check(MEASURED_2026_11_25, FORMER_DEFAULTS))
+    assert "| reduce CPU µs per transaction action (section 3) | 50.00 | 67.40 | **no** |" in flagged
+    assert "| map CPU µs per state change (section 3) | 60.00 | 46.50 | yes |" in flagged
+    assert "**2 measured slower than the planner's default**" in flagged and "planner/inputs.py" in flagged
+    covered = "\n".join(service_times_check(MEASURED_2026_11_25, ServiceTimes()))
+    assert "**no**" not in covered and "Every default is at least as slow" in covered
+
+
+def test_the_summary_names_the_faster_defaults_and_is_silent_when_none_is() -> None:
+    (bullet,) = service_times_summary(MEASURED_2026_11_25, FORMER_DEFAULTS)
+    assert bullet.startswith("- **The planner's defaults are below this run's measurements** (reduce CPU µs per")
+    assert service_times_summary(MEASURED_2026_11_25, ServiceTimes()) == []
