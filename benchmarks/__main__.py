@@ -113,7 +113,7 @@ def run(arguments: argparse.Namespace, console: Console) -> int:
     workload = Workload(
         rate=PLANNED_RATE,
         record_bytes=round(write_cost.mean_record_bytes),
-        state_writes_per_message=write_cost.stages["state"].requests / write_cost.messages,
+        state_writes_per_message=write_cost.stages["state"].items / write_cost.messages,
     )
     prices = load_price_table(arguments.prices)
     cdk_json_settings = planned_settings(capacity.pipeline_settings({"targetMessagesPerSecond": PLANNED_RATE}))

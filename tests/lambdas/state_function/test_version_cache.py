@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from aggregation.state_statements import MAX_STATEMENTS_PER_CALL
 from function_support import aws
 from local.runner.inprocess import LambdaContextStub, Pipeline, expected_totals, trade_message
 from producer.generator import GeneratorConfig, MessageGenerator, MessageKind
@@ -15,28 +16,33 @@ from state_function import handler as state_handler
 
 
 class UpdateCounter:
-    """Counts the StateTable UpdateItem requests the handlers' client sends (a botocore hook, no mock).
-
-    Reduce's bookkeeping update of the `#stats` item shares the client and is not counted.
-    """
+    """Counts the StateTable statements the state function's client sends, per TradeID (a botocore
+    hook, no mock): an INSERT and an UPDATE each count, so an INSERT that meets the item and is sent
+    again as an UPDATE counts twice."""
 
     def __init__(self) -> None:
         self.trade_ids: list[str] = []
 
     def __call__(self, params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
-        if "TradeID" not in params["Key"]:
-            return
-        context["trade_id"] = params["Key"]["TradeID"]["S"]
-        self.trade_ids.append(context["trade_id"])
+        sent = [trade_id_of(statement) for statement in params["Statements"]]
+        context["trade_ids"] = sent
+        self.trade_ids.extend(sent)
+
+
+def trade_id_of(statement: dict[str, Any]) -> str:
+    """The TradeID a state statement writes: an INSERT's first parameter, an UPDATE's last but one."""
+    parameters = statement["Parameters"]
+    key = parameters[0] if statement["Statement"].startswith("INSERT") else parameters[-2]
+    return str(key["S"])
 
 
 @pytest.fixture
 def updates(pipeline: Pipeline) -> Iterator[UpdateCounter]:
     counter = UpdateCounter()
     events = aws.state_update_client().meta.events
-    events.register("provide-client-params.dynamodb.UpdateItem", counter)
+    events.register("provide-client-params.dynamodb.BatchExecuteStatement", counter)
     yield counter
-    events.unregister("provide-client-params.dynamodb.UpdateItem", counter)
+    events.unregister("provide-client-params.dynamodb.BatchExecuteStatement", counter)
 
 
 def cached(pipeline: Pipeline, trade_id: str) -> int | None:
@@ -69,10 +75,10 @@ def test_duplicates_and_stale_versions_of_earlier_batches_cost_no_write(
 def test_a_failed_condition_teaches_the_cache_what_the_table_holds(pipeline: Pipeline, updates: UpdateCounter) -> None:
     pipeline.run_state([trade_message("a", 5, "50")])
     state_handler.version_cache.cache_clear()  # a fresh execution environment: it knows nothing
-    pipeline.run_state([trade_message("a", 2, "20")])  # written, fails: the table holds 5
+    pipeline.run_state([trade_message("a", 2, "20")])  # INSERT: the item exists; UPDATE: fails, the table holds 5
     assert cached(pipeline, "a") == 5
     pipeline.run_state([trade_message("a", 4, "40"), trade_message("a", 5, "50")])
-    assert updates.trade_ids == ["a", "a"], "the second environment learnt version 5 from the failed condition"
+    assert updates.trade_ids == ["a"] * 3, "the second environment learnt version 5 from the failed condition"
 
 
 def test_a_conflicting_duplicate_settled_from_memory_is_still_reported(
@@ -98,27 +104,31 @@ def test_a_retried_batch_reports_its_own_writes_as_written(pipeline: Pipeline, u
 
 
 def test_a_write_whose_outcome_is_unknown_is_never_remembered(pipeline: Pipeline, updates: UpdateCounter) -> None:
-    """The update of `lost` is applied but its caller sees an error (a response lost beyond the SDK's retries)."""
+    """The call writing `lost` is applied but its caller sees an error (a response lost beyond the SDK's
+    retries): every statement of that call is unknown, `kept`'s in another call is not."""
     events = aws.state_update_client().meta.events
 
     def lose_the_response(context: dict[str, Any], **_: Any) -> None:
-        if context["trade_id"] == "lost":
-            raise ClientError({"Error": {"Code": "InternalServerError", "Message": "lost"}}, "UpdateItem")
+        if "lost" in context["trade_ids"]:
+            raise ClientError({"Error": {"Code": "InternalServerError", "Message": "lost"}}, "BatchExecuteStatement")
 
-    event = pipeline.kinesis_event([trade_message("lost", 1, "1"), trade_message("kept", 1, "2")])
-    events.register("after-call.dynamodb.UpdateItem", lose_the_response)
+    lost = [trade_message(f"lost-{n}" if n else "lost", 1, "1") for n in range(MAX_STATEMENTS_PER_CALL)]
+    event = pipeline.kinesis_event([*lost, trade_message("kept", 1, "2")])  # 26 writes: two calls of 13
+    events.register("after-call.dynamodb.BatchExecuteStatement", lose_the_response)
     try:
         with pytest.raises(ClientError, match="lost"):
             state_handler.lambda_handler(event, LambdaContextStub())
     finally:
-        events.unregister("after-call.dynamodb.UpdateItem", lose_the_response)
-    assert {item["TradeID"] for item in pipeline.scan("state")} == {"lost", "kept"}, "both were applied"
+        events.unregister("after-call.dynamodb.BatchExecuteStatement", lose_the_response)
+    assert len(pipeline.scan("state")) == MAX_STATEMENTS_PER_CALL + 1, "every statement was applied"
     assert cached(pipeline, "lost") is None, "an unknown outcome teaches nothing"
     assert cached(pipeline, "kept") == 1
 
     retried = state_handler.lambda_handler(event, LambdaContextStub())
-    assert retried["written"] == 2
-    assert updates.trade_ids.count("lost") == 2, "the retry asks the table again"
+    assert retried["written"] == MAX_STATEMENTS_PER_CALL + 1, "the retry recognises its own writes"
+    assert updates.trade_ids.count("lost") == 3, (
+        "asked again: INSERT, then UPDATE, whose failed condition says who wrote"
+    )
     assert updates.trade_ids.count("kept") == 1
     assert cached(pipeline, "lost") == 1
 
@@ -129,8 +139,8 @@ def test_a_cache_of_size_zero_writes_every_selected_message(
     monkeypatch.setenv("STATE_VERSION_CACHE_SIZE", "0")
     state_handler.version_cache.cache_clear()
     pipeline.run_state([trade_message("a", 3, "30")])
-    pipeline.run_state([trade_message("a", 3, "30")])
-    assert updates.trade_ids == ["a", "a"]
+    pipeline.run_state([trade_message("a", 3, "30")])  # INSERT, then UPDATE: its failed condition says duplicate
+    assert updates.trade_ids == ["a"] * 3
     state_handler.version_cache.cache_clear()
 
 
@@ -159,7 +169,7 @@ def test_a_generated_workload_writes_only_state_changes_and_stays_exact(
     actual = {key: value for key, value in pipeline.aggregates().items() if value != (Decimal(0), 0)}
     assert actual == expected
     applied = pipeline.stats()["MessagesApplied"]
-    assert len(updates.trade_ids) == applied, "every UpdateItem sent was a state change: no failed condition paid"
+    assert len(updates.trade_ids) == applied, "every statement sent was a state change: no failed condition paid"
     assert len(updates.trade_ids) < len(messages) - sum(m.kind is MessageKind.DUPLICATE for m in messages)
     conflicts = sum(m.kind is MessageKind.CONFLICTING_DUPLICATE for m in messages)
     assert conflicts > 0
