@@ -38,7 +38,7 @@ from botocore.serialize import create_serializer
 from aggregation.batches import select_latest_versions
 from aggregation.delta_items import decode_delta_batch
 from aggregation.names import TOKEN_AND_MARKERS, TRADE_ID, TRADE_TIMESTAMP
-from aggregation.state_statements import ASSIGNED, insert_statement, statement_texts
+from aggregation.state_statements import ASSIGNED, call_groups, insert_statement, statement_texts
 from benchmarks.harness import DUMMY_CREDENTIALS, environment, median, quiet_handlers
 from benchmarks.stubbed_dynamodb import CannedResponses
 from benchmarks.write_cost import WorkloadEvents
@@ -203,7 +203,7 @@ def measure_state_floor(events: Sequence[tuple[dict[str, Any], int]], passes: in
         ]
         latest = select_latest_versions(received, lambda item: item.message).latest
         updates = [update_item_arguments("canned-state", item, levels) for item in latest]
-        groups = state_handler.call_groups(len(latest))
+        groups = call_groups(len(latest))
         calls = [[insert_statement(texts, latest[i].write) for i in group] for group in groups]
         prepared.append(([e.encode() for e in encoded], updates, calls, records))
 

@@ -73,6 +73,18 @@ THROTTLING_CODES = frozenset(
 """Statement errors that say "not now" (BatchStatementError codes): the statement is sent again."""
 
 
+def call_groups(count: int) -> list[range]:
+    """`count` statements in as few calls as `MAX_STATEMENTS_PER_CALL` allows, of sizes differing by at most one."""
+    calls = -(-count // MAX_STATEMENTS_PER_CALL)
+    size, larger = divmod(count, calls) if calls else (0, 0)
+    groups, start = [], 0
+    for call in range(calls):
+        end = start + size + (call < larger)
+        groups.append(range(start, end))
+        start = end
+    return groups
+
+
 @dataclass(frozen=True, slots=True)
 class StateWriteValues:
     """A message's write, built at the door: its key, and the ``?`` parameters of what it sets."""

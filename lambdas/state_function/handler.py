@@ -66,11 +66,11 @@ from aggregation.names import (
     STATE_SERVICE,
 )
 from aggregation.state_statements import (
-    MAX_STATEMENTS_PER_CALL,
     Answer,
     StatementTexts,
     StateWriteValues,
     answer,
+    call_groups,
     insert_statement,
     state_write_values,
     statement_texts,
@@ -329,18 +329,6 @@ def write_statements(
         if rounds >= MAX_ROUNDS + MAX_RESENDS:
             raise WritesUnsettled(f"{len(pending)} state writes unsettled after {rounds} rounds")
     return cast(list[StateWrite], writes)
-
-
-def call_groups(count: int) -> list[range]:
-    """`count` statements in as few calls as `MAX_STATEMENTS_PER_CALL` allows, of sizes differing by at most one."""
-    calls = -(-count // MAX_STATEMENTS_PER_CALL)
-    size, larger = divmod(count, calls) if calls else (0, 0)
-    groups, start = [], 0
-    for call in range(calls):
-        end = start + size + (call < larger)
-        groups.append(range(start, end))
-        start = end
-    return groups
 
 
 def settle_messages(
