@@ -401,7 +401,8 @@ def _throughput_section(results: list[ThroughputAtRoundTrip]) -> list[str]:
     return lines
 
 
-def _overhead_section(overhead: OverheadResult, write_cost: WriteCostResult) -> list[str]:
+def overhead_section(overhead: OverheadResult, write_cost: WriteCostResult) -> list[str]:
+    """Section 3's markdown lines (also printed alone by `python -m benchmarks overhead`)."""
     results = overhead.handlers
     lines = [
         "## 3. Handler overhead (CPU, AWS calls stubbed)",
@@ -599,7 +600,7 @@ def render(run: BenchmarkRun, hand_written: str = "") -> str:
         "",
         *_write_cost_section(write_cost),
         *_throughput_section(run.throughput),
-        *_overhead_section(run.overhead, write_cost),
+        *overhead_section(run.overhead, write_cost),
         *_end_to_end_section(run.end_to_end),
         "## 5. Capacity plans for 50,000 and 250,000 messages/s",
         "",
@@ -646,6 +647,8 @@ def render(run: BenchmarkRun, hand_written: str = "") -> str:
         "python -m benchmarks.reducer_scaling        # section 7 alone (prints its markdown)",
         "python -m benchmarks.batch_selection        # in-batch version selection alone (CPU; not part of this page)",
         "python -m benchmarks.producer_throughput    # section 8 alone (prints its markdown)",
+        "python -m benchmarks overhead              # section 3 alone (prints its markdown)",
+        "python -m benchmarks.state_profile         # the state handler's top frames (cProfile; not part of this page)",
         "```",
         "",
     ]
