@@ -2,7 +2,6 @@
 an UPDATE, an UPDATE that finds no item an INSERT, throttled statements are sent again, and a write
 that never settles fails the batch (which Lambda retries) instead of being reported."""
 
-from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -12,25 +11,7 @@ from aggregation.state_statements import THROTTLING_CODES
 from function_support import aws
 from local.runner.inprocess import LambdaContextStub, Pipeline, trade_message
 from state_function import handler as state_handler
-
-
-class StatementLog:
-    """Every statement the state function's client sends, by verb, in order (a botocore hook, no mock)."""
-
-    def __init__(self) -> None:
-        self.verbs: list[str] = []
-
-    def __call__(self, params: dict[str, Any], **_: Any) -> None:
-        self.verbs.extend(statement["Statement"].split(" ", 1)[0] for statement in params["Statements"])
-
-
-@pytest.fixture
-def statements(pipeline: Pipeline) -> Iterator[StatementLog]:
-    log = StatementLog()
-    events = aws.state_update_client().meta.events
-    events.register("provide-client-params.dynamodb.BatchExecuteStatement", log)
-    yield log
-    events.unregister("provide-client-params.dynamodb.BatchExecuteStatement", log)
+from tests.lambdas.state_function.conftest import StatementLog
 
 
 class ThrottledAnswers:
