@@ -93,8 +93,9 @@ STAGE = "STATE"
 DEFAULT_WRITE_CONCURRENCY = 16
 DEFAULT_VERSION_CACHE_SIZE = 100_000
 MAX_ROUNDS = 4
-"""Rounds of INSERT / UPDATE switching per call: INSERT, UPDATE (the item existed), INSERT (the
-UPDATE found none: impossible while items are never deleted), UPDATE. More is a defect: raise."""
+"""Rounds that switch statements between INSERT and UPDATE, per call: after the first INSERT, an
+UPDATE (the item existed), an INSERT (the UPDATE found none: impossible while items are never
+deleted), an UPDATE. A fourth switch is a defect: raise."""
 MAX_RESENDS = 5
 """Resends of throttled statements per call, each after a jittered pause; then the batch fails and
 Lambda retries it (the SDK has already retried each call's own throttling)."""
@@ -295,12 +296,12 @@ def write_statements(
     """
     writes: list[StateWrite | None] = [None] * len(items)
     pending = list(range(len(items)))
-    rounds = resends = 0
+    switches = resends = 0
     client = state_update_client()
     while pending:
         statements = [(insert_statement if inserting[i] else update_statement)(texts, items[i].write) for i in pending]
         responses = client.batch_execute_statement(Statements=statements)["Responses"]
-        unanswered, throttled = [], False
+        unanswered, switched, throttled = [], False, False
         for index, response in zip(pending, responses, strict=True):
             received = items[index]
             kind = answer(response, inserting[index])
@@ -310,24 +311,26 @@ def write_statements(
             elif kind is Answer.STORED:
                 stored = stored_item_version(response["Error"]["Item"])
             else:
-                if kind is not Answer.SEND_AGAIN:
+                if kind is Answer.SEND_AGAIN:
+                    throttled = True
+                else:
                     inserting[index] = kind is Answer.SEND_AS_INSERT
-                throttled = throttled or kind is Answer.SEND_AGAIN
+                    switched = True
                 unanswered.append(index)
                 continue
             known.remember(received.message.trade_id, stored)
             writes[index] = outcome(received, stored)
         pending = unanswered
-        if not pending:
-            break
-        rounds += 1
+        switches += switched
+        if switches >= MAX_ROUNDS:
+            raise WritesUnsettled(
+                f"{len(pending)} state writes unsettled after {MAX_ROUNDS} rounds of INSERT and UPDATE"
+            )
         if throttled:
             resends += 1
             if resends > MAX_RESENDS:
                 raise WritesUnsettled(f"{len(pending)} state writes still throttled after {MAX_RESENDS} resends")
             time.sleep(_resend_pause(resends))
-        if rounds >= MAX_ROUNDS + MAX_RESENDS:
-            raise WritesUnsettled(f"{len(pending)} state writes unsettled after {rounds} rounds")
     return cast(list[StateWrite], writes)
 
 

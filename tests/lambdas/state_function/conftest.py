@@ -12,8 +12,9 @@ from local.runner.inprocess import Pipeline
 class StatementLog:
     """Every StateTable statement the state function's client sends, in order: its verb and TradeID.
 
-    An INSERT and an UPDATE each count, so an INSERT that meets the item and is sent again as an
-    UPDATE counts twice. The call's TradeIDs are left in its context (`trade_ids`) for later hooks.
+        An INSERT and an UPDATE each count, so an INSERT that meets the item and is sent again as an
+        UPDATE counts twice. The call's TradeIDs and verbs are left in its context (`trade_ids`, `verbs`)
+    for later hooks.
     """
 
     def __init__(self) -> None:
@@ -22,9 +23,10 @@ class StatementLog:
 
     def __call__(self, params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
         sent = [trade_id_of(statement) for statement in params["Statements"]]
-        context["trade_ids"] = sent
+        verbs = [statement["Statement"].split(" ", 1)[0] for statement in params["Statements"]]
+        context["trade_ids"], context["verbs"] = sent, verbs
         self.trade_ids.extend(sent)
-        self.verbs.extend(statement["Statement"].split(" ", 1)[0] for statement in params["Statements"])
+        self.verbs.extend(verbs)
 
 
 def trade_id_of(statement: dict[str, Any]) -> str:

@@ -92,3 +92,24 @@ def test_statements_throttled_beyond_the_resends_fail_the_batch(
         events.unregister("after-call.dynamodb.BatchExecuteStatement", throttled)
     assert state_handler.version_cache(pipeline.names["state"]).get("a") is None, "nothing answered, nothing known"
     assert state_handler.lambda_handler(event, LambdaContextStub())["written"] == 1, "Lambda's retry settles it"
+
+
+def test_statements_that_never_settle_fail_the_batch_after_the_rounds(
+    pipeline: Pipeline, statements: StatementLog
+) -> None:
+    """Answers no real table gives together (the item both there and not): the rounds are bounded."""
+
+    def contradict(parsed: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        for response, verb in zip(parsed["Responses"], context["verbs"], strict=True):
+            code = "DuplicateItem" if verb == "INSERT" else "ConditionalCheckFailed"
+            response.clear()
+            response["Error"] = {"Code": code, "Message": "contradicted by the test"}
+
+    events = aws.state_update_client().meta.events
+    events.register("after-call.dynamodb.BatchExecuteStatement", contradict)
+    try:
+        with pytest.raises(state_handler.WritesUnsettled, match="after 4 rounds"):
+            pipeline.run_state([trade_message("a", 1, "10")])
+    finally:
+        events.unregister("after-call.dynamodb.BatchExecuteStatement", contradict)
+    assert statements.verbs == ["INSERT", "UPDATE", "INSERT", "UPDATE"], "three switches settle any real answer"
