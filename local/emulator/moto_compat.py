@@ -480,6 +480,15 @@ def _key_names(table: Table) -> list[str]:
     return [table.hash_key_attr, *([table.range_key_attr] if table.range_key_attr else [])]
 
 
+_HANDLER_METHODS = {
+    "PutItem": "put_item",
+    "UpdateItem": "update_item",
+    "DeleteItem": "delete_item",
+    "GetItem": "get_item",
+}
+"""The DynamoHandler method serving each item operation a statement translates to."""
+
+
 def _run_statement(
     handler: DynamoHandler, statement: partiql_statements.Statement, on_condition_failure: str | None
 ) -> list[dict[str, Any]]:
@@ -494,7 +503,7 @@ def _run_statement(
             f"1 validation error detected: Value '{on_condition_failure}' at 'returnValuesOnConditionCheckFailure' "
             "failed to satisfy constraint: Member must satisfy enum value set: [ALL_OLD, NONE]"
         )
-    if on_condition_failure is not None and operation != "PutItem":
+    if on_condition_failure is not None and operation in ("UpdateItem", "DeleteItem"):
         request["ReturnValuesOnConditionCheckFailure"] = on_condition_failure
     outer_body, handler.body = handler.body, request
     try:
@@ -507,14 +516,6 @@ def _run_statement(
         handler.body = outer_body
     item = result.result.get("Item") if operation == "GetItem" else None
     return [item] if item else []
-
-
-_HANDLER_METHODS = {
-    "PutItem": "put_item",
-    "UpdateItem": "update_item",
-    "DeleteItem": "delete_item",
-    "GetItem": "get_item",
-}
 
 
 def _parsed(request: dict[str, Any]) -> partiql_statements.Statement:
@@ -535,10 +536,24 @@ def _refuse_duplicate_items(handler: DynamoHandler, statements: list[partiql_sta
             key = partiql_statements.item_key(statement, _key_names(table))
         except partiql_statements.PartiQLValidationError:
             continue  # that statement fails alone with ValidationError
-        identity = (statement.table, json.dumps(key, sort_keys=True))
+        identity = (
+            statement.table,
+            json.dumps({name: _comparable(value) for name, value in key.items()}, sort_keys=True),
+        )
         if identity in seen:
             raise MockValidationException("Provided list of item keys contains duplicates")
         seen.add(identity)
+
+
+def _comparable(key_value: dict[str, Any]) -> dict[str, Any]:
+    """A key value as DynamoDB compares it: a number by its value (``1`` and ``1.0`` name one item)."""
+    number = key_value.get("N")
+    if not isinstance(number, str):
+        return key_value
+    try:
+        return {"N": str(_WIDE_EXACT.normalize(decimal.Decimal(number)))}
+    except (decimal.InvalidOperation, ArithmeticError):
+        return key_value  # not a number: the statement fails alone with ValidationError
 
 
 def _batch_error(error: JsonRESTError) -> dict[str, Any]:

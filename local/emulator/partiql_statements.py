@@ -23,6 +23,12 @@ PutItem / UpdateItem / DeleteItem / GetItem. Anything outside this subset (funct
 ``BETWEEN``, ``IN``, ``RETURNING``, reads without the full key, arithmetic in SET) raises
 `PartiQLValidationError` naming what was not understood: never a silently different
 answer. The module is pure (no moto).
+
+Conditions are evaluated by DynamoDB's condition-expression rules, to which they translate
+one for one: a comparison with a missing attribute is false, and ``NOT`` of it true. PartiQL's
+own three-valued logic (``MISSING`` propagating through ``NOT``) would make such a ``NOT``
+false; AWS documents neither, so a condition should not depend on it (test with
+``IS [NOT] MISSING`` instead).
 """
 
 from __future__ import annotations
@@ -47,11 +53,12 @@ _TOKEN = re.compile(
       (?P<quoted>"(?:[^"]|"")*")
     | (?P<string>'(?:[^']|'')*')
     | (?P<number>-?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)
-    | (?P<symbol><<|>>|<=|>=|<>|!=|[=<>(){}\[\],:.?*])
+    | (?P<symbol><<|>>|<=|>=|<>|!=|\|\||[=<>(){}\[\],:.?*+\-/%])
     | (?P<word>[A-Za-z_][A-Za-z0-9_]*)
     )""",
     re.VERBOSE,
 )
+_BLANK_TO_END = re.compile(r"\s*\Z")
 _KEYWORDS = frozenset(
     {
         *("INSERT", "INTO", "VALUE", "UPDATE", "SET", "REMOVE", "WHERE", "DELETE", "FROM", "SELECT"),
@@ -76,7 +83,7 @@ def _tokens(statement: str) -> list[_Token]:
     tokens: list[_Token] = []
     position = 0
     while position < len(statement):
-        if statement[position:].strip() == "":
+        if _BLANK_TO_END.match(statement, position):
             break
         match = _TOKEN.match(statement, position)
         if match is None or match.lastgroup is None:
@@ -254,6 +261,11 @@ class _Parser:
                 path = self.path()
                 if clause == "SET":
                     self.symbol("=")
+                    if not self.at_value():
+                        raise PartiQLValidationError(
+                            "the emulator supports SET <path> = <value> only (a parameter or a literal): it does not "
+                            f"evaluate expressions, functions or other attributes in SET (at {self.current.text!r})"
+                        )
                     assignments.append((path, self.value()))
                 else:
                     removals.append(path)
@@ -548,6 +560,8 @@ def item_request(statement: Statement, key_names: Sequence[str]) -> tuple[str, d
             raise PartiQLValidationError(
                 "the emulator reads by the full key only: SELECT ... WHERE <each key attribute> = <value>"
             )
+        if any(len(path.segments) > 1 for path in statement.projection):
+            raise PartiQLValidationError("the emulator projects top-level attributes only: SELECT * or SELECT a, b")
         if statement.projection:
             request["ProjectionExpression"] = ", ".join(expression.path(path) for path in statement.projection)
         return "GetItem", expression.into(request)

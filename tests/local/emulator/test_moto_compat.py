@@ -31,6 +31,7 @@ from local.emulator.control import advance_clock, transaction_figures
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_dynamodb.literals import ScalarAttributeTypeType
     from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
     from mypy_boto3_dynamodbstreams import DynamoDBStreamsClient
     from mypy_boto3_kinesis import KinesisClient
@@ -38,8 +39,10 @@ if TYPE_CHECKING:
 AwsClientFactory = Callable[[str], Any]
 
 
-def create_table(dynamodb: DynamoDBClient, stream_view_type: str | None = None) -> str:
-    """A new table keyed by ``pk`` (S), with a stream of `stream_view_type` when given."""
+def create_table(
+    dynamodb: DynamoDBClient, stream_view_type: str | None = None, key_type: ScalarAttributeTypeType = "S"
+) -> str:
+    """A new table keyed by ``pk`` (of `key_type`), with a stream of `stream_view_type` when given."""
     name = f"compat-{uuid.uuid4().hex[:12]}"
     extra: dict[str, Any] = {}
     if stream_view_type is not None:
@@ -47,7 +50,7 @@ def create_table(dynamodb: DynamoDBClient, stream_view_type: str | None = None) 
     dynamodb.create_table(
         TableName=name,
         KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": key_type}],
         BillingMode="PAY_PER_REQUEST",
         **extra,
     )
