@@ -27,7 +27,7 @@ from benchmarks.handler_overhead import run_handler_overhead
 from benchmarks.harness import describe_machine, running_emulator
 from benchmarks.producer_throughput import DEFAULT_MESSAGES, run_producer_throughput
 from benchmarks.reducer_scaling import run_reducer_scaling
-from benchmarks.report import BenchmarkRun, hand_written_sections, render, slower_than_planned
+from benchmarks.report import BenchmarkRun, hand_written_sections, overhead_section, render, slower_than_planned
 from benchmarks.state_throughput import run_state_throughput
 from benchmarks.write_cost import run_write_cost
 from planner import model
@@ -57,6 +57,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--skip-end-to-end", action="store_true")
     run.add_argument("--prices", type=Path, default=DEFAULT_PRICE_TABLE)
+    overhead = commands.add_parser(
+        "overhead", help="section 3 alone (handler CPU against the state floor): print its markdown, write nothing"
+    )
+    overhead.add_argument("--messages", type=int, default=4000, help="write-cost workload whose events are replayed")
+    overhead.add_argument("--passes", type=int, default=5, help="passes over the events")
     return parser
 
 
@@ -112,7 +117,7 @@ def run(arguments: argparse.Namespace, console: Console) -> int:
     workload = Workload(
         rate=PLANNED_RATE,
         record_bytes=round(write_cost.mean_record_bytes),
-        state_writes_per_message=write_cost.stages["state"].requests / write_cost.messages,
+        state_writes_per_message=write_cost.stages["state"].items / write_cost.messages,
     )
     prices = load_price_table(arguments.prices)
     cdk_json_settings = planned_settings(capacity.pipeline_settings({"targetMessagesPerSecond": PLANNED_RATE}))
@@ -191,7 +196,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     console = Console()
     if arguments.command == "run":
         return run(arguments, console)
+    if arguments.command == "overhead":
+        return overhead_only(arguments, console)
     return 2
+
+
+def overhead_only(arguments: argparse.Namespace, console: Console) -> int:
+    """Section 3 on its own: the write-cost run only to produce its events (as `run` does), then the handlers."""
+    if arguments.messages < 1 or arguments.passes < 1:
+        console.print("--messages and --passes must be at least 1")
+        return 2
+    with tempfile.TemporaryDirectory(prefix="bench-") as scratch, running_emulator(Path(scratch) / "emulator.log"):
+        write_cost = run_write_cost(arguments.messages, lambda _step, _fraction: None)
+    overhead = run_handler_overhead(write_cost.events, arguments.passes, lambda _step, _fraction: None)
+    print("\n".join(overhead_section(overhead, write_cost)))
+    return 0
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ def copies_then_a_newer_version(copies: int) -> list[ReceivedMessage]:
     received = []
     for position, payload in enumerate(payloads, start=1):
         origin = RecordOrigin(f"{SHARD}:{position:056d}", SHARD, f"{position:056d}", "copied", payload)
-        record = receive(origin, "state", LEVELS, DEFAULT_VALUE_DOMAIN)
+        record = receive(origin, LEVELS, DEFAULT_VALUE_DOMAIN)
         assert isinstance(record, ReceivedMessage)
         received.append(record)
     return received

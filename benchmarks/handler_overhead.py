@@ -19,7 +19,9 @@ And the **client path**: the same parse, and each write sent with the state func
 (`state_update_client().update_item`, answered by `CannedResponses`): the least any handler that
 sends its writes through boto3's client can spend, botocore's per-call machinery included
 (endpoint rules, event hooks, request preparation, the canned response), so the state handler's
-figure splits into what the SDK costs per write and what the handler adds.
+figure splits into what the SDK costs per write and what the handler adds. And the **batch
+client path**: the same parse, and the writes sent as the state function sends them, its own
+INSERT statements in `batch_execute_statement` calls of up to 25 (one success per statement).
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ from botocore.serialize import create_serializer
 
 from aggregation.batches import select_latest_versions
 from aggregation.delta_items import decode_delta_batch
-from aggregation.names import TOKEN_AND_MARKERS
+from aggregation.names import TOKEN_AND_MARKERS, TRADE_ID, TRADE_TIMESTAMP
+from aggregation.state_statements import ASSIGNED, call_groups, insert_statement, statement_texts
 from benchmarks.harness import DUMMY_CREDENTIALS, environment, median, quiet_handlers
 from benchmarks.stubbed_dynamodb import CannedResponses
 from benchmarks.write_cost import WorkloadEvents
@@ -134,21 +137,57 @@ class TransactionActionCounter:
 class StateFloor:
     """CPU µs per Kinesis record of the state handler's irreducible work (module docstring)."""
 
-    irreducible_us: float  # JSON parse + botocore serialisation of each write sent
+    irreducible_us: float  # JSON parse + botocore serialisation of each write's UpdateItem
     validated_us: float  # the same + botocore's parameter validation of each write
-    client_path_us: float  # JSON parse + the state function's client sending each write (canned answer)
+    client_path_us: float  # JSON parse + an `update_item` per write through the state function's client (canned)
+    batch_client_path_us: float  # JSON parse + the handler's `batch_execute_statement` per 25 writes (canned)
+
+
+def update_item_arguments(
+    table_name: str, received: state_handler.ReceivedMessage, levels: tuple[str, ...]
+) -> dict[str, Any]:
+    """The conditional `update_item` writing what `received`'s statement writes (the floor's one
+    request per write), its map and list as the statement's literals make them."""
+    message, write = received.message, received.write
+    names = {f"#{name}": name for name in (*ASSIGNED, TRADE_TIMESTAMP, TRADE_ID)}
+    values = {
+        ":Value": write.assigned[0],
+        ":Version": write.version,
+        ":Hierarchy": {"M": {level: {"S": name} for level, name in zip(levels, message.hierarchy, strict=True)}},
+        ":NodePath": {"L": [{"S": name} for name in message.hierarchy]},
+        ":ContentDigest": {"S": message.content_digest},
+        ":WrittenByEventId": {"S": received.origin.event_id},
+    }
+    update = "SET " + ", ".join(f"#{name} = :{name}" for name in ASSIGNED)
+    if write.has_timestamp:
+        values[f":{TRADE_TIMESTAMP}"] = write.assigned[-1]
+        update += f", #{TRADE_TIMESTAMP} = :{TRADE_TIMESTAMP}"
+    else:
+        update += f" REMOVE #{TRADE_TIMESTAMP}"
+    return {
+        "TableName": table_name,
+        "Key": {TRADE_ID: write.key},
+        "UpdateExpression": update,
+        "ConditionExpression": f"attribute_not_exists(#{TRADE_ID}) OR #Version < :Version",
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": values,
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    }
 
 
 def measure_state_floor(events: Sequence[tuple[dict[str, Any], int]], passes: int) -> StateFloor:
     """The irreducible work of the state handler over `events`, medians per event as `_measure` takes them.
 
-    Each event's writes are the handler's own `update_arguments` of the latest version per
-    TradeID (what it sends with the version cache off), built before timing starts.
+    Each event's writes are those of the latest version per TradeID (what the handler sends with
+    the version cache off), built before timing starts: as one `update_item` request each for the
+    floor and the client path, as the handler's own INSERT statements in its calls of up to 25
+    for the batch client path.
     """
     operation = aws.dynamodb_client().meta.service_model.operation_model("UpdateItem")
     levels = hierarchy_levels()
     domain = value_domain()
-    prepared: list[tuple[list[bytes], list[dict[str, Any]], int]] = []
+    texts = statement_texts("canned-state", levels)
+    prepared: list[tuple[list[bytes], list[dict[str, Any]], list[list[Any]], int]] = []
     for event, records in events:
         payloads = [base64.b64decode(record["kinesis"]["data"]) for record in event["Records"]]
         encoded = [record["kinesis"]["data"] for record in event["Records"]]
@@ -157,36 +196,39 @@ def measure_state_floor(events: Sequence[tuple[dict[str, Any], int]], passes: in
             for record, payload in zip(event["Records"], payloads, strict=True)
             if isinstance(
                 r := state_handler.receive(
-                    RecordOrigin(record["eventID"], "shard", "0", "pk", payload),
-                    "canned-state",
-                    levels,
-                    domain,
+                    RecordOrigin(record["eventID"], "shard", "0", "pk", payload), levels, domain
                 ),
                 state_handler.ReceivedMessage,
             )
         ]
-        writes = [item.update for item in select_latest_versions(received, lambda item: item.message).latest]
-        prepared.append(([e.encode() for e in encoded], writes, records))
+        latest = select_latest_versions(received, lambda item: item.message).latest
+        updates = [update_item_arguments("canned-state", item, levels) for item in latest]
+        groups = call_groups(len(latest))
+        calls = [[insert_statement(texts, latest[i].write) for i in group] for group in groups]
+        prepared.append(([e.encode() for e in encoded], updates, calls, records))
 
-    def per_record(send: Callable[[dict[str, Any]], object]) -> float:
+    def per_record(send: Callable[[Any], object], batched: bool = False) -> float:
         costs = []
         for _ in range(passes):
-            for encoded_data, writes, records in prepared:
+            for encoded_data, updates, calls, records in prepared:
                 started = time.process_time()
                 for data in encoded_data:
                     json.loads(base64.b64decode(data))
-                for write in writes:
-                    send(write)
+                for request in calls if batched else updates:
+                    send(request)
                 costs.append((time.process_time() - started) * 1e6 / records)
         return median(costs)
 
     unvalidated = create_serializer("json", include_validation=False)
     validated = create_serializer("json", include_validation=True)
-    client = aws.state_update_client()  # answered by CannedResponses (run_handler_overhead)
+    client: Any = aws.state_update_client()  # answered by CannedResponses (run_handler_overhead)
     return StateFloor(
         irreducible_us=per_record(lambda write: unvalidated.serialize_to_request(write, operation)),
         validated_us=per_record(lambda write: validated.serialize_to_request(write, operation)),
         client_path_us=per_record(lambda write: client.update_item(**write)),
+        batch_client_path_us=per_record(
+            lambda statements: client.batch_execute_statement(Statements=statements), batched=True
+        ),
     )
 
 

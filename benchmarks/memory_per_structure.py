@@ -105,7 +105,7 @@ def table(name: str, hash_key: str, range_key: str | None = None) -> Table:
 
 
 def state_item(number: int) -> dict[str, Any]:
-    """A StateTable item as the state function writes it (`update_arguments`)."""
+    """A StateTable item as the state function writes it (`aggregation.state_statements`)."""
     hierarchy = [f"desk-{number % 5}", f"book-{number % 40}", ("EMEA", "APAC", "AMER")[number % 3]]
     return {
         "TradeID": {"S": f"TRADE-{number:08d}"},

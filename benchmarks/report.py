@@ -405,12 +405,13 @@ def _write_cost_section(result: WriteCostResult) -> list[str]:
     original_units = {name: cost.write_units for name, cost in result.original.items()}
     lines += [
         "",
-        f"- **State**: {state.requests:,} conditional updates for {result.messages:,} messages "
-        f"({state.failed_conditions:,} of them failed their condition, billed all the same); the original sends "
-        f"one per message. Selecting the highest version per TradeID inside a batch, and settling from the "
+        f"- **State**: {state.items:,} conditional writes (PartiQL statements, in {state.requests:,} "
+        f"`BatchExecuteStatement` requests) for {result.messages:,} messages ({state.failed_conditions:,} of them "
+        f"failed their condition or met an existing item, billed all the same); the original sends one "
+        f"`UpdateItem` per message. Selecting the highest version per TradeID inside a batch, and settling from the "
         f"version cache what an earlier batch already settled (every state batch runs in one execution "
-        f"environment here, as one shard's batches mostly do), saves {1 - state.requests / result.messages:.1%} "
-        f"of the state writes: {state.requests / result.state_changes:.3f} requests per state change.",
+        f"environment here, as one shard's batches mostly do), saves {1 - state.items / result.messages:.1%} "
+        f"of the state writes: {state.items / result.state_changes:.3f} writes per state change.",
         f"- **Map**: same number of puts as the original; our delta item also carries ProducerTimestamps, "
         f"RecordCount, CreatedAt, ExpiresAt: {_ratio(stage_units['map'], original_units['map'])} "
         "the original's map WRU.",
@@ -435,9 +436,10 @@ def _throughput_section(results: list[ThroughputAtRoundTrip]) -> list[str]:
     lines = [
         "## 2. State function throughput per invocation",
         "",
-        "The real state handler on batches of 100 standard-workload messages; every `UpdateItem` is built and "
-        "signed by botocore, then answered after a simulated DynamoDB round trip (`before-send` hook, no network). "
-        "Our bounded pool (16 concurrent writes) and one-at-a-time writes alternate invocation by invocation in the "
+        "The real state handler on batches of 100 standard-workload messages; every `BatchExecuteStatement` (up to "
+        "25 writes) is built and signed by botocore, then answered after a simulated DynamoDB round trip "
+        "(`before-send` hook, no network). Our bounded pool (16 concurrent calls) and one call at a time alternate "
+        "invocation by invocation in the "
         "same run; medians of messages ÷ invocation wall time.",
         "",
         "| round trip | bounded (16) msg/s | one at a time msg/s | ratio | vs the original's ~100 msg/s |",
@@ -463,7 +465,8 @@ def _throughput_section(results: list[ThroughputAtRoundTrip]) -> list[str]:
     return lines
 
 
-def _overhead_section(overhead: OverheadResult, write_cost: WriteCostResult) -> list[str]:
+def overhead_section(overhead: OverheadResult, write_cost: WriteCostResult) -> list[str]:
+    """Section 3's markdown lines (also printed alone by `python -m benchmarks overhead`)."""
     results = overhead.handlers
     lines = [
         "## 3. Handler overhead (CPU, AWS calls stubbed)",
@@ -486,11 +489,12 @@ def _overhead_section(overhead: OverheadResult, write_cost: WriteCostResult) -> 
     lines += [
         "",
         "The state handler against its irreducible work, measured in the same run over the same events: per "
-        "record, decode and parse its JSON, and serialise each update it sends with botocore's own serializer "
-        "(unvalidated). With botocore's parameter validation added, the SDK's default request building; and the "
-        "client path, each update sent with the state function's own boto3 client instead (canned answer): the "
-        "least a handler sending through boto3's client can spend, botocore's per-call machinery included "
-        "(endpoint rules, event hooks, request preparation):",
+        "record, decode and parse its JSON, and serialise one `update_item` request per write with botocore's "
+        "own serializer (unvalidated). With botocore's parameter validation added, the SDK's default request "
+        "building; the client path, each write sent as an `update_item` with the state function's own boto3 "
+        "client instead (canned answer), botocore's per-call machinery included (endpoint rules, event hooks, "
+        "request preparation); and the batch client path, the writes sent as the handler sends them, its "
+        "PartiQL statements in `batch_execute_statement` calls of up to 25 (one canned success per statement):",
         "",
         "| per Kinesis record | CPU µs | state handler ÷ this |",
         "| --- | ---: | ---: |",
@@ -499,6 +503,8 @@ def _overhead_section(overhead: OverheadResult, write_cost: WriteCostResult) -> 
         f"| parse + validate + serialise | {floor.validated_us:,.1f} | {state_us / floor.validated_us:.2f}x |",
         f"| client path: parse + `update_item` | {floor.client_path_us:,.1f} | "
         f"{state_us / floor.client_path_us:.2f}x |",
+        f"| batch client path: parse + `batch_execute_statement` per 25 | {floor.batch_client_path_us:,.1f} | "
+        f"{state_us / floor.batch_client_path_us:.2f}x |",
     ]
     changes_per_message = write_cost.state_changes / write_cost.messages
     total = (
@@ -509,8 +515,9 @@ def _overhead_section(overhead: OverheadResult, write_cost: WriteCostResult) -> 
     lines += [
         "",
         f"Per ingested message, all three handlers: about **{total:,.0f} µs of CPU** "
-        f"({changes_per_message:.2f} state changes per message). The state handler's share is mostly botocore "
-        "building one request per message, which is what the bounded pool overlaps with the round trips.",
+        f"({changes_per_message:.2f} state changes per message). The state handler's share is mostly parsing and "
+        "validating each message and botocore serialising its statement; the per-call machinery is paid once per "
+        "25 messages.",
         "",
         f"Reduce CPU, fitted over {overhead.reduce_model.invocations} distinct invocations (each the median of its "
         "passes) of small and large delta batches: "
@@ -632,10 +639,12 @@ def render(run: BenchmarkRun, hand_written: str = "") -> str:
         f"{at_20.bounded_messages_per_second / ORIGINAL_STATE_MESSAGES_PER_SECOND:.1f}x the original's ~100 msg/s: "
         f"at 50,000 msg/s, {defaults.ours.state_executions:,.0f} concurrent state executions instead of "
         f"{defaults.original.state_executions:,.0f}.",
-        f"- **State writes**: {write_cost.stages['state'].requests / write_cost.messages:.3f} requests per message "
-        f"against 1.000, for {write_cost.state_changes / write_cost.messages:.3f} unique state changes per message "
-        f"({write_cost.stages['state'].requests / write_cost.state_changes:.3f}x: in-batch duplicates and "
-        "superseded versions are never sent, and the version cache skips the ones an earlier batch settled).",
+        f"- **State writes**: {write_cost.stages['state'].items / write_cost.messages:.3f} conditional writes per "
+        f"message against 1.000, for {write_cost.state_changes / write_cost.messages:.3f} unique state changes per "
+        f"message ({write_cost.stages['state'].items / write_cost.state_changes:.3f}x: in-batch duplicates and "
+        "superseded versions are never sent, and the version cache skips the ones an earlier batch settled), in "
+        f"{write_cost.stages['state'].requests / write_cost.messages:.3f} `BatchExecuteStatement` requests "
+        "per message.",
         f"- **Write units per message, total**: {ours_total.write_units / write_cost.messages:.2f} (`crt+marker`) "
         f"against {original_total.write_units / write_cost.messages:.2f} for the original at the default batch "
         f"sizes — **{_fewer_or_more(ours_total.write_units, original_total.write_units)}**: fewer state writes "
@@ -656,7 +665,7 @@ def render(run: BenchmarkRun, hand_written: str = "") -> str:
         "",
         *_write_cost_section(write_cost),
         *_throughput_section(run.throughput),
-        *_overhead_section(run.overhead, write_cost),
+        *overhead_section(run.overhead, write_cost),
         *_end_to_end_section(run.end_to_end),
         "## 5. Capacity plans for 50,000 and 250,000 messages/s",
         "",
@@ -704,6 +713,8 @@ def render(run: BenchmarkRun, hand_written: str = "") -> str:
         "python -m benchmarks.reducer_scaling        # section 7 alone (prints its markdown)",
         "python -m benchmarks.batch_selection        # in-batch version selection alone (CPU; not part of this page)",
         "python -m benchmarks.producer_throughput    # section 8 alone (prints its markdown)",
+        "python -m benchmarks overhead              # section 3 alone (prints its markdown)",
+        "python -m benchmarks.state_profile         # the state handler's top frames (cProfile; not part of this page)",
         "```",
         "",
     ]

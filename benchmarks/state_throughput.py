@@ -1,10 +1,10 @@
 """Benchmark 2: state-function messages/s per invocation at a simulated 5 ms and 20 ms round trip.
 
 The real handler (`state_function.handler.lambda_handler`) runs on batches of 100
-standard-workload messages; botocore builds and signs every `UpdateItem` as for AWS and
-`SimulatedRoundTrip` answers it after the chosen delay. Our bounded pool
-(`STATE_WRITE_CONCURRENCY=16`, the default) and one-at-a-time writes
-(`STATE_WRITE_CONCURRENCY=1`, the original design's loop) alternate invocation by
+standard-workload messages; botocore builds and signs every `BatchExecuteStatement` (up to 25
+writes) as for AWS and `SimulatedRoundTrip` answers it after the chosen delay. Our bounded pool
+(`STATE_WRITE_CONCURRENCY=16`, the default) and one call at a time
+(`STATE_WRITE_CONCURRENCY=1`) alternate invocation by
 invocation in the same run, so both see the same machine state; the figure is the
 median over repetitions of messages received ÷ invocation wall time.
 """

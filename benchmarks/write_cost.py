@@ -116,8 +116,8 @@ class WriteCostResult:
 def _original_design(
     messages: int, counter: WriteCallCounter, map_stage: str, reduce_batches: Sequence[Sequence[dict[str, Any]]]
 ) -> tuple[dict[str, StageWriteCost], int]:
-    state_calls = [c for c in counter.calls if c.stage == "state" and c.operation == "UpdateItem"]
-    units_per_state_write = sum(c.write_units for c in state_calls) / max(1, len(state_calls))
+    state_calls = [c for c in counter.calls if c.stage == "state" and c.operation == "BatchExecuteStatement"]
+    units_per_state_write = sum(c.write_units for c in state_calls) / max(1, sum(c.items for c in state_calls))
     state = StageWriteCost(requests=messages, items=messages, write_units=round(messages * units_per_state_write))
     map_cost = StageWriteCost()
     for call in counter.calls:

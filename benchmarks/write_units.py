@@ -25,13 +25,25 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aggregation.item_size import attribute_value_size_bytes, item_size_bytes
+from aggregation.names import TRADE_ID
+from local.emulator import partiql_statements as partiql
 
 KILOBYTE = 1024
 TRANSACTIONAL_WRITE_MULTIPLIER = 2
 MAX_TRANSACTION_ACTIONS_ORIGINAL = 100  # TransactWriteItems holds at most 100 actions
 PENDING_CALL_KEY = "benchmarks.write_call"
 """Where the request's parameters wait, in botocore's per-call context, for its response."""
-WRITE_OPERATIONS = ("UpdateItem", "PutItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem")
+WRITE_OPERATIONS = (
+    "UpdateItem",
+    "PutItem",
+    "DeleteItem",
+    "TransactWriteItems",
+    "BatchWriteItem",
+    "BatchExecuteStatement",
+)
+PARTIQL_KEY_NAMES = (TRADE_ID,)
+"""The key of the only table the benchmarks write with PartiQL: the state function's StateTable."""
+FAILED_STATEMENT_CODES = ("ConditionalCheckFailed", "DuplicateItem")
 
 
 def updated_item_size_bytes(
@@ -70,6 +82,19 @@ def transact_item_size_bytes(action: Mapping[str, Any]) -> int:
     return item_size_bytes(body["Key"])  # Delete and ConditionCheck: billed on the item, at least 1 KB
 
 
+def statement_item_size_bytes(statement: Mapping[str, Any]) -> int:
+    """Size of the item one PartiQL write statement leaves: an INSERT's item; an UPDATE's key and
+    every value it sets (as `updated_item_size_bytes` counts an UpdateItem's)."""
+    parsed = partiql.parse(statement["Statement"], statement.get("Parameters", ()))
+    if isinstance(parsed, partiql.Insert):
+        return item_size_bytes(parsed.item)
+    size = item_size_bytes(partiql.item_key(parsed, PARTIQL_KEY_NAMES))
+    if isinstance(parsed, partiql.Update):
+        for path, value in parsed.assignments:
+            size += len(path.attribute.encode("utf-8")) + attribute_value_size_bytes(value)
+    return size
+
+
 def request_write_units(operation: str, params: Mapping[str, Any]) -> tuple[int, int]:
     """(items written, write request units) of one write request, by DynamoDB's billing rules."""
     if operation == "PutItem":
@@ -88,6 +113,9 @@ def request_write_units(operation: str, params: Mapping[str, Any]) -> tuple[int,
         requests = [r for table_requests in params["RequestItems"].values() for r in table_requests]
         units = sum(write_units(item_size_bytes(r["PutRequest"]["Item"]) if "PutRequest" in r else 1) for r in requests)
         return len(requests), units
+    if operation == "BatchExecuteStatement":  # billed per statement, as the single-item write it is
+        statements = params["Statements"]
+        return len(statements), sum(write_units(statement_item_size_bytes(s)) for s in statements)
     raise ValueError(f"{operation} is not a write")
 
 
@@ -103,6 +131,7 @@ class WriteCall:
     reported_capacity: float | None  # the emulator's ConsumedCapacity, where it gave one
     seconds: float
     params: Mapping[str, Any]
+    failed_statements: int = 0  # a BatchExecuteStatement's statements that failed their condition or met the item
 
 
 @dataclass
@@ -159,6 +188,10 @@ class WriteCallCounter:
         operation, params, started = pending
         items, units = request_write_units(operation, params)
         outcome = str(parsed.get("Error", {}).get("Code", "")) or "ok"
+        failed = sum(
+            str(response.get("Error", {}).get("Code", "")) in FAILED_STATEMENT_CODES
+            for response in parsed.get("Responses", ())
+        )
         with self._lock:
             self.calls.append(
                 WriteCall(
@@ -170,6 +203,7 @@ class WriteCallCounter:
                     reported_capacity=reported_capacity(parsed.get("ConsumedCapacity")),
                     seconds=time.perf_counter() - started,
                     params=params,
+                    failed_statements=failed,
                 )
             )
 
@@ -196,6 +230,7 @@ def summarise_calls(calls: Sequence[WriteCall]) -> dict[str, StageWriteCost]:
         cost.items += call.items
         cost.write_units += call.write_units
         cost.failed_conditions += call.outcome in ("ConditionalCheckFailedException", "TransactionCanceledException")
+        cost.failed_conditions += call.failed_statements
         if call.reported_capacity is not None:
             cost.reported_capacity += call.reported_capacity
             cost.reported_requests += 1

@@ -210,8 +210,9 @@ class StateStage(Construct):
         ingest.stream.grant(function, *KINESIS_POLLING_ACTIONS)
         retry_until_record_expires(function)
         keys.allow_roles([self.handler.role], ["kinesis", "dynamodb"], sid="StateFunction")
-        # Only the conditional UpdateItem: no reads, no deletes, no transactions.
-        tables.state_table.grant(function, "dynamodb:UpdateItem")
+        # Only PartiQL INSERT and conditional UPDATE statements (BatchExecuteStatement is authorised per
+        # statement): no reads, no deletes, no transactions.
+        tables.state_table.grant(function, "dynamodb:PartiQLInsert", "dynamodb:PartiQLUpdate")
         # A quarantined record is put once (conditionally: never over evidence already there) and
         # never read back. No BatchWriteItem: IAM cannot tell its puts from its deletes.
         tables.quarantine_table.grant(function, "dynamodb:PutItem")

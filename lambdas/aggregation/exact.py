@@ -51,50 +51,61 @@ def canonical_number(value: Decimal) -> Decimal:
     its range (`0E+500`: Clamped) and a coefficient longer than 38 digits (`Rounded`), and
     the canonical form of a storable number has neither.
     """
+    return canonical_parts(value)[0]
+
+
+def canonical_parts(value: Decimal) -> tuple[Decimal, tuple[int, ...], int]:
+    """`canonical_number(value)` with its coefficient's digits and its exponent (zero: ``(0,)`` and 0).
+
+    One reading of the digits serves every check that follows (storable, domain, the written
+    form): each message's Value and Timestamp go through them on the state function's path.
+    """
     if not value.is_finite():
         raise ValueError(f"{value} is not a finite number")
     if value.is_zero():
-        return ZERO
+        return ZERO, (0,), 0
     sign, digits, exponent = value.as_tuple()
     assert isinstance(exponent, int)  # finite, checked above
     if digits[-1] != 0:
-        return value  # already canonical: the common case, on every message's path, so kept cheap
+        return value, digits, exponent  # already canonical: the common case, so kept cheap
     kept = len(digits)
     while digits[kept - 1] == 0:  # a non-zero coefficient has a non-zero digit
         kept -= 1
-    return Decimal((sign, digits[:kept], exponent + len(digits) - kept))
+    exponent += len(digits) - kept
+    return Decimal((sign, digits[:kept], exponent)), digits[:kept], exponent
 
 
 def smallest_exponent(value: Decimal) -> int:
     """The exponent of the last significant digit of a finite `value` (0 for zero)."""
-    exponent = canonical_number(value).as_tuple().exponent
-    assert isinstance(exponent, int)  # finite
-    return exponent
+    return canonical_parts(value)[2]
 
 
 def significant_digits(value: Decimal) -> int:
     """Digits DynamoDB counts: leading and trailing zeros are not significant."""
-    return len(canonical_number(value).as_tuple().digits)
+    return len(canonical_parts(value)[1])
+
+
+def _is_storable(digits: tuple[int, ...], exponent: int) -> bool:
+    """Whether a canonical number of these digits and exponent is a DynamoDB number (zero, ``(0,)``
+    and 0, is): at most 38 significant digits, magnitude 1E-130 .. <1E+126."""
+    return (
+        len(digits) <= DYNAMODB_MAX_DIGITS
+        and exponent + len(digits) - 1 <= DYNAMODB_MAX_ADJUSTED_EXPONENT
+        and exponent >= DYNAMODB_MIN_EXPONENT
+    )
+
+
+def storable_canonical(value: Decimal) -> Decimal | None:
+    """The canonical form of a finite `value` when DynamoDB can store it exactly, else None."""
+    canonical, digits, exponent = canonical_parts(value)
+    return canonical if _is_storable(digits, exponent) else None
 
 
 def is_dynamodb_number(value: Decimal) -> bool:
     """True when DynamoDB can store `value` exactly: finite, and zero or of at most 38
     significant digits with magnitude 1E-130 .. <1E+126. Decided without a context, so any
     `Decimal` gets an answer, never an exception."""
-    return value.is_finite() and _is_storable(canonical_number(value))
-
-
-def _is_storable(normal: Decimal) -> bool:
-    """`is_dynamodb_number` of a number already in its canonical form (`canonical_number`)."""
-    if normal.is_zero():
-        return True
-    _, digits, exponent = normal.as_tuple()
-    assert isinstance(exponent, int)  # finite
-    return (
-        len(digits) <= DYNAMODB_MAX_DIGITS
-        and normal.adjusted() <= DYNAMODB_MAX_ADJUSTED_EXPONENT
-        and exponent >= DYNAMODB_MIN_EXPONENT
-    )
+    return value.is_finite() and storable_canonical(value) is not None
 
 
 def dynamodb_number(value: Decimal) -> Decimal:
@@ -106,12 +117,13 @@ def dynamodb_number(value: Decimal) -> Decimal:
     Raises `ValueError` when DynamoDB cannot store it: validation keeps such numbers out, so
     this is the last guard against writing a number other than the one validated.
     """
-    if not value.is_finite() or not _is_storable(normal := canonical_number(value)):
+    if not value.is_finite():
         raise ValueError(f"{value} is not representable as a DynamoDB number")
-    sign, digits, exponent = normal.as_tuple()
-    assert isinstance(exponent, int)  # finite
+    normal, digits, exponent = canonical_parts(value)
+    if not _is_storable(digits, exponent):
+        raise ValueError(f"{value} is not representable as a DynamoDB number")
     if exponent > 0 and len(digits) + exponent <= DYNAMODB_MAX_DIGITS:
-        return Decimal((sign, digits + (0,) * exponent, 0))
+        return Decimal((normal.is_signed(), digits + (0,) * exponent, 0))
     return normal
 
 
@@ -122,4 +134,4 @@ def number_attribute(value: Decimal | int) -> dict[str, str]:
     copies a storable canonical number unchanged), without its type dispatch, which costs a
     write path several times the conversion itself.
     """
-    return {"N": str(dynamodb_number(Decimal(value)))}
+    return {"N": str(dynamodb_number(value if isinstance(value, Decimal) else Decimal(value)))}

@@ -21,7 +21,7 @@ old and new values of changes still in flight), so any realistic node fits.
 from dataclasses import dataclass
 from decimal import Decimal
 
-from aggregation.exact import DYNAMODB_MAX_DIGITS, canonical_number, smallest_exponent
+from aggregation.exact import DYNAMODB_MAX_DIGITS, canonical_parts
 
 MIN_SUM_HEADROOM_DIGITS = 9
 """Digits every domain leaves for sums: one reduce invocation adds at most
@@ -65,9 +65,10 @@ class ValueDomain:
         makes it raise."""
         if value.is_zero():
             return None
-        if canonical_number(value).adjusted() >= self.integer_digits:
+        canonical, _, exponent = canonical_parts(value)
+        if canonical.adjusted() >= self.integer_digits:
             return f"more than {self.integer_digits} integer digits (valueIntegerDigits)"
-        if -smallest_exponent(value) > self.fraction_digits:
+        if -exponent > self.fraction_digits:
             return f"more than {self.fraction_digits} fraction digits (valueFractionDigits)"
         return None
 

@@ -88,6 +88,12 @@ def unpack_stored_version(packed: bytes) -> StoredVersion:
     return StoredVersion(version, digest, writer)
 
 
+def settles(stored: StoredVersion | None, version: int) -> bool:
+    """Whether `stored`, a version the table was seen to hold, decides a message of `version`
+    without a write: it does when the message's version is not above it (its condition would fail)."""
+    return stored is not None and version <= stored.version
+
+
 class VersionCache:
     """TradeID -> the highest `StoredVersion` seen, least recently used evicted beyond `capacity`.
 
@@ -112,14 +118,6 @@ class VersionCache:
                 return None
             self._entries.move_to_end(trade_id)
         return unpack_stored_version(packed)
-
-    def settling(self, trade_id: str, version: int) -> StoredVersion | None:
-        """The stored version known to decide a message of `version` without a write, if any.
-
-        It does when the message's version is not above it: its condition would fail.
-        """
-        stored = self.get(trade_id)
-        return stored if stored is not None and version <= stored.version else None
 
     def remember(self, trade_id: str, stored: StoredVersion) -> None:
         """Keep `stored` unless a higher version of the trade is already known (versions only grow)."""

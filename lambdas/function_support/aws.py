@@ -47,14 +47,14 @@ def dynamodb_client() -> "DynamoDBClient":
 
 @cache
 def state_update_client() -> "DynamoDBClient":
-    """The state function's conditional `update_item`s, sent without botocore's parameter validation.
+    """The state function's `batch_execute_statement` calls, sent without botocore's parameter validation.
 
-    Safe because every such request is validated before it exists: `update_arguments` builds it
-    at the door, its shape fixed and every value what boto3's `TypeSerializer` makes of it or a string,
-    and `tests/lambdas/test_door_properties.py` runs botocore's own `validate_parameters` (what
-    this option turns off, the same check) over the requests it builds from edge-case records.
-    Validation is about 50 µs per request, the largest share of the function's CPU per record
-    after serialisation itself. Every other request keeps `dynamodb_client`, validated.
+    Safe because every statement is validated before it exists: `state_write_values` builds its
+    parameters at the door, their shape fixed and every value what boto3's `TypeSerializer` makes of
+    it or a string, and `tests/lambdas/test_door_properties.py` runs botocore's own
+    `validate_parameters` (what this option turns off, the same check) over the statements it builds
+    from edge-case records. Validation is about as costly as serialisation itself, per value. Every
+    other request keeps `dynamodb_client`, validated.
     """
     return boto3.client("dynamodb", config=SDK_CONFIG.merge(Config(parameter_validation=False)))
 

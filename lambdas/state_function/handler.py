@@ -6,11 +6,13 @@ quarantined alone (its identity is still its TradeID and Version, so a message s
 in one aggregate or two, or once aggregated and once plain, is applied once).
 
 Per batch: parse and validate every message (invalid ones are quarantined), keep
-only the highest Version per TradeID, and issue one conditional `update_item` per
-remaining message (`attribute_not_exists(TradeID) OR Version < :version`). A
-failed condition means the table already holds this or a newer version: the
-message is a duplicate or stale and changes nothing. Writes for distinct TradeIDs
-are independent, so they run concurrently in a bounded pool.
+only the highest Version per TradeID, and write each remaining message unless the table
+holds this or a newer version: a PartiQL INSERT where there is no item, an UPDATE
+`WHERE "Version" < ?` where there is one (`aggregation.state_statements`), up to 25 per
+`BatchExecuteStatement` call, each statement answered on its own. A failed condition means
+the table already holds this or a newer version: the message is a duplicate or stale and
+changes nothing. Writes for distinct TradeIDs are independent, so the calls run
+concurrently in a bounded pool.
 
 Each item stores the trade's node path (`NodePath`: its hierarchy values in the level order
 configured now), so the map function subtracts a later version's predecessor from exactly the
@@ -30,15 +32,18 @@ a later message whose Version is not above the one seen would certainly fail its
 condition, so it is settled from memory without a write, reported exactly as the
 failed condition would have been, and counted in `WritesSkippedByVersionCache`.
 
-Each record's write is built, and serialized, at the door, before anything is written:
+Each record's write is built at the door, before anything is written:
 whatever raises while a record is parsed, checked or turned into its request is that
 record's fault, so it is quarantined with the exception as its reason (`quarantine_reason`)
 and the batch goes on. Only the writes themselves can fail the batch: a DynamoDB or network
 error is retryable, and quarantining it would lose a valid message.
 """
 
+import random
 import threading
-from collections.abc import Callable, Iterator, Sequence
+import time
+from base64 import b64decode
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from functools import cache
@@ -46,13 +51,9 @@ from typing import Any, TypeVar, cast
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.data_classes import KinesisStreamEvent
-from aws_lambda_powertools.utilities.data_classes.kinesis_stream_event import KinesisStreamRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from botocore.exceptions import ClientError
 
 from aggregation.batches import is_conflicting_duplicate, select_latest_versions
-from aggregation.exact import number_attribute
 from aggregation.kpl import CorruptAggregate, is_aggregate, user_records
 from aggregation.messages import InvalidMessage, TradeMessage, parse_trade_message
 from aggregation.names import (
@@ -63,15 +64,21 @@ from aggregation.names import (
     METRICS_NAMESPACE,
     QUARANTINED_RECORDS,
     STATE_SERVICE,
-    TRADE_HIERARCHY,
-    TRADE_ID,
-    TRADE_NODE_PATH,
-    TRADE_TIMESTAMP,
-    TRADE_VALUE,
+)
+from aggregation.state_statements import (
+    Answer,
+    StatementTexts,
+    StateWriteValues,
+    answer,
+    call_groups,
+    insert_statement,
+    state_write_values,
+    statement_texts,
+    update_statement,
 )
 from aggregation.value_domain import ValueDomain
-from aggregation.versions import StoredVersion, VersionCache
-from function_support.aws import error_code, state_update_client
+from aggregation.versions import StoredVersion, VersionCache, settles
+from function_support.aws import state_update_client
 from function_support.faults import FailurePoint, maybe_inject_failure
 from function_support.settings import (
     hierarchy_levels,
@@ -85,6 +92,15 @@ from state_function.quarantine import QuarantinedRecord, RecordOrigin, quarantin
 STAGE = "STATE"
 DEFAULT_WRITE_CONCURRENCY = 16
 DEFAULT_VERSION_CACHE_SIZE = 100_000
+MAX_ROUNDS = 4
+"""Rounds that switch statements between INSERT and UPDATE, per call: after the first INSERT, an
+UPDATE (the item existed), an INSERT (the UPDATE found none: impossible while items are never
+deleted), an UPDATE. A fourth switch is a defect: raise."""
+MAX_RESENDS = 5
+"""Resends of throttled statements per call, each after a jittered pause; then the batch fails and
+Lambda retries it (the SDK has already retried each call's own throttling)."""
+FIRST_RESEND_PAUSE_SECONDS = 0.05
+MAX_RESEND_PAUSE_SECONDS = 1.0
 
 SERVICE = STATE_SERVICE
 
@@ -108,13 +124,13 @@ class StateWrite:
     applied_digest: str | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ReceivedMessage:
-    """A valid record and its conditional update, ready to send (`update_arguments`)."""
+    """A valid record and its write's values, ready to send (`state_write_values`)."""
 
     origin: RecordOrigin
     message: TradeMessage
-    update: dict[str, Any]
+    write: StateWriteValues
 
 
 def conflict_reason(message: TradeMessage) -> str:
@@ -203,56 +219,7 @@ def stored_item_version(item: dict[str, Any]) -> StoredVersion:
     )
 
 
-def update_arguments(table_name: str, message: TradeMessage, event_id: str, levels: tuple[str, ...]) -> dict[str, Any]:
-    """The `update_item` arguments writing `message` unless the table holds this or a newer version.
-
-    Pure, and every number converted here (`number_attribute`, which refuses what DynamoDB
-    cannot store), so a message whose write cannot be built is found at the door, before any
-    write, and quarantined rather than failing the batch. The attribute values are built
-    directly, as boto3's `TypeSerializer` would build them (a property test holds them equal):
-    its type dispatch took about 14 µs a message (three times the building itself).
-    """
-    names = {
-        "#trade_id": TRADE_ID,
-        "#version": "Version",
-        "#value": TRADE_VALUE,
-        "#hierarchy": TRADE_HIERARCHY,
-        "#path": TRADE_NODE_PATH,
-        "#timestamp": TRADE_TIMESTAMP,
-        "#digest": "ContentDigest",
-        "#writer": "WrittenByEventId",
-    }
-    values = {
-        ":version": {"N": str(message.version)},  # an integer below 10^38: its digits (VERSION_LIMIT)
-        ":value": number_attribute(message.value),
-        ":hierarchy": {"M": {level: {"S": name} for level, name in zip(levels, message.hierarchy, strict=True)}},
-        ":path": {"L": [{"S": name} for name in message.hierarchy]},
-        ":digest": {"S": message.content_digest},
-        ":writer": {"S": event_id},
-    }
-    assignments = (
-        "#value = :value, #version = :version, #hierarchy = :hierarchy, #path = :path, "
-        "#digest = :digest, #writer = :writer"
-    )
-    if message.timestamp is None:
-        update = f"SET {assignments} REMOVE #timestamp"
-    else:
-        values[":timestamp"] = number_attribute(message.timestamp)
-        update = f"SET {assignments}, #timestamp = :timestamp"
-    return {
-        "TableName": table_name,
-        "Key": {TRADE_ID: {"S": message.trade_id}},
-        "UpdateExpression": update,
-        "ConditionExpression": "attribute_not_exists(#trade_id) OR #version < :version",
-        "ExpressionAttributeNames": names,
-        "ExpressionAttributeValues": values,
-        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-    }
-
-
-def receive(
-    origin: RecordOrigin, table_name: str, levels: tuple[str, ...], domain: ValueDomain
-) -> ReceivedMessage | QuarantinedRecord:
+def receive(origin: RecordOrigin, levels: tuple[str, ...], domain: ValueDomain) -> ReceivedMessage | QuarantinedRecord:
     """One record, parsed, checked and its write built; or, whatever went wrong, its quarantine entry.
 
     `InvalidMessage` is a rule the record breaks. Any other exception is a defect this record
@@ -261,7 +228,7 @@ def receive(
     """
     try:
         message = parse_trade_message(origin.payload, levels, domain)
-        return ReceivedMessage(origin, message, update_arguments(table_name, message, origin.event_id, levels))
+        return ReceivedMessage(origin, message, state_write_values(message, origin.event_id))
     except InvalidMessage as error:
         return QuarantinedRecord(origin, error.reason)
     except Exception as error:  # one record's defect must not stall its shard (docstring)
@@ -269,72 +236,132 @@ def receive(
         return QuarantinedRecord(origin, quarantine_reason(error))
 
 
-def record_origins(record: KinesisStreamRecord) -> Iterator[RecordOrigin | QuarantinedRecord]:
-    """The messages one Kinesis record carries: itself, or each user record of its KPL aggregate.
+def record_origins(record: dict[str, Any]) -> list[RecordOrigin | QuarantinedRecord]:
+    """The messages one Kinesis event record carries: itself, or each user record of its KPL aggregate.
 
+    Read from the event's dicts directly: Powertools' `KinesisStreamRecord` builds a new view
+    object on every attribute access, a few µs per record for nothing the function needs.
     An aggregate that cannot be read (`CorruptAggregate`: digest, protobuf or tables) is one
     quarantine entry with its reason, never a partial read.
     """
-    kinesis = record.kinesis  # a new Powertools view on every access
+    kinesis = record["kinesis"]
+    event_id: str = record["eventID"]
     origin = RecordOrigin(
-        event_id=record.event_id,
-        shard_id=record.event_id.split(":", 1)[0],
-        sequence_number=kinesis.sequence_number,
-        partition_key=kinesis.partition_key,
-        payload=kinesis.data_as_bytes(),
+        event_id=event_id,
+        shard_id=event_id.split(":", 1)[0],
+        sequence_number=kinesis["sequenceNumber"],
+        partition_key=kinesis["partitionKey"],
+        payload=b64decode(kinesis["data"]),
     )
     if not is_aggregate(origin.payload):
-        yield origin
-        return
+        return [origin]
     try:
         carried = user_records(origin.payload)
     except CorruptAggregate as error:
-        yield QuarantinedRecord(origin, error.reason)
-        return
-    for user in carried:
-        yield replace(
+        return [QuarantinedRecord(origin, error.reason)]
+    return [
+        replace(
             origin,
             event_id=f"{origin.event_id}:{user.sub_sequence_number}",
             partition_key=user.partition_key,
             payload=user.data,
             sub_sequence_number=user.sub_sequence_number,
         )
+        for user in carried
+    ]
 
 
-def apply_state_change(received: ReceivedMessage, known: VersionCache) -> StateWrite:
-    """Send the record's conditional update; remember what the table answered.
+class WritesUnsettled(RuntimeError):
+    """Statements still unanswered after every round and resend allowed: the batch fails and is retried."""
 
-    Only an answer is remembered (a write, or a failed condition with the stored item):
-    any other error propagates, fails the batch (it is retried) and teaches `known` nothing.
-    The request was validated when it was built (`state_update_client`).
+
+def _resend_pause(resend: int) -> float:
+    """Seconds to wait before the `resend`-th resend of throttled statements: full jitter on an
+    exponential backoff, so writers throttled together do not come back together."""
+    return random.uniform(0, min(MAX_RESEND_PAUSE_SECONDS, FIRST_RESEND_PAUSE_SECONDS * 2**resend))
+
+
+def write_statements(
+    texts: StatementTexts, items: Sequence[ReceivedMessage], inserting: list[bool], known: VersionCache
+) -> list[StateWrite]:
+    """Write `items` (distinct TradeIDs, at most 25) with one `BatchExecuteStatement` per round.
+
+    Each message starts as the statement `inserting` says (INSERT unless the version cache knows
+    an older version of the trade) and is sent again as the other one when its item says so
+    (`aggregation.state_statements.answer`); throttled statements are sent again after a jittered
+    pause. Each answer about the item (a write, or a failed condition with the stored item) is
+    remembered in `known`. Anything else, or statements still unanswered after `MAX_ROUNDS` rounds
+    and `MAX_RESENDS` throttled resends, raises: the batch is retried, and every statement is
+    idempotent (a message's own earlier write is recognised by `WrittenByEventId`, `outcome`).
     """
-    message = received.message
-    try:
-        state_update_client().update_item(**received.update)
-    except ClientError as error:
-        if error_code(error) != "ConditionalCheckFailedException":
-            raise
-        # ALL_OLD: the item that won, holding this or a newer version.
-        stored = stored_item_version(cast(dict[str, Any], error.response)["Item"])
-    else:
-        stored = StoredVersion(message.version, message.content_digest, received.origin.event_id)
-    known.remember(message.trade_id, stored)
-    return outcome(received, stored)
+    writes: list[StateWrite | None] = [None] * len(items)
+    pending = list(range(len(items)))
+    switches = resends = 0
+    client = state_update_client()
+    while pending:
+        statements = [(insert_statement if inserting[i] else update_statement)(texts, items[i].write) for i in pending]
+        responses = client.batch_execute_statement(Statements=statements)["Responses"]
+        unanswered, switched, throttled = [], False, False
+        for index, response in zip(pending, responses, strict=True):
+            received = items[index]
+            kind = answer(response, inserting[index])
+            if kind is Answer.WRITTEN:
+                message = received.message
+                stored = StoredVersion(message.version, message.content_digest, received.origin.event_id)
+            elif kind is Answer.STORED:
+                stored = stored_item_version(response["Error"]["Item"])
+            else:
+                if kind is Answer.SEND_AGAIN:
+                    throttled = True
+                else:
+                    inserting[index] = kind is Answer.SEND_AS_INSERT
+                    switched = True
+                unanswered.append(index)
+                continue
+            known.remember(received.message.trade_id, stored)
+            writes[index] = outcome(received, stored)
+        pending = unanswered
+        switches += switched
+        if switches >= MAX_ROUNDS:
+            raise WritesUnsettled(
+                f"{len(pending)} state writes unsettled after {MAX_ROUNDS} rounds of INSERT and UPDATE"
+            )
+        if throttled:
+            resends += 1
+            if resends > MAX_RESENDS:
+                raise WritesUnsettled(f"{len(pending)} state writes still throttled after {MAX_RESENDS} resends")
+            time.sleep(_resend_pause(resends))
+    return cast(list[StateWrite], writes)
 
 
-def settle_messages(table_name: str, latest: list[ReceivedMessage]) -> tuple[list[StateWrite], int]:
+def settle_messages(
+    table_name: str, levels: tuple[str, ...], latest: list[ReceivedMessage]
+) -> tuple[list[StateWrite], int]:
     """The outcome of each message (one per TradeID), and how many the version cache settled without a write.
 
-    The others are written concurrently in the bounded pool, each outcome remembered.
+    The others are written in calls of up to 25 statements, run concurrently in the bounded pool,
+    each outcome remembered.
     """
     known = version_cache(table_name)
-    settled = [known.settling(item.message.trade_id, item.message.version) for item in latest]
-    to_write = [item for item, stored in zip(latest, settled, strict=True) if stored is None]
-    written = iter(write_lanes().run(to_write, lambda item: apply_state_change(item, known)))
-    writes = [
-        next(written) if stored is None else outcome(item, stored) for item, stored in zip(latest, settled, strict=True)
+    seen = [known.get(item.message.trade_id) for item in latest]
+    writes: list[StateWrite | None] = [
+        outcome(item, stored) if stored is not None and settles(stored, item.message.version) else None
+        for item, stored in zip(latest, seen, strict=True)
     ]
-    return writes, len(latest) - len(to_write)
+    to_write = [index for index, write in enumerate(writes) if write is None]
+    texts = statement_texts(table_name, levels)
+
+    def write_group(group: range) -> list[StateWrite]:
+        chosen = [to_write[position] for position in group]
+        return write_statements(
+            texts, [latest[index] for index in chosen], [seen[index] is None for index in chosen], known
+        )
+
+    groups = call_groups(len(to_write))
+    for group, written in zip(groups, write_lanes().run(groups, write_group), strict=True):
+        for position, write in zip(group, written, strict=True):
+            writes[to_write[position]] = write
+    return cast(list[StateWrite], writes), len(latest) - len(to_write)
 
 
 @metrics.log_metrics
@@ -348,16 +375,16 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, i
 
     received: list[ReceivedMessage] = []
     rejected: list[QuarantinedRecord] = []
-    for record in KinesisStreamEvent(event).records:
+    for record in event["Records"]:
         for carried in record_origins(record):
-            at_door = receive(carried, state_table, levels, domain) if isinstance(carried, RecordOrigin) else carried
+            at_door = receive(carried, levels, domain) if isinstance(carried, RecordOrigin) else carried
             if isinstance(at_door, ReceivedMessage):
                 received.append(at_door)
             else:
                 rejected.append(at_door)
 
     selection = select_latest_versions(received, lambda item: item.message)
-    writes, skipped = settle_messages(state_table, selection.latest)
+    writes, skipped = settle_messages(state_table, levels, selection.latest)
     applied_digests = {
         item.message.trade_id: w.applied_digest for item, w in zip(selection.latest, writes, strict=True)
     }

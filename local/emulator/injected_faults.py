@@ -144,7 +144,15 @@ THROTTLE_ERRORS = ("ProvisionedThroughputExceededException", "ThrottlingExceptio
 DEFAULT_HOLD_SECONDS = 11.0
 """``timeout`` holds the connection just past the functions' 10-second SDK read timeout."""
 
-_DYNAMODB_WRITES = ("PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem")
+_DYNAMODB_WRITES = (
+    "PutItem",
+    "UpdateItem",
+    "DeleteItem",
+    "TransactWriteItems",
+    "BatchWriteItem",
+    "BatchExecuteStatement",  # PartiQL: the state function's writes
+    "ExecuteStatement",
+)
 _DYNAMODB_READS = ("GetItem", "Query", "Scan", "BatchGetItem", "TransactGetItems")
 DEFAULT_OPERATIONS: dict[str, dict[str, tuple[str, ...]]] = {
     LOST_RESPONSE: {"dynamodb": _DYNAMODB_WRITES, "kinesis": ("PutRecords", "PutRecord"), "s3": ("PutObject",)},
@@ -159,6 +167,10 @@ DEFAULT_OPERATIONS: dict[str, dict[str, tuple[str, ...]]] = {
 """Operations a rule targets when it names none: the data plane, never the deployer's calls."""
 
 TARGET_PREFIXES = {"DynamoDB_": "dynamodb", "DynamoDBStreams_": "dynamodbstreams", "Kinesis_": "kinesis"}
+PARTIQL_TABLE = re.compile(
+    r'\b(?:INTO|UPDATE|FROM)\s+(?:"(?P<quoted>(?:[^"]|"")+)"|(?P<plain>[A-Za-z0-9_.-]+))', re.IGNORECASE
+)
+"""The table a PartiQL statement names (`INSERT INTO "T"`, `UPDATE "T"`, `DELETE FROM T`, `SELECT ... FROM T`)."""
 _SIGNING_SERVICE = re.compile(r"Credential=[^/,]+/\d{8}/[^/]+/([^/]+)/aws4_request")
 _DYNAMODB_ERROR_PREFIX = "com.amazonaws.dynamodb.v20120810#"
 
@@ -315,23 +327,34 @@ def identify(environ: dict[str, Any]) -> RequestInfo | None:
     if not target:
         return RequestInfo(service, _query_action(environ))
     body = _json_object(_read_body(environ))
+    transact_items: list[Any] = body["TransactItems"] if isinstance(body.get("TransactItems"), list) else []
+    return RequestInfo(service, operation, tuple(_named_resources(body, transact_items)), len(transact_items))
+
+
+def _named_resources(body: dict[str, Any], transact_items: list[Any]) -> list[str]:
+    """The tables and streams a JSON request body names: its own fields, a batch's or transaction's
+    tables, a PartiQL statement's table, a shard iterator's stream."""
     resources: list[str] = []
     for key in ("TableName", "TableArn", "StreamName", "StreamARN", "StreamArn", "ResourceArn"):
         if isinstance(body.get(key), str):
             resources.append(body[key])
     if isinstance(body.get("RequestItems"), dict):
         resources.extend(body["RequestItems"])
-    transact_items: list[Any] = body["TransactItems"] if isinstance(body.get("TransactItems"), list) else []
     for item in transact_items:
         for action in item.values() if isinstance(item, dict) else ():
             if isinstance(action, dict) and isinstance(action.get("TableName"), str):
                 resources.append(action["TableName"])
+    statements = body["Statements"] if isinstance(body.get("Statements"), list) else [body]
+    for statement in statements:
+        text = statement.get("Statement") if isinstance(statement, dict) else None
+        if isinstance(text, str) and (table := PARTIQL_TABLE.search(text)) is not None:
+            resources.append((table.group("quoted") or "").replace('""', '"') or table.group("plain"))
     iterator = body.get("ShardIterator")
     if isinstance(iterator, str):
         resources.append(iterator)  # DynamoDB Streams: holds the table's stream ARN
         with contextlib.suppress(binascii.Error, ValueError):  # Kinesis: base64 "stream:shard:seq:issued"
             resources.append(base64.b64decode(iterator).decode("utf-8", "replace"))
-    return RequestInfo(service, operation, tuple(resources), len(transact_items))
+    return resources
 
 
 _S3_PUT_OBJECT_QUERY = {"x-id": ["PutObject"]}

@@ -4,7 +4,7 @@ Records are generated at the edges (extreme exponents, zeros with huge exponents
 400+ digit numbers, versions around 10^38, level values that begin with `#`, whitespace,
 unicode, lone surrogates, terminal escapes, C1 controls and bidirectional overrides). Each is
 either refused by validation with a reason, or passes every
-stage's write-building without an exception: the state update as the handler builds it, the
+stage's write-building without an exception: the state statements as the handler builds them, the
 map stage's delta items, the reduce transactions and the archive document, each checked
 against the request shapes of botocore's DynamoDB model and DynamoDB's item and key limits. The
 totals every stage would write equal an independent sum of the accepted records' values, read
@@ -15,7 +15,7 @@ functions only, no emulator.
 
 import json
 from decimal import Context, Decimal, Inexact, Rounded
-from typing import Any
+from typing import Any, cast
 
 import botocore.session
 from boto3.dynamodb.types import TypeSerializer
@@ -36,13 +36,14 @@ from aggregation.exact import dynamodb_number
 from aggregation.hierarchy import DYNAMODB_MAX_KEY_BYTES
 from aggregation.item_size import MAX_ITEM_BYTES, item_size_bytes
 from aggregation.messages import InvalidMessage, TradeMessage, parse_trade_message
+from aggregation.state_statements import insert_statement, state_write_values, statement_texts, update_statement
 from aggregation.stream_images import decode_image
 from aggregation.transactions import DeltaBatch, plan_transactions, split_into_units
 from aggregation.value_domain import DEFAULT_VALUE_DOMAIN
+from local.emulator.partiql_statements import Insert, Update, parse
 from local.runner.inprocess import LEVELS
 from map_function.handler import StateChange, delta_items, trade_state
 from reduce_function.handler import IdempotencyMode, transaction_items
-from state_function.handler import update_arguments
 from toolkit.untrusted import UNSAFE_CHARACTERS, untrusted_text
 
 DYNAMODB = botocore.session.get_session().get_service_model("dynamodb")
@@ -139,10 +140,10 @@ def assert_valid_request(operation: str, request: dict[str, Any]) -> None:
     """What botocore checks before it sends anything (types, required members, lengths).
 
     `validate_parameters` is botocore's parameter validation itself, the very check a client
-    with `Config(parameter_validation=False)` skips. The state function's updates are sent that
+    with `Config(parameter_validation=False)` skips. The state function's statements are sent that
     way (`function_support.aws.state_update_client`): this test is where they are validated,
-    over requests `update_arguments` built from edge-case records. Their shape is fixed and
-    every value is what boto3's `TypeSerializer` makes of it (`assert_serialised_by_boto3`) or a
+    over statements `state_write_values` built from edge-case records. Their shape is fixed and
+    every value is what boto3's `TypeSerializer` makes of it (`expected_item`) or a
     string, so nothing left unvalidated depends on the record beyond what is generated here.
     """
     shape = DYNAMODB.operation_model(operation).input_shape
@@ -150,21 +151,41 @@ def assert_valid_request(operation: str, request: dict[str, Any]) -> None:
     validate_parameters(request, shape)
 
 
-def assert_serialised_by_boto3(request: dict[str, Any], message: TradeMessage) -> None:
-    """The update's attribute values are what boto3's `TypeSerializer` makes of the message
-    (`update_arguments` builds them directly, without its type dispatch): the same request on the wire."""
+def expected_item(message: TradeMessage, writer: str) -> dict[str, Any]:
+    """The StateTable item writing `message` must leave, as boto3's `TypeSerializer` makes each value."""
     serializer = TypeSerializer()
-    expected = {
-        ":version": serializer.serialize(message.version),
-        ":value": serializer.serialize(dynamodb_number(message.value)),
-        ":hierarchy": serializer.serialize(dict(zip(LEVELS, message.hierarchy, strict=True))),
-        ":path": serializer.serialize(list(message.hierarchy)),
-        ":digest": {"S": message.content_digest},
-        ":writer": request["ExpressionAttributeValues"][":writer"],
+    item = {
+        "TradeID": serializer.serialize(message.trade_id),
+        "Version": serializer.serialize(message.version),
+        "Value": serializer.serialize(dynamodb_number(message.value)),
+        "Hierarchy": serializer.serialize(dict(zip(LEVELS, message.hierarchy, strict=True))),
+        "NodePath": serializer.serialize(list(message.hierarchy)),
+        "ContentDigest": {"S": message.content_digest},
+        "WrittenByEventId": {"S": writer},
     }
     if message.timestamp is not None:
-        expected[":timestamp"] = serializer.serialize(dynamodb_number(message.timestamp))
-    assert request["ExpressionAttributeValues"] == expected
+        item["Timestamp"] = serializer.serialize(dynamodb_number(message.timestamp))
+    return item
+
+
+def statement_item(message: TradeMessage, writer: str) -> dict[str, Any]:
+    """The item the handler's INSERT writes, and the same values set by its UPDATE, read back by the
+    emulator's PartiQL parser (the statements' values are built directly, not by `TypeSerializer`):
+    both must be `expected_item`, the same request on the wire as boto3 would build."""
+    texts = statement_texts("StateTable", LEVELS)
+    write = state_write_values(message, writer)
+    insert, update = insert_statement(texts, write), update_statement(texts, write)
+    for statement in (insert, update):
+        assert_valid_request("BatchExecuteStatement", {"Statements": [statement]})
+    inserted = parse(insert["Statement"], cast(list[dict[str, Any]], insert["Parameters"]))
+    assert isinstance(inserted, Insert)
+    updated = parse(update["Statement"], cast(list[dict[str, Any]], update["Parameters"]))
+    assert isinstance(updated, Update)
+    assigned = {path.segments[0]: value for path, value in updated.assignments}
+    assert assigned | {"TradeID": write.key} == inserted.item
+    assert [path.segments[0] for path in updated.removals] == ([] if message.timestamp is not None else ["Timestamp"])
+    assert inserted.item == expected_item(message, writer)
+    return inserted.item
 
 
 def assert_renders_verbatim(text: str) -> None:
@@ -176,29 +197,11 @@ def assert_renders_verbatim(text: str) -> None:
     assert UNSAFE_CHARACTERS.search(text) is None
 
 
-def state_image(request: dict[str, Any]) -> dict[str, Any]:
-    """The StateTable item an update writes, as the map stage reads it back (typed JSON)."""
-    values = request["ExpressionAttributeValues"]
-    item: dict[str, Any] = request["Key"] | {"Version": values[":version"], "Value": values[":value"]}
-    item |= {
-        "Hierarchy": values[":hierarchy"],
-        "NodePath": values[":path"],
-        "ContentDigest": values[":digest"],
-        "WrittenByEventId": values[":writer"],
-    }
-    if ":timestamp" in values:
-        item["Timestamp"] = values[":timestamp"]
-    return item
-
-
 def state_changes(accepted: list[TradeMessage]) -> list[StateChange]:
     """Every accepted message written (new trades: distinct TradeIDs), as its stream record."""
     changes = []
     for sequence, message in enumerate(accepted, start=1):
-        request = update_arguments("StateTable", message, f"shardId-000000000000:{sequence}", LEVELS)
-        assert_valid_request("UpdateItem", request)
-        assert_serialised_by_boto3(request, message)
-        item = state_image(request)
+        item = statement_item(message, f"shardId-000000000000:{sequence}")
         assert item_size_bytes(item) <= MAX_ITEM_BYTES
         assert len(message.trade_id.encode()) <= DYNAMODB_MAX_KEY_BYTES
         image = decode_image(item)

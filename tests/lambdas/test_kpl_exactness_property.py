@@ -13,7 +13,6 @@ import base64
 from decimal import Decimal
 from typing import Any
 
-from aws_lambda_powertools.utilities.data_classes.kinesis_stream_event import KinesisStreamRecord
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -26,7 +25,7 @@ from tests.lambdas.kpl_helpers import kpl_aggregate
 Message = tuple[str, int, str]  # TradeID, Version, Value
 
 
-def kinesis_record(data: bytes, sequence: int) -> KinesisStreamRecord:
+def kinesis_record(data: bytes, sequence: int) -> dict[str, Any]:
     event_id = f"shardId-000000000000:{sequence:056d}"
     record: dict[str, Any] = {
         "eventID": event_id,
@@ -36,7 +35,7 @@ def kinesis_record(data: bytes, sequence: int) -> KinesisStreamRecord:
             "data": base64.b64encode(data).decode(),
         },
     }
-    return KinesisStreamRecord(record)
+    return record
 
 
 @st.composite

@@ -5,12 +5,14 @@ call of a method whose name is an operation of the DynamoDB or S3 client (`put_i
 `head_object`, ...) is taken as that operation. botocore's own models name the operations, so
 a new call in the code shows up here without anyone listing it. A transaction's contained
 actions (what IAM authorises a `TransactWriteItems` by) are the `Put`/`Update`/`Delete`/
-`ConditionCheck` keys of the dict literals in the modules that send one.
+`ConditionCheck` keys of the dict literals in the modules that send one; a PartiQL call's (what IAM
+authorises `BatchExecuteStatement` by) are the verbs of the statement texts the handler's modules write.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -28,6 +30,17 @@ TRANSACTION_ITEM_ACTIONS: Final[dict[str, str]] = {
     "ConditionCheck": "dynamodb:ConditionCheckItem",
 }
 """IAM authorises `TransactWriteItems` per contained request (DynamoDB Developer Guide)."""
+
+PARTIQL_ACTIONS: Final[dict[str, str]] = {
+    "INSERT": "dynamodb:PartiQLInsert",
+    "UPDATE": "dynamodb:PartiQLUpdate",
+    "DELETE": "dynamodb:PartiQLDelete",
+    "SELECT": "dynamodb:PartiQLSelect",
+}
+"""IAM authorises PartiQL per statement verb, not per API call (Developer Guide, "IAM security
+policies with PartiQL for DynamoDB"): `BatchExecuteStatement` has no action of its own."""
+PARTIQL_CALLS: Final[frozenset[str]] = frozenset({"dynamodb:BatchExecuteStatement", "dynamodb:ExecuteStatement"})
+STATEMENT_START = re.compile(r"(INSERT INTO|UPDATE|DELETE FROM|SELECT) ")
 
 S3_ACTION_OF_OPERATION: Final[dict[str, str]] = {"HeadObject": "s3:GetObject"}
 """S3 operations authorised by another action's name; every other is `s3:<Operation>`."""
@@ -90,6 +103,22 @@ def _transaction_item_actions(tree: ast.AST) -> set[str]:
     }
 
 
+def _partiql_statement_actions(tree: ast.AST) -> set[str]:
+    """The PartiQL actions of the statement texts written in `tree`: string constants, or f-strings
+    whose text begins with a statement's verb (`INSERT INTO "T" ...`)."""
+    actions = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.Constant):
+            text = node.values[0].value
+        elif isinstance(node, ast.Constant):
+            text = node.value
+        else:
+            continue
+        if isinstance(text, str) and (verb := STATEMENT_START.match(text)):
+            actions.add(PARTIQL_ACTIONS[verb.group(1).split()[0]])
+    return actions
+
+
 def calls_made(handler_module: str) -> set[str]:
     """The operations the handler's code calls, as `service:Operation`."""
     return {call for path in modules_of(handler_module) for call in _calls(ast.parse(path.read_text()))}
@@ -98,11 +127,15 @@ def calls_made(handler_module: str) -> set[str]:
 def iam_actions_needed(handler_module: str) -> set[str]:
     """The IAM actions authorising the calls the handler's code makes."""
     actions: set[str] = set()
-    for path in modules_of(handler_module):
-        tree = ast.parse(path.read_text())
+    trees = [ast.parse(path.read_text()) for path in modules_of(handler_module)]
+    for path, tree in zip(modules_of(handler_module), trees, strict=True):
         for call in _calls(tree):
             service, operation = call.split(":")
-            if call == "dynamodb:TransactWriteItems":
+            if call in PARTIQL_CALLS:  # the statements may be written in another module the handler imports
+                statements = set().union(*(_partiql_statement_actions(t) for t in trees))
+                assert statements, f"{path}: PartiQL calls whose statements could not be found"
+                actions |= statements
+            elif call == "dynamodb:TransactWriteItems":
                 contained = _transaction_item_actions(tree)
                 assert contained, f"{path}: a transaction whose items could not be found"
                 actions |= contained

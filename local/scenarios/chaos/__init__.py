@@ -5,7 +5,7 @@ One run = a fresh local runtime (`lifecycle.up`) with, all at the same time:
 - function faults (`FAILURE_*_PCT`, docs/design.md) before and after the write, in every stage,
   at several times the original demo's rates;
 - AWS-side faults the emulator injects (`local.emulator.injected_faults`): the response of an applied
-  write lost at every DynamoDB write site (state `UpdateItem`: HTTP 500; map `PutItem`:
+  write lost at every DynamoDB write site (state `BatchExecuteStatement`: HTTP 500; map `PutItem`:
   connection closed; reduce `TransactWriteItems`: held past the SDK's read timeout), with the
   SDK's own retries active, and throttling of reads and writes (DynamoDB, DynamoDB Streams,
   Kinesis);

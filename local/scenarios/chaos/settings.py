@@ -26,7 +26,7 @@ DEFAULT_DRAIN_TIMEOUT_SECONDS = 600.0
 DEFAULT_STREAM_SHARDS = 8
 DEFAULT_REDUCE_SLICES = 2
 WRITE_SITES: tuple[tuple[str, str, str, str], ...] = (
-    ("state", "UpdateItem", "state_table", "error"),
+    ("state", "BatchExecuteStatement", "state_table", "error"),
     ("map", "PutItem", "delta_table", "close"),
     ("reduce", "TransactWriteItems", "aggregate_table", "timeout"),
 )

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from aggregation.messages import VERSION_LIMIT
-from aggregation.versions import StoredVersion, VersionCache, pack_stored_version, unpack_stored_version
+from aggregation.versions import StoredVersion, VersionCache, pack_stored_version, settles, unpack_stored_version
 
 
 def stored(version: int, digest: str = "d", writer: str = "e") -> StoredVersion:
@@ -18,10 +18,10 @@ def stored(version: int, digest: str = "d", writer: str = "e") -> StoredVersion:
 def test_a_version_settles_messages_up_to_it_and_never_above() -> None:
     cache = VersionCache(10)
     cache.remember("t", stored(5))
-    assert cache.settling("t", 4) == stored(5), "stale: its condition would fail"
-    assert cache.settling("t", 5) == stored(5), "same version: a duplicate (or a conflict, by digest)"
-    assert cache.settling("t", 6) is None, "a newer version is always written"
-    assert cache.settling("unknown", 0) is None, "nothing known: written"
+    assert settles(cache.get("t"), 4), "stale: its condition would fail"
+    assert settles(cache.get("t"), 5), "same version: a duplicate (or a conflict, by digest)"
+    assert not settles(cache.get("t"), 6), "a newer version is always written"
+    assert not settles(cache.get("unknown"), 0), "nothing known: written"
 
 
 def test_a_lower_version_never_replaces_a_higher_one() -> None:
@@ -45,13 +45,13 @@ def test_the_least_recently_used_trade_is_evicted_beyond_capacity() -> None:
     assert cache.get("b") is None, "b was the least recently used"
     assert cache.get("a") is not None and cache.get("c") is not None
     # An evicted trade is simply written again: nothing settles it any more.
-    assert cache.settling("b", 0) is None
+    assert not settles(cache.get("b"), 0)
 
 
 def test_capacity_zero_remembers_nothing() -> None:
     cache = VersionCache(0)
     cache.remember("t", stored(5))
-    assert len(cache) == 0 and cache.settling("t", 1) is None
+    assert len(cache) == 0 and not settles(cache.get("t"), 1)
     with pytest.raises(ValueError, match="0 or more"):
         VersionCache(-1)
 

@@ -8,6 +8,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from aggregation.messages import parse_trade_message
+from aggregation.state_statements import statement_texts
 from aggregation.value_domain import DEFAULT_VALUE_DOMAIN
 from aggregation.versions import VersionCache
 from local.runner.inprocess import LEVELS, Pipeline, trade_message
@@ -36,7 +37,7 @@ def test_an_exception_reading_a_record_quarantines_it_with_the_exception_named(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     parse_with_a_defect(monkeypatch)
-    received = state_handler.receive(origin(DEFECT), "state", LEVELS, DEFAULT_VALUE_DOMAIN)
+    received = state_handler.receive(origin(DEFECT), LEVELS, DEFAULT_VALUE_DOMAIN)
     assert isinstance(received, QuarantinedRecord)
     assert received.reason.startswith("unexpected Clamped while reading the record: [<class 'decimal.Clamped'>]")
     assert len(received.reason) == MAX_UNEXPECTED_REASON_CHARACTERS
@@ -59,7 +60,7 @@ def test_a_terminal_escape_or_bidirectional_override_is_quarantined_with_its_rea
     payload: bytes, reason: str
 ) -> None:
     """Issue 26: what a producer sends must not repaint the operator's screen; the record keeps its evidence."""
-    received = state_handler.receive(origin(payload), "state", LEVELS, DEFAULT_VALUE_DOMAIN)
+    received = state_handler.receive(origin(payload), LEVELS, DEFAULT_VALUE_DOMAIN)
     assert isinstance(received, QuarantinedRecord)
     assert received.reason == reason
     assert received.origin.payload == payload
@@ -67,28 +68,28 @@ def test_a_terminal_escape_or_bidirectional_override_is_quarantined_with_its_rea
 
 def test_the_write_is_built_and_serialized_at_the_door() -> None:
     payload = trade_message("t", 10**38 - 1, "0E+500", timestamp="-0E+300")
-    received = state_handler.receive(origin(payload), "state", LEVELS, DEFAULT_VALUE_DOMAIN)
+    received = state_handler.receive(origin(payload), LEVELS, DEFAULT_VALUE_DOMAIN)
     assert isinstance(received, state_handler.ReceivedMessage)
-    values = received.update["ExpressionAttributeValues"]
-    assert (values[":version"], values[":value"], values[":timestamp"]) == ({"N": "9" * 38}, {"N": "0"}, {"N": "0"})
-    assert received.update["Key"] == {"TradeID": {"S": "t"}}
+    write = received.write
+    assert (write.version, write.assigned[0], write.assigned[-1]) == ({"N": "9" * 38}, {"N": "0"}, {"N": "0"})
+    assert write.key == {"S": "t"}
 
 
 class FailingClient:
     """A DynamoDB client whose writes fail as a throttled or unreachable table does."""
 
-    def update_item(self, **_: Any) -> None:
-        raise ClientError({"Error": {"Code": "ProvisionedThroughputExceededException"}}, "UpdateItem")
+    def batch_execute_statement(self, **_: Any) -> None:
+        raise ClientError({"Error": {"Code": "ProvisionedThroughputExceededException"}}, "BatchExecuteStatement")
 
 
 def test_an_error_of_the_write_itself_propagates_and_fails_the_batch(monkeypatch: pytest.MonkeyPatch) -> None:
-    received = state_handler.receive(origin(trade_message("t", 1, "5")), "state", LEVELS, DEFAULT_VALUE_DOMAIN)
+    received = state_handler.receive(origin(trade_message("t", 1, "5")), LEVELS, DEFAULT_VALUE_DOMAIN)
     assert isinstance(received, state_handler.ReceivedMessage)
     monkeypatch.setattr(state_handler, "state_update_client", FailingClient)
     known = VersionCache(10)
     with pytest.raises(ClientError, match="ProvisionedThroughputExceeded"):
-        state_handler.apply_state_change(received, known)
-    assert known.settling("t", 1) is None, "an unknown outcome teaches the cache nothing"
+        state_handler.write_statements(statement_texts("state", LEVELS), [received], [True], known)
+    assert known.get("t") is None, "an unknown outcome teaches the cache nothing"
 
 
 def test_a_defective_record_between_good_ones_is_quarantined_and_the_batch_succeeds(

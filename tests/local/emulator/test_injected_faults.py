@@ -667,9 +667,9 @@ def table_suffix(tables: Pipeline) -> str:
     return tables.names["state"].removeprefix("state-")
 
 
-WRITE_SITES = [("UpdateItem", "state"), ("PutItem", "map"), ("TransactWriteItems", "reduce")]
-WRITES = ("UpdateItem", "PutItem", "TransactWriteItems")
-"""Every write operation: state update, map and quarantine puts, reduce transaction."""
+WRITE_SITES = [("BatchExecuteStatement", "state"), ("PutItem", "map"), ("TransactWriteItems", "reduce")]
+WRITES = ("BatchExecuteStatement", "PutItem", "TransactWriteItems")
+"""Every write operation: state statements, map and quarantine puts, reduce transaction."""
 
 
 def without_emptied_nodes(aggregates: dict[str, tuple[Decimal, int]]) -> dict[str, tuple[Decimal, int]]:
@@ -686,7 +686,8 @@ def assert_exact(harness: Harness, work: Workload) -> None:
 def test_lost_responses_at_every_write_site_leave_the_aggregates_exact(
     pipeline: Pipeline, emulator_faults: FaultControl, variant: str
 ) -> None:
-    """state: applied + lost → SDK retry → condition fails → counted as a duplicate, nothing lost;
+    """state: statements applied + lost → SDK retry → DuplicateItem, then the UPDATE's condition fails
+    with the item its own event wrote → counted as written, nothing lost;
     map: put applied + lost → retry → ConditionalCheckFailed → already written;
     reduce: transaction applied + lost → SDK retry, same token and parameters → not applied again;
     quarantine: conditional PutItem applied + lost → retry → ConditionalCheckFailed → already there."""
@@ -745,7 +746,7 @@ def test_throttling_on_reads_and_writes_at_high_rates_leaves_the_aggregates_exac
             "dynamodb", "TransactWriteItems", table=suffix, error="TransactionCanceledException", max_injections=1
         ),
         throttle("dynamodb", "TransactWriteItems", percent=30, table=suffix, error="TransactionCanceledException"),
-        throttle("dynamodb", "UpdateItem", "PutItem", percent=40, table=suffix),
+        throttle("dynamodb", "BatchExecuteStatement", "PutItem", percent=40, table=suffix),
         throttle("dynamodb", "Scan", "TransactWriteItems", percent=40, table=suffix, error="ThrottlingException"),
         throttle("dynamodbstreams", percent=40, table=suffix),
         seed=4,
@@ -898,12 +899,12 @@ class MisreportedWrite(AssertionError):
 def test_state_reports_its_write_as_written_when_the_response_was_lost(
     pipeline: Pipeline, emulator_faults: FaultControl
 ) -> None:
-    emulator_faults.configure(lost("dynamodb", "UpdateItem", table=table_suffix(pipeline), max_injections=1))
+    emulator_faults.configure(lost("dynamodb", "BatchExecuteStatement", table=table_suffix(pipeline), max_injections=1))
     event = pipeline.kinesis_event([trade_message("a", 1, "10")])
 
     summary = state_handler.lambda_handler(event, LambdaContextStub())
 
-    assert emulator_faults.injected(LOST_RESPONSE, "dynamodb", "UpdateItem") == 1
+    assert emulator_faults.injected(LOST_RESPONSE, "dynamodb", "BatchExecuteStatement") == 1
     assert len(pipeline.new_stream_records("state")) == 1, "written once"
     if (summary["written"], summary["duplicate_or_stale"]) != (1, 0):
         raise MisreportedWrite(f"the one write is reported as {summary}")

@@ -56,14 +56,14 @@ def test_no_mismatch_is_exact() -> None:
 def test_emulator_counters_become_rows_per_write_site_and_read_or_write_throttles() -> None:
     report = {
         "injected": {
-            "lost_response": {"dynamodb:UpdateItem": 5, "dynamodb:TransactWriteItems": 2, "s3:PutObject": 4},
+            "lost_response": {"dynamodb:BatchExecuteStatement": 5, "dynamodb:TransactWriteItems": 2, "s3:PutObject": 4},
             "throttle": {"dynamodbstreams:GetRecords": 3, "kinesis:PutRecords": 4, "dynamodb:UpdateItem": 1},
         }
     }
     report["injected"]["cancelled_token_kept"] = {"dynamodb:TransactWriteItems": 7}
     rows = chaos.emulator_fault_figures(report)
     assert rows[chaos.KEPT_TOKENS_FIGURE] == 7
-    assert rows["lost response, state UpdateItem (error)"] == 5
+    assert rows["lost response, state BatchExecuteStatement (error)"] == 5
     assert rows["lost response, map PutItem (close)"] == 0
     assert rows["lost response, reduce TransactWriteItems (timeout)"] == 2
     assert rows["lost response, archive PutObject (close)"] == 4
@@ -181,7 +181,7 @@ def test_a_small_chaos_run_is_exact_under_real_faults_and_the_unsafe_control_is_
     assert sum(sum(points.values()) for points in injected.values()) > 0
     assert sum(real.workers_killed.values()) >= 1
     assert real.runner_restarts == 1, "a runner SIGKILLed mid-run re-delivers its in-flight batch"
-    assert real.emulator_faults["lost response, state UpdateItem (error)"] > 0
+    assert real.emulator_faults["lost response, state BatchExecuteStatement (error)"] > 0
     assert real.emulator_faults["lost response, archive PutObject (close)"] > 0
     assert real.emulator_faults["throttled reads (DynamoDB, Streams, Kinesis)"] > 0
     assert real.emulator_faults["throttled writes (DynamoDB, Kinesis)"] > 0
