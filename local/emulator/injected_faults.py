@@ -13,8 +13,10 @@ runner, the producer, the tests) exactly as AWS's would, on the wire:
   closed (``timeout``).
 - ``throttle`` (`THROTTLE`): the request is NOT applied; the caller gets the throttling
   error AWS returns (HTTP 400): ``ProvisionedThroughputExceededException``,
-  ``ThrottlingException``, or for TransactWriteItems a ``TransactionCanceledException``
-  whose CancellationReasons hold a ``ThrottlingError``.
+  ``ThrottlingException``, ``RequestLimitExceeded``, or for TransactWriteItems a
+  ``TransactionCanceledException`` whose CancellationReasons hold a ``ThrottlingError``
+  (BatchExecuteStatement, which documents no ProvisionedThroughputExceededException, answers
+  ``ThrottlingException`` in its place).
 - ``cancelled_token_kept`` (`CANCELLED_TOKEN_KEPT`): a cancelled transaction's
   ClientRequestToken stays taken for 10 minutes; reusing it with other parameters is refused
   with ``IdempotentParameterMismatchException``.
@@ -35,9 +37,11 @@ A rule: ``kind``; ``service`` (``dynamodb``, ``dynamodbstreams``, ``kinesis``, o
 SigV4 signing name); ``percent`` (0-100, the probability per matching request);
 optionally ``operations`` (API names, ``"*"`` for all; default `DEFAULT_OPERATIONS` of the
 kind, the data-plane calls of DynamoDB, DynamoDB Streams and Kinesis: other services are
-never faulted unless a rule names their operations), ``table`` (a substring of a table or
-stream name or ARN the request names), ``variant`` and ``hold_seconds`` (lost responses; the
-delay of ``latency``), ``error`` (throttles) and ``max_injections``. The first matching rule
+never faulted unless a rule names their operations; DynamoDB's writes include PartiQL's
+ExecuteStatement and BatchExecuteStatement), ``table`` (a substring of a table or stream
+name or ARN the request names, or of the table a PartiQL statement names), ``variant`` and
+``hold_seconds`` (lost responses; the delay of ``latency``), ``error`` (throttles) and
+``max_injections``. The first matching rule
 whose draw succeeds decides. Control endpoints (``/_compat/``, ``/moto-api/``) are never faulted.
 
 S3 is a REST API (no ``X-Amz-Target``): `_s3_request` names PutObject, conditional or not,
@@ -140,11 +144,25 @@ the request changes. The reducer-scaling benchmark gives every reduce transactio
 
 KINDS = (LOST_RESPONSE, THROTTLE, CANCELLED_TOKEN_KEPT, LATENCY)
 LOST_RESPONSE_VARIANTS = ("error", "close", "timeout")
-THROTTLE_ERRORS = ("ProvisionedThroughputExceededException", "ThrottlingException", "TransactionCanceledException")
+THROTTLE_ERRORS = (
+    "ProvisionedThroughputExceededException",
+    "ThrottlingException",
+    "RequestLimitExceeded",
+    "TransactionCanceledException",
+)
+_THROUGHPUT_EXCEEDED = "ProvisionedThroughputExceededException"
 DEFAULT_HOLD_SECONDS = 11.0
 """``timeout`` holds the connection just past the functions' 10-second SDK read timeout."""
 
-_DYNAMODB_WRITES = ("PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem")
+_DYNAMODB_WRITES = (
+    "PutItem",
+    "UpdateItem",
+    "DeleteItem",
+    "TransactWriteItems",
+    "BatchWriteItem",
+    "BatchExecuteStatement",  # PartiQL: the state function's writes
+    "ExecuteStatement",
+)
 _DYNAMODB_READS = ("GetItem", "Query", "Scan", "BatchGetItem", "TransactGetItems")
 DEFAULT_OPERATIONS: dict[str, dict[str, tuple[str, ...]]] = {
     LOST_RESPONSE: {"dynamodb": _DYNAMODB_WRITES, "kinesis": ("PutRecords", "PutRecord"), "s3": ("PutObject",)},
@@ -159,6 +177,10 @@ DEFAULT_OPERATIONS: dict[str, dict[str, tuple[str, ...]]] = {
 """Operations a rule targets when it names none: the data plane, never the deployer's calls."""
 
 TARGET_PREFIXES = {"DynamoDB_": "dynamodb", "DynamoDBStreams_": "dynamodbstreams", "Kinesis_": "kinesis"}
+PARTIQL_TABLE = re.compile(
+    r'\b(?:INTO|UPDATE|FROM)\s+(?:"(?P<quoted>(?:[^"]|"")+)"|(?P<plain>[A-Za-z0-9_.-]+))', re.IGNORECASE
+)
+"""The table a PartiQL statement names (`INSERT INTO "T"`, `UPDATE "T"`, `DELETE FROM T`, `SELECT ... FROM T`)."""
 _SIGNING_SERVICE = re.compile(r"Credential=[^/,]+/\d{8}/[^/]+/([^/]+)/aws4_request")
 _DYNAMODB_ERROR_PREFIX = "com.amazonaws.dynamodb.v20120810#"
 
@@ -190,12 +212,18 @@ class FaultRule:
         return self.table is None or any(self.table in name for name in request.resources)
 
     def throttle_error(self, request: RequestInfo) -> str:
-        """The error code a throttle of `request` answers with."""
-        if self.error == "TransactionCanceledException" and request.operation != "TransactWriteItems":
-            return "ProvisionedThroughputExceededException"
-        if self.error is not None:
-            return self.error
-        return "ThrottlingException" if self.service == "dynamodbstreams" else "ProvisionedThroughputExceededException"
+        """The error code a throttle of `request` answers with: the rule's, where the operation can answer it.
+
+        BatchExecuteStatement documents no ProvisionedThroughputExceededException (its errors:
+        ThrottlingException, RequestLimitExceeded, InternalServerError; a throttled partition is a
+        per-statement error there), so it answers ThrottlingException instead.
+        """
+        code = self.error or ("ThrottlingException" if self.service == "dynamodbstreams" else _THROUGHPUT_EXCEEDED)
+        if code == "TransactionCanceledException" and request.operation != "TransactWriteItems":
+            code = _THROUGHPUT_EXCEEDED
+        if code == _THROUGHPUT_EXCEEDED and request.operation == "BatchExecuteStatement":
+            return "ThrottlingException"
+        return code
 
 
 @dataclass(frozen=True)
@@ -315,23 +343,34 @@ def identify(environ: dict[str, Any]) -> RequestInfo | None:
     if not target:
         return RequestInfo(service, _query_action(environ))
     body = _json_object(_read_body(environ))
+    transact_items: list[Any] = body["TransactItems"] if isinstance(body.get("TransactItems"), list) else []
+    return RequestInfo(service, operation, tuple(_named_resources(body, transact_items)), len(transact_items))
+
+
+def _named_resources(body: dict[str, Any], transact_items: list[Any]) -> list[str]:
+    """The tables and streams a JSON request body names: its own fields, a batch's or transaction's
+    tables, a PartiQL statement's table, a shard iterator's stream."""
     resources: list[str] = []
     for key in ("TableName", "TableArn", "StreamName", "StreamARN", "StreamArn", "ResourceArn"):
         if isinstance(body.get(key), str):
             resources.append(body[key])
     if isinstance(body.get("RequestItems"), dict):
         resources.extend(body["RequestItems"])
-    transact_items: list[Any] = body["TransactItems"] if isinstance(body.get("TransactItems"), list) else []
     for item in transact_items:
         for action in item.values() if isinstance(item, dict) else ():
             if isinstance(action, dict) and isinstance(action.get("TableName"), str):
                 resources.append(action["TableName"])
+    statements = body["Statements"] if isinstance(body.get("Statements"), list) else [body]
+    for statement in statements:
+        text = statement.get("Statement") if isinstance(statement, dict) else None
+        if isinstance(text, str) and (table := PARTIQL_TABLE.search(text)) is not None:
+            resources.append((table.group("quoted") or "").replace('""', '"') or table.group("plain"))
     iterator = body.get("ShardIterator")
     if isinstance(iterator, str):
         resources.append(iterator)  # DynamoDB Streams: holds the table's stream ARN
         with contextlib.suppress(binascii.Error, ValueError):  # Kinesis: base64 "stream:shard:seq:issued"
             resources.append(base64.b64decode(iterator).decode("utf-8", "replace"))
-    return RequestInfo(service, operation, tuple(resources), len(transact_items))
+    return resources
 
 
 _S3_PUT_OBJECT_QUERY = {"x-id": ["PutObject"]}
@@ -521,6 +560,10 @@ _THROTTLE_MESSAGES = {
         "Consider increasing your provisioning level with the UpdateTable API."
     ),
     "ThrottlingException": "Rate of requests exceeds the allowed throughput.",
+    "RequestLimitExceeded": (
+        "Throughput exceeds the current throughput limit for your account. "
+        "Please contact AWS Support at https://aws.amazon.com/support request a limit increase"
+    ),
 }
 
 

@@ -59,7 +59,7 @@ from tests.local.emulator.fault_control import FaultControl
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
-    from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
+    from mypy_boto3_dynamodb.type_defs import BatchStatementRequestTypeDef, TransactWriteItemTypeDef
     from mypy_boto3_kinesis import KinesisClient
     from mypy_boto3_s3 import S3Client
 
@@ -311,6 +311,60 @@ def test_throttled_dynamodb_write_is_rejected_with_400_before_anything_is_applie
         assert reasons == ["ThrottlingError", "None"]
     assert not item_exists(dynamodb, table, "a")
     assert emulator_faults.injected(THROTTLE, "dynamodb", operation) == 1
+
+
+def insert_statements(table: str, *keys: str) -> list[BatchStatementRequestTypeDef]:
+    """One PartiQL INSERT per key, as the state function writes (the table quoted, values as parameters)."""
+    return [{"Statement": f"INSERT INTO \"{table}\" VALUE {{'pk': ?}}", "Parameters": [{"S": key}]} for key in keys]
+
+
+def test_partiql_writes_are_faulted_by_default_and_a_lost_batch_response_applied_every_statement(
+    dynamodb: DynamoDBClient, emulator_faults: FaultControl
+) -> None:
+    table = new_table(dynamodb)
+    emulator_faults.configure(
+        {"kind": LOST_RESPONSE, "service": "dynamodb", "percent": 100, "table": table}  # default operations
+    )
+
+    with pytest.raises(ClientError) as batch:
+        dynamodb.batch_execute_statement(Statements=insert_statements(table, "a", "b", "c"))
+    with pytest.raises(ClientError) as single:
+        dynamodb.execute_statement(**insert_statements(table, "d")[0])
+
+    assert error_of(batch) == error_of(single) == ("InternalServerError", 500)
+    assert all(item_exists(dynamodb, table, key) for key in "abcd"), "every statement applied all the same"
+    assert emulator_faults.injected(LOST_RESPONSE, "dynamodb", "BatchExecuteStatement") == 1
+    assert emulator_faults.injected(LOST_RESPONSE, "dynamodb", "ExecuteStatement") == 1
+
+
+def test_a_throttled_partiql_call_applies_no_statement_and_answers_an_error_its_operation_documents(
+    dynamodb: DynamoDBClient, emulator_faults: FaultControl
+) -> None:
+    """BatchExecuteStatement documents ThrottlingException, RequestLimitExceeded and InternalServerError
+    (no ProvisionedThroughputExceededException); ExecuteStatement documents them all."""
+    table, other = new_table(dynamodb), new_table(dynamodb)
+    emulator_faults.configure(throttle("dynamodb", table=table))  # default operations
+
+    codes = []
+    for call in (
+        lambda: dynamodb.batch_execute_statement(Statements=insert_statements(table, "a", "b")),
+        lambda: dynamodb.execute_statement(**insert_statements(table, "c")[0]),
+    ):
+        with pytest.raises(ClientError) as raised:
+            call()
+        codes.append(error_of(raised))
+    dynamodb.batch_execute_statement(Statements=insert_statements(other, "a"))  # another table: not targeted
+    report = emulator_faults.clear()  # the reads below are not throttled
+
+    assert codes == [("ThrottlingException", 400), ("ProvisionedThroughputExceededException", 400)]
+    assert not any(item_exists(dynamodb, table, key) for key in "abc"), "nothing applied"
+    assert item_exists(dynamodb, other, "a")
+    assert injected(report, THROTTLE, "dynamodb", "BatchExecuteStatement") == 1
+    assert injected(report, THROTTLE, "dynamodb", "ExecuteStatement") == 1
+    emulator_faults.configure(throttle("dynamodb", "BatchExecuteStatement", error="RequestLimitExceeded"))
+    with pytest.raises(ClientError) as limited:
+        dynamodb.batch_execute_statement(Statements=insert_statements(table, "a"))
+    assert error_of(limited) == ("RequestLimitExceeded", 400)
 
 
 def test_throttled_reads_on_dynamodb_streams_and_kinesis(
