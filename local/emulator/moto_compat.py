@@ -92,6 +92,8 @@ Control endpoints (served by `CompatMiddleware`, never forwarded to moto):
 from __future__ import annotations
 
 import base64
+import contextlib
+import contextvars
 import copy
 import decimal
 import functools
@@ -103,7 +105,7 @@ import re
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -570,6 +572,24 @@ def _batch_error(error: JsonRESTError) -> dict[str, Any]:
     return answer
 
 
+_refused_statements: contextvars.ContextVar[Mapping[int, str] | None] = contextvars.ContextVar(
+    "refused_statements", default=None
+)
+"""The statements of the BatchExecuteStatement being served that an injected throttle refuses
+(index -> `BatchStatementError` code), set by `CompatMiddleware` around the request."""
+
+
+@contextlib.contextmanager
+def refusing_statements(refused: Mapping[int, str]) -> Iterator[None]:
+    """Within: the BatchExecuteStatement served in this thread answers `refused` statements with
+    their error instead of running them (`injected_faults.STATEMENTS`)."""
+    token = _refused_statements.set(refused)
+    try:
+        yield
+    finally:
+        _refused_statements.reset(token)
+
+
 def fix_partiql_single_item_statements() -> None:
     """ExecuteStatement and BatchExecuteStatement run DynamoDB's single-item PartiQL writes and reads.
 
@@ -619,12 +639,17 @@ def fix_partiql_single_item_statements() -> None:
         if len({partiql_statements.is_read(statement) for statement in statements}) > 1:
             raise MockValidationException("The entire batch must consist of either read statements or write statements")
         _refuse_duplicate_items(self, statements)
+        refused = _refused_statements.get() or {}
         responses: list[dict[str, Any]] = []
-        for request, statement in zip(requests, parsed, strict=True):
+        for index, (request, statement) in enumerate(zip(requests, parsed, strict=True)):
             if isinstance(statement, MockValidationException):
                 responses.append({"Error": _batch_error(statement)})
                 continue
             response: dict[str, Any] = {"TableName": statement.table}
+            if index in refused:  # an injected throttle: this statement is not run
+                response["Error"] = injected_faults.statement_error(refused[index])
+                responses.append(response)
+                continue
             try:
                 items = _run_statement(self, statement, request.get("ReturnValuesOnConditionCheckFailure"))
             except JsonRESTError as error:
@@ -1487,6 +1512,13 @@ class CompatMiddleware:
             if _is_cancellation(captured_transaction.status, body):
                 self._maybe_keep_cancelled_token(environ, request, transaction)
             start_response(captured_transaction.status, captured_transaction.headers)
+            return body
+        if fault.refused:  # some statements of a BatchExecuteStatement refused, the others run
+            captured_batch = _CapturedStart()
+            with refusing_statements(dict(fault.refused)):
+                body = self._consumed(self._forward(environ, captured_batch))
+            self.faults.refused_statements_settled(fault, captured_batch.status.startswith("2"))
+            start_response(captured_batch.status, captured_batch.headers)
             return body
         if fault.rule.kind == injected_faults.THROTTLE:
             if fault.request.operation == "TransactWriteItems":

@@ -39,6 +39,9 @@ from local.emulator.injected_faults import (
     CANCELLED_TOKEN_KEPT,
     ENVIRONMENT_VARIABLE,
     LOST_RESPONSE,
+    STATEMENT_COUNTER_SUFFIX,
+    STATEMENT_ERRORS,
+    STATEMENTS,
     THROTTLE,
     FaultInjector,
     RequestInfo,
@@ -367,6 +370,80 @@ def test_a_throttled_partiql_call_applies_no_statement_and_answers_an_error_its_
     assert error_of(limited) == ("RequestLimitExceeded", 400)
 
 
+def statements_throttle(percent: float = 100, **options: Any) -> dict[str, Any]:
+    """Single statements of a BatchExecuteStatement refused (`injected_faults.STATEMENTS`)."""
+    return {"kind": THROTTLE, "service": "dynamodb", "percent": percent, "variant": STATEMENTS, **options}
+
+
+REFUSED_STATEMENTS = "BatchExecuteStatement" + STATEMENT_COUNTER_SUFFIX
+
+
+def test_a_statements_throttle_refuses_the_drawn_statements_and_runs_the_others_answered_in_order(
+    dynamodb: DynamoDBClient, emulator_faults: FaultControl
+) -> None:
+    table = new_table(dynamodb)
+    dynamodb.put_item(TableName=table, Item={"pk": {"S": "k3"}})  # its INSERT fails on its own: DuplicateItem
+    keys = [f"k{number}" for number in range(12)]
+    rule = statements_throttle(percent=40, table=table)
+    config = {"seed": 8, "rules": [rule]}
+    emulator_faults.configure(rule, seed=8)
+    request = RequestInfo("dynamodb", "BatchExecuteStatement", (table,), 0, (table,) * len(keys))
+    expected = FaultInjector(parse_config(config)).decide(request)  # the emulator draws the same from the seed
+    assert expected is not None and 0 < len(expected.refused) < len(keys) - 1 and 3 not in dict(expected.refused)
+
+    responses = dynamodb.batch_execute_statement(Statements=insert_statements(table, *keys))["Responses"]
+
+    refused = dict(expected.refused)
+    assert [response.get("Error", {}).get("Code") for response in responses] == [
+        refused.get(number, "DuplicateItem" if number == 3 else None) for number in range(len(keys))
+    ], "one answer per statement, in order: the refused ones' codes, k3's own failure, successes"
+    assert all(response["TableName"] == table for response in responses)
+    assert set(refused.values()) <= set(STATEMENT_ERRORS)
+    report = emulator_faults.clear()
+    applied = [key for key in keys if item_exists(dynamodb, table, key)]
+    assert applied == [key for number, key in enumerate(keys) if number not in refused], "exactly the others"
+    assert injected(report, THROTTLE, "dynamodb", REFUSED_STATEMENTS) == len(refused) == report["rules"][0]["injected"]
+    assert injected(report, THROTTLE, "dynamodb", "BatchExecuteStatement") == 0, "the call itself answered 200"
+
+
+def test_a_statements_throttle_refuses_only_statements_on_its_table_up_to_max_injections(
+    dynamodb: DynamoDBClient, emulator_faults: FaultControl
+) -> None:
+    table, other = new_table(dynamodb), new_table(dynamodb)
+    emulator_faults.configure(statements_throttle(table=table, error="TransactionConflict", max_injections=2))
+    batch = [*insert_statements(table, "a"), *insert_statements(other, "a"), *insert_statements(table, "b", "c")]
+
+    responses = dynamodb.batch_execute_statement(Statements=batch)["Responses"]
+    again = dynamodb.batch_execute_statement(Statements=insert_statements(table, "d"))["Responses"]
+
+    assert [(response["TableName"], response.get("Error", {}).get("Code")) for response in responses] == [
+        (table, "TransactionConflict"),
+        (other, None),
+        (table, "TransactionConflict"),
+        (table, None),
+    ]
+    assert "Error" not in again[0], "max_injections counts refused statements"
+    assert [item_exists(dynamodb, table, key) for key in "abcd"] == [False, False, True, True]
+    assert item_exists(dynamodb, other, "a")
+    assert emulator_faults.injected(THROTTLE, "dynamodb", REFUSED_STATEMENTS) == 2
+
+
+def test_a_batch_refused_whole_refuses_no_statement_and_counts_none(
+    dynamodb: DynamoDBClient, emulator_faults: FaultControl
+) -> None:
+    table = new_table(dynamodb)
+    emulator_faults.configure(statements_throttle(table=table, max_injections=2))
+
+    with pytest.raises(ClientError) as duplicates:  # two statements on one item: the batch is invalid
+        dynamodb.batch_execute_statement(Statements=insert_statements(table, "a", "a"))
+    responses = dynamodb.batch_execute_statement(Statements=insert_statements(table, "b", "c"))["Responses"]
+
+    assert error_of(duplicates)[0] == "ValidationException"
+    assert all("Error" in response for response in responses), "the released reservations still refuse"
+    report = emulator_faults.report()
+    assert injected(report, THROTTLE, "dynamodb", REFUSED_STATEMENTS) == report["rules"][0]["injected"] == 2
+
+
 def test_throttled_reads_on_dynamodb_streams_and_kinesis(
     aws_client: AwsClientFactory, dynamodb: DynamoDBClient, emulator_faults: FaultControl
 ) -> None:
@@ -608,6 +685,38 @@ def test_the_same_seed_makes_the_same_decisions() -> None:
     assert first == decisions(FaultInjector(parse_config(config)))
     assert first != decisions(FaultInjector(parse_config(config | {"seed": 12})))
     assert 60 <= sum(first) <= 120
+
+
+def test_statement_refusals_follow_the_seed_and_a_batch_refusing_none_goes_to_the_next_rule() -> None:
+    rules = [statements_throttle(percent=30), throttle("dynamodb", "BatchExecuteStatement", percent=100)]
+    request = RequestInfo("dynamodb", "BatchExecuteStatement", ("T",), 0, ("T",) * 25)
+
+    def decisions(seed: int) -> list[tuple[tuple[int, str], ...] | None]:
+        injector = FaultInjector(parse_config({"seed": seed, "rules": rules}))
+        return [None if (fault := injector.decide(request)) is None else fault.refused for _ in range(40)]
+
+    first = decisions(3)
+    assert first == decisions(3) and first != decisions(4)
+    refused = [len(refusals) for refusals in first if refusals]
+    assert 5 <= sum(refused) / len(refused) <= 10, "about 30 % of 25 statements"
+    assert {code for refusals in first if refusals for _, code in refusals} == set(STATEMENT_ERRORS)
+    whole = FaultInjector(parse_config({"rules": [statements_throttle(percent=0), rules[1]]})).decide(request)
+    assert whole is not None and whole.refused == () and whole.index == 1, "no statement refused: the call is"
+
+
+@pytest.mark.parametrize(
+    ("rule", "problem"),
+    [
+        ({"kind": LOST_RESPONSE, "variant": STATEMENTS}, "variant must be one of"),
+        ({"operations": ["PutItem"]}, "BatchExecuteStatement only"),
+        ({"service": "kinesis"}, "BatchExecuteStatement only"),
+        ({"error": "ThrottlingException"}, "error must be one of"),
+    ],
+)
+def test_a_statements_throttle_names_batch_statements_and_a_statement_error(rule: dict[str, Any], problem: str) -> None:
+    with pytest.raises(ValueError, match=problem):
+        parse_config({"rules": [statements_throttle() | rule]})
+    assert parse_config({"rules": [statements_throttle()]}).rules[0].operations == ("BatchExecuteStatement",)
 
 
 @pytest.mark.emulator
