@@ -11,7 +11,7 @@ from rich.console import Console
 
 from aggregation.names import UNSAFE_ADD
 from local.__main__ import main
-from local.emulator.injected_faults import LOST_RESPONSE, RequestInfo, parse_config
+from local.emulator.injected_faults import LOST_RESPONSE, STATEMENTS, THROTTLE, RequestInfo, parse_config
 from local.paths import LocalPaths
 from local.scenarios import chaos
 from producer.model import AggregateNode, TradeState
@@ -114,6 +114,28 @@ def test_progress_counts_records_of_every_stage_and_the_state_figure_only_its_ow
     assert chaos.records_processed(functions) == 189
     assert chaos.records_processed(functions, "state") == 100
     assert chaos.records_processed({}, "state") == 0
+
+
+def test_the_state_functions_batch_statements_are_throttled_one_by_one_and_whole() -> None:
+    outputs = {"state_table": "S", "delta_table": "D", "aggregate_table": "A", "archive_bucket": "B"}
+    rules = parse_config(chaos.emulator_fault_config(chaos.ChaosSettings(throttle_pct=3), outputs, seed=1)).rules
+    batch = RequestInfo("dynamodb", "BatchExecuteStatement", ("S",), 0, ("S", "S"))
+    (one_by_one,) = [rule for rule in rules if rule.variant == STATEMENTS]
+    assert (one_by_one.kind, one_by_one.operations, one_by_one.percent) == (THROTTLE, ("BatchExecuteStatement",), 3.0)
+    assert one_by_one.targets(batch)
+    assert not one_by_one.targets(RequestInfo("dynamodb", "BatchExecuteStatement", ("D",), 0, ("D",)))
+    whole = [index for index, rule in enumerate(rules) if rule.variant != STATEMENTS and rule.targets(batch)]
+    assert whole and min(whole) > rules.index(one_by_one), "a batch refusing no statement may be throttled whole"
+    assert all(rule.kind == THROTTLE for rule in rules if rule.targets(batch)), "lost responses: by WRITE_SITES"
+    no_throttles = chaos.emulator_fault_config(chaos.ChaosSettings(throttle_pct=0), outputs, seed=1)["rules"]
+    assert not [rule for rule in no_throttles if rule.get("variant") == STATEMENTS]
+
+
+def test_refused_statements_are_a_figure_row_of_their_own() -> None:
+    report = {"injected": {"throttle": {"dynamodb:BatchExecuteStatement/statement": 9, "dynamodb:PutItem": 2}}}
+    rows = chaos.emulator_fault_figures(report)
+    assert rows[chaos.THROTTLED_STATEMENTS_FIGURE] == 9
+    assert rows["throttled writes (DynamoDB, Kinesis)"] == 2
 
 
 def test_the_default_settings_meet_issue_6() -> None:
