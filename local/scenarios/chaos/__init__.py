@@ -8,8 +8,8 @@ One run = a fresh local runtime (`lifecycle.up`) with, all at the same time:
   write lost at every DynamoDB write site (state `UpdateItem`: HTTP 500; map `PutItem`:
   connection closed; reduce `TransactWriteItems`: held past the SDK's read timeout), with the
   SDK's own retries active, and throttling of reads and writes (DynamoDB, DynamoDB Streams,
-  Kinesis), including single statements of the state function's `BatchExecuteStatement` refused
-  (a per-statement throttling error) while the rest of the batch is applied;
+  Kinesis), including single statements of PartiQL batches (`BatchExecuteStatement`) on the
+  StateTable refused (a per-statement throttling error) while the rest of the batch is applied;
 - a cancelled reduce transaction's ClientRequestToken kept taken by the emulator (a retry with
   other parameters would be refused: `cancelled_token_kept`), with throttled transactions
   cancelled for it to bite on;
