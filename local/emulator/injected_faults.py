@@ -45,8 +45,9 @@ never faulted unless a rule names their operations; DynamoDB's writes include Pa
 ExecuteStatement and BatchExecuteStatement), ``table`` (a substring of a table or stream
 name or ARN the request names, or of the table a PartiQL statement names), ``variant`` and
 ``hold_seconds`` (lost responses; the delay of ``latency``; a throttle's ``variant`` is
-``error``, the default, or ``statements``), ``error`` (throttles) and ``max_injections``. The first matching rule
-whose draw succeeds decides. Control endpoints (``/_compat/``, ``/moto-api/``) are never faulted.
+``error``, the default, or ``statements``), ``error`` (throttles) and ``max_injections``.
+The first matching rule whose draw succeeds decides. Control endpoints (``/_compat/``,
+``/moto-api/``) are never faulted.
 
 S3 is a REST API (no ``X-Amz-Target``): `_s3_request` names PutObject, conditional or not,
 and nothing else; a ``service: "s3"`` lost-response rule defaults to it, and its ``table``

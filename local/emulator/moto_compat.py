@@ -642,14 +642,14 @@ def fix_partiql_single_item_statements() -> None:
         refused = _refused_statements.get() or {}
         responses: list[dict[str, Any]] = []
         for index, (request, statement) in enumerate(zip(requests, parsed, strict=True)):
+            table = {} if isinstance(statement, MockValidationException) else {"TableName": statement.table}
+            if index in refused:  # an injected throttle: this statement is not run (nor validated)
+                responses.append(table | {"Error": injected_faults.statement_error(refused[index])})
+                continue
             if isinstance(statement, MockValidationException):
                 responses.append({"Error": _batch_error(statement)})
                 continue
             response: dict[str, Any] = {"TableName": statement.table}
-            if index in refused:  # an injected throttle: this statement is not run
-                response["Error"] = injected_faults.statement_error(refused[index])
-                responses.append(response)
-                continue
             try:
                 items = _run_statement(self, statement, request.get("ReturnValuesOnConditionCheckFailure"))
             except JsonRESTError as error:
