@@ -10,7 +10,9 @@ runner, the producer, the tests) exactly as AWS's would, on the wire:
 - ``lost_response`` (`LOST_RESPONSE`): the request IS applied by moto, then the caller
   gets no success: an HTTP 500 ``InternalServerError`` (variant ``error``), a connection
   closed without a response (``close``) or held past the client's read timeout and then
-  closed (``timeout``).
+  closed (``timeout``). Variant ``statements`` (`STATEMENTS`) loses single statements' answers
+  of a BatchExecuteStatement instead: a drawn statement is run, and if it succeeded its answer
+  is a per-statement ``InternalServerError``.
 - ``throttle`` (`THROTTLE`): the request is NOT applied; the caller gets the throttling
   error AWS returns (HTTP 400): ``ProvisionedThroughputExceededException``,
   ``ThrottlingException``, ``RequestLimitExceeded``, or for TransactWriteItems a
@@ -148,9 +150,8 @@ the request changes. The reducer-scaling benchmark gives every reduce transactio
 """
 
 KINDS = (LOST_RESPONSE, THROTTLE, CANCELLED_TOKEN_KEPT, LATENCY)
-LOST_RESPONSE_VARIANTS = ("error", "close", "timeout")
 STATEMENTS = "statements"
-"""The throttle variant that refuses single statements of a BatchExecuteStatement, not the call.
+"""The variant of throttles and lost responses that reaches single statements of a BatchExecuteStatement.
 
 DynamoDB answers a BatchExecuteStatement statement by statement (HTTP 200 "does not mean that
 all statements ... succeeded"): a statement whose partition is throttled fails alone with a
@@ -159,10 +160,18 @@ all statements ... succeeded"): a statement whose partition is throttled fails a
 one) draws each statement on its ``table`` with ``percent``; a drawn statement is not run and
 is answered ``{"Error": {"Code": ...}}`` in its place, the others run as usual in the same
 call. ``error`` names the code (one of `STATEMENT_ERRORS`); without it each refused statement's
-code is drawn from them all. ``max_injections`` and the counters count refused statements,
-the counters under ``dynamodb:BatchExecuteStatement/statement``; a call that refuses none is
-left to the following rules.
+code is drawn from them all.
+
+``{"kind": "lost_response", "variant": "statements"}`` draws the same way, but a drawn
+statement is run, and when it succeeded its answer is replaced by an ``InternalServerError``
+(a statement that failed on its own keeps its error): the worst reading of a statement's
+server error, on which AWS is silent, as a whole call's HTTP 500 may follow an applied write.
+
+``max_injections`` and the counters count statements, the counters under
+``dynamodb:BatchExecuteStatement/statement``; a call in which no statement is drawn is left
+to the following rules.
 """
+LOST_RESPONSE_VARIANTS = ("error", "close", "timeout", STATEMENTS)
 THROTTLE_VARIANTS = ("error", STATEMENTS)
 """``error``: the whole request is refused with an HTTP 400; ``statements``: see `STATEMENTS`."""
 STATEMENT_ERRORS = (
@@ -314,9 +323,7 @@ def _parse_rule(raw: Any, index: int) -> FaultRule:
     if error is not None and error not in errors:
         raise ValueError(f"{where}: error must be one of {list(errors)}")
     if variant == STATEMENTS:
-        if service != "dynamodb" or operations not in ((), (_BATCH_STATEMENTS,)):
-            raise ValueError(f"{where}: variant {STATEMENTS!r} refuses statements of dynamodb {_BATCH_STATEMENTS} only")
-        operations = (_BATCH_STATEMENTS,)
+        operations = _statement_operations(where, kind, service, operations)
     limit = raw.get("max_injections")
     if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
         raise ValueError(f"{where}: max_injections must be a non-negative integer")
@@ -332,6 +339,15 @@ def _parse_operations(operations: Any, where: str, kind: str, service: str) -> t
     if not operations and service not in DEFAULT_OPERATIONS[kind]:
         raise ValueError(f"{where}: name the operations to fault on {service!r} (or '*')")
     return tuple(operations)
+
+
+def _statement_operations(where: str, kind: str, service: str, operations: tuple[str, ...]) -> tuple[str, ...]:
+    """A `STATEMENTS` rule's operations: BatchExecuteStatement of DynamoDB, named or not."""
+    if kind not in (THROTTLE, LOST_RESPONSE):
+        raise ValueError(f"{where}: variant {STATEMENTS!r} is a variant of throttles and lost responses")
+    if service != "dynamodb" or operations not in ((), (_BATCH_STATEMENTS,)):
+        raise ValueError(f"{where}: variant {STATEMENTS!r} reaches statements of dynamodb {_BATCH_STATEMENTS} only")
+    return (_BATCH_STATEMENTS,)
 
 
 def config_from_environment(environ: Mapping[str, str] | None = None) -> FaultConfig:
@@ -502,8 +518,8 @@ class Fault:
     rule: FaultRule
     index: int
     request: RequestInfo
-    refused: tuple[tuple[int, str], ...] = ()
-    """`STATEMENTS`: (index of a refused statement, its `BatchStatementError` code), in order."""
+    statements: tuple[tuple[int, str], ...] = ()
+    """`STATEMENTS`: (index of a drawn statement, the `BatchStatementError` code it is answered with), in order."""
 
 
 class FaultInjector:
@@ -531,9 +547,9 @@ class FaultInjector:
                 if rule.kind == CANCELLED_TOKEN_KEPT or not rule.targets(request):
                     continue  # a kept token is decided after the request (`keeps_cancelled_token`)
                 _Counters.bump(self._counters.considered, rule.kind, request)
-                if rule.variant == STATEMENTS and rule.kind == THROTTLE:
-                    if refused := self._refused_statements(rule, index, request):
-                        return Fault(rule, index, request, refused)
+                if rule.variant == STATEMENTS:
+                    if drawn := self._drawn_statements(rule, index, request):
+                        return Fault(rule, index, request, drawn)
                     continue
                 if not self._exhausted(index) and self._random.uniform(0, 100) < rule.percent:
                     self._counters.by_rule[index] += 1  # reserved now, so max_injections holds under concurrency
@@ -546,16 +562,19 @@ class FaultInjector:
         limit = self._config.rules[index].max_injections
         return limit is not None and self._counters.by_rule[index] >= limit
 
-    def _refused_statements(self, rule: FaultRule, index: int, request: RequestInfo) -> tuple[tuple[int, str], ...]:
-        """`STATEMENTS`: one draw per statement on the rule's table, each refusal reserved as it is drawn."""
-        refused: list[tuple[int, str]] = []
+    def _drawn_statements(self, rule: FaultRule, index: int, request: RequestInfo) -> tuple[tuple[int, str], ...]:
+        """`STATEMENTS`: one draw per statement on the rule's table, each reserved as it is drawn."""
+        drawn: list[tuple[int, str]] = []
         for position, table in enumerate(request.statement_tables):
             if rule.table is not None and rule.table not in table:
                 continue
             if not self._exhausted(index) and self._random.uniform(0, 100) < rule.percent:
                 self._counters.by_rule[index] += 1
-                refused.append((position, rule.error or self._random.choice(STATEMENT_ERRORS)))
-        return tuple(refused)
+                if rule.kind == LOST_RESPONSE:
+                    drawn.append((position, "InternalServerError"))
+                else:
+                    drawn.append((position, rule.error or self._random.choice(STATEMENT_ERRORS)))
+        return tuple(drawn)
 
     def keeps_cancelled_token(self, request: RequestInfo) -> bool:
         """Whether the token of this cancelled transaction stays taken (`CANCELLED_TOKEN_KEPT`)."""
@@ -572,22 +591,22 @@ class FaultInjector:
 
     def lost_response_settled(self, fault: Fault, applied: bool) -> None:
         """Count a lost response whose write was applied; release the reservation of one that was not."""
-        self._settled(fault, applied, 1, "")
+        self._settled(fault, 1, int(applied), "")
 
-    def refused_statements_settled(self, fault: Fault, answered: bool) -> None:
-        """Count the statements refused in a batch that was answered; release them if it was refused whole
-        (a ValidationException for the batch: no statement was answered, so none was refused)."""
-        self._settled(fault, answered, len(fault.refused), STATEMENT_COUNTER_SUFFIX)
+    def statements_settled(self, fault: Fault, answered: int) -> None:
+        """Count the drawn statements answered with their injected error; release the others' reservations
+        (a batch refused whole, a ValidationException, answers none; a lost statement that failed on
+        its own keeps its own error)."""
+        self._settled(fault, len(fault.statements), answered, STATEMENT_COUNTER_SUFFIX)
 
-    def _settled(self, fault: Fault, happened: bool, count: int, suffix: str) -> None:
+    def _settled(self, fault: Fault, reserved: int, happened: int, suffix: str) -> None:
         with self._lock:
             rules = self._config.rules
             if fault.index >= len(rules) or rules[fault.index] is not fault.rule:
                 return  # reconfigured meanwhile: the counters were reset
             if happened:
-                _Counters.bump(self._counters.injected, fault.rule.kind, fault.request, suffix, count)
-            else:
-                self._counters.by_rule[fault.index] -= count
+                _Counters.bump(self._counters.injected, fault.rule.kind, fault.request, suffix, happened)
+            self._counters.by_rule[fault.index] -= reserved - happened
 
     def report(self) -> dict[str, Any]:
         """Configuration and counters: what ``GET /_compat/faults`` returns.
@@ -659,8 +678,20 @@ _STATEMENT_MESSAGES = {
 
 
 def statement_error(code: str) -> dict[str, str]:
-    """The `BatchStatementError` of a statement refused by a `STATEMENTS` throttle."""
+    """The `BatchStatementError` of a statement a `STATEMENTS` fault reached."""
     return {"Code": code, "Message": _STATEMENT_MESSAGES[code]}
+
+
+@dataclass
+class StatementFaults:
+    """What the BatchExecuteStatement being served does with the statements a `STATEMENTS` fault drew."""
+
+    codes: Mapping[int, str]
+    """Statement index -> the `BatchStatementError` code it is answered with."""
+    run_first: bool
+    """Lost responses: the statement is run, and only a success is answered with the error."""
+    answered: int = 0
+    """How many statements were answered with their code (filled in by the batch)."""
 
 
 def lose_response(fault: Fault, environ: dict[str, Any], start_response: StartResponse) -> list[bytes]:

@@ -105,7 +105,7 @@ import re
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -572,22 +572,22 @@ def _batch_error(error: JsonRESTError) -> dict[str, Any]:
     return answer
 
 
-_refused_statements: contextvars.ContextVar[Mapping[int, str] | None] = contextvars.ContextVar(
-    "refused_statements", default=None
+_statement_faults: contextvars.ContextVar[injected_faults.StatementFaults | None] = contextvars.ContextVar(
+    "statement_faults", default=None
 )
-"""The statements of the BatchExecuteStatement being served that an injected throttle refuses
-(index -> `BatchStatementError` code), set by `CompatMiddleware` around the request."""
+"""The injected faults of the statements of the BatchExecuteStatement being served, set by
+`CompatMiddleware` around the request (`injected_faults.STATEMENTS`)."""
 
 
 @contextlib.contextmanager
-def refusing_statements(refused: Mapping[int, str]) -> Iterator[None]:
-    """Within: the BatchExecuteStatement served in this thread answers `refused` statements with
-    their error instead of running them (`injected_faults.STATEMENTS`)."""
-    token = _refused_statements.set(refused)
+def faulting_statements(faults: injected_faults.StatementFaults) -> Iterator[None]:
+    """Within: the BatchExecuteStatement served in this thread answers the statements `faults` drew
+    with their error, instead of running them (throttles) or after running them (lost responses)."""
+    token = _statement_faults.set(faults)
     try:
         yield
     finally:
-        _refused_statements.reset(token)
+        _statement_faults.reset(token)
 
 
 def fix_partiql_single_item_statements() -> None:
@@ -639,12 +639,14 @@ def fix_partiql_single_item_statements() -> None:
         if len({partiql_statements.is_read(statement) for statement in statements}) > 1:
             raise MockValidationException("The entire batch must consist of either read statements or write statements")
         _refuse_duplicate_items(self, statements)
-        refused = _refused_statements.get() or {}
+        faults = _statement_faults.get() or injected_faults.StatementFaults({}, run_first=False)
         responses: list[dict[str, Any]] = []
         for index, (request, statement) in enumerate(zip(requests, parsed, strict=True)):
-            table = {} if isinstance(statement, MockValidationException) else {"TableName": statement.table}
-            if index in refused:  # an injected throttle: this statement is not run (nor validated)
-                responses.append(table | {"Error": injected_faults.statement_error(refused[index])})
+            injected = faults.codes.get(index)
+            if injected is not None and not faults.run_first:  # a throttle: not run (nor validated)
+                table = {} if isinstance(statement, MockValidationException) else {"TableName": statement.table}
+                responses.append(table | {"Error": injected_faults.statement_error(injected)})
+                faults.answered += 1
                 continue
             if isinstance(statement, MockValidationException):
                 responses.append({"Error": _batch_error(statement)})
@@ -657,6 +659,9 @@ def fix_partiql_single_item_statements() -> None:
             else:
                 if items:
                     response["Item"] = items[0]
+                if injected is not None:  # a lost response: applied, answered with a server error
+                    response = {"TableName": statement.table, "Error": injected_faults.statement_error(injected)}
+                    faults.answered += 1
             responses.append(response)
         return DynamoResult({"Responses": responses})
 
@@ -1513,11 +1518,15 @@ class CompatMiddleware:
                 self._maybe_keep_cancelled_token(environ, request, transaction)
             start_response(captured_transaction.status, captured_transaction.headers)
             return body
-        if fault.refused:  # some statements of a BatchExecuteStatement refused, the others run
+        if fault.statements:  # some statements of a BatchExecuteStatement reached, the others run as usual
+            statement_faults = injected_faults.StatementFaults(
+                dict(fault.statements), run_first=fault.rule.kind == injected_faults.LOST_RESPONSE
+            )
             captured_batch = _CapturedStart()
-            with refusing_statements(dict(fault.refused)):
+            with faulting_statements(statement_faults):
                 body = self._consumed(self._forward(environ, captured_batch))
-            self.faults.refused_statements_settled(fault, captured_batch.status.startswith("2"))
+            answered = statement_faults.answered if captured_batch.status.startswith("2") else 0
+            self.faults.statements_settled(fault, answered)
             start_response(captured_batch.status, captured_batch.headers)
             return body
         if fault.rule.kind == injected_faults.THROTTLE:

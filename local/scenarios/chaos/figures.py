@@ -130,7 +130,7 @@ def stage_of(function_name: str) -> str | None:
 
 def emulator_fault_figures(report: Mapping[str, Any]) -> dict[str, int]:
     """`GET /_compat/faults` counters as figure rows: lost responses per write site, throttles by side,
-    single statements refused in the state function's batches."""
+    single statements of the state function's batches whose answers were lost or which were refused."""
     injected = report.get("injected", {})
     figures: dict[str, int] = {}
     lost = injected.get(LOST_RESPONSE, {})
@@ -138,6 +138,7 @@ def emulator_fault_figures(report: Mapping[str, Any]) -> dict[str, int]:
         figures[f"lost response, {stage} {operation} ({variant})"] = int(lost.get(f"dynamodb:{operation}", 0))
     for stage, operation, _bucket, variant in S3_WRITE_SITES:
         figures[f"lost response, {stage} {operation} ({variant})"] = int(lost.get(f"s3:{operation}", 0))
+    figures[LOST_STATEMENTS_FIGURE] = int(lost.get(f"dynamodb:BatchExecuteStatement{STATEMENT_COUNTER_SUFFIX}", 0))
     reads = writes = statements = 0
     for key, count in injected.get(THROTTLE, {}).items():
         operation = key.partition(":")[2]
@@ -157,6 +158,7 @@ def emulator_fault_figures(report: Mapping[str, Any]) -> dict[str, int]:
 
 KEPT_TOKENS_FIGURE = "cancelled reduce transactions whose token stayed taken"
 THROTTLED_STATEMENTS_FIGURE = "throttled state statements (one by one, the rest of the batch applied)"
+LOST_STATEMENTS_FIGURE = "lost response, state statements one by one (applied, answered InternalServerError)"
 
 
 @dataclass(frozen=True)

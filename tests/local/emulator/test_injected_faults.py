@@ -375,7 +375,7 @@ def statements_throttle(percent: float = 100, **options: Any) -> dict[str, Any]:
     return {"kind": THROTTLE, "service": "dynamodb", "percent": percent, "variant": STATEMENTS, **options}
 
 
-REFUSED_STATEMENTS = "BatchExecuteStatement" + STATEMENT_COUNTER_SUFFIX
+STATEMENT_COUNTER = "BatchExecuteStatement" + STATEMENT_COUNTER_SUFFIX
 
 
 def test_a_statements_throttle_refuses_the_drawn_statements_and_runs_the_others_answered_in_order(
@@ -389,11 +389,11 @@ def test_a_statements_throttle_refuses_the_drawn_statements_and_runs_the_others_
     emulator_faults.configure(rule, seed=8)
     request = RequestInfo("dynamodb", "BatchExecuteStatement", (table,), 0, (table,) * len(keys))
     expected = FaultInjector(parse_config(config)).decide(request)  # the emulator draws the same from the seed
-    assert expected is not None and 0 < len(expected.refused) < len(keys) - 1 and 3 not in dict(expected.refused)
+    assert expected is not None and 0 < len(expected.statements) < len(keys) - 1 and 3 not in dict(expected.statements)
 
     responses = dynamodb.batch_execute_statement(Statements=insert_statements(table, *keys))["Responses"]
 
-    refused = dict(expected.refused)
+    refused = dict(expected.statements)
     assert [response.get("Error", {}).get("Code") for response in responses] == [
         refused.get(number, "DuplicateItem" if number == 3 else None) for number in range(len(keys))
     ], "one answer per statement, in order: the refused ones' codes, k3's own failure, successes"
@@ -402,7 +402,7 @@ def test_a_statements_throttle_refuses_the_drawn_statements_and_runs_the_others_
     report = emulator_faults.clear()
     applied = [key for key in keys if item_exists(dynamodb, table, key)]
     assert applied == [key for number, key in enumerate(keys) if number not in refused], "exactly the others"
-    assert injected(report, THROTTLE, "dynamodb", REFUSED_STATEMENTS) == len(refused) == report["rules"][0]["injected"]
+    assert injected(report, THROTTLE, "dynamodb", STATEMENT_COUNTER) == len(refused) == report["rules"][0]["injected"]
     assert injected(report, THROTTLE, "dynamodb", "BatchExecuteStatement") == 0, "the call itself answered 200"
 
 
@@ -425,7 +425,25 @@ def test_a_statements_throttle_refuses_only_statements_on_its_table_up_to_max_in
     assert "Error" not in again[0], "max_injections counts refused statements"
     assert [item_exists(dynamodb, table, key) for key in "abcd"] == [False, False, True, True]
     assert item_exists(dynamodb, other, "a")
-    assert emulator_faults.injected(THROTTLE, "dynamodb", REFUSED_STATEMENTS) == 2
+    assert emulator_faults.injected(THROTTLE, "dynamodb", STATEMENT_COUNTER) == 2
+
+
+def test_a_statements_lost_response_applies_the_drawn_statements_and_answers_them_internal_server_error(
+    dynamodb: DynamoDBClient, emulator_faults: FaultControl
+) -> None:
+    table = new_table(dynamodb)
+    dynamodb.put_item(TableName=table, Item={"pk": {"S": "k1"}})  # its INSERT fails on its own: DuplicateItem
+    emulator_faults.configure({"kind": LOST_RESPONSE, "service": "dynamodb", "percent": 100,
+                               "variant": STATEMENTS, "table": table})  # fmt: skip
+    keys = [f"k{number}" for number in range(5)]
+
+    responses = dynamodb.batch_execute_statement(Statements=insert_statements(table, *keys))["Responses"]
+
+    codes = [response["Error"]["Code"] for response in responses]
+    assert codes == ["InternalServerError", "DuplicateItem", *["InternalServerError"] * 3], "a failure keeps its own"
+    report = emulator_faults.clear()
+    assert all(item_exists(dynamodb, table, key) for key in keys), "applied, though answered with an error"
+    assert injected(report, LOST_RESPONSE, "dynamodb", STATEMENT_COUNTER) == report["rules"][0]["injected"] == 4
 
 
 def test_a_batch_refused_whole_refuses_no_statement_and_counts_none(
@@ -443,7 +461,7 @@ def test_a_batch_refused_whole_refuses_no_statement_and_counts_none(
     codes = [response["Error"]["Code"] for response in responses]
     assert set(codes) <= set(STATEMENT_ERRORS), "the released reservations refuse these (unvalidated) statements"
     report = emulator_faults.report()
-    assert injected(report, THROTTLE, "dynamodb", REFUSED_STATEMENTS) == report["rules"][0]["injected"] == 2
+    assert injected(report, THROTTLE, "dynamodb", STATEMENT_COUNTER) == report["rules"][0]["injected"] == 2
 
 
 def test_throttled_reads_on_dynamodb_streams_and_kinesis(
@@ -695,7 +713,7 @@ def test_statement_refusals_follow_the_seed_and_a_batch_refusing_none_goes_to_th
 
     def decisions(seed: int) -> list[tuple[tuple[int, str], ...] | None]:
         injector = FaultInjector(parse_config({"seed": seed, "rules": rules}))
-        return [None if (fault := injector.decide(request)) is None else fault.refused for _ in range(40)]
+        return [None if (fault := injector.decide(request)) is None else fault.statements for _ in range(40)]
 
     first = decisions(3)
     assert first == decisions(3) and first != decisions(4)
@@ -703,13 +721,14 @@ def test_statement_refusals_follow_the_seed_and_a_batch_refusing_none_goes_to_th
     assert 5 <= sum(refused) / len(refused) <= 10, "about 30 % of 25 statements"
     assert {code for refusals in first if refusals for _, code in refusals} == set(STATEMENT_ERRORS)
     whole = FaultInjector(parse_config({"rules": [statements_throttle(percent=0), rules[1]]})).decide(request)
-    assert whole is not None and whole.refused == () and whole.index == 1, "no statement refused: the call is"
+    assert whole is not None and whole.statements == () and whole.index == 1, "no statement refused: the call is"
 
 
 @pytest.mark.parametrize(
     ("rule", "problem"),
     [
-        ({"kind": LOST_RESPONSE, "variant": STATEMENTS}, "variant must be one of"),
+        ({"kind": "latency"}, "variant of throttles and lost responses"),
+        ({"kind": LOST_RESPONSE, "operations": ["PutItem"]}, "BatchExecuteStatement only"),
         ({"operations": ["PutItem"]}, "BatchExecuteStatement only"),
         ({"service": "kinesis"}, "BatchExecuteStatement only"),
         ({"error": "ThrottlingException"}, "error must be one of"),

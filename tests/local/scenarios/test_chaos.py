@@ -116,26 +116,36 @@ def test_progress_counts_records_of_every_stage_and_the_state_figure_only_its_ow
     assert chaos.records_processed({}, "state") == 0
 
 
-def test_the_state_functions_batch_statements_are_throttled_one_by_one_and_whole() -> None:
+def test_the_state_functions_batch_statements_are_lost_and_throttled_one_by_one_and_whole() -> None:
     outputs = {"state_table": "S", "delta_table": "D", "aggregate_table": "A", "archive_bucket": "B"}
-    rules = parse_config(chaos.emulator_fault_config(chaos.ChaosSettings(throttle_pct=3), outputs, seed=1)).rules
+    settings = chaos.ChaosSettings(lost_response_pct=4, throttle_pct=3)
+    rules = parse_config(chaos.emulator_fault_config(settings, outputs, seed=1)).rules
     batch = RequestInfo("dynamodb", "BatchExecuteStatement", ("S",), 0, ("S", "S"))
-    (one_by_one,) = [rule for rule in rules if rule.variant == STATEMENTS]
-    assert (one_by_one.kind, one_by_one.operations, one_by_one.percent) == (THROTTLE, ("BatchExecuteStatement",), 3.0)
-    assert one_by_one.targets(batch)
-    assert not one_by_one.targets(RequestInfo("dynamodb", "BatchExecuteStatement", ("D",), 0, ("D",)))
-    whole = [index for index, rule in enumerate(rules) if rule.variant != STATEMENTS and rule.targets(batch)]
-    assert whole and min(whole) > rules.index(one_by_one), "a batch refusing no statement may be throttled whole"
-    assert all(rule.kind == THROTTLE for rule in rules if rule.targets(batch)), "lost responses: by WRITE_SITES"
-    no_throttles = chaos.emulator_fault_config(chaos.ChaosSettings(throttle_pct=0), outputs, seed=1)["rules"]
-    assert not [rule for rule in no_throttles if rule.get("variant") == STATEMENTS]
+    one_by_one = {rule.kind: rule for rule in rules if rule.variant == STATEMENTS}
+    assert {kind: rule.percent for kind, rule in one_by_one.items()} == {LOST_RESPONSE: 4.0, THROTTLE: 3.0}
+    for rule in one_by_one.values():
+        assert rule.operations == ("BatchExecuteStatement",) and rule.targets(batch)
+        assert not rule.targets(RequestInfo("dynamodb", "BatchExecuteStatement", ("D",), 0, ("D",)))
+    whole = [index for index, rule in enumerate(rules) if rule.kind == THROTTLE and rule.variant != STATEMENTS]
+    whole_batch = [index for index in whole if rules[index].targets(batch)]  # default operations reach it
+    assert whole_batch and min(whole_batch) > rules.index(one_by_one[THROTTLE]), "a batch refusing none: then whole"
+    quiet = chaos.emulator_fault_config(chaos.ChaosSettings(lost_response_pct=0, throttle_pct=0), outputs, seed=1)
+    assert not [rule for rule in quiet["rules"] if rule.get("variant") == STATEMENTS]
 
 
-def test_refused_statements_are_a_figure_row_of_their_own() -> None:
-    report = {"injected": {"throttle": {"dynamodb:BatchExecuteStatement/statement": 9, "dynamodb:PutItem": 2}}}
+def test_statements_lost_or_refused_are_figure_rows_of_their_own() -> None:
+    statements = "dynamodb:BatchExecuteStatement/statement"
+    report = {
+        "injected": {
+            "throttle": {statements: 9, "dynamodb:PutItem": 2},
+            "lost_response": {statements: 5, "dynamodb:PutItem": 1},
+        }
+    }
     rows = chaos.emulator_fault_figures(report)
     assert rows[chaos.THROTTLED_STATEMENTS_FIGURE] == 9
     assert rows["throttled writes (DynamoDB, Kinesis)"] == 2
+    assert rows[chaos.LOST_STATEMENTS_FIGURE] == 5
+    assert rows["lost response, map PutItem (close)"] == 1
 
 
 def test_the_default_settings_meet_issue_6() -> None:
