@@ -10,11 +10,19 @@ runner, the producer, the tests) exactly as AWS's would, on the wire:
 - ``lost_response`` (`LOST_RESPONSE`): the request IS applied by moto, then the caller
   gets no success: an HTTP 500 ``InternalServerError`` (variant ``error``), a connection
   closed without a response (``close``) or held past the client's read timeout and then
-  closed (``timeout``).
+  closed (``timeout``). Variant ``statements`` (`STATEMENTS`) loses single statements' answers
+  of a BatchExecuteStatement instead: a drawn statement is run, and if it succeeded its answer
+  is a per-statement ``InternalServerError``.
 - ``throttle`` (`THROTTLE`): the request is NOT applied; the caller gets the throttling
   error AWS returns (HTTP 400): ``ProvisionedThroughputExceededException``,
-  ``ThrottlingException``, or for TransactWriteItems a ``TransactionCanceledException``
-  whose CancellationReasons hold a ``ThrottlingError``.
+  ``ThrottlingException``, ``RequestLimitExceeded``, or for TransactWriteItems a
+  ``TransactionCanceledException`` whose CancellationReasons hold a ``ThrottlingError``
+  (BatchExecuteStatement, which documents no ProvisionedThroughputExceededException, answers
+  ``ThrottlingException`` in its place). Variant ``statements`` (`STATEMENTS`) throttles single
+  statements of a BatchExecuteStatement instead: each drawn statement is answered with a
+  per-statement error (``ProvisionedThroughputExceeded``, ``ThrottlingError``,
+  ``RequestLimitExceeded``, ``InternalServerError``, ``TransactionConflict``) and not run, while
+  the others run in the same call: the partial batch AWS documents.
 - ``cancelled_token_kept`` (`CANCELLED_TOKEN_KEPT`): a cancelled transaction's
   ClientRequestToken stays taken for 10 minutes; reusing it with other parameters is refused
   with ``IdempotentParameterMismatchException``.
@@ -35,10 +43,13 @@ A rule: ``kind``; ``service`` (``dynamodb``, ``dynamodbstreams``, ``kinesis``, o
 SigV4 signing name); ``percent`` (0-100, the probability per matching request);
 optionally ``operations`` (API names, ``"*"`` for all; default `DEFAULT_OPERATIONS` of the
 kind, the data-plane calls of DynamoDB, DynamoDB Streams and Kinesis: other services are
-never faulted unless a rule names their operations), ``table`` (a substring of a table or
-stream name or ARN the request names), ``variant`` and ``hold_seconds`` (lost responses; the
-delay of ``latency``), ``error`` (throttles) and ``max_injections``. The first matching rule
-whose draw succeeds decides. Control endpoints (``/_compat/``, ``/moto-api/``) are never faulted.
+never faulted unless a rule names their operations; DynamoDB's writes include PartiQL's
+ExecuteStatement and BatchExecuteStatement), ``table`` (a substring of a table or stream
+name or ARN the request names, or of the table a PartiQL statement names), ``variant`` and
+``hold_seconds`` (lost responses; the delay of ``latency``; a throttle's ``variant`` is
+``error``, the default, or ``statements``), ``error`` (throttles) and ``max_injections``.
+The first matching rule whose draw succeeds decides. Control endpoints (``/_compat/``,
+``/moto-api/``) are never faulted.
 
 S3 is a REST API (no ``X-Amz-Target``): `_s3_request` names PutObject, conditional or not,
 and nothing else; a ``service: "s3"`` lost-response rule defaults to it, and its ``table``
@@ -139,8 +150,48 @@ the request changes. The reducer-scaling benchmark gives every reduce transactio
 """
 
 KINDS = (LOST_RESPONSE, THROTTLE, CANCELLED_TOKEN_KEPT, LATENCY)
-LOST_RESPONSE_VARIANTS = ("error", "close", "timeout")
-THROTTLE_ERRORS = ("ProvisionedThroughputExceededException", "ThrottlingException", "TransactionCanceledException")
+STATEMENTS = "statements"
+"""The variant of throttles and lost responses that reaches single statements of a BatchExecuteStatement.
+
+DynamoDB answers a BatchExecuteStatement statement by statement (HTTP 200 "does not mean that
+all statements ... succeeded"): a statement whose partition is throttled fails alone with a
+`BatchStatementError` while the others are applied. A rule ``{"kind": "throttle", "variant":
+"statements"}`` (service ``dynamodb``, operation BatchExecuteStatement, its default and only
+one) draws each statement on its ``table`` with ``percent``; a drawn statement is not run and
+is answered ``{"Error": {"Code": ...}}`` in its place, the others run as usual in the same
+call. ``error`` names the code (one of `STATEMENT_ERRORS`); without it each refused statement's
+code is drawn from them all.
+
+``{"kind": "lost_response", "variant": "statements"}`` draws the same way, but a drawn
+statement is run, and when it succeeded its answer is replaced by an ``InternalServerError``
+(a statement that failed on its own keeps its error): the worst reading of a statement's
+server error, on which AWS is silent, as a whole call's HTTP 500 may follow an applied write.
+
+``max_injections`` and the counters count statements, the counters under
+``dynamodb:BatchExecuteStatement/statement``; a call in which no statement is drawn is left
+to the following rules.
+"""
+LOST_RESPONSE_VARIANTS = ("error", "close", "timeout", STATEMENTS)
+THROTTLE_VARIANTS = ("error", STATEMENTS)
+"""``error``: the whole request is refused with an HTTP 400; ``statements``: see `STATEMENTS`."""
+STATEMENT_ERRORS = (
+    "ProvisionedThroughputExceeded",
+    "ThrottlingError",
+    "RequestLimitExceeded",
+    "InternalServerError",
+    "TransactionConflict",
+)
+"""The `BatchStatementError` codes of a statement refused for now (not applied): DynamoDB's
+throughput and request limits, a server error, an item held by a transaction in progress."""
+STATEMENT_COUNTER_SUFFIX = "/statement"
+THROTTLE_ERRORS = (
+    "ProvisionedThroughputExceededException",
+    "ThrottlingException",
+    "RequestLimitExceeded",
+    "TransactionCanceledException",
+)
+_THROUGHPUT_EXCEEDED = "ProvisionedThroughputExceededException"
+_BATCH_STATEMENTS = "BatchExecuteStatement"
 DEFAULT_HOLD_SECONDS = 11.0
 """``timeout`` holds the connection just past the functions' 10-second SDK read timeout."""
 
@@ -202,12 +253,18 @@ class FaultRule:
         return self.table is None or any(self.table in name for name in request.resources)
 
     def throttle_error(self, request: RequestInfo) -> str:
-        """The error code a throttle of `request` answers with."""
-        if self.error == "TransactionCanceledException" and request.operation != "TransactWriteItems":
-            return "ProvisionedThroughputExceededException"
-        if self.error is not None:
-            return self.error
-        return "ThrottlingException" if self.service == "dynamodbstreams" else "ProvisionedThroughputExceededException"
+        """The error code a throttle of `request` answers with: the rule's, where the operation can answer it.
+
+        BatchExecuteStatement documents no ProvisionedThroughputExceededException (its errors:
+        ThrottlingException, RequestLimitExceeded, InternalServerError; a throttled partition is a
+        per-statement error there), so it answers ThrottlingException instead.
+        """
+        code = self.error or ("ThrottlingException" if self.service == "dynamodbstreams" else _THROUGHPUT_EXCEEDED)
+        if code == "TransactionCanceledException" and request.operation != "TransactWriteItems":
+            code = _THROUGHPUT_EXCEEDED
+        if code == _THROUGHPUT_EXCEEDED and request.operation == "BatchExecuteStatement":
+            return "ThrottlingException"
+        return code
 
 
 @dataclass(frozen=True)
@@ -255,14 +312,18 @@ def _parse_rule(raw: Any, index: int) -> FaultRule:
     if table is not None and (not isinstance(table, str) or not table):
         raise ValueError(f"{where}: table must be a non-empty string")
     variant = raw.get("variant", "error")
-    if variant not in LOST_RESPONSE_VARIANTS:
-        raise ValueError(f"{where}: variant must be one of {list(LOST_RESPONSE_VARIANTS)}")
+    variants = THROTTLE_VARIANTS if kind == THROTTLE else LOST_RESPONSE_VARIANTS
+    if variant not in variants:
+        raise ValueError(f"{where}: variant must be one of {list(variants)}")
     hold = raw.get("hold_seconds", DEFAULT_HOLD_SECONDS)
     if not isinstance(hold, int | float) or isinstance(hold, bool) or not 0 <= hold <= 300:
         raise ValueError(f"{where}: hold_seconds must be a number from 0 to 300")
     error = raw.get("error")
-    if error is not None and error not in THROTTLE_ERRORS:
-        raise ValueError(f"{where}: error must be one of {list(THROTTLE_ERRORS)}")
+    errors = STATEMENT_ERRORS if variant == STATEMENTS else THROTTLE_ERRORS
+    if error is not None and error not in errors:
+        raise ValueError(f"{where}: error must be one of {list(errors)}")
+    if variant == STATEMENTS:
+        operations = _statement_operations(where, kind, service, operations)
     limit = raw.get("max_injections")
     if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
         raise ValueError(f"{where}: max_injections must be a non-negative integer")
@@ -278,6 +339,15 @@ def _parse_operations(operations: Any, where: str, kind: str, service: str) -> t
     if not operations and service not in DEFAULT_OPERATIONS[kind]:
         raise ValueError(f"{where}: name the operations to fault on {service!r} (or '*')")
     return tuple(operations)
+
+
+def _statement_operations(where: str, kind: str, service: str, operations: tuple[str, ...]) -> tuple[str, ...]:
+    """A `STATEMENTS` rule's operations: BatchExecuteStatement of DynamoDB, named or not."""
+    if kind not in (THROTTLE, LOST_RESPONSE):
+        raise ValueError(f"{where}: variant {STATEMENTS!r} is a variant of throttles and lost responses")
+    if service != "dynamodb" or operations not in ((), (_BATCH_STATEMENTS,)):
+        raise ValueError(f"{where}: variant {STATEMENTS!r} reaches statements of dynamodb {_BATCH_STATEMENTS} only")
+    return (_BATCH_STATEMENTS,)
 
 
 def config_from_environment(environ: Mapping[str, str] | None = None) -> FaultConfig:
@@ -305,6 +375,8 @@ class RequestInfo:
     operation: str
     resources: tuple[str, ...] = ()
     transact_items: int = 0
+    statement_tables: tuple[str, ...] = ()
+    """BatchExecuteStatement: the table each statement names, in order ("" when none is found)."""
 
 
 def identify(environ: dict[str, Any]) -> RequestInfo | None:
@@ -328,12 +400,14 @@ def identify(environ: dict[str, Any]) -> RequestInfo | None:
         return RequestInfo(service, _query_action(environ))
     body = _json_object(_read_body(environ))
     transact_items: list[Any] = body["TransactItems"] if isinstance(body.get("TransactItems"), list) else []
-    return RequestInfo(service, operation, tuple(_named_resources(body, transact_items)), len(transact_items))
+    statement_tables = tuple(_statement_tables(body))
+    resources = [*_named_resources(body, transact_items), *filter(None, statement_tables)]
+    return RequestInfo(service, operation, tuple(resources), len(transact_items), statement_tables)
 
 
 def _named_resources(body: dict[str, Any], transact_items: list[Any]) -> list[str]:
     """The tables and streams a JSON request body names: its own fields, a batch's or transaction's
-    tables, a PartiQL statement's table, a shard iterator's stream."""
+    tables, a shard iterator's stream (a PartiQL statement's table: `_statement_tables`)."""
     resources: list[str] = []
     for key in ("TableName", "TableArn", "StreamName", "StreamARN", "StreamArn", "ResourceArn"):
         if isinstance(body.get(key), str):
@@ -344,17 +418,28 @@ def _named_resources(body: dict[str, Any], transact_items: list[Any]) -> list[st
         for action in item.values() if isinstance(item, dict) else ():
             if isinstance(action, dict) and isinstance(action.get("TableName"), str):
                 resources.append(action["TableName"])
-    statements = body["Statements"] if isinstance(body.get("Statements"), list) else [body]
-    for statement in statements:
-        text = statement.get("Statement") if isinstance(statement, dict) else None
-        if isinstance(text, str) and (table := PARTIQL_TABLE.search(text)) is not None:
-            resources.append((table.group("quoted") or "").replace('""', '"') or table.group("plain"))
     iterator = body.get("ShardIterator")
     if isinstance(iterator, str):
         resources.append(iterator)  # DynamoDB Streams: holds the table's stream ARN
         with contextlib.suppress(binascii.Error, ValueError):  # Kinesis: base64 "stream:shard:seq:issued"
             resources.append(base64.b64decode(iterator).decode("utf-8", "replace"))
     return resources
+
+
+def _statement_tables(body: dict[str, Any]) -> list[str]:
+    """The table each PartiQL statement of an ExecuteStatement or BatchExecuteStatement names ("" if none)."""
+    if isinstance(body.get("Statements"), list):
+        statements: list[Any] = body["Statements"]
+    elif "Statement" in body:
+        statements = [body]
+    else:
+        return []
+    tables: list[str] = []
+    for statement in statements:
+        text = statement.get("Statement") if isinstance(statement, dict) else None
+        table = PARTIQL_TABLE.search(text) if isinstance(text, str) else None
+        tables.append("" if table is None else (table.group("quoted") or "").replace('""', '"') or table.group("plain"))
+    return tables
 
 
 _S3_PUT_OBJECT_QUERY = {"x-id": ["PutObject"]}
@@ -418,10 +503,12 @@ class _Counters:
     by_rule: list[int] = field(default_factory=list)
 
     @staticmethod
-    def bump(table: dict[str, dict[str, int]], kind: str, request: RequestInfo) -> None:
+    def bump(
+        table: dict[str, dict[str, int]], kind: str, request: RequestInfo, suffix: str = "", count: int = 1
+    ) -> None:
         per_kind = table.setdefault(kind, {})
-        key = f"{request.service}:{request.operation}"
-        per_kind[key] = per_kind.get(key, 0) + 1
+        key = f"{request.service}:{request.operation}{suffix}"
+        per_kind[key] = per_kind.get(key, 0) + count
 
 
 @dataclass(frozen=True)
@@ -431,6 +518,8 @@ class Fault:
     rule: FaultRule
     index: int
     request: RequestInfo
+    statements: tuple[tuple[int, str], ...] = ()
+    """`STATEMENTS`: (index of a drawn statement, the `BatchStatementError` code it is answered with), in order."""
 
 
 class FaultInjector:
@@ -458,13 +547,34 @@ class FaultInjector:
                 if rule.kind == CANCELLED_TOKEN_KEPT or not rule.targets(request):
                     continue  # a kept token is decided after the request (`keeps_cancelled_token`)
                 _Counters.bump(self._counters.considered, rule.kind, request)
-                exhausted = rule.max_injections is not None and self._counters.by_rule[index] >= rule.max_injections
-                if not exhausted and self._random.uniform(0, 100) < rule.percent:
+                if rule.variant == STATEMENTS:
+                    if drawn := self._drawn_statements(rule, index, request):
+                        return Fault(rule, index, request, drawn)
+                    continue
+                if not self._exhausted(index) and self._random.uniform(0, 100) < rule.percent:
                     self._counters.by_rule[index] += 1  # reserved now, so max_injections holds under concurrency
                     if rule.kind in (THROTTLE, LATENCY):  # a lost response counts once its write is applied
                         _Counters.bump(self._counters.injected, rule.kind, request)
                     return Fault(rule, index, request)
         return None
+
+    def _exhausted(self, index: int) -> bool:
+        limit = self._config.rules[index].max_injections
+        return limit is not None and self._counters.by_rule[index] >= limit
+
+    def _drawn_statements(self, rule: FaultRule, index: int, request: RequestInfo) -> tuple[tuple[int, str], ...]:
+        """`STATEMENTS`: one draw per statement on the rule's table, each reserved as it is drawn."""
+        drawn: list[tuple[int, str]] = []
+        for position, table in enumerate(request.statement_tables):
+            if rule.table is not None and rule.table not in table:
+                continue
+            if not self._exhausted(index) and self._random.uniform(0, 100) < rule.percent:
+                self._counters.by_rule[index] += 1
+                if rule.kind == LOST_RESPONSE:
+                    drawn.append((position, "InternalServerError"))
+                else:
+                    drawn.append((position, rule.error or self._random.choice(STATEMENT_ERRORS)))
+        return tuple(drawn)
 
     def keeps_cancelled_token(self, request: RequestInfo) -> bool:
         """Whether the token of this cancelled transaction stays taken (`CANCELLED_TOKEN_KEPT`)."""
@@ -473,8 +583,7 @@ class FaultInjector:
                 if rule.kind != CANCELLED_TOKEN_KEPT or not rule.targets(request):
                     continue
                 _Counters.bump(self._counters.considered, rule.kind, request)
-                exhausted = rule.max_injections is not None and self._counters.by_rule[index] >= rule.max_injections
-                if not exhausted and self._random.uniform(0, 100) < rule.percent:
+                if not self._exhausted(index) and self._random.uniform(0, 100) < rule.percent:
                     self._counters.by_rule[index] += 1
                     _Counters.bump(self._counters.injected, rule.kind, request)
                     return True
@@ -482,14 +591,22 @@ class FaultInjector:
 
     def lost_response_settled(self, fault: Fault, applied: bool) -> None:
         """Count a lost response whose write was applied; release the reservation of one that was not."""
+        self._settled(fault, 1, int(applied), "")
+
+    def statements_settled(self, fault: Fault, answered: int) -> None:
+        """Count the drawn statements answered with their injected error; release the others' reservations
+        (a batch refused whole, a ValidationException, answers none; a lost statement that failed on
+        its own keeps its own error)."""
+        self._settled(fault, len(fault.statements), answered, STATEMENT_COUNTER_SUFFIX)
+
+    def _settled(self, fault: Fault, reserved: int, happened: int, suffix: str) -> None:
         with self._lock:
             rules = self._config.rules
             if fault.index >= len(rules) or rules[fault.index] is not fault.rule:
                 return  # reconfigured meanwhile: the counters were reset
-            if applied:
-                _Counters.bump(self._counters.injected, fault.rule.kind, fault.request)
-            else:
-                self._counters.by_rule[fault.index] -= 1
+            if happened:
+                _Counters.bump(self._counters.injected, fault.rule.kind, fault.request, suffix, happened)
+            self._counters.by_rule[fault.index] -= reserved - happened
 
     def report(self) -> dict[str, Any]:
         """Configuration and counters: what ``GET /_compat/faults`` returns.
@@ -544,7 +661,37 @@ _THROTTLE_MESSAGES = {
         "Consider increasing your provisioning level with the UpdateTable API."
     ),
     "ThrottlingException": "Rate of requests exceeds the allowed throughput.",
+    "RequestLimitExceeded": (
+        "Throughput exceeds the current throughput limit for your account. "
+        "Please contact AWS Support at https://aws.amazon.com/support request a limit increase"
+    ),
 }
+
+
+_STATEMENT_MESSAGES = {
+    "ProvisionedThroughputExceeded": _THROTTLE_MESSAGES[_THROUGHPUT_EXCEEDED],
+    "ThrottlingError": "Throughput exceeds the current capacity of your table or index.",
+    "RequestLimitExceeded": _THROTTLE_MESSAGES["RequestLimitExceeded"],
+    "InternalServerError": "Internal server error",
+    "TransactionConflict": "Transaction is ongoing for the item",
+}
+
+
+def statement_error(code: str) -> dict[str, str]:
+    """The `BatchStatementError` of a statement a `STATEMENTS` fault reached."""
+    return {"Code": code, "Message": _STATEMENT_MESSAGES[code]}
+
+
+@dataclass
+class StatementFaults:
+    """What the BatchExecuteStatement being served does with the statements a `STATEMENTS` fault drew."""
+
+    codes: Mapping[int, str]
+    """Statement index -> the `BatchStatementError` code it is answered with."""
+    run_first: bool
+    """Lost responses: the statement is run, and only a success is answered with the error."""
+    answered: int = 0
+    """How many statements were answered with their code (filled in by the batch)."""
 
 
 def lose_response(fault: Fault, environ: dict[str, Any], start_response: StartResponse) -> list[bytes]:

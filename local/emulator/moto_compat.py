@@ -92,6 +92,8 @@ Control endpoints (served by `CompatMiddleware`, never forwarded to moto):
 from __future__ import annotations
 
 import base64
+import contextlib
+import contextvars
 import copy
 import decimal
 import functools
@@ -103,7 +105,7 @@ import re
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -570,6 +572,24 @@ def _batch_error(error: JsonRESTError) -> dict[str, Any]:
     return answer
 
 
+_statement_faults: contextvars.ContextVar[injected_faults.StatementFaults | None] = contextvars.ContextVar(
+    "statement_faults", default=None
+)
+"""The injected faults of the statements of the BatchExecuteStatement being served, set by
+`CompatMiddleware` around the request (`injected_faults.STATEMENTS`)."""
+
+
+@contextlib.contextmanager
+def faulting_statements(faults: injected_faults.StatementFaults) -> Iterator[None]:
+    """Within: the BatchExecuteStatement served in this thread answers the statements `faults` drew
+    with their error, instead of running them (throttles) or after running them (lost responses)."""
+    token = _statement_faults.set(faults)
+    try:
+        yield
+    finally:
+        _statement_faults.reset(token)
+
+
 def fix_partiql_single_item_statements() -> None:
     """ExecuteStatement and BatchExecuteStatement run DynamoDB's single-item PartiQL writes and reads.
 
@@ -619,8 +639,15 @@ def fix_partiql_single_item_statements() -> None:
         if len({partiql_statements.is_read(statement) for statement in statements}) > 1:
             raise MockValidationException("The entire batch must consist of either read statements or write statements")
         _refuse_duplicate_items(self, statements)
+        faults = _statement_faults.get() or injected_faults.StatementFaults({}, run_first=False)
         responses: list[dict[str, Any]] = []
-        for request, statement in zip(requests, parsed, strict=True):
+        for index, (request, statement) in enumerate(zip(requests, parsed, strict=True)):
+            injected = faults.codes.get(index)
+            if injected is not None and not faults.run_first:  # a throttle: not run (nor validated)
+                table = {} if isinstance(statement, MockValidationException) else {"TableName": statement.table}
+                responses.append(table | {"Error": injected_faults.statement_error(injected)})
+                faults.answered += 1
+                continue
             if isinstance(statement, MockValidationException):
                 responses.append({"Error": _batch_error(statement)})
                 continue
@@ -632,6 +659,9 @@ def fix_partiql_single_item_statements() -> None:
             else:
                 if items:
                     response["Item"] = items[0]
+                if injected is not None:  # a lost response: applied, answered with a server error
+                    response = {"TableName": statement.table, "Error": injected_faults.statement_error(injected)}
+                    faults.answered += 1
             responses.append(response)
         return DynamoResult({"Responses": responses})
 
@@ -1487,6 +1517,17 @@ class CompatMiddleware:
             if _is_cancellation(captured_transaction.status, body):
                 self._maybe_keep_cancelled_token(environ, request, transaction)
             start_response(captured_transaction.status, captured_transaction.headers)
+            return body
+        if fault.statements:  # some statements of a BatchExecuteStatement reached, the others run as usual
+            statement_faults = injected_faults.StatementFaults(
+                dict(fault.statements), run_first=fault.rule.kind == injected_faults.LOST_RESPONSE
+            )
+            captured_batch = _CapturedStart()
+            with faulting_statements(statement_faults):
+                body = self._consumed(self._forward(environ, captured_batch))
+            answered = statement_faults.answered if captured_batch.status.startswith("2") else 0
+            self.faults.statements_settled(fault, answered)
+            start_response(captured_batch.status, captured_batch.headers)
             return body
         if fault.rule.kind == injected_faults.THROTTLE:
             if fault.request.operation == "TransactWriteItems":

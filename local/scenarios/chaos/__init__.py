@@ -7,7 +7,10 @@ One run = a fresh local runtime (`lifecycle.up`) with, all at the same time:
 - AWS-side faults the emulator injects (`local.emulator.injected_faults`): the response of an applied
   write lost at every DynamoDB write site (state `BatchExecuteStatement`: HTTP 500; map `PutItem`:
   connection closed; reduce `TransactWriteItems`: held past the SDK's read timeout), with the
-  SDK's own retries active, and throttling of reads and writes (DynamoDB, DynamoDB Streams,
+  SDK's own retries active; the answers of single statements of PartiQL batches
+  (`BatchExecuteStatement`) on the StateTable lost (applied, answered with a per-statement
+  `InternalServerError`) or those statements refused (a per-statement throttling error) while
+  the rest of the batch is applied; throttling of reads and writes (DynamoDB, DynamoDB Streams,
   Kinesis);
 - a cancelled reduce transaction's ClientRequestToken kept taken by the emulator (a retry with
   other parameters would be refused: `cancelled_token_kept`), with throttled transactions
@@ -33,6 +36,8 @@ from __future__ import annotations
 
 from local.scenarios.chaos.figures import (
     KEPT_TOKENS_FIGURE,
+    LOST_STATEMENTS_FIGURE,
+    THROTTLED_STATEMENTS_FIGURE,
     RunFigures,
     add_function_counters,
     discrepancies,
@@ -53,8 +58,10 @@ from local.scenarios.chaos.settings import (
 
 __all__ = [
     "KEPT_TOKENS_FIGURE",
+    "LOST_STATEMENTS_FIGURE",
     "ORIGINAL_FUNCTION_FAULT_PCT",
     "STAGES",
+    "THROTTLED_STATEMENTS_FIGURE",
     "ChaosError",
     "ChaosSettings",
     "RunFigures",

@@ -13,7 +13,7 @@ from aggregation.names import (
     QUARANTINE_PAYLOAD_TRUNCATED,
     QUARANTINE_REASON,
 )
-from local.emulator.injected_faults import CANCELLED_TOKEN_KEPT, LOST_RESPONSE, THROTTLE
+from local.emulator.injected_faults import CANCELLED_TOKEN_KEPT, LOST_RESPONSE, STATEMENT_COUNTER_SUFFIX, THROTTLE
 from local.scenarios.chaos.settings import S3_WRITE_SITES, STAGES, WRITE_SITES
 from producer.ledger import LedgerCounts
 from producer.sender import SendSummary
@@ -129,7 +129,8 @@ def stage_of(function_name: str) -> str | None:
 
 
 def emulator_fault_figures(report: Mapping[str, Any]) -> dict[str, int]:
-    """`GET /_compat/faults` counters as figure rows: lost responses per write site, throttles by side."""
+    """`GET /_compat/faults` counters as figure rows: lost responses per write site, throttles by side,
+    single statements of the state function's batches whose answers were lost or which were refused."""
     injected = report.get("injected", {})
     figures: dict[str, int] = {}
     lost = injected.get(LOST_RESPONSE, {})
@@ -137,21 +138,27 @@ def emulator_fault_figures(report: Mapping[str, Any]) -> dict[str, int]:
         figures[f"lost response, {stage} {operation} ({variant})"] = int(lost.get(f"dynamodb:{operation}", 0))
     for stage, operation, _bucket, variant in S3_WRITE_SITES:
         figures[f"lost response, {stage} {operation} ({variant})"] = int(lost.get(f"s3:{operation}", 0))
-    reads = writes = 0
+    figures[LOST_STATEMENTS_FIGURE] = int(lost.get(f"dynamodb:BatchExecuteStatement{STATEMENT_COUNTER_SUFFIX}", 0))
+    reads = writes = statements = 0
     for key, count in injected.get(THROTTLE, {}).items():
         operation = key.partition(":")[2]
-        if operation in READ_OPERATIONS or operation in READ_OPERATIONS_ALSO:
+        if operation.endswith(STATEMENT_COUNTER_SUFFIX):
+            statements += int(count)
+        elif operation in READ_OPERATIONS or operation in READ_OPERATIONS_ALSO:
             reads += int(count)
         else:
             writes += int(count)
     figures["throttled reads (DynamoDB, Streams, Kinesis)"] = reads
     figures["throttled writes (DynamoDB, Kinesis)"] = writes
+    figures[THROTTLED_STATEMENTS_FIGURE] = statements
     kept = injected.get(CANCELLED_TOKEN_KEPT, {})
     figures[KEPT_TOKENS_FIGURE] = int(kept.get("dynamodb:TransactWriteItems", 0))
     return figures
 
 
 KEPT_TOKENS_FIGURE = "cancelled reduce transactions whose token stayed taken"
+THROTTLED_STATEMENTS_FIGURE = "throttled state statements (one by one, the rest of the batch applied)"
+LOST_STATEMENTS_FIGURE = "lost response, state statements one by one (applied, answered InternalServerError)"
 
 
 @dataclass(frozen=True)

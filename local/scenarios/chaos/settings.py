@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from function_support.faults import first_invocations_variable
-from local.emulator.injected_faults import CANCELLED_TOKEN_KEPT, LOST_RESPONSE, THROTTLE
+from local.emulator.injected_faults import CANCELLED_TOKEN_KEPT, LOST_RESPONSE, STATEMENTS, THROTTLE
 from local.runner.redelivery import RedeliveryPolicy
 from producer.sender import SendOptions
 
@@ -149,7 +149,9 @@ class ChaosSettings:
 
 
 def emulator_fault_config(settings: ChaosSettings, outputs: Mapping[str, str], seed: int) -> dict[str, Any]:
-    """The `/_compat/faults` configuration: lost responses per write site, then throttling."""
+    """The `/_compat/faults` configuration: lost responses per write site and of the state function's
+    batch statements one by one, then throttling (reduce transactions cancelled, the state function's
+    batch statements refused one by one, then whole requests: each at `throttle_pct`), then kept tokens."""
     rules: list[dict[str, Any]] = []
     if settings.lost_response_pct:
         for _stage, operation, table_key, variant in WRITE_SITES:
@@ -163,6 +165,15 @@ def emulator_fault_config(settings: ChaosSettings, outputs: Mapping[str, str], s
                     "variant": variant,
                 }
             )
+        rules.append(  # the state function's BatchExecuteStatement: single statements applied, their answers lost
+            {
+                "kind": LOST_RESPONSE,
+                "service": "dynamodb",
+                "percent": settings.lost_response_pct,
+                "variant": STATEMENTS,
+                "table": outputs["state_table"],
+            }
+        )
         for _stage, operation, bucket_key, variant in S3_WRITE_SITES:
             rules.append(
                 {
@@ -183,6 +194,15 @@ def emulator_fault_config(settings: ChaosSettings, outputs: Mapping[str, str], s
                 "operations": ["TransactWriteItems"],
                 "table": outputs["aggregate_table"],
                 "error": "TransactionCanceledException",
+            }
+        )
+        rules.append(  # the state function's BatchExecuteStatement: single statements refused, the others applied
+            {
+                "kind": THROTTLE,
+                "service": "dynamodb",
+                "percent": settings.throttle_pct,
+                "variant": STATEMENTS,
+                "table": outputs["state_table"],
             }
         )
         for service in ("dynamodb", "dynamodbstreams", "kinesis"):

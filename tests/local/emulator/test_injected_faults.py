@@ -39,6 +39,9 @@ from local.emulator.injected_faults import (
     CANCELLED_TOKEN_KEPT,
     ENVIRONMENT_VARIABLE,
     LOST_RESPONSE,
+    STATEMENT_COUNTER_SUFFIX,
+    STATEMENT_ERRORS,
+    STATEMENTS,
     THROTTLE,
     FaultInjector,
     RequestInfo,
@@ -59,7 +62,7 @@ from tests.local.emulator.fault_control import FaultControl
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
-    from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
+    from mypy_boto3_dynamodb.type_defs import BatchStatementRequestTypeDef, TransactWriteItemTypeDef
     from mypy_boto3_kinesis import KinesisClient
     from mypy_boto3_s3 import S3Client
 
@@ -313,6 +316,154 @@ def test_throttled_dynamodb_write_is_rejected_with_400_before_anything_is_applie
     assert emulator_faults.injected(THROTTLE, "dynamodb", operation) == 1
 
 
+def insert_statements(table: str, *keys: str) -> list[BatchStatementRequestTypeDef]:
+    """One PartiQL INSERT per key, as the state function writes (the table quoted, values as parameters)."""
+    return [{"Statement": f"INSERT INTO \"{table}\" VALUE {{'pk': ?}}", "Parameters": [{"S": key}]} for key in keys]
+
+
+def test_partiql_writes_are_faulted_by_default_and_a_lost_batch_response_applied_every_statement(
+    dynamodb: DynamoDBClient, emulator_faults: FaultControl
+) -> None:
+    table = new_table(dynamodb)
+    emulator_faults.configure(
+        {"kind": LOST_RESPONSE, "service": "dynamodb", "percent": 100, "table": table}  # default operations
+    )
+
+    with pytest.raises(ClientError) as batch:
+        dynamodb.batch_execute_statement(Statements=insert_statements(table, "a", "b", "c"))
+    with pytest.raises(ClientError) as single:
+        dynamodb.execute_statement(**insert_statements(table, "d")[0])
+
+    assert error_of(batch) == error_of(single) == ("InternalServerError", 500)
+    assert all(item_exists(dynamodb, table, key) for key in "abcd"), "every statement applied all the same"
+    assert emulator_faults.injected(LOST_RESPONSE, "dynamodb", "BatchExecuteStatement") == 1
+    assert emulator_faults.injected(LOST_RESPONSE, "dynamodb", "ExecuteStatement") == 1
+
+
+def test_a_throttled_partiql_call_applies_no_statement_and_answers_an_error_its_operation_documents(
+    dynamodb: DynamoDBClient, emulator_faults: FaultControl
+) -> None:
+    """BatchExecuteStatement documents ThrottlingException, RequestLimitExceeded and InternalServerError
+    (no ProvisionedThroughputExceededException); ExecuteStatement documents them all."""
+    table, other = new_table(dynamodb), new_table(dynamodb)
+    emulator_faults.configure(throttle("dynamodb", table=table))  # default operations
+
+    codes = []
+    for call in (
+        lambda: dynamodb.batch_execute_statement(Statements=insert_statements(table, "a", "b")),
+        lambda: dynamodb.execute_statement(**insert_statements(table, "c")[0]),
+    ):
+        with pytest.raises(ClientError) as raised:
+            call()
+        codes.append(error_of(raised))
+    dynamodb.batch_execute_statement(Statements=insert_statements(other, "a"))  # another table: not targeted
+    report = emulator_faults.clear()  # the reads below are not throttled
+
+    assert codes == [("ThrottlingException", 400), ("ProvisionedThroughputExceededException", 400)]
+    assert not any(item_exists(dynamodb, table, key) for key in "abc"), "nothing applied"
+    assert item_exists(dynamodb, other, "a")
+    assert injected(report, THROTTLE, "dynamodb", "BatchExecuteStatement") == 1
+    assert injected(report, THROTTLE, "dynamodb", "ExecuteStatement") == 1
+    emulator_faults.configure(throttle("dynamodb", "BatchExecuteStatement", error="RequestLimitExceeded"))
+    with pytest.raises(ClientError) as limited:
+        dynamodb.batch_execute_statement(Statements=insert_statements(table, "a"))
+    assert error_of(limited) == ("RequestLimitExceeded", 400)
+
+
+def statements_throttle(percent: float = 100, **options: Any) -> dict[str, Any]:
+    """Single statements of a BatchExecuteStatement refused (`injected_faults.STATEMENTS`)."""
+    return {"kind": THROTTLE, "service": "dynamodb", "percent": percent, "variant": STATEMENTS, **options}
+
+
+STATEMENT_COUNTER = "BatchExecuteStatement" + STATEMENT_COUNTER_SUFFIX
+
+
+def test_a_statements_throttle_refuses_the_drawn_statements_and_runs_the_others_answered_in_order(
+    dynamodb: DynamoDBClient, emulator_faults: FaultControl
+) -> None:
+    table = new_table(dynamodb)
+    dynamodb.put_item(TableName=table, Item={"pk": {"S": "k3"}})  # its INSERT fails on its own: DuplicateItem
+    keys = [f"k{number}" for number in range(12)]
+    rule = statements_throttle(percent=40, table=table)
+    config = {"seed": 8, "rules": [rule]}
+    emulator_faults.configure(rule, seed=8)
+    request = RequestInfo("dynamodb", "BatchExecuteStatement", (table,), 0, (table,) * len(keys))
+    expected = FaultInjector(parse_config(config)).decide(request)  # the emulator draws the same from the seed
+    assert expected is not None and 0 < len(expected.statements) < len(keys) - 1 and 3 not in dict(expected.statements)
+
+    responses = dynamodb.batch_execute_statement(Statements=insert_statements(table, *keys))["Responses"]
+
+    refused = dict(expected.statements)
+    assert [response.get("Error", {}).get("Code") for response in responses] == [
+        refused.get(number, "DuplicateItem" if number == 3 else None) for number in range(len(keys))
+    ], "one answer per statement, in order: the refused ones' codes, k3's own failure, successes"
+    assert all(response["TableName"] == table for response in responses)
+    assert set(refused.values()) <= set(STATEMENT_ERRORS)
+    report = emulator_faults.clear()
+    applied = [key for key in keys if item_exists(dynamodb, table, key)]
+    assert applied == [key for number, key in enumerate(keys) if number not in refused], "exactly the others"
+    assert injected(report, THROTTLE, "dynamodb", STATEMENT_COUNTER) == len(refused) == report["rules"][0]["injected"]
+    assert injected(report, THROTTLE, "dynamodb", "BatchExecuteStatement") == 0, "the call itself answered 200"
+
+
+def test_a_statements_throttle_refuses_only_statements_on_its_table_up_to_max_injections(
+    dynamodb: DynamoDBClient, emulator_faults: FaultControl
+) -> None:
+    table, other = new_table(dynamodb), new_table(dynamodb)
+    emulator_faults.configure(statements_throttle(table=table, error="TransactionConflict", max_injections=2))
+    batch = [*insert_statements(table, "a"), *insert_statements(other, "a"), *insert_statements(table, "b", "c")]
+
+    responses = dynamodb.batch_execute_statement(Statements=batch)["Responses"]
+    again = dynamodb.batch_execute_statement(Statements=insert_statements(table, "d"))["Responses"]
+
+    assert [(response["TableName"], response.get("Error", {}).get("Code")) for response in responses] == [
+        (table, "TransactionConflict"),
+        (other, None),
+        (table, "TransactionConflict"),
+        (table, None),
+    ]
+    assert "Error" not in again[0], "max_injections counts refused statements"
+    assert [item_exists(dynamodb, table, key) for key in "abcd"] == [False, False, True, True]
+    assert item_exists(dynamodb, other, "a")
+    assert emulator_faults.injected(THROTTLE, "dynamodb", STATEMENT_COUNTER) == 2
+
+
+def test_a_statements_lost_response_applies_the_drawn_statements_and_answers_them_internal_server_error(
+    dynamodb: DynamoDBClient, emulator_faults: FaultControl
+) -> None:
+    table = new_table(dynamodb)
+    dynamodb.put_item(TableName=table, Item={"pk": {"S": "k1"}})  # its INSERT fails on its own: DuplicateItem
+    emulator_faults.configure({"kind": LOST_RESPONSE, "service": "dynamodb", "percent": 100,
+                               "variant": STATEMENTS, "table": table})  # fmt: skip
+    keys = [f"k{number}" for number in range(5)]
+
+    responses = dynamodb.batch_execute_statement(Statements=insert_statements(table, *keys))["Responses"]
+
+    codes = [response["Error"]["Code"] for response in responses]
+    assert codes == ["InternalServerError", "DuplicateItem", *["InternalServerError"] * 3], "a failure keeps its own"
+    report = emulator_faults.clear()
+    assert all(item_exists(dynamodb, table, key) for key in keys), "applied, though answered with an error"
+    assert injected(report, LOST_RESPONSE, "dynamodb", STATEMENT_COUNTER) == report["rules"][0]["injected"] == 4
+
+
+def test_a_batch_refused_whole_refuses_no_statement_and_counts_none(
+    dynamodb: DynamoDBClient, emulator_faults: FaultControl
+) -> None:
+    table = new_table(dynamodb)
+    emulator_faults.configure(statements_throttle(table=table, max_injections=2))
+
+    with pytest.raises(ClientError) as duplicates:  # two statements on one item: the batch is invalid
+        dynamodb.batch_execute_statement(Statements=insert_statements(table, "a", "a"))
+    malformed: BatchStatementRequestTypeDef = {"Statement": f"INSERT INTO \"{table}\" VALUE {{'pk': ?}}"}
+    responses = dynamodb.batch_execute_statement(Statements=[malformed, *insert_statements(table, "c")])["Responses"]
+
+    assert error_of(duplicates)[0] == "ValidationException"
+    codes = [response["Error"]["Code"] for response in responses]
+    assert set(codes) <= set(STATEMENT_ERRORS), "the released reservations refuse these (unvalidated) statements"
+    report = emulator_faults.report()
+    assert injected(report, THROTTLE, "dynamodb", STATEMENT_COUNTER) == report["rules"][0]["injected"] == 2
+
+
 def test_throttled_reads_on_dynamodb_streams_and_kinesis(
     aws_client: AwsClientFactory, dynamodb: DynamoDBClient, emulator_faults: FaultControl
 ) -> None:
@@ -554,6 +705,39 @@ def test_the_same_seed_makes_the_same_decisions() -> None:
     assert first == decisions(FaultInjector(parse_config(config)))
     assert first != decisions(FaultInjector(parse_config(config | {"seed": 12})))
     assert 60 <= sum(first) <= 120
+
+
+def test_statement_refusals_follow_the_seed_and_a_batch_refusing_none_goes_to_the_next_rule() -> None:
+    rules = [statements_throttle(percent=30), throttle("dynamodb", "BatchExecuteStatement", percent=100)]
+    request = RequestInfo("dynamodb", "BatchExecuteStatement", ("T",), 0, ("T",) * 25)
+
+    def decisions(seed: int) -> list[tuple[tuple[int, str], ...] | None]:
+        injector = FaultInjector(parse_config({"seed": seed, "rules": rules}))
+        return [None if (fault := injector.decide(request)) is None else fault.statements for _ in range(40)]
+
+    first = decisions(3)
+    assert first == decisions(3) and first != decisions(4)
+    refused = [len(refusals) for refusals in first if refusals]
+    assert 5 <= sum(refused) / len(refused) <= 10, "about 30 % of 25 statements"
+    assert {code for refusals in first if refusals for _, code in refusals} == set(STATEMENT_ERRORS)
+    whole = FaultInjector(parse_config({"rules": [statements_throttle(percent=0), rules[1]]})).decide(request)
+    assert whole is not None and whole.statements == () and whole.index == 1, "no statement refused: the call is"
+
+
+@pytest.mark.parametrize(
+    ("rule", "problem"),
+    [
+        ({"kind": "latency"}, "variant of throttles and lost responses"),
+        ({"kind": LOST_RESPONSE, "operations": ["PutItem"]}, "BatchExecuteStatement only"),
+        ({"operations": ["PutItem"]}, "BatchExecuteStatement only"),
+        ({"service": "kinesis"}, "BatchExecuteStatement only"),
+        ({"error": "ThrottlingException"}, "error must be one of"),
+    ],
+)
+def test_a_statements_throttle_names_batch_statements_and_a_statement_error(rule: dict[str, Any], problem: str) -> None:
+    with pytest.raises(ValueError, match=problem):
+        parse_config({"rules": [statements_throttle() | rule]})
+    assert parse_config({"rules": [statements_throttle()]}).rules[0].operations == ("BatchExecuteStatement",)
 
 
 @pytest.mark.emulator

@@ -11,7 +11,7 @@ from rich.console import Console
 
 from aggregation.names import UNSAFE_ADD
 from local.__main__ import main
-from local.emulator.injected_faults import LOST_RESPONSE, RequestInfo, parse_config
+from local.emulator.injected_faults import LOST_RESPONSE, STATEMENTS, THROTTLE, RequestInfo, parse_config
 from local.paths import LocalPaths
 from local.scenarios import chaos
 from producer.model import AggregateNode, TradeState
@@ -114,6 +114,38 @@ def test_progress_counts_records_of_every_stage_and_the_state_figure_only_its_ow
     assert chaos.records_processed(functions) == 189
     assert chaos.records_processed(functions, "state") == 100
     assert chaos.records_processed({}, "state") == 0
+
+
+def test_the_state_functions_batch_statements_are_lost_and_throttled_one_by_one_and_whole() -> None:
+    outputs = {"state_table": "S", "delta_table": "D", "aggregate_table": "A", "archive_bucket": "B"}
+    settings = chaos.ChaosSettings(lost_response_pct=4, throttle_pct=3)
+    rules = parse_config(chaos.emulator_fault_config(settings, outputs, seed=1)).rules
+    batch = RequestInfo("dynamodb", "BatchExecuteStatement", ("S",), 0, ("S", "S"))
+    one_by_one = {rule.kind: rule for rule in rules if rule.variant == STATEMENTS}
+    assert {kind: rule.percent for kind, rule in one_by_one.items()} == {LOST_RESPONSE: 4.0, THROTTLE: 3.0}
+    for rule in one_by_one.values():
+        assert rule.operations == ("BatchExecuteStatement",) and rule.targets(batch)
+        assert not rule.targets(RequestInfo("dynamodb", "BatchExecuteStatement", ("D",), 0, ("D",)))
+    whole = [index for index, rule in enumerate(rules) if rule.kind == THROTTLE and rule.variant != STATEMENTS]
+    whole_batch = [index for index in whole if rules[index].targets(batch)]  # default operations reach it
+    assert whole_batch and min(whole_batch) > rules.index(one_by_one[THROTTLE]), "a batch refusing none: then whole"
+    quiet = chaos.emulator_fault_config(chaos.ChaosSettings(lost_response_pct=0, throttle_pct=0), outputs, seed=1)
+    assert not [rule for rule in quiet["rules"] if rule.get("variant") == STATEMENTS]
+
+
+def test_statements_lost_or_refused_are_figure_rows_of_their_own() -> None:
+    statements = "dynamodb:BatchExecuteStatement/statement"
+    report = {
+        "injected": {
+            "throttle": {statements: 9, "dynamodb:PutItem": 2},
+            "lost_response": {statements: 5, "dynamodb:PutItem": 1},
+        }
+    }
+    rows = chaos.emulator_fault_figures(report)
+    assert rows[chaos.THROTTLED_STATEMENTS_FIGURE] == 9
+    assert rows["throttled writes (DynamoDB, Kinesis)"] == 2
+    assert rows[chaos.LOST_STATEMENTS_FIGURE] == 5
+    assert rows["lost response, map PutItem (close)"] == 1
 
 
 def test_the_default_settings_meet_issue_6() -> None:
