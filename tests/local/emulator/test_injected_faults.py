@@ -948,6 +948,34 @@ def test_throttling_on_reads_and_writes_at_high_rates_leaves_the_aggregates_exac
     assert all(rule["injected"] > 1 for rule in at_rates), [rule["injected"] for rule in at_rates]
 
 
+def test_state_statements_refused_one_by_one_and_whole_batches_throttled_or_lost_leave_the_aggregates_exact(
+    pipeline: Pipeline, emulator_faults: FaultControl, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The partial batches AWS documents: single statements refused with every throttling-type code
+    while the rest of the call is applied, at a rate that outlasts the state function's resends
+    now and then (the batch fails, and is retried whole); and whole calls throttled or their
+    responses lost."""
+    monkeypatch.setattr(state_handler, "FIRST_RESEND_PAUSE_SECONDS", 0.002)
+    harness = Harness(pipeline)
+    suffix = table_suffix(pipeline)
+    emulator_faults.configure(
+        statements_throttle(percent=40, table=suffix),
+        throttle("dynamodb", "BatchExecuteStatement", percent=20, table=suffix),
+        lost("dynamodb", "BatchExecuteStatement", percent=30, table=suffix),
+        seed=9,
+    )
+    work = workload(seed=9)
+
+    for batch in work.batches:
+        harness.run_batch(batch)
+
+    report = emulator_faults.clear()
+    assert_exact(harness, work)
+    assert injected_count(report, THROTTLE, REFUSED_STATEMENTS) >= 20, report["injected"]
+    assert injected_count(report, THROTTLE, "BatchExecuteStatement") > 0
+    assert injected_count(report, LOST_RESPONSE, "BatchExecuteStatement") > 0
+
+
 def test_kept_tokens_of_cancelled_transactions_leave_the_aggregates_exact(
     pipeline: Pipeline, emulator_faults: FaultControl
 ) -> None:
