@@ -218,6 +218,7 @@ def test_a_small_chaos_run_is_exact_under_real_faults_and_the_unsafe_control_is_
     assert real.emulator_faults["throttled reads (DynamoDB, Streams, Kinesis)"] > 0
     assert real.emulator_faults["throttled writes (DynamoDB, Kinesis)"] > 0
     assert real.emulator_faults[chaos.THROTTLED_STATEMENTS_FIGURE] > 0
+    assert real.emulator_faults[chaos.LOST_STATEMENTS_FIGURE] > 0
     reshaped = [sum(c["reshaped"].values()) for name, c in real.functions.items() if chaos.stage_of(name) == "map"]
     assert sum(reshaped) > 0, "failed map batches came back in other boundaries"
     assert chaos.quarantine_matches(real) and real.quarantine.truncated == 1
