@@ -186,7 +186,7 @@ def measure_state_floor(events: Sequence[tuple[dict[str, Any], int]], passes: in
     operation = aws.dynamodb_client().meta.service_model.operation_model("UpdateItem")
     levels = hierarchy_levels()
     domain = value_domain()
-    texts = statement_texts("canned-state", levels)
+    texts = statement_texts("canned-state")
     prepared: list[tuple[list[bytes], list[dict[str, Any]], list[list[Any]], int]] = []
     for event, records in events:
         payloads = [base64.b64decode(record["kinesis"]["data"]) for record in event["Records"]]

@@ -228,7 +228,7 @@ def receive(origin: RecordOrigin, levels: tuple[str, ...], domain: ValueDomain) 
     """
     try:
         message = parse_trade_message(origin.payload, levels, domain)
-        return ReceivedMessage(origin, message, state_write_values(message, origin.event_id))
+        return ReceivedMessage(origin, message, state_write_values(message, origin.event_id, levels))
     except InvalidMessage as error:
         return QuarantinedRecord(origin, error.reason)
     except Exception as error:  # one record's defect must not stall its shard (docstring)
@@ -349,7 +349,7 @@ def settle_messages(
         for item, stored in zip(latest, seen, strict=True)
     ]
     to_write = [index for index, write in enumerate(writes) if write is None]
-    texts = statement_texts(table_name, levels)
+    texts = statement_texts(table_name)
 
     def write_group(group: range) -> list[StateWrite]:
         chosen = [to_write[position] for position in group]

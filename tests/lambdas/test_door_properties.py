@@ -172,8 +172,8 @@ def statement_item(message: TradeMessage, writer: str) -> dict[str, Any]:
     """The item the handler's INSERT writes, and the same values set by its UPDATE, read back by the
     emulator's PartiQL parser (the statements' values are built directly, not by `TypeSerializer`):
     both must be `expected_item`, the same request on the wire as boto3 would build."""
-    texts = statement_texts("StateTable", LEVELS)
-    write = state_write_values(message, writer)
+    texts = statement_texts("StateTable")
+    write = state_write_values(message, writer, LEVELS)
     insert, update = insert_statement(texts, write), update_statement(texts, write)
     for statement in (insert, update):
         assert_valid_request("BatchExecuteStatement", {"Statements": [statement]})

@@ -66,9 +66,10 @@ def test_writes_go_in_as_few_calls_as_25_allow_of_sizes_differing_by_at_most_one
     assert not sizes or max(sizes) - min(sizes) <= 1
 
 
-def test_identifiers_in_statement_texts_are_quoted_whatever_they_hold() -> None:
-    texts = statement_texts('odd"table', ("it's", "Desk"))
+def test_statement_texts_quote_the_table_and_bind_each_attribute_value_as_one_parameter() -> None:
+    texts = statement_texts('odd"table')
     assert texts.insert_without_timestamp.startswith('INSERT INTO "odd""table" VALUE {')
-    assert "'Hierarchy': {'it''s': ?, 'Desk': ?}, 'NodePath': [?, ?]" in texts.insert_without_timestamp
+    assert "'Hierarchy': ?, 'NodePath': ?" in texts.insert_without_timestamp
     assert texts.update_without_timestamp.endswith('REMOVE "Timestamp" WHERE "TradeID" = ? AND "Version" < ?')
-    assert texts.update_with_timestamp.count("?") == 1 + 1 + 2 + 2 + 1 + 1 + 1 + 2
+    assert texts.insert_with_timestamp.count("?") == 1 + 6 + 1  # TradeID, ASSIGNED, Timestamp
+    assert texts.update_with_timestamp.count("?") == 6 + 1 + 2  # ASSIGNED, Timestamp, TradeID and Version

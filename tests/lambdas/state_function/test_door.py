@@ -88,7 +88,7 @@ def test_an_error_of_the_write_itself_propagates_and_fails_the_batch(monkeypatch
     monkeypatch.setattr(state_handler, "state_update_client", FailingClient)
     known = VersionCache(10)
     with pytest.raises(ClientError, match="ProvisionedThroughputExceeded"):
-        state_handler.write_statements(statement_texts("state", LEVELS), [received], [True], known)
+        state_handler.write_statements(statement_texts("state"), [received], [True], known)
     assert known.get("t") is None, "an unknown outcome teaches the cache nothing"
 
 
