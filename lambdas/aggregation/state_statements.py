@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 from functools import cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from aggregation.exact import number_attribute
 from aggregation.messages import TradeMessage
@@ -91,7 +91,7 @@ class StateWriteValues:
 
     key: dict[str, str]  # the TradeID, {"S": ...}
     version: dict[str, str]  # also the bound of the UPDATE's condition
-    assigned: list[dict[str, str]]  # ASSIGNED's parameters in order, then the Timestamp's if any
+    assigned: list[dict[str, Any]]  # ASSIGNED's parameters in order, then the Timestamp's if any
     has_timestamp: bool
 
 
@@ -109,7 +109,7 @@ def state_write_values(message: TradeMessage, event_id: str, levels: tuple[str, 
     version = {"N": str(message.version)}  # an integer below 10^38: its digits (VERSION_LIMIT)
     names = [{"S": name} for name in message.hierarchy]
     hierarchy = {"M": {level: name for level, name in zip(levels, names, strict=True)}}
-    assigned = [number_attribute(message.value), version, hierarchy, {"L": names}]
+    assigned: list[dict[str, Any]] = [number_attribute(message.value), version, hierarchy, {"L": names}]
     assigned.append({"S": message.content_digest})
     assigned.append({"S": event_id})
     if message.timestamp is not None:
