@@ -14,6 +14,7 @@ import gc
 import http.client
 import json
 import re
+import sys
 import threading
 import time
 import uuid
@@ -33,6 +34,7 @@ from moto.core.utils import get_service_model
 from moto.dynamodb import models as moto_models
 from moto.dynamodb.comparisons import ConditionExpressionParser
 from moto.dynamodb.models import DynamoDBBackend
+from moto.dynamodb.models import dynamo_type as dynamo_type_module
 from moto.dynamodb.models.dynamo_type import DynamoType, Item, LimitedSizeDict
 from moto.dynamodb.models.table import StreamShard
 from moto.dynamodb.parsing.ast_nodes import DepthFirstTraverser, Node  # type: ignore[attr-defined]
@@ -667,6 +669,53 @@ def test_items_share_their_equal_string_values_and_read_as_moto_s(moto: Moto, mo
         assert a == b and a is b
     for read, moto_s_read in zip(reads, moto_s_reads, strict=True):
         assert {**read["Item"], "pk": None} == {**moto_s_read["Item"], "pk": None}
+
+
+def put_back_moto_s_attribute_value_class(monkeypatch: pytest.MonkeyPatch) -> type:
+    """moto's `DynamoType`: every module attribute that names it now names it again when `monkeypatch` undoes."""
+    original = dynamo_type_module.DynamoType
+    for module in list(sys.modules.values()):
+        for name, value in list(getattr(module, "__dict__", {}).items()):
+            if value is original:
+                monkeypatch.setattr(module, name, original)
+    return original
+
+
+@pytest.fixture
+def moto_s_attribute_value_class(monkeypatch: pytest.MonkeyPatch) -> type:
+    return put_back_moto_s_attribute_value_class(monkeypatch)
+
+
+def test_attribute_values_in_slots_give_moto_s_results_and_errors(
+    moto: Moto, moto_s_own: dict[str, Any], moto_s_attribute_value_class: type
+) -> None:
+    expected = run_updates(moto)
+    speedups.keep_attribute_values_in_slots()
+    slotted = dynamo_type_module.DynamoType
+    assert slotted is not moto_s_attribute_value_class and moto_models.DynamoType is slotted  # type: ignore[attr-defined]
+    assert run_updates(moto) == expected
+    gc.collect()
+    stored = [thing for thing in gc.get_objects() if isinstance(thing, Item) and type(thing.hash_key) is slotted]
+    assert stored and not any(hasattr(value, "__dict__") for item in stored for value in item.attrs.values())
+    speedups.keep_attribute_values_in_slots()  # idempotent: no third class
+    assert dynamo_type_module.DynamoType is slotted
+
+
+@settings(max_examples=100, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(value=attribute_values(lambda blob: base64.b64encode(blob).decode()))
+def test_every_attribute_value_in_slots_reads_back_as_moto_s(moto: Moto, value: dict[str, Any]) -> None:
+    table, _, _ = table_with_stream(moto)
+    item = {"v": value, "m": {"M": {"nested": value}}, "l": {"L": [value, {"N": "1"}]}}
+    moto_s_key, slotted_key = {"pk": {"S": f"moto-{uuid.uuid4().hex}"}}, {"pk": {"S": f"slots-{uuid.uuid4().hex}"}}
+    moto.call("DynamoDB_20120810.PutItem", {"TableName": table, "Item": {**moto_s_key, **item}})
+    moto_s_read = moto.call("DynamoDB_20120810.GetItem", {"TableName": table, "Key": moto_s_key})["Item"]
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        put_back_moto_s_attribute_value_class(monkeypatch)
+        speedups.keep_attribute_values_in_slots()
+        moto.call("DynamoDB_20120810.PutItem", {"TableName": table, "Item": {**slotted_key, **item}})
+        read = moto.call("DynamoDB_20120810.GetItem", {"TableName": table, "Key": slotted_key})["Item"]
+        assert {**read, "pk": None} == {**moto_s_read, "pk": None}
+        assert not hasattr(stored_item(slotted_key["pk"]["S"]).attrs["v"], "__dict__")
 
 
 def kinesis_shard(records: int) -> Shard:
