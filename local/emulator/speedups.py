@@ -74,6 +74,8 @@ _EPOCH = datetime.datetime(1970, 1, 1)
 """moto's timestamps are naive UTC datetimes."""
 _COMPRESSION_LEVEL = 1
 """zlib's fastest level: most of the saving (records repeat attribute names) for the least CPU."""
+_DICTIONARY = "_compact_record_dictionary"
+"""The `StreamShard` attribute holding the text its records are compressed against."""
 _JSON_CONTENT_TYPE = "application/x-amz-json-1.0"
 """What moto's serialiser sends for DynamoDB Streams (the service model's jsonVersion 1.0)."""
 
@@ -140,24 +142,35 @@ def wire_record(record: dict[str, Any]) -> dict[str, Any]:
 class CompactStreamRecord:
     """A stream record kept as the JSON text GetRecords sends, compressed.
 
-    A StateTable record is about 1 KB of JSON (8.4 KB as moto's dicts), 0.5 KB compressed; a
-    DeltaTable record about 6 KB, 1.4 KB compressed. Every record is kept for the stream's
-    life and read about once, so compressing once and inflating on each read (microseconds)
-    is the cheaper side. `sequence_number` is kept apart so reads need not inflate the text.
+    A StateTable record is about 1 KB of JSON (8.4 KB as moto's dicts), 0.5 KB compressed on
+    its own and about 0.16 KB with a `dictionary`: zlib's preset dictionary, the text of an
+    earlier record of the same shard, which names the same attributes and repeats most of
+    their values (docs/benchmarks.md, "Soak"). Every record is kept for the stream's life
+    and read about once, so compressing once and inflating on each read (microseconds) is
+    the cheaper side. `sequence_number` is kept apart so reads need not inflate the text.
     `to_json()` (and `record`) rebuild moto's own form, so any moto code reading a shard's
     items still works.
     """
 
-    __slots__ = ("_packed", "sequence_number")
+    __slots__ = ("_dictionary", "_packed", "sequence_number")
 
-    def __init__(self, record: dict[str, Any]) -> None:
+    def __init__(self, record: dict[str, Any], dictionary: bytes | None = None) -> None:
         self.sequence_number = int(record["dynamodb"]["SequenceNumber"])
-        self._packed = zlib.compress(json.dumps(wire_record(record)).encode(), _COMPRESSION_LEVEL)
+        self._dictionary = dictionary
+        text = json.dumps(wire_record(record)).encode()
+        if dictionary is None:
+            self._packed = zlib.compress(text, _COMPRESSION_LEVEL)
+        else:
+            compressor = zlib.compressobj(_COMPRESSION_LEVEL, zdict=dictionary)
+            self._packed = compressor.compress(text) + compressor.flush()
 
     @property
     def text(self) -> str:
         """The record's GetRecords JSON."""
-        return zlib.decompress(self._packed).decode()
+        if self._dictionary is None:
+            return zlib.decompress(self._packed).decode()
+        decompressor = zlib.decompressobj(zdict=self._dictionary)
+        return (decompressor.decompress(self._packed) + decompressor.flush()).decode()
 
     def to_json(self) -> dict[str, Any]:
         """moto's `StreamRecord.record`: a datetime (to the millisecond, as sent) and bytes for blobs."""
@@ -180,8 +193,18 @@ class CompactStreamRecord:
         return self.to_json()
 
 
-def _compact(record: StreamRecord | CompactStreamRecord) -> CompactStreamRecord:
-    return record if isinstance(record, CompactStreamRecord) else CompactStreamRecord(record.record)
+def _compact(record: StreamRecord | CompactStreamRecord, shard: StreamShard | None = None) -> CompactStreamRecord:
+    """`record` compact; with `shard`, compressed with the shard's dictionary (its first record's
+    text, taken from the first record compacted here)."""
+    if isinstance(record, CompactStreamRecord):
+        return record
+    if shard is None:
+        return CompactStreamRecord(record.record)
+    dictionary: bytes | None = getattr(shard, _DICTIONARY, None)
+    if dictionary is None:
+        dictionary = json.dumps(wire_record(record.record)).encode()
+        setattr(shard, _DICTIONARY, dictionary)
+    return CompactStreamRecord(record.record, dictionary)
 
 
 def store_stream_records_as_json() -> None:
@@ -191,7 +214,8 @@ def store_stream_records_as_json() -> None:
     StateTable record; nothing is ever freed, 7 KB per message in a soak) and serialises
     them through its shape-driven serialiser on every GetRecords. Here `StreamShard.add`
     replaces each record it appends by a `CompactStreamRecord`, the same record as the
-    JSON text moto's serialiser would produce for it, compressed. The list and the sequence
+    JSON text moto's serialiser would produce for it, compressed against the text of the
+    shard's first record (`CompactStreamRecord`'s dictionary). The list and the sequence
     numbers are moto's own (the records appended are found by sequence number, which stays
     right when `moto_compat`'s retention trims the front), so iterators, the transaction
     journal of `moto_compat` and every shard of a stream (whichever `StreamShard` appends)
@@ -211,7 +235,7 @@ def store_stream_records_as_json() -> None:
         for shard, first in zip(shards, first_added, strict=True):
             items: list[Any] = shard.items
             for index in range(max(0, first - shard.starting_sequence_number), len(items)):
-                items[index] = _compact(items[index])
+                items[index] = _compact(items[index], shard)
 
     add._speedup = True  # type: ignore[attr-defined]
     StreamShard.add = add  # type: ignore[method-assign]
