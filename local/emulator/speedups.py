@@ -893,6 +893,42 @@ class KeepAliveRequestHandler(MotoRequestHandler):
 # ------------------------------------------------------------------------ memory
 
 
+def keep_each_stream_iterator_s_arn_once() -> None:
+    """A DynamoDB Streams shard iterator keeps its ARN, made once, instead of its random part apart.
+
+    moto's `ShardIterator` keeps `id`, 632 random base64 characters, and builds its ARN
+    (the iterator string clients send, which ends with that `id`) on every read of `arn`;
+    the backend keys its iterators by the ARN, so each iterator kept two long strings. The
+    runner's pollers are issued about 25 iterators a second, each kept its 15 minutes
+    (`moto_compat.fix_dynamodb_streams_iterators_expire`): about 20,000 at a time, 14 MB
+    of `id` strings. Here `__init__` builds the ARN once, as moto builds it, and keeps that
+    string only (the backend's key is then the same object); `id` reads back as the ARN's
+    last part, so both read exactly as before.
+    """
+    original_init = ShardIterator.__init__
+    if getattr(original_init, "_speedup", False):
+        return
+    moto_s_arn = vars(ShardIterator)["arn"]
+
+    @functools.wraps(original_init)
+    def init(self: ShardIterator, *args: Any, **kwargs: Any) -> None:
+        original_init(self, *args, **kwargs)  # sets `id`, kept in `_id` until the ARN is made
+        self.__dict__["_arn"] = moto_s_arn.fget(self)
+        del self.__dict__["_id"]
+
+    def random_part(self: ShardIterator) -> str:
+        arn: str | None = self.__dict__.get("_arn")
+        return self.__dict__["_id"] if arn is None else arn.rsplit("|", 1)[1]
+
+    def keep_random_part(self: ShardIterator, value: str) -> None:
+        self.__dict__["_id"] = value
+
+    init._speedup = True  # type: ignore[attr-defined]
+    ShardIterator.__init__ = init  # type: ignore[method-assign]
+    ShardIterator.arn = property(lambda self: self.__dict__["_arn"])  # type: ignore[method-assign,assignment]
+    ShardIterator.id = property(random_part, keep_random_part)  # type: ignore[assignment]
+
+
 def keep_no_register_of_every_model_instance() -> None:
     """A moto object lives as long as something uses it, not for the life of the server.
 
@@ -1023,6 +1059,7 @@ def share_equal_string_values() -> None:
 SPEEDUPS: tuple[Callable[[], None], ...] = (
     keep_attribute_values_in_slots,  # first: the patches below install on the class it makes
     keep_no_register_of_every_model_instance,
+    keep_each_stream_iterator_s_arn_once,
     share_attribute_names,
     share_equal_string_values,
     store_stream_records_as_json,

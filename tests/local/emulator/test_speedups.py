@@ -41,6 +41,7 @@ from moto.dynamodb.parsing.ast_nodes import DepthFirstTraverser, Node  # type: i
 from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ignore[attr-defined]
 from moto.dynamodb.parsing.validators import UpdateExpressionValidator
 from moto.dynamodb.responses import DynamoHandler
+from moto.dynamodbstreams.models import ShardIterator
 from moto.dynamodbstreams.responses import DynamoDBStreamsHandler
 from moto.kinesis.models import Shard
 from moto.kinesis.responses import KinesisResponse
@@ -65,6 +66,8 @@ PATCHED: tuple[tuple[Any, str], ...] = (
     (Node, "find_clauses"),
     (BaseModel, "__new__"),
     (StreamShard, "add"),
+    (ShardIterator, "__init__"),
+    (ShardIterator, "arn"),
     (DynamoDBStreamsHandler, "get_records"),
     (UpdateExpressionParser, "make"),
     (ConditionExpressionParser, "_lex_condition_expression"),
@@ -122,6 +125,7 @@ def moto_s_own(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
         originals[f"{owner.__name__}.{name}"] = original
         monkeypatch.setattr(owner, name, original)
     monkeypatch.setattr(Node, "__deepcopy__", None, raising=False)  # moto's has none: deepcopy's generic path
+    monkeypatch.delattr(ShardIterator, "id", raising=False)  # moto's is an instance attribute
     validator = moto_models.UpdateExpressionValidator  # type: ignore[attr-defined]
     assert validator is UpdateExpressionValidator, "a speedup leaked from another test"
     yield originals
@@ -219,6 +223,22 @@ def test_get_records_from_stored_json_is_byte_for_byte_moto_s_reply(
     DynamoDBStreamsHandler.get_records = moto_s_own["DynamoDBStreamsHandler.get_records"]  # type: ignore[method-assign]
     assert read_all(moto, arn, shard, limit)[0] == fast_bodies
     assert b"".join(fast_bodies).count(b'"eventID"') == 2 * b"".join(moto_bodies).count(b'"eventID"') == 8
+
+
+def test_a_stream_iterator_keeps_its_arn_once_and_reads_as_moto_s(moto: Moto, moto_s_own: dict[str, Any]) -> None:
+    table, arn, shard = table_with_stream(moto)
+    write_every_kind_of_change(moto, table)
+    request = {"StreamArn": arn, "ShardId": shard, "ShardIteratorType": "TRIM_HORIZON"}
+    moto_s_reads = read_all(moto, arn, shard, 2)[0]
+    moto_s_iterator = moto.call("DynamoDBStreams_20120810.GetShardIterator", request)["ShardIterator"]
+    speedups.keep_each_stream_iterator_s_arn_once()
+    assert read_all(moto, arn, shard, 2)[0] == moto_s_reads  # each GetRecords made and followed the next iterator
+    iterator = moto.call("DynamoDBStreams_20120810.GetShardIterator", request)["ShardIterator"]
+    assert len(iterator) == len(moto_s_iterator) and iterator.rsplit("|", 1)[0] == moto_s_iterator.rsplit("|", 1)[0]
+    backend = moto_backends.get_backend("dynamodbstreams")["123456789012"]["us-east-1"]
+    stored = backend.shard_iterators[iterator]
+    assert "id" not in vars(stored) and stored.id == iterator.rsplit("|", 1)[1]
+    assert next(key for key in backend.shard_iterators if key == iterator) is stored.arn  # one string: the key
 
 
 @pytest.mark.parametrize("microsecond", [0, 1, 999, 1000, 866892, 999999])
