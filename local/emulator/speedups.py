@@ -15,6 +15,7 @@ record kept both item images as Python dicts (8.4 KB).
 from __future__ import annotations
 
 import base64
+import binascii
 import copy
 import datetime
 import functools
@@ -33,6 +34,7 @@ from moto import backends as moto_backends
 from moto.core import responses as moto_responses
 from moto.core.common_models import BaseModel
 from moto.core.serialize import BaseJSONSerializer, TimestampSerializer
+from moto.core.utils import unix_time, utcnow
 from moto.dynamodb import models as moto_models
 from moto.dynamodb.comparisons import ConditionExpressionParser
 from moto.dynamodb.models import DynamoDBBackend
@@ -49,6 +51,7 @@ from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ig
 from moto.dynamodb.parsing.validators import UpdateExpressionValidator
 from moto.dynamodbstreams.models import DynamoDBStreamsBackend, ShardIterator
 from moto.dynamodbstreams.responses import DynamoDBStreamsHandler
+from moto.kinesis import models as kinesis_models
 from moto.kinesis.models import Shard
 from moto.moto_api._internal import mock_random
 from moto.moto_server.werkzeug_app import MotoRequestHandler
@@ -929,6 +932,65 @@ def keep_each_stream_iterator_s_arn_once() -> None:
     ShardIterator.id = property(random_part, keep_random_part)  # type: ignore[assignment]
 
 
+class CompactKinesisRecord:
+    """moto's Kinesis `Record` in slots, its data as the bytes it encodes and its time once.
+
+    moto's record keeps six attributes in an instance dictionary, the data as the base64
+    text of the request, and its arrival both as a datetime and as seconds; about 730 bytes
+    for a 250-byte message. Here: five slots, the decoded bytes (a quarter smaller, and what
+    `to_json` hands the serialiser anyway; data that is not canonical base64 is kept as sent,
+    so moto's error, if any, comes where it did), and `created_at` computed from the datetime
+    by moto's own `unix_time`, the same float moto stored.
+    """
+
+    __slots__ = ("_data", "created_at_datetime", "explicit_hash_key", "partition_key", "sequence_number")
+
+    def __init__(self, partition_key: str, data: str, sequence_number: int, explicit_hash_key: str) -> None:
+        self.partition_key = partition_key
+        self._data: str | bytes = data
+        try:
+            decoded = base64.b64decode(data, validate=True)
+        except (binascii.Error, ValueError, TypeError):
+            pass
+        else:
+            if base64.b64encode(decoded).decode() == data:
+                self._data = decoded
+        self.sequence_number = sequence_number
+        self.explicit_hash_key = explicit_hash_key
+        self.created_at_datetime = utcnow()
+
+    @property
+    def data(self) -> str:
+        """The data as the request sent it (base64 text)."""
+        return self._data if isinstance(self._data, str) else base64.b64encode(self._data).decode()
+
+    @property
+    def created_at(self) -> float:
+        return unix_time(self.created_at_datetime)
+
+    def to_json(self) -> dict[str, Any]:
+        """moto's `Record.to_json`."""
+        data = self._data if isinstance(self._data, bytes) else base64.b64decode(self._data)
+        return {
+            "Data": data,
+            "PartitionKey": self.partition_key,
+            "SequenceNumber": str(self.sequence_number),
+            "ApproximateArrivalTimestamp": self.created_at_datetime,
+        }
+
+
+def keep_kinesis_records_compact() -> None:
+    """Kinesis records are kept as `CompactKinesisRecord`s: about 165 bytes less each.
+
+    moto's shards (and `moto_compat`'s `put_record`) make a record with the name `Record`
+    (`KinesisRecord` in `moto_compat`); both name `CompactKinesisRecord` instead. Every
+    reader uses the attributes and `to_json` that it keeps with the same values.
+    """
+    original: type = kinesis_models.Record
+    if original is not CompactKinesisRecord:
+        _name_everywhere(original, CompactKinesisRecord)
+
+
 def keep_no_register_of_every_model_instance() -> None:
     """A moto object lives as long as something uses it, not for the life of the server.
 
@@ -974,11 +1036,17 @@ def keep_attribute_values_in_slots() -> None:
     if "__slots__" in vars(original):
         return
     namespace = {name: value for name, value in vars(original).items() if name not in ("__dict__", "__weakref__")}
-    slotted = type(original.__name__, original.__bases__, {**namespace, "__slots__": ("type", "value")})
+    _name_everywhere(
+        original, type(original.__name__, original.__bases__, {**namespace, "__slots__": ("type", "value")})
+    )
+
+
+def _name_everywhere(original: type, replacement: type) -> None:
+    """Every module attribute that names `original` (in any module imported so far) names `replacement`."""
     for module in list(sys.modules.values()):
         for name, value in list(getattr(module, "__dict__", {}).items()):
             if value is original:
-                setattr(module, name, slotted)
+                setattr(module, name, replacement)
 
 
 def share_attribute_names() -> None:
@@ -1073,6 +1141,7 @@ SPEEDUPS: tuple[Callable[[], None], ...] = (
     convert_attribute_values_without_copying_them_first,
     serialize_attribute_values_directly,
     read_kinesis_shards_by_sequence_number,
+    keep_kinesis_records_compact,
     list_moto_s_modules_once,
     find_each_handler_s_actions_once,
     draw_request_ids_in_one_call,

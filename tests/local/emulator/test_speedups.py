@@ -8,6 +8,7 @@ without a patch and then with it, on the same data; the patches are undone after
 from __future__ import annotations
 
 import base64
+import binascii
 import copy
 import datetime
 import gc
@@ -30,7 +31,7 @@ from moto.core import responses as moto_responses
 from moto.core.common_models import BaseModel
 from moto.core.responses import ActionContext, ActionResult
 from moto.core.serialize import BaseJSONSerializer, TimestampSerializer, get_serializer_class
-from moto.core.utils import get_service_model
+from moto.core.utils import get_service_model, unix_time
 from moto.dynamodb import models as moto_models
 from moto.dynamodb.comparisons import ConditionExpressionParser
 from moto.dynamodb.models import DynamoDBBackend
@@ -43,6 +44,7 @@ from moto.dynamodb.parsing.validators import UpdateExpressionValidator
 from moto.dynamodb.responses import DynamoHandler
 from moto.dynamodbstreams.models import ShardIterator
 from moto.dynamodbstreams.responses import DynamoDBStreamsHandler
+from moto.kinesis import models as kinesis_models
 from moto.kinesis.models import Shard
 from moto.kinesis.responses import KinesisResponse
 from moto.moto_api._internal import mock_random
@@ -725,9 +727,8 @@ def test_items_share_their_equal_string_values_and_read_as_moto_s(moto: Moto, mo
         assert {**read["Item"], "pk": None} == {**moto_s_read["Item"], "pk": None}
 
 
-def put_back_moto_s_attribute_value_class(monkeypatch: pytest.MonkeyPatch) -> type:
-    """moto's `DynamoType`: every module attribute that names it now names it again when `monkeypatch` undoes."""
-    original = dynamo_type_module.DynamoType
+def put_back_every_name_of(original: type, monkeypatch: pytest.MonkeyPatch) -> type:
+    """`original`: every module attribute that names it now names it again when `monkeypatch` undoes."""
     for module in list(sys.modules.values()):
         for name, value in list(getattr(module, "__dict__", {}).items()):
             if value is original:
@@ -737,7 +738,7 @@ def put_back_moto_s_attribute_value_class(monkeypatch: pytest.MonkeyPatch) -> ty
 
 @pytest.fixture
 def moto_s_attribute_value_class(monkeypatch: pytest.MonkeyPatch) -> type:
-    return put_back_moto_s_attribute_value_class(monkeypatch)
+    return put_back_every_name_of(dynamo_type_module.DynamoType, monkeypatch)
 
 
 def test_attribute_values_in_slots_give_moto_s_results_and_errors(
@@ -764,7 +765,7 @@ def test_every_attribute_value_in_slots_reads_back_as_moto_s(moto: Moto, value: 
     moto.call("DynamoDB_20120810.PutItem", {"TableName": table, "Item": {**moto_s_key, **item}})
     moto_s_read = moto.call("DynamoDB_20120810.GetItem", {"TableName": table, "Key": moto_s_key})["Item"]
     with pytest.MonkeyPatch.context() as monkeypatch:
-        put_back_moto_s_attribute_value_class(monkeypatch)
+        put_back_every_name_of(dynamo_type_module.DynamoType, monkeypatch)
         speedups.keep_attribute_values_in_slots()
         moto.call("DynamoDB_20120810.PutItem", {"TableName": table, "Item": {**slotted_key, **item}})
         read = moto.call("DynamoDB_20120810.GetItem", {"TableName": table, "Key": slotted_key})["Item"]
@@ -791,6 +792,41 @@ def test_kinesis_reads_give_moto_s_records_positions_and_lag(moto_s_own: dict[st
     assert expected[cases.index((7, 5))][1] == 12 and 2400 < expected[cases.index((7, 5))][2] <= 2500
     empty = Shard(1, 0, 1)
     assert empty.get_records("0", 10) == ([], 0, 0) and empty.get_max_sequence_number() == 0
+
+
+def test_kinesis_records_kept_compact_read_as_moto_s(
+    moto_s_own: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    put_back_every_name_of(kinesis_models.Record, monkeypatch)
+    sent = [base64.b64encode(b"m" * size).decode() for size in (0, 1, 2, 3, 250)] + ["YQ==", "YQ", "not base64!"]
+
+    def stored(shard: Shard) -> list[Any]:
+        def read(record: Any) -> Any:
+            try:
+                answer = record.to_json()
+            except binascii.Error as error:
+                return type(error)
+            return {**answer, "ApproximateArrivalTimestamp": None}
+
+        return [
+            (record.partition_key, record.data, record.sequence_number, record.explicit_hash_key, read(record))
+            for record in shard.records.values()
+        ]
+
+    moto_s = kinesis_shard(0)
+    for number, data in enumerate(sent):
+        moto_s.put_record(f"key-{number}", data, "1")
+    speedups.keep_kinesis_records_compact()
+    compact = kinesis_shard(0)
+    for number, data in enumerate(sent):
+        compact.put_record(f"key-{number}", data, "1")
+    assert stored(compact) == stored(moto_s)
+    assert stored(moto_s)[-1][-1] is binascii.Error and stored(moto_s)[0][-1]["Data"] == b""
+    records: list[Any] = list(compact.records.values())
+    for record in records:
+        assert type(record) is speedups.CompactKinesisRecord and not hasattr(record, "__dict__")
+        assert record.created_at == unix_time(record.created_at_datetime)
+    assert isinstance(records[5]._data, bytes) and records[6]._data == "YQ"  # kept as sent
 
 
 def test_kinesis_puts_and_reads_never_walk_the_shard(moto_s_own: dict[str, Any]) -> None:
