@@ -29,6 +29,7 @@ from pathlib import Path
 
 from local.deploy import deployer
 from local.emulator.control import EmulatorError, EmulatorProcess, attach_emulator, start_emulator
+from local.memory import MALLOC_ENVIRONMENT
 from local.paths import REPO_ROOT, LocalPaths
 from local.runner.invoker import fault_injection_overrides
 from local.runner.stats import read_stats
@@ -162,7 +163,7 @@ def start_runner(paths: LocalPaths, environment: Mapping[str, str]) -> int:
         process = subprocess.Popen(
             [sys.executable, "-m", "local.runner", "--state-dir", str(paths.state_dir)],
             cwd=REPO_ROOT,
-            env={**environment, "PYTHONUNBUFFERED": "1"},
+            env={**environment, **MALLOC_ENVIRONMENT, "PYTHONUNBUFFERED": "1"},
             stdin=subprocess.DEVNULL,
             stdout=log_file,
             stderr=subprocess.STDOUT,

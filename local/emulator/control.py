@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from local.memory import MALLOC_ENVIRONMENT
 from local.paths import REPO_ROOT
 
 HOST = "127.0.0.1"
@@ -174,7 +175,7 @@ def attach_emulator(pid: int, port: int, host: str = HOST) -> EmulatorProcess:
 def _spawn(log_path: Path, port: int, inherited: Mapping[str, str]) -> EmulatorProcess:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "local.emulator", "serve", "--host", HOST, "--port", str(port)]
-    environment = {**inherited, "PYTHONUNBUFFERED": "1"}
+    environment = {**inherited, **MALLOC_ENVIRONMENT, "PYTHONUNBUFFERED": "1"}
     environment["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), *filter(None, [environment.get("PYTHONPATH")])])
     with log_path.open("ab") as log:
         child = subprocess.Popen(

@@ -15,6 +15,7 @@ record kept both item images as Python dicts (8.4 KB).
 from __future__ import annotations
 
 import base64
+import binascii
 import copy
 import datetime
 import functools
@@ -33,9 +34,11 @@ from moto import backends as moto_backends
 from moto.core import responses as moto_responses
 from moto.core.common_models import BaseModel
 from moto.core.serialize import BaseJSONSerializer, TimestampSerializer
+from moto.core.utils import unix_time, utcnow
 from moto.dynamodb import models as moto_models
 from moto.dynamodb.comparisons import ConditionExpressionParser
 from moto.dynamodb.models import DynamoDBBackend
+from moto.dynamodb.models import dynamo_type as dynamo_type_module
 from moto.dynamodb.models.dynamo_type import DynamoType, Item, LimitedSizeDict
 from moto.dynamodb.models.table import StreamRecord, StreamShard
 from moto.dynamodb.parsing.ast_nodes import (  # type: ignore[attr-defined]
@@ -48,6 +51,7 @@ from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ig
 from moto.dynamodb.parsing.validators import UpdateExpressionValidator
 from moto.dynamodbstreams.models import DynamoDBStreamsBackend, ShardIterator
 from moto.dynamodbstreams.responses import DynamoDBStreamsHandler
+from moto.kinesis import models as kinesis_models
 from moto.kinesis.models import Shard
 from moto.moto_api._internal import mock_random
 from moto.moto_server.werkzeug_app import MotoRequestHandler
@@ -73,6 +77,8 @@ _EPOCH = datetime.datetime(1970, 1, 1)
 """moto's timestamps are naive UTC datetimes."""
 _COMPRESSION_LEVEL = 1
 """zlib's fastest level: most of the saving (records repeat attribute names) for the least CPU."""
+_DICTIONARY = "_compact_record_dictionary"
+"""The `StreamShard` attribute holding the text its records are compressed against."""
 _JSON_CONTENT_TYPE = "application/x-amz-json-1.0"
 """What moto's serialiser sends for DynamoDB Streams (the service model's jsonVersion 1.0)."""
 
@@ -139,24 +145,35 @@ def wire_record(record: dict[str, Any]) -> dict[str, Any]:
 class CompactStreamRecord:
     """A stream record kept as the JSON text GetRecords sends, compressed.
 
-    A StateTable record is about 1 KB of JSON (8.4 KB as moto's dicts), 0.5 KB compressed; a
-    DeltaTable record about 6 KB, 1.4 KB compressed. Every record is kept for the stream's
-    life and read about once, so compressing once and inflating on each read (microseconds)
-    is the cheaper side. `sequence_number` is kept apart so reads need not inflate the text.
+    A StateTable record is about 1 KB of JSON (8.4 KB as moto's dicts), 0.5 KB compressed on
+    its own and about 0.16 KB with a `dictionary`: zlib's preset dictionary, the text of an
+    earlier record of the same shard, which names the same attributes and repeats most of
+    their values (docs/benchmarks.md, "Soak"). Every record is kept for the stream's life
+    and read about once, so compressing once and inflating on each read (microseconds) is
+    the cheaper side. `sequence_number` is kept apart so reads need not inflate the text.
     `to_json()` (and `record`) rebuild moto's own form, so any moto code reading a shard's
     items still works.
     """
 
-    __slots__ = ("_packed", "sequence_number")
+    __slots__ = ("_dictionary", "_packed", "sequence_number")
 
-    def __init__(self, record: dict[str, Any]) -> None:
+    def __init__(self, record: dict[str, Any], dictionary: bytes | None = None) -> None:
         self.sequence_number = int(record["dynamodb"]["SequenceNumber"])
-        self._packed = zlib.compress(json.dumps(wire_record(record)).encode(), _COMPRESSION_LEVEL)
+        self._dictionary = dictionary
+        text = json.dumps(wire_record(record)).encode()
+        if dictionary is None:
+            self._packed = zlib.compress(text, _COMPRESSION_LEVEL)
+        else:
+            compressor = zlib.compressobj(_COMPRESSION_LEVEL, zdict=dictionary)
+            self._packed = compressor.compress(text) + compressor.flush()
 
     @property
     def text(self) -> str:
         """The record's GetRecords JSON."""
-        return zlib.decompress(self._packed).decode()
+        if self._dictionary is None:
+            return zlib.decompress(self._packed).decode()
+        decompressor = zlib.decompressobj(zdict=self._dictionary)
+        return (decompressor.decompress(self._packed) + decompressor.flush()).decode()
 
     def to_json(self) -> dict[str, Any]:
         """moto's `StreamRecord.record`: a datetime (to the millisecond, as sent) and bytes for blobs."""
@@ -179,8 +196,18 @@ class CompactStreamRecord:
         return self.to_json()
 
 
-def _compact(record: StreamRecord | CompactStreamRecord) -> CompactStreamRecord:
-    return record if isinstance(record, CompactStreamRecord) else CompactStreamRecord(record.record)
+def _compact(record: StreamRecord | CompactStreamRecord, shard: StreamShard | None = None) -> CompactStreamRecord:
+    """`record` compact; with `shard`, compressed with the shard's dictionary (its first record's
+    text, taken from the first record compacted here)."""
+    if isinstance(record, CompactStreamRecord):
+        return record
+    if shard is None:
+        return CompactStreamRecord(record.record)
+    dictionary: bytes | None = getattr(shard, _DICTIONARY, None)
+    if dictionary is None:
+        dictionary = json.dumps(wire_record(record.record)).encode()
+        setattr(shard, _DICTIONARY, dictionary)
+    return CompactStreamRecord(record.record, dictionary)
 
 
 def store_stream_records_as_json() -> None:
@@ -190,7 +217,8 @@ def store_stream_records_as_json() -> None:
     StateTable record; nothing is ever freed, 7 KB per message in a soak) and serialises
     them through its shape-driven serialiser on every GetRecords. Here `StreamShard.add`
     replaces each record it appends by a `CompactStreamRecord`, the same record as the
-    JSON text moto's serialiser would produce for it, compressed. The list and the sequence
+    JSON text moto's serialiser would produce for it, compressed against the text of the
+    shard's first record (`CompactStreamRecord`'s dictionary). The list and the sequence
     numbers are moto's own (the records appended are found by sequence number, which stays
     right when `moto_compat`'s retention trims the front), so iterators, the transaction
     journal of `moto_compat` and every shard of a stream (whichever `StreamShard` appends)
@@ -210,7 +238,7 @@ def store_stream_records_as_json() -> None:
         for shard, first in zip(shards, first_added, strict=True):
             items: list[Any] = shard.items
             for index in range(max(0, first - shard.starting_sequence_number), len(items)):
-                items[index] = _compact(items[index])
+                items[index] = _compact(items[index], shard)
 
     add._speedup = True  # type: ignore[attr-defined]
     StreamShard.add = add  # type: ignore[method-assign]
@@ -868,6 +896,101 @@ class KeepAliveRequestHandler(MotoRequestHandler):
 # ------------------------------------------------------------------------ memory
 
 
+def keep_each_stream_iterator_s_arn_once() -> None:
+    """A DynamoDB Streams shard iterator keeps its ARN, made once, instead of its random part apart.
+
+    moto's `ShardIterator` keeps `id`, 632 random base64 characters, and builds its ARN
+    (the iterator string clients send, which ends with that `id`) on every read of `arn`;
+    the backend keys its iterators by the ARN, so each iterator kept two long strings. The
+    runner's pollers are issued about 25 iterators a second, each kept its 15 minutes
+    (`moto_compat.fix_dynamodb_streams_iterators_expire`): about 20,000 at a time, 14 MB
+    of `id` strings. Here `__init__` builds the ARN once, as moto builds it, and keeps that
+    string only (the backend's key is then the same object); `id` reads back as the ARN's
+    last part, so both read exactly as before.
+    """
+    original_init = ShardIterator.__init__
+    if getattr(original_init, "_speedup", False):
+        return
+    moto_s_arn = vars(ShardIterator)["arn"]
+
+    @functools.wraps(original_init)
+    def init(self: ShardIterator, *args: Any, **kwargs: Any) -> None:
+        original_init(self, *args, **kwargs)  # sets `id`, kept in `_id` until the ARN is made
+        self.__dict__["_arn"] = moto_s_arn.fget(self)
+        del self.__dict__["_id"]
+
+    def random_part(self: ShardIterator) -> str:
+        arn: str | None = self.__dict__.get("_arn")
+        return self.__dict__["_id"] if arn is None else arn.rsplit("|", 1)[1]
+
+    def keep_random_part(self: ShardIterator, value: str) -> None:
+        self.__dict__["_id"] = value
+
+    init._speedup = True  # type: ignore[attr-defined]
+    ShardIterator.__init__ = init  # type: ignore[method-assign]
+    ShardIterator.arn = property(lambda self: self.__dict__["_arn"])  # type: ignore[method-assign,assignment]
+    ShardIterator.id = property(random_part, keep_random_part)  # type: ignore[assignment]
+
+
+class CompactKinesisRecord:
+    """moto's Kinesis `Record` in slots, its data as the bytes it encodes and its time once.
+
+    moto's record keeps six attributes in an instance dictionary, the data as the base64
+    text of the request, and its arrival both as a datetime and as seconds; about 730 bytes
+    for a 250-byte message. Here: five slots, the decoded bytes (a quarter smaller, and what
+    `to_json` hands the serialiser anyway; data that is not canonical base64 is kept as sent,
+    so moto's error, if any, comes where it did), and `created_at` computed from the datetime
+    by moto's own `unix_time`, the same float moto stored.
+    """
+
+    __slots__ = ("_data", "created_at_datetime", "explicit_hash_key", "partition_key", "sequence_number")
+
+    def __init__(self, partition_key: str, data: str, sequence_number: int, explicit_hash_key: str) -> None:
+        self.partition_key = partition_key
+        self._data: str | bytes = data
+        try:
+            decoded = base64.b64decode(data, validate=True)
+        except (binascii.Error, ValueError, TypeError):
+            pass
+        else:
+            if base64.b64encode(decoded).decode() == data:
+                self._data = decoded
+        self.sequence_number = sequence_number
+        self.explicit_hash_key = explicit_hash_key
+        self.created_at_datetime = utcnow()
+
+    @property
+    def data(self) -> str:
+        """The data as the request sent it (base64 text)."""
+        return self._data if isinstance(self._data, str) else base64.b64encode(self._data).decode()
+
+    @property
+    def created_at(self) -> float:
+        return unix_time(self.created_at_datetime)
+
+    def to_json(self) -> dict[str, Any]:
+        """moto's `Record.to_json`."""
+        data = self._data if isinstance(self._data, bytes) else base64.b64decode(self._data)
+        return {
+            "Data": data,
+            "PartitionKey": self.partition_key,
+            "SequenceNumber": str(self.sequence_number),
+            "ApproximateArrivalTimestamp": self.created_at_datetime,
+        }
+
+
+def keep_kinesis_records_compact() -> None:
+    """Kinesis records are kept as `CompactKinesisRecord`s: about 165 bytes less each.
+
+    moto's shards (and `moto_compat`'s `put_record`) make a record with the name `Record`
+    (`KinesisRecord` in `moto_compat`); both name `CompactKinesisRecord` instead. Every
+    reader uses the attributes and `to_json` that it keeps with the same values.
+    """
+    original: type = kinesis_models.Record
+    if original is not CompactKinesisRecord:
+        _name_everywhere(original, CompactKinesisRecord)
+
+
 def keep_no_register_of_every_model_instance() -> None:
     """A moto object lives as long as something uses it, not for the life of the server.
 
@@ -891,6 +1014,39 @@ def keep_no_register_of_every_model_instance() -> None:
 
     new_untracked._speedup = True  # type: ignore[attr-defined]
     BaseModel.__new__ = staticmethod(new_untracked)  # type: ignore[method-assign]
+
+
+def keep_attribute_values_in_slots() -> None:
+    """Each attribute value (moto's `DynamoType`) keeps its `type` and `value` in two slots, not a dict.
+
+    Every attribute, map member and list element of every item is a `DynamoType`, about 15
+    per message in a soak (a DeltaTable item holds three per node and one per record), and
+    each carries an instance dictionary for its two fields: 88 bytes where an object with
+    `__slots__` needs 48 (Python 3.11, `tracemalloc`). Slots can only be declared when a class
+    is made, so this makes moto's class again with the very same namespace (its functions,
+    and the patches `moto_compat` installed on it) plus ``__slots__ = ("type", "value")``, and
+    rebinds every module attribute that names moto's class (moto's modules, this module's and
+    `moto_compat`'s, anything imported so far; a module imported later imports the new one
+    from `moto.dynamodb.models.dynamo_type`). moto never reads an instance's `__dict__` nor
+    sets another attribute on one, and copies, compares and serialises through the class's
+    methods, so every answer is the same. Apply before any item is stored (an instance of
+    moto's class would not pass the `type(...) is DynamoType` checks of moto's code).
+    """
+    original = dynamo_type_module.DynamoType
+    if "__slots__" in vars(original):
+        return
+    namespace = {name: value for name, value in vars(original).items() if name not in ("__dict__", "__weakref__")}
+    _name_everywhere(
+        original, type(original.__name__, original.__bases__, {**namespace, "__slots__": ("type", "value")})
+    )
+
+
+def _name_everywhere(original: type, replacement: type) -> None:
+    """Every module attribute that names `original` (in any module imported so far) names `replacement`."""
+    for module in list(sys.modules.values()):
+        for name, value in list(getattr(module, "__dict__", {}).items()):
+            if value is original:
+                setattr(module, name, replacement)
 
 
 def share_attribute_names() -> None:
@@ -969,7 +1125,9 @@ def share_equal_string_values() -> None:
 # ------------------------------------------------------------------------ apply
 
 SPEEDUPS: tuple[Callable[[], None], ...] = (
+    keep_attribute_values_in_slots,  # first: the patches below install on the class it makes
     keep_no_register_of_every_model_instance,
+    keep_each_stream_iterator_s_arn_once,
     share_attribute_names,
     share_equal_string_values,
     store_stream_records_as_json,
@@ -983,6 +1141,7 @@ SPEEDUPS: tuple[Callable[[], None], ...] = (
     convert_attribute_values_without_copying_them_first,
     serialize_attribute_values_directly,
     read_kinesis_shards_by_sequence_number,
+    keep_kinesis_records_compact,
     list_moto_s_modules_once,
     find_each_handler_s_actions_once,
     draw_request_ids_in_one_call,

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from local.memory import MALLOC_ENVIRONMENT
 from local.paths import REPO_ROOT
 
 
@@ -157,6 +158,7 @@ class ExecutionEnvironment:
         # own code directory goes first on its sys.path inside `serve`.
         environment["PYTHONPATH"] = str(REPO_ROOT)
         environment["PYTHONUNBUFFERED"] = "1"
+        environment.update(MALLOC_ENVIRONMENT)
         environment["PYTHONDONTWRITEBYTECODE"] = "1"
         self._process = subprocess.Popen(
             [self.python, "-m", "local.runner.execution_environment", str(self.code_dir), self.handler],

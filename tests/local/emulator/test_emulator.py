@@ -15,6 +15,7 @@ from local.emulator.control import (
     is_ready,
     start_emulator,
 )
+from local.memory import MALLOC_ENVIRONMENT
 
 pytestmark = pytest.mark.emulator
 
@@ -42,6 +43,12 @@ def test_start_emulator_serves_aws_apis_and_stop_ends_the_process_and_frees_the_
     try:
         assert emulator.endpoint_url == f"http://127.0.0.1:{port}"
         assert emulator.is_running() and is_ready(emulator.endpoint_url)
+        environment = dict(
+            entry.split(b"=", 1) for entry in Path(f"/proc/{emulator.pid}/environ").read_bytes().split(b"\0") if entry
+        )
+        assert {
+            name.encode(): value.encode() for name, value in MALLOC_ENVIRONMENT.items()
+        }.items() <= environment.items()
         sqs = boto3.client(
             "sqs",
             endpoint_url=emulator.endpoint_url,

@@ -8,12 +8,14 @@ without a patch and then with it, on the same data; the patches are undone after
 from __future__ import annotations
 
 import base64
+import binascii
 import copy
 import datetime
 import gc
 import http.client
 import json
 import re
+import sys
 import threading
 import time
 import uuid
@@ -29,17 +31,20 @@ from moto.core import responses as moto_responses
 from moto.core.common_models import BaseModel
 from moto.core.responses import ActionContext, ActionResult
 from moto.core.serialize import BaseJSONSerializer, TimestampSerializer, get_serializer_class
-from moto.core.utils import get_service_model
+from moto.core.utils import get_service_model, unix_time
 from moto.dynamodb import models as moto_models
 from moto.dynamodb.comparisons import ConditionExpressionParser
 from moto.dynamodb.models import DynamoDBBackend
+from moto.dynamodb.models import dynamo_type as dynamo_type_module
 from moto.dynamodb.models.dynamo_type import DynamoType, Item, LimitedSizeDict
 from moto.dynamodb.models.table import StreamShard
 from moto.dynamodb.parsing.ast_nodes import DepthFirstTraverser, Node  # type: ignore[attr-defined]
 from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ignore[attr-defined]
 from moto.dynamodb.parsing.validators import UpdateExpressionValidator
 from moto.dynamodb.responses import DynamoHandler
+from moto.dynamodbstreams.models import ShardIterator
 from moto.dynamodbstreams.responses import DynamoDBStreamsHandler
+from moto.kinesis import models as kinesis_models
 from moto.kinesis.models import Shard
 from moto.kinesis.responses import KinesisResponse
 from moto.moto_api._internal import mock_random
@@ -63,6 +68,8 @@ PATCHED: tuple[tuple[Any, str], ...] = (
     (Node, "find_clauses"),
     (BaseModel, "__new__"),
     (StreamShard, "add"),
+    (ShardIterator, "__init__"),
+    (ShardIterator, "arn"),
     (DynamoDBStreamsHandler, "get_records"),
     (UpdateExpressionParser, "make"),
     (ConditionExpressionParser, "_lex_condition_expression"),
@@ -120,6 +127,7 @@ def moto_s_own(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
         originals[f"{owner.__name__}.{name}"] = original
         monkeypatch.setattr(owner, name, original)
     monkeypatch.setattr(Node, "__deepcopy__", None, raising=False)  # moto's has none: deepcopy's generic path
+    monkeypatch.delattr(ShardIterator, "id", raising=False)  # moto's is an instance attribute
     validator = moto_models.UpdateExpressionValidator  # type: ignore[attr-defined]
     assert validator is UpdateExpressionValidator, "a speedup leaked from another test"
     yield originals
@@ -219,6 +227,22 @@ def test_get_records_from_stored_json_is_byte_for_byte_moto_s_reply(
     assert b"".join(fast_bodies).count(b'"eventID"') == 2 * b"".join(moto_bodies).count(b'"eventID"') == 8
 
 
+def test_a_stream_iterator_keeps_its_arn_once_and_reads_as_moto_s(moto: Moto, moto_s_own: dict[str, Any]) -> None:
+    table, arn, shard = table_with_stream(moto)
+    write_every_kind_of_change(moto, table)
+    request = {"StreamArn": arn, "ShardId": shard, "ShardIteratorType": "TRIM_HORIZON"}
+    moto_s_reads = read_all(moto, arn, shard, 2)[0]
+    moto_s_iterator = moto.call("DynamoDBStreams_20120810.GetShardIterator", request)["ShardIterator"]
+    speedups.keep_each_stream_iterator_s_arn_once()
+    assert read_all(moto, arn, shard, 2)[0] == moto_s_reads  # each GetRecords made and followed the next iterator
+    iterator = moto.call("DynamoDBStreams_20120810.GetShardIterator", request)["ShardIterator"]
+    assert len(iterator) == len(moto_s_iterator) and iterator.rsplit("|", 1)[0] == moto_s_iterator.rsplit("|", 1)[0]
+    backend = moto_backends.get_backend("dynamodbstreams")["123456789012"]["us-east-1"]
+    stored = backend.shard_iterators[iterator]
+    assert "id" not in vars(stored) and stored.id == iterator.rsplit("|", 1)[1]
+    assert next(key for key in backend.shard_iterators if key == iterator) is stored.arn  # one string: the key
+
+
 @pytest.mark.parametrize("microsecond", [0, 1, 999, 1000, 866892, 999999])
 def test_a_compact_record_keeps_moto_s_timestamp_rendering(microsecond: int) -> None:
     """moto sends an int for a whole second, else a float truncated to milliseconds; `to_json()` keeps that."""
@@ -244,6 +268,40 @@ def test_a_compact_record_keeps_moto_s_timestamp_rendering(microsecond: int) -> 
     assert speedups.CompactStreamRecord(compact.to_json()).text == compact.text
     assert compact.to_json()["dynamodb"]["Keys"] == {"pk": {"B": b"\x00"}}
     assert compact.sequence_number == 7
+
+
+def test_a_record_compressed_against_an_earlier_one_reads_the_same_in_a_third_of_the_space() -> None:
+    def record(number: int) -> dict[str, Any]:
+        image = {
+            "pk": {"S": f"TRADE-{number:08d}"},
+            "Value": {"N": f"{number * 7}.25"},
+            "Digest": {"S": uuid.UUID(int=number * 7919).hex * 2},
+            "Hierarchy": {"M": {"Desk": {"S": "desk-3"}, "Book": {"S": "book-17"}}},
+        }
+        return {
+            "eventID": uuid.UUID(int=number).hex,
+            "eventName": "MODIFY",
+            "eventVersion": "1.1",
+            "eventSource": "aws:dynamodb",
+            "awsRegion": "us-east-1",
+            "dynamodb": {
+                "ApproximateCreationDateTime": datetime.datetime(2026, 11, 26, 1, 2, 3, 4000),
+                "Keys": {"pk": image["pk"]},
+                "NewImage": image,
+                "OldImage": {**image, "Value": {"N": "1"}},
+                "SequenceNumber": str(number),
+                "SizeBytes": 300,
+                "StreamViewType": "NEW_AND_OLD_IMAGES",
+            },
+        }
+
+    dictionary = speedups.CompactStreamRecord(record(1)).text.encode()
+    alone, against_the_first = (
+        speedups.CompactStreamRecord(record(2)),
+        speedups.CompactStreamRecord(record(2), dictionary),
+    )
+    assert against_the_first.text == alone.text and against_the_first.to_json() == alone.to_json() == record(2)
+    assert len(against_the_first._packed) * 3 < len(alone._packed)
 
 
 # (UpdateExpression, ConditionExpression or None, names, values, on an existing item?)
@@ -669,6 +727,52 @@ def test_items_share_their_equal_string_values_and_read_as_moto_s(moto: Moto, mo
         assert {**read["Item"], "pk": None} == {**moto_s_read["Item"], "pk": None}
 
 
+def put_back_every_name_of(original: type, monkeypatch: pytest.MonkeyPatch) -> type:
+    """`original`: every module attribute that names it now names it again when `monkeypatch` undoes."""
+    for module in list(sys.modules.values()):
+        for name, value in list(getattr(module, "__dict__", {}).items()):
+            if value is original:
+                monkeypatch.setattr(module, name, original)
+    return original
+
+
+@pytest.fixture
+def moto_s_attribute_value_class(monkeypatch: pytest.MonkeyPatch) -> type:
+    return put_back_every_name_of(dynamo_type_module.DynamoType, monkeypatch)
+
+
+def test_attribute_values_in_slots_give_moto_s_results_and_errors(
+    moto: Moto, moto_s_own: dict[str, Any], moto_s_attribute_value_class: type
+) -> None:
+    expected = run_updates(moto)
+    speedups.keep_attribute_values_in_slots()
+    slotted = dynamo_type_module.DynamoType
+    assert slotted is not moto_s_attribute_value_class and moto_models.DynamoType is slotted  # type: ignore[attr-defined]
+    assert run_updates(moto) == expected
+    gc.collect()
+    stored = [thing for thing in gc.get_objects() if isinstance(thing, Item) and type(thing.hash_key) is slotted]
+    assert stored and not any(hasattr(value, "__dict__") for item in stored for value in item.attrs.values())
+    speedups.keep_attribute_values_in_slots()  # idempotent: no third class
+    assert dynamo_type_module.DynamoType is slotted
+
+
+@settings(max_examples=100, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(value=attribute_values(lambda blob: base64.b64encode(blob).decode()))
+def test_every_attribute_value_in_slots_reads_back_as_moto_s(moto: Moto, value: dict[str, Any]) -> None:
+    table, _, _ = table_with_stream(moto)
+    item = {"v": value, "m": {"M": {"nested": value}}, "l": {"L": [value, {"N": "1"}]}}
+    moto_s_key, slotted_key = {"pk": {"S": f"moto-{uuid.uuid4().hex}"}}, {"pk": {"S": f"slots-{uuid.uuid4().hex}"}}
+    moto.call("DynamoDB_20120810.PutItem", {"TableName": table, "Item": {**moto_s_key, **item}})
+    moto_s_read = moto.call("DynamoDB_20120810.GetItem", {"TableName": table, "Key": moto_s_key})["Item"]
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        put_back_every_name_of(dynamo_type_module.DynamoType, monkeypatch)
+        speedups.keep_attribute_values_in_slots()
+        moto.call("DynamoDB_20120810.PutItem", {"TableName": table, "Item": {**slotted_key, **item}})
+        read = moto.call("DynamoDB_20120810.GetItem", {"TableName": table, "Key": slotted_key})["Item"]
+        assert {**read, "pk": None} == {**moto_s_read, "pk": None}
+        assert not hasattr(stored_item(slotted_key["pk"]["S"]).attrs["v"], "__dict__")
+
+
 def kinesis_shard(records: int) -> Shard:
     shard = Shard(0, 0, 2**128 - 1)
     for number in range(records):
@@ -688,6 +792,41 @@ def test_kinesis_reads_give_moto_s_records_positions_and_lag(moto_s_own: dict[st
     assert expected[cases.index((7, 5))][1] == 12 and 2400 < expected[cases.index((7, 5))][2] <= 2500
     empty = Shard(1, 0, 1)
     assert empty.get_records("0", 10) == ([], 0, 0) and empty.get_max_sequence_number() == 0
+
+
+def test_kinesis_records_kept_compact_read_as_moto_s(
+    moto_s_own: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    put_back_every_name_of(kinesis_models.Record, monkeypatch)
+    sent = [base64.b64encode(b"m" * size).decode() for size in (0, 1, 2, 3, 250)] + ["YQ==", "YQ", "not base64!"]
+
+    def stored(shard: Shard) -> list[Any]:
+        def read(record: Any) -> Any:
+            try:
+                answer = record.to_json()
+            except binascii.Error as error:
+                return type(error)
+            return {**answer, "ApproximateArrivalTimestamp": None}
+
+        return [
+            (record.partition_key, record.data, record.sequence_number, record.explicit_hash_key, read(record))
+            for record in shard.records.values()
+        ]
+
+    moto_s = kinesis_shard(0)
+    for number, data in enumerate(sent):
+        moto_s.put_record(f"key-{number}", data, "1")
+    speedups.keep_kinesis_records_compact()
+    compact = kinesis_shard(0)
+    for number, data in enumerate(sent):
+        compact.put_record(f"key-{number}", data, "1")
+    assert stored(compact) == stored(moto_s)
+    assert stored(moto_s)[-1][-1] is binascii.Error and stored(moto_s)[0][-1]["Data"] == b""
+    records: list[Any] = list(compact.records.values())
+    for record in records:
+        assert type(record) is speedups.CompactKinesisRecord and not hasattr(record, "__dict__")
+        assert record.created_at == unix_time(record.created_at_datetime)
+    assert isinstance(records[5]._data, bytes) and records[6]._data == "YQ"  # kept as sent
 
 
 def test_kinesis_puts_and_reads_never_walk_the_shard(moto_s_own: dict[str, Any]) -> None:
