@@ -182,7 +182,12 @@ def test_the_check_plans_with_the_stack_s_own_settings(template: Template) -> No
     )
 
 
-UNPLANNED = {"stateParallelizationFactor": 1, "reduceParallelizationFactor": 1, "aggregateSlices": 16}
+UNPLANNED = {
+    "stateParallelizationFactor": 1,
+    "reduceParallelizationFactor": 1,
+    "aggregateSlices": 16,
+    "reduceMemoryMb": 256,
+}
 """Settings set explicitly instead of left to the planner (`auto`): what a stack sized for less declares."""
 
 
