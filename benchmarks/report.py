@@ -83,7 +83,9 @@ def _auto_settings(settings: Settings) -> str:
     return (
         f"stateParallelizationFactor {settings.state_parallelization_factor}, "
         f"reduceParallelizationFactor {settings.reduce_parallelization_factor}, "
-        f"aggregateSlices {settings.aggregate_slices}"
+        f"aggregateSlices {settings.aggregate_slices}, "
+        f"reduceMemoryMb {settings.reduce_memory_mb}, "
+        f"archiveParallelizationFactor {settings.archive_parallelization_factor}"
     )
 
 

@@ -40,7 +40,7 @@ from planner.inputs import (
 )
 from planner.inputs import Settings as PlannerSettings
 from planner.prices import load_price_table
-from planner.scale_out import settings_for_rate
+from planner.scale_out import AUTO_REDUCE_MEMORY_CANDIDATES, settings_for_rate
 
 ContextReader = Callable[[str], Any]
 """`node.try_get_context`: returns the raw context value for a key, or None when unset."""
@@ -96,18 +96,20 @@ _LOG_RETENTION_DAYS: Final[Mapping[int, logs.RetentionDays]] = {
 
 AUTO: Final = "auto"
 """The value of a setting left to the capacity planner: `stateParallelizationFactor`,
-`reduceParallelizationFactor`, `aggregateSlices` and `archiveParallelizationFactor` default to it.
+`reduceParallelizationFactor`, `aggregateSlices`, `reduceMemoryMb` and `archiveParallelizationFactor`
+default to it.
 Synthesis replaces it with what `planner.scale_out.settings_for_rate` chooses for
 `targetMessagesPerSecond` with the other settings as set: the least state parallelization that
 keeps the state lanes within 70 % busy,
-the cheapest slices and reduce parallelization that keep the reducers within 70 % busy and the
-hottest aggregate item within 500 write units a second (half a partition's 1,000, the margin for
-slices a hash loads unevenly), and the least archive parallelization that keeps the archive
-within 70 %. At the default 400 msg/s that is state 2, reduce 1, one slice and archive 1; at
-50,000 msg/s state 3, reduce 8, 128 slices and archive 2 (`python -m benchmarks.capacity --rate
-50000` prints the plan). An integer sets it instead. A new rate can change the slices of a
-deployed stack: safe with `crt+marker` markers, refused by the settings guard in `crt` mode
-(`aggregation.setting_changes`), where the count must then be set explicitly."""
+the cheapest slices, reduce parallelization and reduce memory (256 to 1,769 MB) that keep the
+reducers within 70 % busy and the hottest aggregate item within 500 write units a second (half a
+partition's 1,000, the margin for slices a hash loads unevenly), and the least archive
+parallelization that keeps the archive within 70 %. At the default 400 msg/s that is state 2,
+reduce 1, one slice, 256 MB and archive 1; at 50,000 msg/s state 3, reduce 5, 128 slices, 1,024 MB
+and archive 2 (`python -m benchmarks.capacity --rate 50000` prints the plan). An integer sets it
+instead. A new rate can change the slices of a deployed stack: safe with `crt+marker` markers,
+refused by the settings guard in `crt` mode (`aggregation.setting_changes`), where the count must
+then be set explicitly. It can change the reduce function's memory too, which stores nothing."""
 
 DEFAULT_ARCHIVE_REGISTRY_SHARDS: Final[int] = 32
 """`archiveRegistryShards` by default: how many registry objects the archive's compare-and-swap
@@ -131,7 +133,7 @@ and swept."""
 
 STATE_MEMORY_MB: Final = 512
 MAP_MEMORY_MB: Final = 256
-"""Fixed function sizes (the reduce's is `reduceMemoryMb`); the capacity planner plans with them."""
+"""Fixed function sizes (the reduce's is `reduceMemoryMb`, `auto` by default); the capacity planner plans with them."""
 
 _STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,127}$")
 _ROLE_ARN = re.compile(r"^arn:aws:iam::\d{12}:role/[A-Za-z0-9+=,.@_/-]{1,512}$")
@@ -175,7 +177,7 @@ DEFAULT_CONTEXT: Final[Mapping[str, Any]] = {
     "deltaTableCapacity": {"mode": "on-demand"},
     "aggregateTableCapacity": {"mode": "on-demand"},
     "mapBatchingWindowSeconds": 0,
-    "reduceMemoryMb": 256,
+    "reduceMemoryMb": AUTO,
     "stateVersionCacheSize": 100000,
     "targetMessagesPerSecond": 400,
     "capacityCheck": "refuse",
@@ -311,6 +313,8 @@ class PipelineSettings:
             "reduceParallelizationFactor": _integer_or_auto(raw, "reduceParallelizationFactor", 1, 10),
             "aggregateSlices": _integer_or_auto(raw, "aggregateSlices", 1, MAX_SLICES),
             "archiveParallelizationFactor": _integer_or_auto(raw, "archiveParallelizationFactor", 1, 10),
+            # Lambda's memory range (MB).
+            "reduceMemoryMb": _integer_or_auto(raw, "reduceMemoryMb", 128, 10240),
         }
         settings = cls(
             stack_name=_stack_name(raw("stackName")),
@@ -339,8 +343,7 @@ class PipelineSettings:
             aggregate_table_capacity=_table_capacity(raw, "aggregateTableCapacity"),
             # Lambda's limit for MaximumBatchingWindowInSeconds.
             map_batching_window_seconds=_integer(raw, "mapBatchingWindowSeconds", 0, 300),
-            # Lambda's memory range (MB).
-            reduce_memory_mb=_integer(raw, "reduceMemoryMb", 128, 10240),
+            reduce_memory_mb=planned["reduceMemoryMb"] or AUTO_REDUCE_MEMORY_CANDIDATES[0],
             # Entries, not bytes: about 500 bytes each, so the default takes ~50 MB of the 512 MB function.
             state_version_cache_size=_integer(raw, "stateVersionCacheSize", 0, 10_000_000),
             target_messages_per_second=_integer(raw, "targetMessagesPerSecond", 1, 100_000_000),
@@ -376,6 +379,7 @@ class PipelineSettings:
             reduce_parallelization="reduceParallelizationFactor" in auto,
             slices="aggregateSlices" in auto,
             archive_parallelization="archiveParallelizationFactor" in auto,
+            reduce_memory="reduceMemoryMb" in auto,
         )
         return replace(
             self,
@@ -383,6 +387,7 @@ class PipelineSettings:
             reduce_parallelization_factor=chosen.reduce_parallelization_factor,
             aggregate_slices=chosen.aggregate_slices,
             archive_parallelization_factor=chosen.archive_parallelization_factor,
+            reduce_memory_mb=chosen.reduce_memory_mb,
         )
 
 

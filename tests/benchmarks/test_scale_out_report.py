@@ -5,10 +5,11 @@ from dataclasses import replace
 import pytest
 
 from benchmarks import capacity
-from benchmarks.report import keeps_up, scale_out_section, scale_out_summary
+from benchmarks.report import _auto_settings, keeps_up, scale_out_section, scale_out_summary
 from planner.inputs import ServiceTimes, Settings, Workload
 from planner.model import plan_capacity
 from planner.prices import load_price_table
+from stacks.settings import AUTO, DEFAULT_CONTEXT
 
 PRICES = load_price_table()
 TIMES = ServiceTimes()
@@ -90,3 +91,12 @@ def test_a_plan_whose_only_stall_is_the_archive_keeps_the_totals_up() -> None:
     assert keeps_up(plan_capacity(Workload(rate=50_000), Settings(), TIMES, PRICES)).startswith(
         "; **still cannot keep up**"
     )
+
+
+def test_the_report_names_every_setting_cdk_json_leaves_to_the_planner() -> None:
+    """Section 5's "as synthesis chooses them" sentence lists each `auto` default with its value."""
+    sentence = _auto_settings(replace(Settings(), reduce_memory_mb=1024, archive_parallelization_factor=2))
+    # `tableDeletionProtection`'s `auto` follows `removalPolicy`, not the planner.
+    auto = [key for key, value in DEFAULT_CONTEXT.items() if value == AUTO and key != "tableDeletionProtection"]
+    assert auto and all(f"{key} " in sentence for key in auto), (auto, sentence)
+    assert "reduceMemoryMb 1024" in sentence and "archiveParallelizationFactor 2" in sentence

@@ -53,6 +53,7 @@ def test_the_archive_is_not_on_the_latency_path() -> None:
         reduce_parallelization=True,
         slices=True,
         archive_parallelization=True,
+        reduce_memory=True,
     )
     plan = plan_capacity(workload, settings, prices=PRICES).ours
     (archive,) = [t for t in plan.timings if t.stage == "archive"]

@@ -12,6 +12,7 @@ from planner.model import OURS, plan_design, reducers_that_keep_up
 from planner.plan import STAGE_BUSY_TARGET
 from planner.prices import load_price_table
 from planner.scale_out import (
+    AUTO_REDUCE_MEMORY_CANDIDATES,
     HOTTEST_ITEM_TARGET,
     SLICE_CANDIDATES,
     Choice,
@@ -110,8 +111,9 @@ def test_the_search_raises_the_registry_shards_when_one_would_be_hot() -> None:
     assert hot.archive_registry_busy > 1 and not within_targets(hot, None)
 
 
-def planned_for(rate: float, base: Settings | None = None) -> Settings:
-    """Every setting cdk.json leaves `auto`, chosen for `rate`."""
+def planned_for(rate: float, base: Settings | None = None, *, reduce_memory: bool = True) -> Settings:
+    """Every setting cdk.json leaves `auto`, chosen for `rate` (`reduceMemoryMb` as `base` has it if
+    `reduce_memory` is False)."""
     return settings_for_rate(
         Workload(rate=rate),
         base or Settings(),
@@ -121,6 +123,7 @@ def planned_for(rate: float, base: Settings | None = None) -> Settings:
         reduce_parallelization=True,
         slices=True,
         archive_parallelization=True,
+        reduce_memory=reduce_memory,
     )
 
 
@@ -128,7 +131,7 @@ def test_the_defaults_are_what_the_planner_chooses_for_the_default_rate() -> Non
     """`planner.inputs.Settings` holds cdk.json's `auto` settings as synthesis resolves them at 400 msg/s."""
     assert planned_for(400) == Settings()
     assert (Settings().state_parallelization_factor, Settings().reduce_parallelization_factor) == (2, 1)
-    assert Settings().aggregate_slices == 1
+    assert (Settings().aggregate_slices, Settings().reduce_memory_mb) == (1, AUTO_REDUCE_MEMORY_CANDIDATES[0])
 
 
 def test_at_50000_the_defaults_keep_every_stage_on_the_way_to_the_totals_within_70_percent() -> None:
@@ -141,21 +144,35 @@ def test_at_50000_the_defaults_keep_every_stage_on_the_way_to_the_totals_within_
     assert within_targets(plan, 1.0), [(timing.stage, timing.busy, timing.lanes) for timing in plan.timings]
 
 
-def test_at_250000_the_defaults_take_every_reducer_and_slice_auto_offers_and_keep_up() -> None:
-    """At 250,000 msg/s, with cdk.json's 256 MB reducers and reduce batches of 10 (settings `auto` leaves
-    alone), no reducer and slice count is within the 70 % target: `auto` takes the largest, which keep up
-    (nothing stalls, so synthesis accepts it), and the slices are what cool the hottest item. The plans
-    within every target there change those settings too (`cheapest_settings`, tested above)."""
+def test_at_250000_auto_finds_reducers_slices_and_memory_within_the_targets() -> None:
+    """At 250,000 msg/s, with cdk.json's reduce batches of 10 (a setting `auto` leaves alone), no reducer
+    and slice count is within the 70 % target at 256 MB; with the memory chosen too, one is, and the
+    slices are what cool the hottest item. Faster reducers gather fewer delta batches an invocation, so
+    the cheapest within the targets is not the largest memory."""
+    workload = Workload(rate=250_000)
     chosen = planned_for(250_000)
-    assert (chosen.reduce_parallelization_factor, chosen.aggregate_slices) == (
+    plan = plan_design(workload, chosen, TIMES, PRICES, OURS)
+    assert within_targets(plan, 1.0), [(timing.stage, timing.busy, timing.lanes) for timing in plan.timings]
+    assert chosen.reduce_memory_mb > AUTO_REDUCE_MEMORY_CANDIDATES[0]
+    biggest = plan_design(
+        workload, replace(chosen, reduce_memory_mb=AUTO_REDUCE_MEMORY_CANDIDATES[-1]), TIMES, PRICES, OURS
+    )
+    assert plan.monthly_usd < biggest.monthly_usd
+    one_slice = plan_design(workload, replace(chosen, aggregate_slices=1), TIMES, PRICES, OURS)
+    assert one_slice.hottest_item_write_units_per_second > HOTTEST_ITEM_TARGET
+
+
+def test_with_memory_set_and_nothing_within_the_targets_auto_takes_the_largest_candidates() -> None:
+    """256 MB set at 250,000 msg/s: no reducer and slice count is within 70 % busy, so `auto` takes the
+    largest, which keep up (nothing stalls, so synthesis accepts it); the capacity check says the rest."""
+    workload = Workload(rate=250_000)
+    chosen = planned_for(250_000, reduce_memory=False)
+    assert (chosen.reduce_parallelization_factor, chosen.aggregate_slices, chosen.reduce_memory_mb) == (
         MAX_PARALLELIZATION_FACTOR,
         SLICE_CANDIDATES[-1],
+        256,
     )
-    plan = plan_design(Workload(rate=250_000), chosen, TIMES, PRICES, OURS)
-    assert not plan.stalls
-    assert plan.hottest_item_write_units_per_second <= HOTTEST_ITEM_TARGET
-    one_slice = plan_design(Workload(rate=250_000), replace(chosen, aggregate_slices=1), TIMES, PRICES, OURS)
-    assert one_slice.hottest_item_write_units_per_second > HOTTEST_ITEM_TARGET
+    assert not plan_design(workload, chosen, TIMES, PRICES, OURS).stalls
 
 
 @settings(max_examples=40)
@@ -173,7 +190,7 @@ def test_the_choice_is_within_the_targets_whenever_a_candidate_is_and_none_is_ch
     candidates = [
         plan_design(
             workload,
-            replace(state, aggregate_slices=count, reduce_parallelization_factor=factor),
+            replace(state, aggregate_slices=count, reduce_parallelization_factor=factor, reduce_memory_mb=memory),
             TIMES,
             PRICES,
             OURS,
@@ -181,15 +198,18 @@ def test_the_choice_is_within_the_targets_whenever_a_candidate_is_and_none_is_ch
         )
         for count in SLICE_CANDIDATES
         for factor in range(1, MAX_PARALLELIZATION_FACTOR + 1)
+        for memory in AUTO_REDUCE_MEMORY_CANDIDATES
     ]
     within = [candidate for candidate in candidates if within_targets(candidate, None, min_lanes=1)]
     if within:
         assert within_targets(plan, None, min_lanes=1)
         assert plan.monthly_usd <= min(candidate.monthly_usd for candidate in within)
+        assert chosen.reduce_memory_mb in AUTO_REDUCE_MEMORY_CANDIDATES
     else:
-        assert (chosen.aggregate_slices, chosen.reduce_parallelization_factor) == (
+        assert (chosen.aggregate_slices, chosen.reduce_parallelization_factor, chosen.reduce_memory_mb) == (
             SLICE_CANDIDATES[-1],
             MAX_PARALLELIZATION_FACTOR,
+            AUTO_REDUCE_MEMORY_CANDIDATES[-1],
         )
     assert (chosen.map_batch_size, chosen.reduce_batch_size, chosen.stream) == (
         base.map_batch_size,
@@ -199,7 +219,7 @@ def test_the_choice_is_within_the_targets_whenever_a_candidate_is_and_none_is_ch
 
 
 def test_settings_given_explicitly_are_kept() -> None:
-    given_settings = replace(Settings(), aggregate_slices=16, reduce_parallelization_factor=3)
+    given_settings = replace(Settings(), aggregate_slices=16, reduce_parallelization_factor=3, reduce_memory_mb=768)
     chosen = settings_for_rate(
         Workload(rate=50_000),
         given_settings,
@@ -209,6 +229,7 @@ def test_settings_given_explicitly_are_kept() -> None:
         reduce_parallelization=False,
         slices=False,
         archive_parallelization=False,
+        reduce_memory=False,
     )
-    assert (chosen.aggregate_slices, chosen.reduce_parallelization_factor) == (16, 3)
+    assert (chosen.aggregate_slices, chosen.reduce_parallelization_factor, chosen.reduce_memory_mb) == (16, 3, 768)
     assert chosen.state_parallelization_factor == 3

@@ -78,7 +78,8 @@ def test_defaults_keep_every_table_on_demand_without_auto_scaling(template: Temp
     settings = settings_from({})
     tables = (settings.state_table_capacity, settings.delta_table_capacity, settings.aggregate_table_capacity)
     assert {table.mode for table in tables} == {"on-demand"}
-    assert (settings.map_batching_window_seconds, settings.reduce_memory_mb) == (0, 256)
+    assert (settings.map_batching_window_seconds, settings.reduce_memory_mb) == (0, 256), "auto at 400 msg/s"
+    assert function_properties(template, REDUCE_HANDLER)["MemorySize"] == settings.reduce_memory_mb
     assert settings.state_version_cache_size == 100_000
     assert (settings.target_messages_per_second, settings.capacity_check) == (400, "refuse")
     assert "MaximumBatchingWindowInSeconds" not in event_source_mapping(template, MAP_HANDLER)
@@ -142,7 +143,8 @@ def test_a_provisioned_stack_is_cdk_nag_clean(provisioned: tuple[ExactlyOnceAggr
         ("stateTableCapacity", {"mode": "provisioned", "minReadCapacity": 5, "maxReadCapacity": 4}, "at least min"),
         ("mapBatchingWindowSeconds", 301, "'mapBatchingWindowSeconds' must be an integer from 0 to 300"),
         ("mapBatchingWindowSeconds", 1.5, "'mapBatchingWindowSeconds' must be an integer"),
-        ("reduceMemoryMb", 64, "'reduceMemoryMb' must be an integer from 128 to 10240"),
+        ("reduceMemoryMb", 64, "'reduceMemoryMb' must be 'auto' or an integer from 128 to 10240"),
+        ("reduceMemoryMb", "big", "'reduceMemoryMb' must be 'auto' or an integer from 128 to 10240"),
         ("stateVersionCacheSize", -1, "'stateVersionCacheSize' must be an integer from 0"),
         ("targetMessagesPerSecond", 0, "'targetMessagesPerSecond' must be an integer from 1"),
         ("capacityCheck", "ignore", "'capacityCheck' must be 'refuse' or 'warn'"),
@@ -180,7 +182,12 @@ def test_the_check_plans_with_the_stack_s_own_settings(template: Template) -> No
     )
 
 
-UNPLANNED = {"stateParallelizationFactor": 1, "reduceParallelizationFactor": 1, "aggregateSlices": 16}
+UNPLANNED = {
+    "stateParallelizationFactor": 1,
+    "reduceParallelizationFactor": 1,
+    "aggregateSlices": 16,
+    "reduceMemoryMb": 256,
+}
 """Settings set explicitly instead of left to the planner (`auto`): what a stack sized for less declares."""
 
 

@@ -228,12 +228,19 @@ def test_auto_settings_are_the_planner_s_choice_for_the_declared_rate(rate: int)
         reduce_parallelization=True,
         slices=True,
         archive_parallelization=True,
+        reduce_memory=True,
     )
-    picked = (settings.state_parallelization_factor, settings.reduce_parallelization_factor, settings.aggregate_slices)
+    picked = (
+        settings.state_parallelization_factor,
+        settings.reduce_parallelization_factor,
+        settings.aggregate_slices,
+        settings.reduce_memory_mb,
+    )
     assert picked == (
         chosen.state_parallelization_factor,
         chosen.reduce_parallelization_factor,
         chosen.aggregate_slices,
+        chosen.reduce_memory_mb,
     )
     assert explicit == settings
     kept = settings_from({"targetMessagesPerSecond": rate, "aggregateSlices": 8})
