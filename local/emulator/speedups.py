@@ -20,6 +20,7 @@ import datetime
 import functools
 import io
 import json
+import re
 import string
 import sys
 import threading
@@ -37,7 +38,7 @@ from moto.dynamodb import models as moto_models
 from moto.dynamodb.comparisons import ConditionExpressionParser
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType, Item, LimitedSizeDict
-from moto.dynamodb.models.table import StreamRecord, StreamShard
+from moto.dynamodb.models.table import RESULT_SIZE_LIMIT, StreamRecord, StreamShard, Table
 from moto.dynamodb.parsing.ast_nodes import (  # type: ignore[attr-defined]
     DepthFirstTraverser,
     Expression,
@@ -45,13 +46,18 @@ from moto.dynamodb.parsing.ast_nodes import (  # type: ignore[attr-defined]
     UpdateExpressionFunction,
 )
 from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ignore[attr-defined]
-from moto.dynamodb.parsing.validators import UpdateExpressionValidator
+from moto.dynamodb.parsing.validators import (
+    ActionCountValidator,
+    OverlappingPathsValidator,
+    UpdateExpressionValidator,
+)
 from moto.dynamodbstreams.models import DynamoDBStreamsBackend, ShardIterator
 from moto.dynamodbstreams.responses import DynamoDBStreamsHandler
 from moto.kinesis.models import Shard
 from moto.moto_api._internal import mock_random
 from moto.moto_server.werkzeug_app import MotoRequestHandler
 
+from local.emulator import moto_compat
 from local.emulator.moto_compat import table_stream_shards
 
 # ------------------------------------------------------ DynamoDB Streams records
@@ -350,8 +356,46 @@ class _NewItemValidation:
     result: Node
 
 
+class _StructureChecked:
+    """The (expression tree, ExpressionAttributeNames) pairs whose clause counts and paths passed.
+
+    Keyed by the tree's identity with the tree kept in the entry, so an identity is never
+    reused while its entry exists; least recently used entries go beyond `size`.
+    """
+
+    def __init__(self, size: int) -> None:
+        self._entries: OrderedDict[tuple[int, frozenset[tuple[str, str]]], Node] = OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _key(expression: Node, names: dict[str, str] | None) -> tuple[int, frozenset[tuple[str, str]]]:
+        return id(expression), frozenset((names or {}).items())
+
+    def passed(self, expression: Node, names: dict[str, str] | None) -> bool:
+        key = self._key(expression, names)
+        with self._lock:
+            if self._entries.get(key) is expression:
+                self._entries.move_to_end(key)
+                return True
+        return False
+
+    def remember(self, expression: Node, names: dict[str, str] | None) -> None:
+        with self._lock:
+            self._entries[self._key(expression, names)] = expression
+            while len(self._entries) > self._size:
+                self._entries.popitem(last=False)
+
+
+_STRUCTURAL_CHECKS = (ActionCountValidator, OverlappingPathsValidator)
+"""The validators whose verdict depends on the expression's tree and names alone (they change nothing)."""
+
+
 class _ValidateNewItemOnce(UpdateExpressionValidator):
-    """moto's validator, which reuses the new-item validation for the key-only item that follows."""
+    """moto's validator, which reuses the new-item validation for the key-only item that follows,
+    and (with `check_each_expression_s_structure_once`) skips the structural checks an expression passed."""
+
+    structure_checked: _StructureChecked | None = None
 
     def __init__(
         self,
@@ -374,14 +418,25 @@ class _ValidateNewItemOnce(UpdateExpressionValidator):
         ):
             self._reused = earlier.result
             return
-        super().__init__(expression, expression_attribute_names, expression_attribute_values, item, table)
         self._expression = expression
+        checked = self.structure_checked
+        self._structure_passed = checked is not None and checked.passed(expression, expression_attribute_names)
+        super().__init__(expression, expression_attribute_names, expression_attribute_values, item, table)
         self._is_new_item = not item.attrs
+
+    def get_ast_processors(self) -> list[DepthFirstTraverser]:
+        processors: list[DepthFirstTraverser] = super().get_ast_processors()
+        if self._structure_passed:
+            return [processor for processor in processors if type(processor) not in _STRUCTURAL_CHECKS]
+        return processors
 
     def validate(self) -> Node:
         if self._reused is not None:
             return self._reused
         result: Node = super().validate()
+        checked = self.structure_checked
+        if checked is not None and not self._structure_passed:
+            checked.remember(self._expression, self.expression_attribute_names)
         if self._is_new_item:
             names, values = self.expression_attribute_names, self.expression_attribute_values
             _validation.new_item = _NewItemValidation(self._expression, names, values, result)
@@ -416,6 +471,25 @@ def validate_a_new_item_s_update_once() -> None:
 
     moto_models.UpdateExpressionValidator = _ValidateNewItemOnce  # type: ignore[attr-defined]
     DynamoDBBackend.update_item = update_item  # type: ignore[method-assign]
+
+
+def check_each_expression_s_structure_once() -> None:
+    """An UpdateExpression's clause counts and overlapping paths are checked once per expression and names.
+
+    The first two of the ten processors moto's validator runs on every update refuse a
+    clause type used twice (`ActionCountValidator`) and two actions on overlapping paths
+    (`OverlappingPathsValidator`). Both walk the tree and search the clauses under every
+    nested `UpdateExpression` node, so their work grows with the square of the clauses
+    (about half of the validator's CPU for the state function's seven clauses; a reduce
+    transaction repeats a two-clause ADD for each of its nodes), yet their verdict depends
+    only on the parsed tree, which `parse_each_update_expression_once` makes once per text,
+    and on the ExpressionAttributeNames, and they change nothing in the tree. So once both
+    have passed for a tree and names, later validations of that pair skip them; a pair that
+    failed is never remembered, so it fails again with moto's error. Applied after
+    `validate_a_new_item_s_update_once`, whose validator class carries it.
+    """
+    if _ValidateNewItemOnce.structure_checked is None:
+        _ValidateNewItemOnce.structure_checked = _StructureChecked(EXPRESSION_CACHE_SIZE)
 
 
 def _copy_node(node: Node, memo: dict[int, Any]) -> Node:
@@ -699,6 +773,210 @@ def serialize_attribute_values_directly() -> None:
     BaseJSONSerializer._serialize_type_structure = serialize_type_structure  # type: ignore[method-assign]
 
 
+# ------------------------------------------------------------------ item size
+
+_PLAIN_NUMBER = re.compile(r"[+-]?(?:(\d+)\.?(\d*)|\.(\d+))")
+"""A number written without an exponent: the digits before and after the point."""
+_MOST_EXACT_DIGITS = 400
+"""`moto_compat`'s number context keeps 400 digits; a longer coefficient is left to its rules (which refuse it)."""
+_SET_KINDS = {"SS": "S", "NS": "N", "BS": "B"}
+
+
+def _number_size(text: Any) -> int | None:
+    """`_documented_size` of a number written plainly, from its digits; None for anything else.
+
+    A number's size is one byte per two significant digits plus one, its significant digits
+    being those left when leading and trailing zeros go (zero has one): what
+    `moto_compat._documented_size` reads from the normalised Decimal's digits.
+    """
+    match = _PLAIN_NUMBER.fullmatch(text) if type(text) is str else None
+    if match is None:
+        return None
+    coefficient = "".join(part for part in match.groups() if part).lstrip("0")
+    if len(coefficient) > _MOST_EXACT_DIGITS:
+        return None  # beyond the context's precision even before trailing zeros go: its rules refuse it
+    significant = len(coefficient.rstrip("0")) or 1
+    return (significant + 1) // 2 + 1
+
+
+def _attribute_size(value: DynamoType) -> int:
+    """`moto_compat._documented_size`, by the value's type letter, numbers counted from their text."""
+    kind = value.type
+    content = value.value
+    if kind == "S" and type(content) is str:
+        return len(content.encode("utf-8"))
+    if kind == "N":
+        size = _number_size(content)
+        return moto_compat._documented_size(value) if size is None else size
+    if kind == "M" and type(content) is dict:
+        return 3 + sum(1 + len(name.encode()) + _attribute_size(member) for name, member in content.items())
+    if kind == "L" and type(content) is list:
+        return 3 + sum(1 + _attribute_size(member) for member in content)
+    if kind in _SET_KINDS and type(content) is list:
+        return sum(_attribute_size(DynamoType({_SET_KINDS[kind]: member})) for member in content)
+    return moto_compat._documented_size(value)
+
+
+def size_items_without_decimal_arithmetic() -> None:
+    """An attribute value's size is counted from its text, not through a normalised Decimal.
+
+    `moto_compat.fix_item_size_follows_the_developer_guide` sizes every value by the
+    Developer Guide's rules, converting each number to a Decimal and normalising it to count
+    its significant digits, and testing the type with a method call per kind. It runs for
+    every attribute of every item each write stores (the 400 KB check) and each Scan reads
+    (its 1 MB page): a delta item's hundred nodes and timestamps, a reduce transaction's
+    nodes. `_attribute_size` counts the same bytes: a plainly written number's significant
+    digits from its text, anything else (an exponent, a value moto keeps unusually) by
+    `moto_compat`'s own function.
+    """
+    original = DynamoType.size
+    if getattr(original, "_speedup", False) or not getattr(original, "_compat_fix", False):
+        return  # applied already, or moto's own sizes (without `moto_compat`) are not the ones counted here
+
+    @functools.wraps(original)
+    def size(self: DynamoType) -> int:
+        return _attribute_size(self)
+
+    size._speedup = True  # type: ignore[attr-defined]
+    DynamoType.size = size  # type: ignore[method-assign]
+
+
+# ----------------------------------------------------------------------- Scan
+
+
+def _sort_key(item: Item) -> Any:
+    """moto's `Table.all_items` sort key, with each key's `cast_value` read once instead of per comparison."""
+    if item.range_key:
+        return (item.hash_key.cast_value, item.range_key.cast_value)
+    return item.hash_key.cast_value
+
+
+def _all_items(table: Table) -> list[Item]:
+    """moto's `Table.all_items`: every item, ordered by key."""
+    items: list[Item] = []
+    for hash_set in table.items.values():
+        if table.range_key_attr:
+            items.extend(hash_set.values())
+        else:
+            items.append(hash_set)  # type: ignore[arg-type]  # without a range key, the item itself
+    return sorted(items, key=_sort_key)
+
+
+def _passes_filters(item: Item, filters: dict[str, Any]) -> bool:
+    """moto's test of an item against a Scan's legacy `ScanFilter` (`Table.scan`)."""
+    for attribute_name, (comparison_operator, comparison_objs) in filters.items():
+        attribute = item.attrs.get(attribute_name)
+        if attribute:
+            if not attribute.compare(comparison_operator, comparison_objs):
+                return False
+        elif comparison_operator != "NULL":
+            return False
+    return True
+
+
+def _scan_table(
+    table: Table,
+    *,
+    filters: dict[str, Any],
+    limit: int,
+    exclusive_start_key: dict[str, Any],
+    filter_expression: Any,
+    projection_expression: list[list[str]] | None,
+    segments: tuple[None, None] | tuple[int, int],
+) -> tuple[list[Item], int, dict[str, Any] | None]:
+    """moto's `Table.scan` of a table (no index), step for step, copying only the items it returns.
+
+    The same page (the same `Limit`, size limit and `LastEvaluatedKey`, both counted before the
+    FilterExpression, as moto and DynamoDB count them) and the same evaluation order; the
+    FilterExpression and the projection read the stored item, which they never change, and an
+    item is deep-copied only once it is known to be returned (after its projection, which
+    builds a new item from converted copies of the values).
+    """
+    page: list[tuple[Item, int]] = []
+    result_size = 0
+    scanned_count = 0
+    last_evaluated_key = None
+    processing_previous_page = exclusive_start_key is not None
+    hash_attrs = [table.hash_key_attr]
+    range_attrs = [table.range_key_attr]
+    for item in _all_items(table):
+        if not item.is_within_segment(segments):
+            continue
+        if processing_previous_page:
+            if table._item_comes_before_dct(item, exclusive_start_key, hash_attrs, range_attrs, True):
+                continue
+            processing_previous_page = False
+        size = item.size()
+        if len(page) == limit or (result_size + size) > RESULT_SIZE_LIMIT:
+            last_evaluated_key = copy.deepcopy(table._get_last_evaluated_key(page[-1][0], None))
+            break
+        if _passes_filters(item, filters):
+            page.append((item, size))
+            result_size += size
+        scanned_count += 1
+    returned = [item for item, _ in page]
+    if filter_expression is not None:
+        returned = [item for item in returned if filter_expression.expr(item)]
+    if projection_expression:
+        results = [copy.deepcopy(item.project(projection_expression)) for item in returned]
+    else:
+        results = [copy.deepcopy(item) for item in returned]
+    return results, scanned_count, last_evaluated_key
+
+
+def scan_without_copying_what_is_filtered_out() -> None:
+    """A Scan deep-copies only the items it returns, and sizes each item once.
+
+    moto's `Table.scan` deep-copies every item it reads before applying the FilterExpression
+    and the projection, computes each item's size twice, and sorts the table by comparing
+    `DynamoType`s, which converts both keys on every comparison. A Scan for a few items of a
+    large table (the benchmark's marker poller, `producer verify`'s drain poll, which both run
+    while the pipeline works) so copied the whole table each time. `_scan_table` does the same
+    steps on the stored items and copies only the page's returned items; scans of an index
+    go through moto's own path.
+    """
+    original = Table.scan
+    if getattr(original, "_speedup", False):
+        return
+
+    @functools.wraps(original)
+    def scan(  # noqa: PLR0917 (moto's signature)
+        self: Table,
+        filters: dict[str, Any],
+        limit: int,
+        exclusive_start_key: dict[str, Any],
+        filter_expression: Any = None,
+        index_name: str | None = None,
+        consistent_read: bool = False,
+        projection_expression: list[list[str]] | None = None,
+        segments: tuple[None, None] | tuple[int, int] = (None, None),
+    ) -> tuple[list[Item], int, dict[str, Any] | None]:
+        if index_name:
+            return original(
+                self,
+                filters,
+                limit,
+                exclusive_start_key,
+                filter_expression,
+                index_name,
+                consistent_read,
+                projection_expression,
+                segments,
+            )
+        return _scan_table(
+            self,
+            filters=filters,
+            limit=limit,
+            exclusive_start_key=exclusive_start_key,
+            filter_expression=filter_expression,
+            projection_expression=projection_expression,
+            segments=segments,
+        )
+
+    scan._speedup = True  # type: ignore[attr-defined]
+    Table.scan = scan  # type: ignore[method-assign]
+
+
 # ------------------------------------------------------------------- Kinesis
 
 
@@ -977,11 +1255,14 @@ SPEEDUPS: tuple[Callable[[], None], ...] = (
     parse_each_update_expression_once,
     lex_each_condition_expression_once,
     validate_a_new_item_s_update_once,
+    check_each_expression_s_structure_once,
     copy_syntax_trees_node_by_node,
     find_the_nodes_each_validator_processes_once,
     find_clauses_without_abc_checks,
     convert_attribute_values_without_copying_them_first,
     serialize_attribute_values_directly,
+    scan_without_copying_what_is_filtered_out,
+    size_items_without_decimal_arithmetic,
     read_kinesis_shards_by_sequence_number,
     list_moto_s_modules_once,
     find_each_handler_s_actions_once,
