@@ -852,7 +852,7 @@ def _sort_key(item: Item) -> Any:
 
 
 def _all_items(table: Table) -> list[Item]:
-    """moto's `Table.all_items`: every item, ordered by key."""
+    """moto's `Table.all_items`: every item, ordered by key (the same comparisons of the same values)."""
     items: list[Item] = []
     for hash_set in table.items.values():
         if table.range_key_attr:
@@ -899,7 +899,7 @@ def _scan_table(
     processing_previous_page = exclusive_start_key is not None
     hash_attrs = [table.hash_key_attr]
     range_attrs = [table.range_key_attr]
-    for item in _all_items(table):
+    for item in table.all_items():
         if not item.is_within_segment(segments):
             continue
         if processing_previous_page:
@@ -924,16 +924,36 @@ def _scan_table(
     return results, scanned_count, last_evaluated_key
 
 
+def sort_a_table_s_items_by_their_key_values() -> None:
+    """A table's items are sorted by their keys' values, each read once, not by comparing `DynamoType`s.
+
+    Every Scan and every Query (and PartiQL statement) starts from moto's `Table.all_items`,
+    which sorts the whole table with `DynamoType.__lt__`: each comparison converts both keys
+    (`cast_value`, a chain of type tests), about 2 n log n conversions. `_all_items` sorts by
+    the same converted values, read once per item: the comparisons, and so the order of a
+    stable sort, are the same.
+    """
+    original = Table.all_items
+    if getattr(original, "_speedup", False):
+        return
+
+    @functools.wraps(original)
+    def all_items(self: Table) -> list[Item]:
+        return _all_items(self)
+
+    all_items._speedup = True  # type: ignore[attr-defined]
+    Table.all_items = all_items  # type: ignore[method-assign]
+
+
 def scan_without_copying_what_is_filtered_out() -> None:
     """A Scan deep-copies only the items it returns, and sizes each item once.
 
     moto's `Table.scan` deep-copies every item it reads before applying the FilterExpression
-    and the projection, computes each item's size twice, and sorts the table by comparing
-    `DynamoType`s, which converts both keys on every comparison. A Scan for a few items of a
+    and the projection, and computes each item's size twice. A Scan for a few items of a
     large table (the benchmark's marker poller, `producer verify`'s drain poll, which both run
     while the pipeline works) so copied the whole table each time. `_scan_table` does the same
     steps on the stored items and copies only the page's returned items; scans of an index
-    go through moto's own path.
+    go through moto's own path. (The sort is `sort_a_table_s_items_by_their_key_values`'.)
     """
     original = Table.scan
     if getattr(original, "_speedup", False):
@@ -1261,6 +1281,7 @@ SPEEDUPS: tuple[Callable[[], None], ...] = (
     find_clauses_without_abc_checks,
     convert_attribute_values_without_copying_them_first,
     serialize_attribute_values_directly,
+    sort_a_table_s_items_by_their_key_values,
     scan_without_copying_what_is_filtered_out,
     size_items_without_decimal_arithmetic,
     read_kinesis_shards_by_sequence_number,

@@ -72,6 +72,7 @@ PATCHED: tuple[tuple[Any, str], ...] = (
     (speedups._ValidateNewItemOnce, "structure_checked"),
     (DynamoType, "size"),
     (Table, "scan"),
+    (Table, "all_items"),
     (moto_backends, "list_of_moto_modules"),
     (moto_responses, "method_names_from_class"),
     (moto_responses, "gen_amzn_requestid_long"),
@@ -554,6 +555,40 @@ def test_sizes_are_moto_compat_s_documented_sizes(value: dict[str, Any], number:
         assert found == expected
 
 
+@settings(max_examples=40, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(
+    keys=st.lists(
+        st.tuples(st.sampled_from(["a", "b", "B", "é", ""]), st.decimals(allow_nan=False, allow_infinity=False)),
+        max_size=12,
+        unique_by=lambda key: (key[0], key[1].normalize()),
+    )
+)
+def test_a_table_s_items_are_sorted_as_moto_sorts_them(keys: list[tuple[str, decimal.Decimal]]) -> None:
+    """Hash (S) and range (N) keys, numbers with exponents and negative: the same order."""
+    backend = DynamoDBBackend("us-east-1", "123456789012")
+    table = backend.create_table(
+        "sorted",
+        schema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        throughput=None,
+        attr=[{"AttributeName": "pk", "AttributeType": "S"}, {"AttributeName": "sk", "AttributeType": "N"}],
+        global_indexes=None,
+        indexes=None,
+        streams=None,
+        billing_mode="PAY_PER_REQUEST",
+        sse_specification=None,
+        tags=[],
+        deletion_protection_enabled=False,
+        warm_throughput=None,
+    )
+    for hash_key, range_key in keys:
+        table.put_item({"pk": {"S": hash_key or "-"}, "sk": {"N": str(range_key)}})
+    moto_s_own = vars(Table)["all_items"]
+    if getattr(moto_s_own, "_speedup", False):
+        moto_s_own = moto_s_own.__wrapped__
+    expected = [item.to_json() for item in moto_s_own(table)]
+    assert [item.to_json() for item in speedups._all_items(table)] == expected
+
+
 SCANS: list[dict[str, Any]] = [
     {},
     {
@@ -606,6 +641,8 @@ def test_a_scan_answers_as_moto_s_and_copies_only_what_it_returns(
         big = {"pk": {"S": f"big-{number}"}, "big": {"S": "x" * 300_000}}
         moto.call("DynamoDB_20120810.PutItem", {"TableName": table, "Item": big})
     expected = scan_everything(moto, table)
+    speedups.sort_a_table_s_items_by_their_key_values()
+    assert scan_everything(moto, table) == expected
     speedups.scan_without_copying_what_is_filtered_out()
     speedups.size_items_without_decimal_arithmetic()
     assert scan_everything(moto, table) == expected
