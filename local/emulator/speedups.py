@@ -50,6 +50,7 @@ from moto.dynamodb.parsing.validators import (
     ActionCountValidator,
     OverlappingPathsValidator,
     UpdateExpressionValidator,
+    UpdateHashRangeKeyValidator,
 )
 from moto.dynamodbstreams.models import DynamoDBStreamsBackend, ShardIterator
 from moto.dynamodbstreams.responses import DynamoDBStreamsHandler
@@ -357,38 +358,41 @@ class _NewItemValidation:
 
 
 class _StructureChecked:
-    """The (expression tree, ExpressionAttributeNames) pairs whose clause counts and paths passed.
+    """The (expression tree, ExpressionAttributeNames, table key attributes) whose structural checks passed.
 
     Keyed by the tree's identity with the tree kept in the entry, so an identity is never
     reused while its entry exists; least recently used entries go beyond `size`.
     """
 
     def __init__(self, size: int) -> None:
-        self._entries: OrderedDict[tuple[int, frozenset[tuple[str, str]]], Node] = OrderedDict()
+        self._entries: OrderedDict[tuple[int, frozenset[tuple[str, str]], tuple[str, ...]], Node] = OrderedDict()
         self._size = size
         self._lock = threading.Lock()
 
     @staticmethod
-    def _key(expression: Node, names: dict[str, str] | None) -> tuple[int, frozenset[tuple[str, str]]]:
-        return id(expression), frozenset((names or {}).items())
+    def _key(
+        expression: Node, names: dict[str, str] | None, keys: list[str]
+    ) -> tuple[int, frozenset[tuple[str, str]], tuple[str, ...]]:
+        return id(expression), frozenset((names or {}).items()), tuple(keys)
 
-    def passed(self, expression: Node, names: dict[str, str] | None) -> bool:
-        key = self._key(expression, names)
+    def passed(self, expression: Node, names: dict[str, str] | None, keys: list[str]) -> bool:
+        key = self._key(expression, names, keys)
         with self._lock:
             if self._entries.get(key) is expression:
                 self._entries.move_to_end(key)
                 return True
         return False
 
-    def remember(self, expression: Node, names: dict[str, str] | None) -> None:
+    def remember(self, expression: Node, names: dict[str, str] | None, keys: list[str]) -> None:
         with self._lock:
-            self._entries[self._key(expression, names)] = expression
+            self._entries[self._key(expression, names, keys)] = expression
             while len(self._entries) > self._size:
                 self._entries.popitem(last=False)
 
 
-_STRUCTURAL_CHECKS = (ActionCountValidator, OverlappingPathsValidator)
-"""The validators whose verdict depends on the expression's tree and names alone (they change nothing)."""
+_STRUCTURAL_CHECKS = (ActionCountValidator, OverlappingPathsValidator, UpdateHashRangeKeyValidator)
+"""The validators whose verdict depends on the expression's tree, its names and the table's key attributes
+alone (they change nothing)."""
 
 
 class _ValidateNewItemOnce(UpdateExpressionValidator):
@@ -420,7 +424,10 @@ class _ValidateNewItemOnce(UpdateExpressionValidator):
             return
         self._expression = expression
         checked = self.structure_checked
-        self._structure_passed = checked is not None and checked.passed(expression, expression_attribute_names)
+        self._key_attributes: list[str] = table.table_key_attrs
+        self._structure_passed = checked is not None and checked.passed(
+            expression, expression_attribute_names, self._key_attributes
+        )
         super().__init__(expression, expression_attribute_names, expression_attribute_values, item, table)
         self._is_new_item = not item.attrs
 
@@ -436,7 +443,7 @@ class _ValidateNewItemOnce(UpdateExpressionValidator):
         result: Node = super().validate()
         checked = self.structure_checked
         if checked is not None and not self._structure_passed:
-            checked.remember(self._expression, self.expression_attribute_names)
+            checked.remember(self._expression, self.expression_attribute_names, self._key_attributes)
         if self._is_new_item:
             names, values = self.expression_attribute_names, self.expression_attribute_values
             _validation.new_item = _NewItemValidation(self._expression, names, values, result)
@@ -474,19 +481,21 @@ def validate_a_new_item_s_update_once() -> None:
 
 
 def check_each_expression_s_structure_once() -> None:
-    """An UpdateExpression's clause counts and overlapping paths are checked once per expression and names.
+    """An UpdateExpression's clause counts, overlapping paths and key updates are checked once per expression.
 
-    The first two of the ten processors moto's validator runs on every update refuse a
-    clause type used twice (`ActionCountValidator`) and two actions on overlapping paths
-    (`OverlappingPathsValidator`). Both walk the tree and search the clauses under every
-    nested `UpdateExpression` node, so their work grows with the square of the clauses
-    (about half of the validator's CPU for the state function's seven clauses; a reduce
-    transaction repeats a two-clause ADD for each of its nodes), yet their verdict depends
-    only on the parsed tree, which `parse_each_update_expression_once` makes once per text,
-    and on the ExpressionAttributeNames, and they change nothing in the tree. So once both
-    have passed for a tree and names, later validations of that pair skip them; a pair that
-    failed is never remembered, so it fails again with moto's error. Applied after
-    `validate_a_new_item_s_update_once`, whose validator class carries it.
+    The first three of the ten processors moto's validator runs on every update refuse a
+    clause type used twice (`ActionCountValidator`), two actions on overlapping paths
+    (`OverlappingPathsValidator`) and an update of a key attribute
+    (`UpdateHashRangeKeyValidator`). The first two search the clauses under every nested
+    `UpdateExpression` node, so their work grows with the square of the clauses (about half
+    of the validator's CPU for the state function's seven clauses; a reduce transaction
+    repeats a two-clause ADD for each of its nodes), yet the three verdicts depend only on
+    the parsed tree, which `parse_each_update_expression_once` makes once per text, the
+    ExpressionAttributeNames and the table's key attributes, and they change nothing in the
+    tree. So once they have passed for a tree, names and keys, later validations of that
+    combination skip them; one that failed is never remembered, so it fails again with
+    moto's error. Applied after `validate_a_new_item_s_update_once`, whose validator class
+    carries it.
     """
     if _ValidateNewItemOnce.structure_checked is None:
         _ValidateNewItemOnce.structure_checked = _StructureChecked(EXPRESSION_CACHE_SIZE)

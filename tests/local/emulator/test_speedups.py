@@ -381,7 +381,7 @@ def test_cached_expressions_and_one_validation_give_moto_s_results_and_errors(
 
 
 def test_an_expression_s_structure_is_checked_once_per_names(moto: Moto, moto_s_own: dict[str, Any]) -> None:
-    """The clause-count and overlap validators run for a new (expression, names) pair, and again after a failure."""
+    """The structural validators run for a new (expression, names) pair, and again after a failure."""
     speedups.parse_each_update_expression_once()
     speedups.validate_a_new_item_s_update_once()
     speedups.check_each_expression_s_structure_once()
@@ -406,9 +406,11 @@ def test_an_expression_s_structure_is_checked_once_per_names(moto: Moto, moto_s_
         validator.traverse = counted
     try:
         assert [update({"#p": "a", "#q": "b"}) for _ in range(3)] == [200, 200, 200]
-        assert checked == ["ActionCountValidator", "OverlappingPathsValidator"]  # the first time only
+        assert checked == ["ActionCountValidator", "OverlappingPathsValidator", "UpdateHashRangeKeyValidator"]
         assert [update({"#p": "a", "#q": "a"}) for _ in range(2)] == [400, 400]
         assert checked.count("OverlappingPathsValidator") == 3  # new names, then again after the failure
+        assert [update({"#p": "a", "#q": "pk"}) for _ in range(2)] == [400, 400]  # a key attribute
+        assert checked.count("UpdateHashRangeKeyValidator") == 3
     finally:
         for validator in speedups._STRUCTURAL_CHECKS:
             delattr(validator, "traverse")
