@@ -850,6 +850,52 @@ def size_items_without_decimal_arithmetic() -> None:
     DynamoType.size = size  # type: ignore[method-assign]
 
 
+_sizing = threading.local()
+"""`memo` while an `Item` is being built: id of each attribute value sized -> (the value, its size)."""
+
+
+def size_a_new_item_s_attributes_once() -> None:
+    """While an item is built, each of its attribute values is sized once, not once per attribute added after it.
+
+    moto's `Item.__init__` adds the attributes one by one to a `LimitedSizeDict`, whose
+    `__setitem__` sums the sizes of every attribute already there before each addition (its
+    400 KB check): a put of n attributes sizes the first one n times, so a delta item's
+    105-node map is sized five times (PutItem, a transaction's Put, and `table.put_item`
+    behind PartiQL statements all build their item this way). Nothing changes a value while
+    the item is built, so during `Item.__init__` each value's size is remembered by identity
+    (with the value kept, so an identity cannot be reused meanwhile) and the same sums are
+    made of the same sizes: the same check, at the same attribute, with the same error.
+    Outside `Item.__init__` (an update changing an item in place) sizes are counted afresh.
+    """
+    original_init = Item.__init__
+    if getattr(original_init, "_speedup", False):
+        return
+    original_size = DynamoType.size
+
+    @functools.wraps(original_size)
+    def size(self: DynamoType) -> int:
+        memo: dict[int, tuple[DynamoType, int]] | None = getattr(_sizing, "memo", None)
+        if memo is None:
+            return original_size(self)
+        known = memo.get(id(self))
+        if known is None or known[0] is not self:
+            known = memo[id(self)] = (self, original_size(self))
+        return known[1]
+
+    @functools.wraps(original_init)
+    def init(self: Item, hash_key: DynamoType, range_key: DynamoType | None, attrs: dict[str, Any]) -> None:
+        outer = getattr(_sizing, "memo", None)
+        _sizing.memo = {}
+        try:
+            original_init(self, hash_key, range_key, attrs)
+        finally:
+            _sizing.memo = outer
+
+    init._speedup = True  # type: ignore[attr-defined]
+    DynamoType.size = size  # type: ignore[method-assign]
+    Item.__init__ = init  # type: ignore[method-assign]
+
+
 # ----------------------------------------------------------------------- Scan
 
 
@@ -1293,6 +1339,7 @@ SPEEDUPS: tuple[Callable[[], None], ...] = (
     sort_a_table_s_items_by_their_key_values,
     scan_without_copying_what_is_filtered_out,
     size_items_without_decimal_arithmetic,
+    size_a_new_item_s_attributes_once,
     read_kinesis_shards_by_sequence_number,
     list_moto_s_modules_once,
     find_each_handler_s_actions_once,

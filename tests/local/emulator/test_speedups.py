@@ -33,6 +33,7 @@ from moto.core.serialize import BaseJSONSerializer, TimestampSerializer, get_ser
 from moto.core.utils import get_service_model
 from moto.dynamodb import models as moto_models
 from moto.dynamodb.comparisons import ConditionExpressionParser
+from moto.dynamodb.exceptions import ItemSizeTooLarge
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType, Item, LimitedSizeDict
 from moto.dynamodb.models.table import StreamShard, Table
@@ -71,6 +72,7 @@ PATCHED: tuple[tuple[Any, str], ...] = (
     (moto_models, "UpdateExpressionValidator"),
     (speedups._ValidateNewItemOnce, "structure_checked"),
     (DynamoType, "size"),
+    (Item, "__init__"),
     (Table, "scan"),
     (Table, "all_items"),
     (moto_backends, "list_of_moto_modules"),
@@ -589,6 +591,41 @@ def test_a_table_s_items_are_sorted_as_moto_sorts_them(keys: list[tuple[str, dec
         moto_s_own = moto_s_own.__wrapped__
     expected = [item.to_json() for item in moto_s_own(table)]
     assert [item.to_json() for item in speedups._all_items(table)] == expected
+
+
+@settings(max_examples=100, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(
+    values=st.lists(attribute_values(lambda blob: base64.b64encode(blob).decode()), min_size=1, max_size=6),
+    padding=st.sampled_from([0, 200_000, 404_900]),
+)
+def test_a_new_item_is_sized_as_moto_sizes_it_each_value_once(values: list[dict[str, Any]], padding: int) -> None:
+    """The same item, or the same refusal of an item over the limit, with each attribute value sized once."""
+    moto_compat.fix_item_size_follows_the_developer_guide()
+    attributes = {f"a{index}": value for index, value in enumerate(values)} | {"pad": {"S": "x" * padding}}
+
+    def build() -> Any:
+        try:
+            return Item(DynamoType({"S": "k"}), None, attributes).to_json()
+        except ItemSizeTooLarge:
+            return ItemSizeTooLarge
+
+    moto_s_init, compat_size = vars(Item)["__init__"], vars(DynamoType)["size"]
+    assert not getattr(moto_s_init, "_speedup", False), "a speedup leaked from another test or example"
+    expected = build()
+    sized: list[int] = []
+
+    def counted(self: DynamoType) -> int:
+        sized.append(id(self))
+        return int(compat_size(self))
+
+    DynamoType.size = counted  # type: ignore[method-assign]
+    try:
+        speedups.size_a_new_item_s_attributes_once()
+        assert build() == expected
+        assert len(sized) == len(set(sized)) <= len(attributes)  # once each (a refused item stops early)
+    finally:
+        Item.__init__ = moto_s_init  # type: ignore[method-assign]
+        DynamoType.size = compat_size  # type: ignore[method-assign]
 
 
 SCANS: list[dict[str, Any]] = [
