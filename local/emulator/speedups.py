@@ -21,6 +21,7 @@ import datetime
 import functools
 import io
 import json
+import re
 import string
 import sys
 import threading
@@ -40,7 +41,7 @@ from moto.dynamodb.comparisons import ConditionExpressionParser
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models import dynamo_type as dynamo_type_module
 from moto.dynamodb.models.dynamo_type import DynamoType, Item, LimitedSizeDict
-from moto.dynamodb.models.table import StreamRecord, StreamShard
+from moto.dynamodb.models.table import RESULT_SIZE_LIMIT, StreamRecord, StreamShard, Table
 from moto.dynamodb.parsing.ast_nodes import (  # type: ignore[attr-defined]
     DepthFirstTraverser,
     Expression,
@@ -48,7 +49,12 @@ from moto.dynamodb.parsing.ast_nodes import (  # type: ignore[attr-defined]
     UpdateExpressionFunction,
 )
 from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ignore[attr-defined]
-from moto.dynamodb.parsing.validators import UpdateExpressionValidator
+from moto.dynamodb.parsing.validators import (
+    ActionCountValidator,
+    OverlappingPathsValidator,
+    UpdateExpressionValidator,
+    UpdateHashRangeKeyValidator,
+)
 from moto.dynamodbstreams.models import DynamoDBStreamsBackend, ShardIterator
 from moto.dynamodbstreams.responses import DynamoDBStreamsHandler
 from moto.kinesis import models as kinesis_models
@@ -56,6 +62,7 @@ from moto.kinesis.models import Shard
 from moto.moto_api._internal import mock_random
 from moto.moto_server.werkzeug_app import MotoRequestHandler
 
+from local.emulator import moto_compat
 from local.emulator.moto_compat import table_stream_shards
 
 # ------------------------------------------------------ DynamoDB Streams records
@@ -378,8 +385,49 @@ class _NewItemValidation:
     result: Node
 
 
+class _StructureChecked:
+    """The (expression tree, ExpressionAttributeNames, table key attributes) whose structural checks passed.
+
+    Keyed by the tree's identity with the tree kept in the entry, so an identity is never
+    reused while its entry exists; least recently used entries go beyond `size`.
+    """
+
+    def __init__(self, size: int) -> None:
+        self._entries: OrderedDict[tuple[int, frozenset[tuple[str, str]], tuple[str, ...]], Node] = OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _key(
+        expression: Node, names: dict[str, str] | None, keys: list[str]
+    ) -> tuple[int, frozenset[tuple[str, str]], tuple[str, ...]]:
+        return id(expression), frozenset((names or {}).items()), tuple(keys)
+
+    def passed(self, expression: Node, names: dict[str, str] | None, keys: list[str]) -> bool:
+        key = self._key(expression, names, keys)
+        with self._lock:
+            if self._entries.get(key) is expression:
+                self._entries.move_to_end(key)
+                return True
+        return False
+
+    def remember(self, expression: Node, names: dict[str, str] | None, keys: list[str]) -> None:
+        with self._lock:
+            self._entries[self._key(expression, names, keys)] = expression
+            while len(self._entries) > self._size:
+                self._entries.popitem(last=False)
+
+
+_STRUCTURAL_CHECKS = (ActionCountValidator, OverlappingPathsValidator, UpdateHashRangeKeyValidator)
+"""The validators whose verdict depends on the expression's tree, its names and the table's key attributes
+alone (they change nothing)."""
+
+
 class _ValidateNewItemOnce(UpdateExpressionValidator):
-    """moto's validator, which reuses the new-item validation for the key-only item that follows."""
+    """moto's validator, which reuses the new-item validation for the key-only item that follows,
+    and (with `check_each_expression_s_structure_once`) skips the structural checks an expression passed."""
+
+    structure_checked: _StructureChecked | None = None
 
     def __init__(
         self,
@@ -402,14 +450,28 @@ class _ValidateNewItemOnce(UpdateExpressionValidator):
         ):
             self._reused = earlier.result
             return
-        super().__init__(expression, expression_attribute_names, expression_attribute_values, item, table)
         self._expression = expression
+        checked = self.structure_checked
+        self._key_attributes: list[str] = table.table_key_attrs
+        self._structure_passed = checked is not None and checked.passed(
+            expression, expression_attribute_names, self._key_attributes
+        )
+        super().__init__(expression, expression_attribute_names, expression_attribute_values, item, table)
         self._is_new_item = not item.attrs
+
+    def get_ast_processors(self) -> list[DepthFirstTraverser]:
+        processors: list[DepthFirstTraverser] = super().get_ast_processors()
+        if self._structure_passed:
+            return [processor for processor in processors if type(processor) not in _STRUCTURAL_CHECKS]
+        return processors
 
     def validate(self) -> Node:
         if self._reused is not None:
             return self._reused
         result: Node = super().validate()
+        checked = self.structure_checked
+        if checked is not None and not self._structure_passed:
+            checked.remember(self._expression, self.expression_attribute_names, self._key_attributes)
         if self._is_new_item:
             names, values = self.expression_attribute_names, self.expression_attribute_values
             _validation.new_item = _NewItemValidation(self._expression, names, values, result)
@@ -444,6 +506,27 @@ def validate_a_new_item_s_update_once() -> None:
 
     moto_models.UpdateExpressionValidator = _ValidateNewItemOnce  # type: ignore[attr-defined]
     DynamoDBBackend.update_item = update_item  # type: ignore[method-assign]
+
+
+def check_each_expression_s_structure_once() -> None:
+    """An UpdateExpression's clause counts, overlapping paths and key updates are checked once per expression.
+
+    The first three of the ten processors moto's validator runs on every update refuse a
+    clause type used twice (`ActionCountValidator`), two actions on overlapping paths
+    (`OverlappingPathsValidator`) and an update of a key attribute
+    (`UpdateHashRangeKeyValidator`). The first two search the clauses under every nested
+    `UpdateExpression` node, so their work grows with the square of the clauses (about half
+    of the validator's CPU for the state function's seven clauses; a reduce transaction
+    repeats a two-clause ADD for each of its nodes), yet the three verdicts depend only on
+    the parsed tree, which `parse_each_update_expression_once` makes once per text, the
+    ExpressionAttributeNames and the table's key attributes, and they change nothing in the
+    tree. So once they have passed for a tree, names and keys, later validations of that
+    combination skip them; one that failed is never remembered, so it fails again with
+    moto's error. Applied after `validate_a_new_item_s_update_once`, whose validator class
+    carries it.
+    """
+    if _ValidateNewItemOnce.structure_checked is None:
+        _ValidateNewItemOnce.structure_checked = _StructureChecked(EXPRESSION_CACHE_SIZE)
 
 
 def _copy_node(node: Node, memo: dict[int, Any]) -> Node:
@@ -725,6 +808,276 @@ def serialize_attribute_values_directly() -> None:
 
     serialize_type_structure._speedup = True  # type: ignore[attr-defined]
     BaseJSONSerializer._serialize_type_structure = serialize_type_structure  # type: ignore[method-assign]
+
+
+# ------------------------------------------------------------------ item size
+
+_PLAIN_NUMBER = re.compile(r"[+-]?(?:(\d+)\.?(\d*)|\.(\d+))")
+"""A number written without an exponent: the digits before and after the point."""
+_MOST_EXACT_DIGITS = 400
+"""`moto_compat`'s number context keeps 400 digits; a longer coefficient is left to its rules (which refuse it)."""
+_SET_KINDS = {"SS": "S", "NS": "N", "BS": "B"}
+
+
+def _number_size(text: Any) -> int | None:
+    """`_documented_size` of a number written plainly, from its digits; None for anything else.
+
+    A number's size is one byte per two significant digits plus one, its significant digits
+    being those left when leading and trailing zeros go (zero has one): what
+    `moto_compat._documented_size` reads from the normalised Decimal's digits.
+    """
+    match = _PLAIN_NUMBER.fullmatch(text) if type(text) is str else None
+    if match is None:
+        return None
+    coefficient = "".join(part for part in match.groups() if part).lstrip("0")
+    if len(coefficient) > _MOST_EXACT_DIGITS:
+        return None  # beyond the context's precision even before trailing zeros go: its rules refuse it
+    significant = len(coefficient.rstrip("0")) or 1
+    return (significant + 1) // 2 + 1
+
+
+def _attribute_size(value: DynamoType) -> int:
+    """`moto_compat._documented_size`, by the value's type letter, numbers counted from their text."""
+    kind = value.type
+    content = value.value
+    if kind == "S" and type(content) is str:
+        return len(content.encode("utf-8"))
+    if kind == "N":
+        size = _number_size(content)
+        return moto_compat._documented_size(value) if size is None else size
+    if kind == "M" and type(content) is dict:
+        return 3 + sum(1 + len(name.encode()) + _attribute_size(member) for name, member in content.items())
+    if kind == "L" and type(content) is list:
+        return 3 + sum(1 + _attribute_size(member) for member in content)
+    if kind in _SET_KINDS and type(content) is list:
+        return sum(_attribute_size(DynamoType({_SET_KINDS[kind]: member})) for member in content)
+    return moto_compat._documented_size(value)
+
+
+def size_items_without_decimal_arithmetic() -> None:
+    """An attribute value's size is counted from its text, not through a normalised Decimal.
+
+    `moto_compat.fix_item_size_follows_the_developer_guide` sizes every value by the
+    Developer Guide's rules, converting each number to a Decimal and normalising it to count
+    its significant digits, and testing the type with a method call per kind. It runs for
+    every attribute of every item each write stores (the 400 KB check) and each Scan reads
+    (its 1 MB page): a delta item's hundred nodes and timestamps, a reduce transaction's
+    nodes. `_attribute_size` counts the same bytes: a plainly written number's significant
+    digits from its text, anything else (an exponent, a value moto keeps unusually) by
+    `moto_compat`'s own function.
+    """
+    original = DynamoType.size
+    if getattr(original, "_speedup", False) or not getattr(original, "_compat_fix", False):
+        return  # applied already, or moto's own sizes (without `moto_compat`) are not the ones counted here
+
+    @functools.wraps(original)
+    def size(self: DynamoType) -> int:
+        return _attribute_size(self)
+
+    size._speedup = True  # type: ignore[attr-defined]
+    DynamoType.size = size  # type: ignore[method-assign]
+
+
+_sizing = threading.local()
+"""`memo` while an `Item` is being built: id of each attribute value sized -> (the value, its size)."""
+
+
+def size_a_new_item_s_attributes_once() -> None:
+    """While an item is built, each of its attribute values is sized once, not once per attribute added after it.
+
+    moto's `Item.__init__` adds the attributes one by one to a `LimitedSizeDict`, whose
+    `__setitem__` sums the sizes of every attribute already there before each addition (its
+    400 KB check): a put of n attributes sizes the first one n times, so a delta item's
+    105-node map is sized five times (PutItem, a transaction's Put, and `table.put_item`
+    behind PartiQL statements all build their item this way). Nothing changes a value while
+    the item is built, so during `Item.__init__` each value's size is remembered by identity
+    (with the value kept, so an identity cannot be reused meanwhile) and the same sums are
+    made of the same sizes: the same check, at the same attribute, with the same error.
+    Outside `Item.__init__` (an update changing an item in place) sizes are counted afresh.
+    """
+    original_init = Item.__init__
+    if getattr(original_init, "_speedup", False):
+        return
+    original_size = DynamoType.size
+
+    @functools.wraps(original_size)
+    def size(self: DynamoType) -> int:
+        memo: dict[int, tuple[DynamoType, int]] | None = getattr(_sizing, "memo", None)
+        if memo is None:
+            return original_size(self)
+        known = memo.get(id(self))
+        if known is None or known[0] is not self:
+            known = memo[id(self)] = (self, original_size(self))
+        return known[1]
+
+    @functools.wraps(original_init)
+    def init(self: Item, hash_key: DynamoType, range_key: DynamoType | None, attrs: dict[str, Any]) -> None:
+        outer = getattr(_sizing, "memo", None)
+        _sizing.memo = {}
+        try:
+            original_init(self, hash_key, range_key, attrs)
+        finally:
+            _sizing.memo = outer
+
+    init._speedup = True  # type: ignore[attr-defined]
+    DynamoType.size = size  # type: ignore[method-assign]
+    Item.__init__ = init  # type: ignore[method-assign]
+
+
+# ----------------------------------------------------------------------- Scan
+
+
+def _sort_key(item: Item) -> Any:
+    """moto's `Table.all_items` sort key, with each key's `cast_value` read once instead of per comparison."""
+    if item.range_key:
+        return (item.hash_key.cast_value, item.range_key.cast_value)
+    return item.hash_key.cast_value
+
+
+def _all_items(table: Table) -> list[Item]:
+    """moto's `Table.all_items`: every item, ordered by key (the same comparisons of the same values)."""
+    items: list[Item] = []
+    for hash_set in table.items.values():
+        if table.range_key_attr:
+            items.extend(hash_set.values())
+        else:
+            items.append(hash_set)  # type: ignore[arg-type]  # without a range key, the item itself
+    return sorted(items, key=_sort_key)
+
+
+def _passes_filters(item: Item, filters: dict[str, Any]) -> bool:
+    """moto's test of an item against a Scan's legacy `ScanFilter` (`Table.scan`)."""
+    for attribute_name, (comparison_operator, comparison_objs) in filters.items():
+        attribute = item.attrs.get(attribute_name)
+        if attribute:
+            if not attribute.compare(comparison_operator, comparison_objs):
+                return False
+        elif comparison_operator != "NULL":
+            return False
+    return True
+
+
+def _scan_table(
+    table: Table,
+    *,
+    filters: dict[str, Any],
+    limit: int,
+    exclusive_start_key: dict[str, Any],
+    filter_expression: Any,
+    projection_expression: list[list[str]] | None,
+    segments: tuple[None, None] | tuple[int, int],
+) -> tuple[list[Item], int, dict[str, Any] | None]:
+    """moto's `Table.scan` of a table (no index), step for step, copying only the items it returns.
+
+    The same page (the same `Limit`, size limit and `LastEvaluatedKey`, both counted before the
+    FilterExpression, as moto and DynamoDB count them) and the same evaluation order; the
+    FilterExpression and the projection read the stored item, which they never change, and an
+    item is deep-copied only once it is known to be returned (after its projection, which
+    builds a new item from converted copies of the values).
+    """
+    page: list[tuple[Item, int]] = []
+    result_size = 0
+    scanned_count = 0
+    last_evaluated_key = None
+    processing_previous_page = exclusive_start_key is not None
+    hash_attrs = [table.hash_key_attr]
+    range_attrs = [table.range_key_attr]
+    for item in table.all_items():
+        if not item.is_within_segment(segments):
+            continue
+        if processing_previous_page:
+            if table._item_comes_before_dct(item, exclusive_start_key, hash_attrs, range_attrs, True):
+                continue
+            processing_previous_page = False
+        size = item.size()
+        if len(page) == limit or (result_size + size) > RESULT_SIZE_LIMIT:
+            last_evaluated_key = copy.deepcopy(table._get_last_evaluated_key(page[-1][0], None))
+            break
+        if _passes_filters(item, filters):
+            page.append((item, size))
+            result_size += size
+        scanned_count += 1
+    returned = [item for item, _ in page]
+    if filter_expression is not None:
+        returned = [item for item in returned if filter_expression.expr(item)]
+    if projection_expression:
+        results = [copy.deepcopy(item.project(projection_expression)) for item in returned]
+    else:
+        results = [copy.deepcopy(item) for item in returned]
+    return results, scanned_count, last_evaluated_key
+
+
+def sort_a_table_s_items_by_their_key_values() -> None:
+    """A table's items are sorted by their keys' values, each read once, not by comparing `DynamoType`s.
+
+    Every Scan and every Query (and PartiQL statement) starts from moto's `Table.all_items`,
+    which sorts the whole table with `DynamoType.__lt__`: each comparison converts both keys
+    (`cast_value`, a chain of type tests), about 2 n log n conversions. `_all_items` sorts by
+    the same converted values, read once per item: the comparisons, and so the order of a
+    stable sort, are the same.
+    """
+    original = Table.all_items
+    if getattr(original, "_speedup", False):
+        return
+
+    @functools.wraps(original)
+    def all_items(self: Table) -> list[Item]:
+        return _all_items(self)
+
+    all_items._speedup = True  # type: ignore[attr-defined]
+    Table.all_items = all_items  # type: ignore[method-assign]
+
+
+def scan_without_copying_what_is_filtered_out() -> None:
+    """A Scan deep-copies only the items it returns, and sizes each item once.
+
+    moto's `Table.scan` deep-copies every item it reads before applying the FilterExpression
+    and the projection, and computes each item's size twice. A Scan for a few items of a
+    large table (the benchmark's marker poller, `producer verify`'s drain poll, which both run
+    while the pipeline works) so copied the whole table each time. `_scan_table` does the same
+    steps on the stored items and copies only the page's returned items; scans of an index
+    go through moto's own path. (The sort is `sort_a_table_s_items_by_their_key_values`'.)
+    """
+    original = Table.scan
+    if getattr(original, "_speedup", False):
+        return
+
+    @functools.wraps(original)
+    def scan(  # noqa: PLR0917 (moto's signature)
+        self: Table,
+        filters: dict[str, Any],
+        limit: int,
+        exclusive_start_key: dict[str, Any],
+        filter_expression: Any = None,
+        index_name: str | None = None,
+        consistent_read: bool = False,
+        projection_expression: list[list[str]] | None = None,
+        segments: tuple[None, None] | tuple[int, int] = (None, None),
+    ) -> tuple[list[Item], int, dict[str, Any] | None]:
+        if index_name:
+            return original(
+                self,
+                filters,
+                limit,
+                exclusive_start_key,
+                filter_expression,
+                index_name,
+                consistent_read,
+                projection_expression,
+                segments,
+            )
+        return _scan_table(
+            self,
+            filters=filters,
+            limit=limit,
+            exclusive_start_key=exclusive_start_key,
+            filter_expression=filter_expression,
+            projection_expression=projection_expression,
+            segments=segments,
+        )
+
+    scan._speedup = True  # type: ignore[attr-defined]
+    Table.scan = scan  # type: ignore[method-assign]
 
 
 # ------------------------------------------------------------------- Kinesis
@@ -1135,11 +1488,16 @@ SPEEDUPS: tuple[Callable[[], None], ...] = (
     parse_each_update_expression_once,
     lex_each_condition_expression_once,
     validate_a_new_item_s_update_once,
+    check_each_expression_s_structure_once,
     copy_syntax_trees_node_by_node,
     find_the_nodes_each_validator_processes_once,
     find_clauses_without_abc_checks,
     convert_attribute_values_without_copying_them_first,
     serialize_attribute_values_directly,
+    sort_a_table_s_items_by_their_key_values,
+    scan_without_copying_what_is_filtered_out,
+    size_items_without_decimal_arithmetic,
+    size_a_new_item_s_attributes_once,
     read_kinesis_shards_by_sequence_number,
     keep_kinesis_records_compact,
     list_moto_s_modules_once,

@@ -11,6 +11,7 @@ import base64
 import binascii
 import copy
 import datetime
+import decimal
 import gc
 import http.client
 import json
@@ -34,10 +35,11 @@ from moto.core.serialize import BaseJSONSerializer, TimestampSerializer, get_ser
 from moto.core.utils import get_service_model, unix_time
 from moto.dynamodb import models as moto_models
 from moto.dynamodb.comparisons import ConditionExpressionParser
+from moto.dynamodb.exceptions import ItemSizeTooLarge
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models import dynamo_type as dynamo_type_module
 from moto.dynamodb.models.dynamo_type import DynamoType, Item, LimitedSizeDict
-from moto.dynamodb.models.table import StreamShard
+from moto.dynamodb.models.table import StreamShard, Table
 from moto.dynamodb.parsing.ast_nodes import DepthFirstTraverser, Node  # type: ignore[attr-defined]
 from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ignore[attr-defined]
 from moto.dynamodb.parsing.validators import UpdateExpressionValidator
@@ -75,6 +77,11 @@ PATCHED: tuple[tuple[Any, str], ...] = (
     (ConditionExpressionParser, "_lex_condition_expression"),
     (DynamoDBBackend, "update_item"),
     (moto_models, "UpdateExpressionValidator"),
+    (speedups._ValidateNewItemOnce, "structure_checked"),
+    (DynamoType, "size"),
+    (Item, "__init__"),
+    (Table, "scan"),
+    (Table, "all_items"),
     (moto_backends, "list_of_moto_modules"),
     (moto_responses, "method_names_from_class"),
     (moto_responses, "gen_amzn_requestid_long"),
@@ -321,6 +328,9 @@ UPDATES: list[tuple[str, str | None, dict[str, str], dict[str, Any], bool]] = [
     ("SET m.k = :one", None, {}, {":one": {"N": "1"}}, False),
     ("SET m.k = :one, m = :one", None, {}, {":one": {"N": "1"}}, False),  # overlapping paths
     ("SET a = :one SET b = :one", None, {}, {":one": {"N": "1"}}, False),  # two SET clauses
+    ("SET a = :one SET b = :one", None, {}, {":one": {"N": "1"}}, False),  # again: a failed check is not remembered
+    ("SET #p = :one, #q = :one", None, {"#p": "a", "#q": "b"}, {":one": {"N": "1"}}, False),
+    ("SET #p = :one, #q = :one", None, {"#p": "a", "#q": "a"}, {":one": {"N": "1"}}, False),  # the same path twice
     ("REMOVE x ADD n :one REMOVE y ADD m :one SET a = :one SET b = :one", None, {}, {":one": {"N": "1"}}, False),
     (
         "SET l = list_append(if_not_exists(l, :empty), :l)",
@@ -421,12 +431,49 @@ def test_cached_expressions_and_one_validation_give_moto_s_results_and_errors(
     speedups.parse_each_update_expression_once()
     speedups.lex_each_condition_expression_once()
     speedups.validate_a_new_item_s_update_once()
+    speedups.check_each_expression_s_structure_once()
     assert run_updates(moto) == expected
     assert run_updates(moto) == expected  # with every expression already cached
     errors = {
         str(reply[3].get("__type", reply[3].get("unhandled"))).split("#")[-1] for reply in expected[: len(UPDATES)]
     }
     assert {"None", "ValidationException", "ConditionalCheckFailedException", "ValueError"} <= errors
+
+
+def test_an_expression_s_structure_is_checked_once_per_names(moto: Moto, moto_s_own: dict[str, Any]) -> None:
+    """The structural validators run for a new (expression, names) pair, and again after a failure."""
+    speedups.parse_each_update_expression_once()
+    speedups.validate_a_new_item_s_update_once()
+    speedups.check_each_expression_s_structure_once()
+    table, _, _ = table_with_stream(moto)
+    checked: list[str] = []
+
+    def counted(self: Any, node: Any) -> Any:
+        checked.append(type(self).__name__)
+        return vars(DepthFirstTraverser)["traverse"](self, node)
+
+    def update(names: dict[str, str]) -> int:
+        request = {
+            "TableName": table,
+            "Key": {"pk": {"S": "k"}},
+            "UpdateExpression": "SET #p = :one, #q = :one",
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": {":one": {"N": "1"}},
+        }
+        return moto.raw("DynamoDB_20120810.UpdateItem", request)[0]
+
+    for validator in speedups._STRUCTURAL_CHECKS:
+        validator.traverse = counted
+    try:
+        assert [update({"#p": "a", "#q": "b"}) for _ in range(3)] == [200, 200, 200]
+        assert checked == ["ActionCountValidator", "OverlappingPathsValidator", "UpdateHashRangeKeyValidator"]
+        assert [update({"#p": "a", "#q": "a"}) for _ in range(2)] == [400, 400]
+        assert checked.count("OverlappingPathsValidator") == 3  # new names, then again after the failure
+        assert [update({"#p": "a", "#q": "pk"}) for _ in range(2)] == [400, 400]  # a key attribute
+        assert checked.count("UpdateHashRangeKeyValidator") == 3
+    finally:
+        for validator in speedups._STRUCTURAL_CHECKS:
+            delattr(validator, "traverse")
 
 
 def test_copied_trees_cached_traversal_and_direct_serialisation_give_moto_s_results_and_errors(
@@ -543,6 +590,170 @@ def test_attribute_values_serialise_as_moto_s_serialiser_writes_them(
         assert serialised() == expected
     finally:
         BaseJSONSerializer._serialize_type_structure = original  # type: ignore[method-assign]
+
+
+NUMBER_TEXTS = st.one_of(
+    st.decimals(allow_nan=False, allow_infinity=False).map(str),  # exponents included: '1E+3', '0E-7'
+    st.from_regex(r"[+-]?0*[0-9]{0,45}(\.[0-9]{0,45})?0*", fullmatch=True).filter(
+        lambda text: any(map(str.isdigit, text))
+    ),
+    st.sampled_from(["0", "-0", ".5", "5.", "00.000", "1" * 401, "9" * 400 + ".0", "1e5", "1E-130"]),
+)
+
+
+@settings(max_examples=300, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(value=attribute_values(lambda blob: base64.b64encode(blob).decode()), number=NUMBER_TEXTS)
+def test_sizes_are_moto_compat_s_documented_sizes(value: dict[str, Any], number: str) -> None:
+    moto_compat.fix_item_size_follows_the_developer_guide()
+    for attribute in (value, {"N": number}, {"L": [{"N": number}, value]}, {"M": {"é": value, "n": {"N": number}}}):
+        try:
+            expected: Any = moto_compat._documented_size(DynamoType(attribute))
+        except decimal.DecimalException as error:  # more than 400 digits: refused, by the same error
+            expected = type(error)
+        try:
+            found: Any = speedups._attribute_size(DynamoType(attribute))
+        except decimal.DecimalException as error:
+            found = type(error)
+        assert found == expected
+
+
+@settings(max_examples=40, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(
+    keys=st.lists(
+        st.tuples(st.sampled_from(["a", "b", "B", "é", ""]), st.decimals(allow_nan=False, allow_infinity=False)),
+        max_size=12,
+        unique_by=lambda key: (key[0], key[1].normalize()),
+    )
+)
+def test_a_table_s_items_are_sorted_as_moto_sorts_them(keys: list[tuple[str, decimal.Decimal]]) -> None:
+    """Hash (S) and range (N) keys, numbers with exponents and negative: the same order."""
+    backend = DynamoDBBackend("us-east-1", "123456789012")
+    table = backend.create_table(
+        "sorted",
+        schema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        throughput=None,
+        attr=[{"AttributeName": "pk", "AttributeType": "S"}, {"AttributeName": "sk", "AttributeType": "N"}],
+        global_indexes=None,
+        indexes=None,
+        streams=None,
+        billing_mode="PAY_PER_REQUEST",
+        sse_specification=None,
+        tags=[],
+        deletion_protection_enabled=False,
+        warm_throughput=None,
+    )
+    for hash_key, range_key in keys:
+        table.put_item({"pk": {"S": hash_key or "-"}, "sk": {"N": str(range_key)}})
+    moto_s_own = vars(Table)["all_items"]
+    if getattr(moto_s_own, "_speedup", False):
+        moto_s_own = moto_s_own.__wrapped__
+    expected = [item.to_json() for item in moto_s_own(table)]
+    assert [item.to_json() for item in speedups._all_items(table)] == expected
+
+
+@settings(max_examples=100, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(
+    values=st.lists(attribute_values(lambda blob: base64.b64encode(blob).decode()), min_size=1, max_size=6),
+    padding=st.sampled_from([0, 200_000, 404_900]),
+)
+def test_a_new_item_is_sized_as_moto_sizes_it_each_value_once(values: list[dict[str, Any]], padding: int) -> None:
+    """The same item, or the same refusal of an item over the limit, with each attribute value sized once."""
+    moto_compat.fix_item_size_follows_the_developer_guide()
+    attributes = {f"a{index}": value for index, value in enumerate(values)} | {"pad": {"S": "x" * padding}}
+
+    def build() -> Any:
+        try:
+            return Item(DynamoType({"S": "k"}), None, attributes).to_json()
+        except ItemSizeTooLarge:
+            return ItemSizeTooLarge
+
+    moto_s_init, compat_size = vars(Item)["__init__"], vars(DynamoType)["size"]
+    assert not getattr(moto_s_init, "_speedup", False), "a speedup leaked from another test or example"
+    expected = build()
+    sized: list[int] = []
+
+    def counted(self: DynamoType) -> int:
+        sized.append(id(self))
+        return int(compat_size(self))
+
+    DynamoType.size = counted  # type: ignore[method-assign]
+    try:
+        speedups.size_a_new_item_s_attributes_once()
+        assert build() == expected
+        assert len(sized) == len(set(sized)) <= len(attributes)  # once each (a refused item stops early)
+    finally:
+        Item.__init__ = moto_s_init  # type: ignore[method-assign]
+        DynamoType.size = compat_size  # type: ignore[method-assign]
+
+
+SCANS: list[dict[str, Any]] = [
+    {},
+    {
+        "FilterExpression": "begins_with(pk, :p)",
+        "ExpressionAttributeValues": {":p": {"S": "#m"}},
+        "ProjectionExpression": "pk",
+    },
+    {
+        "FilterExpression": "NOT begins_with(#k, :p)",
+        "ExpressionAttributeNames": {"#k": "pk"},
+        "ExpressionAttributeValues": {":p": {"S": "#m"}},
+        "ConsistentRead": True,
+    },
+    {"FilterExpression": "n > :two", "ExpressionAttributeValues": {":two": {"N": "2"}}, "Limit": 7},
+    {"ProjectionExpression": "m.k, l[0], n", "Limit": 5},
+    {"ScanFilter": {"n": {"ComparisonOperator": "GT", "AttributeValueList": [{"N": "4"}]}}},
+    {"ScanFilter": {"gone": {"ComparisonOperator": "NULL"}}, "Limit": 3},
+    {"Segment": 1, "TotalSegments": 3},
+    {"FilterExpression": "attribute_exists(big)"},  # the 1 MB page limit, counted before the filter
+]
+
+
+def scan_everything(moto: Moto, table: str) -> list[Any]:
+    """Every scan of `SCANS`, each page after page to the end: the replies."""
+    replies: list[Any] = []
+    for scan in SCANS:
+        request = {"TableName": table, **scan}
+        while True:
+            status, headers, body = moto.raw("DynamoDB_20120810.Scan", request)
+            reply = json.loads(body)
+            replies.append((status, headers.get("X-Amzn-Errortype"), reply))
+            if status != 200 or "LastEvaluatedKey" not in reply:
+                break
+            request["ExclusiveStartKey"] = reply["LastEvaluatedKey"]
+    return replies
+
+
+def test_a_scan_answers_as_moto_s_and_copies_only_what_it_returns(
+    moto: Moto, moto_s_own: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table, _, _ = table_with_stream(moto)
+    for number in range(24):
+        item = {"pk": {"S": f"node-{number:02}"}, "n": {"N": str(number % 6)}, "m": {"M": {"k": {"S": "v"}}}}
+        if number % 3:
+            item["l"] = {"L": [{"N": "1"}, {"S": "x"}]}
+        moto.call("DynamoDB_20120810.PutItem", {"TableName": table, "Item": item})
+    for number in range(4):
+        moto.call("DynamoDB_20120810.PutItem", {"TableName": table, "Item": {"pk": {"S": f"#m{number}"}}})
+    for number in range(4):  # 4 items of 300 KB: a page holds 3
+        big = {"pk": {"S": f"big-{number}"}, "big": {"S": "x" * 300_000}}
+        moto.call("DynamoDB_20120810.PutItem", {"TableName": table, "Item": big})
+    expected = scan_everything(moto, table)
+    speedups.sort_a_table_s_items_by_their_key_values()
+    assert scan_everything(moto, table) == expected
+    speedups.scan_without_copying_what_is_filtered_out()
+    speedups.size_items_without_decimal_arithmetic()
+    assert scan_everything(moto, table) == expected
+    assert any("LastEvaluatedKey" in reply[2] for reply in expected) and all(reply[0] == 200 for reply in expected)
+    copied: list[str] = []
+    item_deepcopy = Item.__deepcopy__
+
+    def counted(self: Item, memo: dict[int, Any]) -> Item:
+        copied.append(self.hash_key.value)
+        return item_deepcopy(self, memo)
+
+    monkeypatch.setattr(Item, "__deepcopy__", counted)
+    markers = moto.call("DynamoDB_20120810.Scan", {"TableName": table, **SCANS[1]})["Items"]
+    assert sorted(copied) == sorted(item["pk"]["S"] for item in markers) == [f"#m{number}" for number in range(4)]
 
 
 def test_a_new_item_s_update_is_validated_once(
