@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from aggregation.names import TOKEN_AND_MARKERS, TOKEN_ONLY
 from benchmarks.capacity import Scenario, render_aggregation_markdown, render_markdown, render_scenarios_markdown
 from benchmarks.emulator_transactions import OURS, EmulatorTransactionsResult
-from benchmarks.end_to_end import EndToEndResult, EndToEndSkipped
+from benchmarks.end_to_end import MARKER_POLL_SECONDS, EndToEndResult, EndToEndSkipped
 from benchmarks.handler_overhead import OverheadResult
 from benchmarks.harness import Machine
 from benchmarks.producer_throughput import ProducerRun, producer_section
@@ -542,7 +542,8 @@ def _end_to_end_section(result: EndToEndResult | EndToEndSkipped) -> list[str]:
         "no injected faults. Raw rate = conditional `UpdateItem`s per second the same emulator sustains with 16 "
         "writers, measured just before; pipeline rate = a burst of messages ÷ (last aggregate applied - first "
         "send). Latency = producer `Timestamp` → the moment the last reduce marker of the message's delta batch "
-        "appears, i.e. all of it applied (polled every 0.25 s: overstated by at most that plus one scan), "
+        f"appears, i.e. all of it applied (polled every {MARKER_POLL_SECONDS:g} s: overstated by at most that plus "
+        "one scan), "
         "measured with the producer paced at half the burst rate (steady state); the burst's own latencies, "
         "which are mostly queueing, are shown for comparison.",
         "",
