@@ -41,7 +41,15 @@ RELEASES: tuple[Release, ...] = (
     Release(
         name="stop-28",
         commit="cb98d6f",
-        why="the latest release: the stack a user runs today, which this checkout must upgrade in place",
+        why="the release before the registry shards and `auto` sizing: an archive registry in one object "
+        "(`metastore/registry.json`) the new archive must read as one more shard and sweep",
+    ),
+    Release(
+        name="stop-29",
+        commit="0d0e386",
+        why="the latest release, and the last whose state function wrote with conditional `UpdateItem`s: state "
+        "batches it committed are retried by the PartiQL writer, whose INSERT meets the old item and whose "
+        "UPDATE must recognise the old write by its `WrittenByEventId`",
     ),
 )
 
