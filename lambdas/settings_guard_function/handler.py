@@ -74,7 +74,10 @@ def table_holds_state(dynamodb: "DynamoDBClient", table_name: str) -> bool:
 def answer(event: Mapping[str, Any], holds_state: Callable[[str], bool]) -> dict[str, str]:
     """The provider framework's answer to one CloudFormation request; raises on a refused change.
 
-    `holds_state` tells, by the AggregateTable's name, whether it holds state (`table_holds_state`)."""
+    `holds_state` tells, by the AggregateTable's name, whether it holds state (`table_holds_state`).
+    A guard without the table's name is a release's from before that check (the local deployer
+    answers every release's guard with this code): its own code never read the table, so neither
+    does this answer."""
     request = event["RequestType"]
     if request == "Delete":
         return {"PhysicalResourceId": str(event["PhysicalResourceId"])}
@@ -85,7 +88,8 @@ def answer(event: Mapping[str, Any], holds_state: Callable[[str], bool]) -> dict
     else:
         refusal = first_guard_refusal(
             new,
-            holds_state=holds_state(str(properties[AGGREGATE_TABLE_PROPERTY])),
+            holds_state=AGGREGATE_TABLE_PROPERTY in properties
+            and holds_state(str(properties[AGGREGATE_TABLE_PROPERTY])),
             drained=properties.get(UPGRADE_DRAINED) == "true",
         )
     if refusal is not None:
