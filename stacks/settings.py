@@ -375,18 +375,22 @@ class PipelineSettings:
         """These settings with the ones named in `auto` (cdk.json keys) chosen by the planner (`AUTO`)."""
         if not auto:
             return self
-        chosen = settings_for_rate(
-            declared_workload(self),
-            planned_settings(self),
-            ServiceTimes(),
-            load_price_table(),
-            state_parallelization="stateParallelizationFactor" in auto,
-            reduce_parallelization="reduceParallelizationFactor" in auto,
-            slices="aggregateSlices" in auto,
-            archive_parallelization="archiveParallelizationFactor" in auto,
-            reduce_memory="reduceMemoryMb" in auto,
-            reduce_batch="reduceBatchSize" in auto,
-        )
+        workload, settings, prices = declared_workload(self), planned_settings(self), load_price_table()
+        key = (repr(workload), repr(settings), repr(prices), *sorted(auto))
+        if key not in _CHOSEN_FOR_RATE:
+            _CHOSEN_FOR_RATE[key] = settings_for_rate(
+                workload,
+                settings,
+                ServiceTimes(),
+                prices,
+                state_parallelization="stateParallelizationFactor" in auto,
+                reduce_parallelization="reduceParallelizationFactor" in auto,
+                slices="aggregateSlices" in auto,
+                archive_parallelization="archiveParallelizationFactor" in auto,
+                reduce_memory="reduceMemoryMb" in auto,
+                reduce_batch="reduceBatchSize" in auto,
+            )
+        chosen = _CHOSEN_FOR_RATE[key]
         return replace(
             self,
             state_parallelization_factor=chosen.state_parallelization_factor,
@@ -396,6 +400,14 @@ class PipelineSettings:
             reduce_memory_mb=chosen.reduce_memory_mb,
             reduce_batch_size=chosen.reduce_batch_size,
         )
+
+
+_CHOSEN_FOR_RATE: dict[tuple[str, ...], PlannerSettings] = {}
+"""`settings_for_rate`'s answers by their inputs (the reprs of the frozen workload, settings and
+prices, and the `auto` keys): a pure function, whose search (some 2,800 plans with the reduce batch
+size among them, a few tenths of a second) every synthesis, settings read and capacity check of a
+process would otherwise repeat for the same cdk.json. The inputs' dataclasses hold dicts, so they
+are not hashable themselves; their reprs name every field."""
 
 
 def declared_workload(settings: PipelineSettings) -> Workload:

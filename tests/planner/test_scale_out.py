@@ -186,7 +186,7 @@ def test_at_50000_auto_batches_fold_more_delta_batches_into_one_write_of_the_tot
     """Issue 23's cheap plan: with `reduceBatchSize` left to the planner too, each invocation folds up to
     100 delta batches into one write of the totals, so one reducer a shard on one slice is within the
     targets, cheaper than the plan with batches of 10 (which needs slices and reducers to spread its
-    writes) and than the original design, and no slower."""
+    writes) and than the original design at cdk.json's former defaults (batches of 10), and no slower."""
     workload = Workload(rate=50_000)
     chosen = planned_for(50_000)
     plan = plan_design(workload, chosen, TIMES, PRICES, OURS)
