@@ -85,6 +85,7 @@ def _auto_settings(settings: Settings) -> str:
         f"reduceParallelizationFactor {settings.reduce_parallelization_factor}, "
         f"aggregateSlices {settings.aggregate_slices}, "
         f"reduceMemoryMb {settings.reduce_memory_mb}, "
+        f"reduceBatchSize {settings.reduce_batch_size}, "
         f"archiveParallelizationFactor {settings.archive_parallelization_factor}"
     )
 

@@ -45,6 +45,10 @@ MIN_LANES = 2
 """No stage limited to one concurrent execution: one lane is one function instance, whose
 failure or slow invocation holds up the whole stage."""
 REDUCE_BATCH_CANDIDATES = (10, 20, 50, 100, 200, 500, 1000)
+"""`reduceBatchSize` candidates, of `cheapest_settings` and of `auto`; the first is its value
+before it could be `auto`, the fallback when no candidate keeps the p50 bound."""
+AUTO_LATENCY_LIMIT_SECONDS = 1.0
+"""The modelled p50 an `auto` reduce batch size is held to (issue 23: p50 at 50,000 msg/s <= 1 s)."""
 SLICE_CANDIDATES = (1, 2, 4, 8, 16, 32, 64, 128)
 MAP_BATCHING_CANDIDATES = ((100, 0), (500, 0), (1000, 1), (2000, 2), (5000, 5))
 """(mapBatchSize, mapBatchingWindowSeconds): without a window a map batch is what a quarter
@@ -139,56 +143,107 @@ def settings_for_rate(
     slices: bool,
     archive_parallelization: bool,
     reduce_memory: bool,
+    reduce_batch: bool,
 ) -> Settings:
     """The settings a deployment leaves to the planner (`auto` in cdk.json), chosen for its rate.
 
     Chosen at `workload.rate` (`targetMessagesPerSecond`), every other setting as given: the
     least state parallelization factor that keeps the state lanes within `STAGE_BUSY_TARGET`;
-    then, of the slice counts, reduce parallelization factors and reduce memory sizes
-    (`AUTO_REDUCE_MEMORY_CANDIDATES`) that keep the reducers within it and the hottest item within
+    then, of the slice counts, reduce parallelization factors, reduce memory sizes
+    (`AUTO_REDUCE_MEMORY_CANDIDATES`) and reduce batch sizes (`REDUCE_BATCH_CANDIDATES`, the ones
+    `cheapest_settings` tries) that keep the reducers within it and the hottest item within
     `HOTTEST_ITEM_TARGET` (on however many lanes the rate fills: a quiet stream has one shard), the
-    cheapest (then the faster); then the least archive parallelization factor that keeps the
-    archive's lanes within the busy target. Slices, reducers and memory trade against each other:
-    reducers that share few slices resend conflicting transactions, each slice an invocation's
-    batches fall in is its own set of them, and faster (larger) reducers wait less, so they gather
-    fewer delta batches an invocation and write the totals more often. No p50 bound is imposed:
-    with the cdk.json batches and no window the choices' modelled p50 stays under 1 s (0.83 s at
-    400 msg/s, 0.82 s at 50,000, 0.86 s at 250,000; `tests/planner/test_scale_out.py` checks the
-    last two), so a bound would not change them. When
+    cheapest (then the faster, then the smaller batch); then the least archive parallelization
+    factor that keeps the archive's lanes within the busy target. Slices, reducers, memory and
+    batch size trade against each other: reducers that share few slices resend conflicting
+    transactions, each slice an invocation's batches fall in is its own set of them, faster
+    (larger) reducers wait less, so they gather fewer delta batches an invocation and write the
+    totals more often, and the batch size caps how many delta batches an invocation folds into
+    one write of the totals (at 50,000 msg/s batches of 100 let one reducer lane a shard, on one
+    slice, carry what batches of 10 need 128 slices and five lanes for).
+
+    A larger batch can cost latency: fewer lanes gather for longer (at 250,000 msg/s batches of
+    1,000 would model a p50 of 3.4 s). So when the batch size is left to the planner the choice is
+    also held to a modelled p50 within `AUTO_LATENCY_LIMIT_SECONDS` (the issue's "p50 at 50,000
+    msg/s <= 1 s"); when no candidate is, the batch size falls back to the first candidate (10,
+    its value before it could be `auto`) and the rest is chosen without the bound, as it is when
+    the batch size is set. With the batch size set no p50 bound is imposed: with the cdk.json
+    batches of 10 and no window the choices' modelled p50 stays under 1 s (0.83 s at 400 msg/s,
+    0.82 s at 50,000, 0.86 s at 250,000), so a bound would not change them.
+    `tests/planner/test_scale_out.py` checks the p50 at both rates. When
     nothing is within the targets the largest candidates are returned, and the capacity check
-    (`stacks.capacity`) says what still cannot keep up. Unlike `cheapest_settings`, batch sizes,
+    (`stacks.capacity`) says what still cannot keep up. Unlike `cheapest_settings`, map batches,
     windows, the stream and the registry shards stay as set: they change latency and what a
     deployment pays at rest, or stored state.
     """
     if state_parallelization:
         settings = _least_state_parallelization(workload, settings, times, prices)
-    slice_counts = SLICE_CANDIDATES if slices else (settings.aggregate_slices,)
     every_factor = tuple(range(1, MAX_PARALLELIZATION_FACTOR + 1))
-    factors = every_factor if reduce_parallelization else (settings.reduce_parallelization_factor,)
-    memories = AUTO_REDUCE_MEMORY_CANDIDATES if reduce_memory else (settings.reduce_memory_mb,)
-    best: Choice | None = None
-    for count in slice_counts:
-        for factor in factors:
-            for memory in memories:
-                trial = replace(
-                    settings, aggregate_slices=count, reduce_parallelization_factor=factor, reduce_memory_mb=memory
-                )
-                plan = plan_design(workload, trial, times, prices, OURS, suggest=False)
-                within = _totals_within_targets(plan, None, min_lanes=1)
-                if within and (best is None or _rank(Choice(trial, plan)) < _rank(best)):
-                    best = Choice(trial, plan)
+    grid = _ReduceGrid(
+        slice_counts=SLICE_CANDIDATES if slices else (settings.aggregate_slices,),
+        factors=every_factor if reduce_parallelization else (settings.reduce_parallelization_factor,),
+        memories=AUTO_REDUCE_MEMORY_CANDIDATES if reduce_memory else (settings.reduce_memory_mb,),
+        batches=REDUCE_BATCH_CANDIDATES if reduce_batch else (settings.reduce_batch_size,),
+    )
+    limit = AUTO_LATENCY_LIMIT_SECONDS if reduce_batch else None
+    best = _cheapest_reducers(workload, settings, times, prices, grid, latency_limit_seconds=limit)
+    if best is None and reduce_batch:
+        grid = replace(grid, batches=REDUCE_BATCH_CANDIDATES[:1])
+        best = _cheapest_reducers(workload, settings, times, prices, grid, latency_limit_seconds=None)
     if best is None:
         settings = replace(
             settings,
-            aggregate_slices=slice_counts[-1],
-            reduce_parallelization_factor=factors[-1],
-            reduce_memory_mb=memories[-1],
+            aggregate_slices=grid.slice_counts[-1],
+            reduce_parallelization_factor=grid.factors[-1],
+            reduce_memory_mb=grid.memories[-1],
+            reduce_batch_size=grid.batches[-1],
         )
     else:
         settings = best.settings
     if archive_parallelization:
         settings = _least_archive_parallelization(workload, settings, times, prices)
     return settings
+
+
+@dataclass(frozen=True)
+class _ReduceGrid:
+    """The reduce settings `settings_for_rate` tries: one value each for those set, candidates for `auto`."""
+
+    slice_counts: tuple[int, ...]
+    factors: tuple[int, ...]
+    memories: tuple[int, ...]
+    batches: tuple[int, ...]
+
+
+def _cheapest_reducers(
+    workload: Workload,
+    settings: Settings,
+    times: ServiceTimes,
+    prices: PriceTable,
+    grid: _ReduceGrid,
+    *,
+    latency_limit_seconds: float | None,
+) -> Choice | None:
+    """The cheapest (then faster) of `grid` within the targets for the reducers and the hottest
+    item, the p50 within `latency_limit_seconds` if given; the first such in `grid`'s order on a
+    tie (smaller batches first); None when none is."""
+    best: Choice | None = None
+    for batch in grid.batches:
+        for count in grid.slice_counts:
+            for factor in grid.factors:
+                for memory in grid.memories:
+                    trial = replace(
+                        settings,
+                        aggregate_slices=count,
+                        reduce_parallelization_factor=factor,
+                        reduce_memory_mb=memory,
+                        reduce_batch_size=batch,
+                    )
+                    plan = plan_design(workload, trial, times, prices, OURS, suggest=False)
+                    within = _totals_within_targets(plan, latency_limit_seconds, min_lanes=1)
+                    if within and (best is None or _rank(Choice(trial, plan)) < _rank(best)):
+                        best = Choice(trial, plan)
+    return best
 
 
 def _stream_and_state(

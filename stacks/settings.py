@@ -40,7 +40,7 @@ from planner.inputs import (
 )
 from planner.inputs import Settings as PlannerSettings
 from planner.prices import load_price_table
-from planner.scale_out import AUTO_REDUCE_MEMORY_CANDIDATES, settings_for_rate
+from planner.scale_out import AUTO_REDUCE_MEMORY_CANDIDATES, REDUCE_BATCH_CANDIDATES, settings_for_rate
 
 ContextReader = Callable[[str], Any]
 """`node.try_get_context`: returns the raw context value for a key, or None when unset."""
@@ -96,20 +96,23 @@ _LOG_RETENTION_DAYS: Final[Mapping[int, logs.RetentionDays]] = {
 
 AUTO: Final = "auto"
 """The value of a setting left to the capacity planner: `stateParallelizationFactor`,
-`reduceParallelizationFactor`, `aggregateSlices`, `reduceMemoryMb` and `archiveParallelizationFactor`
-default to it.
+`reduceParallelizationFactor`, `aggregateSlices`, `reduceMemoryMb`, `reduceBatchSize` and
+`archiveParallelizationFactor` default to it.
 Synthesis replaces it with what `planner.scale_out.settings_for_rate` chooses for
 `targetMessagesPerSecond` with the other settings as set: the least state parallelization that
 keeps the state lanes within 70 % busy,
-the cheapest slices, reduce parallelization and reduce memory (256 to 1,769 MB) that keep the
-reducers within 70 % busy and the hottest aggregate item within 500 write units a second (half a
-partition's 1,000, the margin for slices a hash loads unevenly), and the least archive
-parallelization that keeps the archive within 70 %. At the default 400 msg/s that is state 2,
-reduce 1, one slice, 256 MB and archive 1; at 50,000 msg/s state 3, reduce 5, 128 slices, 1,024 MB
-and archive 2 (`python -m benchmarks.capacity --rate 50000` prints the plan). An integer sets it
+the cheapest slices, reduce parallelization, reduce memory (256 to 1,769 MB) and reduce batch size
+(10 to 1,000) that keep the reducers within 70 % busy, the hottest aggregate item within 500 write
+units a second (half a partition's 1,000, the margin for slices a hash loads unevenly) and, since a
+larger batch gathers for longer, the modelled p50 within 1 s (batches of 10 when none does), and the
+least archive parallelization that keeps the archive within 70 %. At the default 400 msg/s that is
+state 2, reduce 1, one slice, 256 MB, batches of 10 and archive 1; at 50,000 msg/s state 3, reduce 1,
+one slice, 1,024 MB, batches of 100 and archive 2 (`python -m benchmarks.capacity --rate 50000`
+prints the plan). An integer sets it
 instead. A new rate can change the slices of a deployed stack: safe with `crt+marker` markers,
 refused by the settings guard in `crt` mode (`aggregation.setting_changes`), where the count must
-then be set explicitly. It can change the reduce function's memory too, which stores nothing."""
+then be set explicitly. It can change the reduce function's memory and batch size too, which store
+nothing."""
 
 DEFAULT_ARCHIVE_REGISTRY_SHARDS: Final[int] = 32
 """`archiveRegistryShards` by default: how many registry objects the archive's compare-and-swap
@@ -162,7 +165,7 @@ DEFAULT_CONTEXT: Final[Mapping[str, Any]] = {
     "stateParallelizationFactor": AUTO,
     "stateWriteConcurrency": 16,
     "mapBatchSize": 100,
-    "reduceBatchSize": 10,
+    "reduceBatchSize": AUTO,
     "archiveBatchSize": 100,
     "archiveAccessLogRetentionDays": 365,
     "deltaTtlDays": DEFAULT_DELTA_TTL_DAYS,
@@ -315,6 +318,8 @@ class PipelineSettings:
             "archiveParallelizationFactor": _integer_or_auto(raw, "archiveParallelizationFactor", 1, 10),
             # Lambda's memory range (MB).
             "reduceMemoryMb": _integer_or_auto(raw, "reduceMemoryMb", 128, 10240),
+            # Records a DynamoDB stream batch may hold.
+            "reduceBatchSize": _integer_or_auto(raw, "reduceBatchSize", 1, 10000),
         }
         settings = cls(
             stack_name=_stack_name(raw("stackName")),
@@ -325,7 +330,7 @@ class PipelineSettings:
             state_parallelization_factor=planned["stateParallelizationFactor"] or 1,
             state_write_concurrency=_integer(raw, "stateWriteConcurrency", 1, 256),
             map_batch_size=_integer(raw, "mapBatchSize", 1, 10000),
-            reduce_batch_size=_integer(raw, "reduceBatchSize", 1, 10000),
+            reduce_batch_size=planned["reduceBatchSize"] or REDUCE_BATCH_CANDIDATES[0],
             # Lambda's limit for DynamoDB stream batches.
             archive_batch_size=_integer(raw, "archiveBatchSize", 1, 10000),
             archive_access_log_retention_days=_integer(raw, "archiveAccessLogRetentionDays", 1, 3653),
@@ -370,17 +375,22 @@ class PipelineSettings:
         """These settings with the ones named in `auto` (cdk.json keys) chosen by the planner (`AUTO`)."""
         if not auto:
             return self
-        chosen = settings_for_rate(
-            declared_workload(self),
-            planned_settings(self),
-            ServiceTimes(),
-            load_price_table(),
-            state_parallelization="stateParallelizationFactor" in auto,
-            reduce_parallelization="reduceParallelizationFactor" in auto,
-            slices="aggregateSlices" in auto,
-            archive_parallelization="archiveParallelizationFactor" in auto,
-            reduce_memory="reduceMemoryMb" in auto,
-        )
+        workload, settings, prices = declared_workload(self), planned_settings(self), load_price_table()
+        key = (repr(workload), repr(settings), repr(prices), *sorted(auto))
+        if key not in _CHOSEN_FOR_RATE:
+            _CHOSEN_FOR_RATE[key] = settings_for_rate(
+                workload,
+                settings,
+                ServiceTimes(),
+                prices,
+                state_parallelization="stateParallelizationFactor" in auto,
+                reduce_parallelization="reduceParallelizationFactor" in auto,
+                slices="aggregateSlices" in auto,
+                archive_parallelization="archiveParallelizationFactor" in auto,
+                reduce_memory="reduceMemoryMb" in auto,
+                reduce_batch="reduceBatchSize" in auto,
+            )
+        chosen = _CHOSEN_FOR_RATE[key]
         return replace(
             self,
             state_parallelization_factor=chosen.state_parallelization_factor,
@@ -388,7 +398,16 @@ class PipelineSettings:
             aggregate_slices=chosen.aggregate_slices,
             archive_parallelization_factor=chosen.archive_parallelization_factor,
             reduce_memory_mb=chosen.reduce_memory_mb,
+            reduce_batch_size=chosen.reduce_batch_size,
         )
+
+
+_CHOSEN_FOR_RATE: dict[tuple[str, ...], PlannerSettings] = {}
+"""`settings_for_rate`'s answers by their inputs (the reprs of the frozen workload, settings and
+prices, and the `auto` keys): a pure function, whose search (some 2,800 plans with the reduce batch
+size among them, a few tenths of a second) every synthesis, settings read and capacity check of a
+process would otherwise repeat for the same cdk.json. The inputs' dataclasses hold dicts, so they
+are not hashable themselves; their reprs name every field."""
 
 
 def declared_workload(settings: PipelineSettings) -> Workload:

@@ -95,8 +95,11 @@ def test_a_plan_whose_only_stall_is_the_archive_keeps_the_totals_up() -> None:
 
 def test_the_report_names_every_setting_cdk_json_leaves_to_the_planner() -> None:
     """Section 5's "as synthesis chooses them" sentence lists each `auto` default with its value."""
-    sentence = _auto_settings(replace(Settings(), reduce_memory_mb=1024, archive_parallelization_factor=2))
+    sentence = _auto_settings(
+        replace(Settings(), reduce_memory_mb=1024, reduce_batch_size=100, archive_parallelization_factor=2)
+    )
     # `tableDeletionProtection`'s `auto` follows `removalPolicy`, not the planner.
     auto = [key for key, value in DEFAULT_CONTEXT.items() if value == AUTO and key != "tableDeletionProtection"]
     assert auto and all(f"{key} " in sentence for key in auto), (auto, sentence)
     assert "reduceMemoryMb 1024" in sentence and "archiveParallelizationFactor 2" in sentence
+    assert "reduceBatchSize 100" in sentence

@@ -54,6 +54,7 @@ def test_the_archive_is_not_on_the_latency_path() -> None:
         slices=True,
         archive_parallelization=True,
         reduce_memory=True,
+        reduce_batch=True,
     )
     plan = plan_capacity(workload, settings, prices=PRICES).ours
     (archive,) = [t for t in plan.timings if t.stage == "archive"]

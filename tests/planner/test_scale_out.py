@@ -8,12 +8,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner.inputs import MAX_PARALLELIZATION_FACTOR, ServiceTimes, Settings, StreamCapacity, Workload
-from planner.model import OURS, plan_design, reducers_that_keep_up
-from planner.plan import STAGE_BUSY_TARGET
+from planner.model import OURS, plan_capacity, plan_design, reducers_that_keep_up
+from planner.plan import STAGE_BUSY_TARGET, DesignPlan
 from planner.prices import load_price_table
 from planner.scale_out import (
+    AUTO_LATENCY_LIMIT_SECONDS,
     AUTO_REDUCE_MEMORY_CANDIDATES,
     HOTTEST_ITEM_TARGET,
+    REDUCE_BATCH_CANDIDATES,
     SLICE_CANDIDATES,
     Choice,
     cheapest_settings,
@@ -111,9 +113,11 @@ def test_the_search_raises_the_registry_shards_when_one_would_be_hot() -> None:
     assert hot.archive_registry_busy > 1 and not within_targets(hot, None)
 
 
-def planned_for(rate: float, base: Settings | None = None, *, reduce_memory: bool = True) -> Settings:
-    """Every setting cdk.json leaves `auto`, chosen for `rate` (`reduceMemoryMb` as `base` has it if
-    `reduce_memory` is False)."""
+def planned_for(
+    rate: float, base: Settings | None = None, *, reduce_memory: bool = True, reduce_batch: bool = True
+) -> Settings:
+    """Every setting cdk.json leaves `auto`, chosen for `rate` (`reduceMemoryMb` and `reduceBatchSize`
+    as `base` has them if `reduce_memory` or `reduce_batch` is False)."""
     return settings_for_rate(
         Workload(rate=rate),
         base or Settings(),
@@ -124,6 +128,7 @@ def planned_for(rate: float, base: Settings | None = None, *, reduce_memory: boo
         slices=True,
         archive_parallelization=True,
         reduce_memory=reduce_memory,
+        reduce_batch=reduce_batch,
     )
 
 
@@ -132,6 +137,7 @@ def test_the_defaults_are_what_the_planner_chooses_for_the_default_rate() -> Non
     assert planned_for(400) == Settings()
     assert (Settings().state_parallelization_factor, Settings().reduce_parallelization_factor) == (2, 1)
     assert (Settings().aggregate_slices, Settings().reduce_memory_mb) == (1, AUTO_REDUCE_MEMORY_CANDIDATES[0])
+    assert Settings().reduce_batch_size == REDUCE_BATCH_CANDIDATES[0], "a quiet stream gains nothing from more"
 
 
 def test_at_50000_the_defaults_keep_every_stage_on_the_way_to_the_totals_within_70_percent() -> None:
@@ -145,12 +151,12 @@ def test_at_50000_the_defaults_keep_every_stage_on_the_way_to_the_totals_within_
 
 
 def test_at_250000_auto_finds_reducers_slices_and_memory_within_the_targets() -> None:
-    """At 250,000 msg/s, with cdk.json's reduce batches of 10 (a setting `auto` leaves alone), no reducer
-    and slice count is within the 70 % target at 256 MB; with the memory chosen too, one is, and the
-    slices are what cool the hottest item. Faster reducers gather fewer delta batches an invocation, so
-    the cheapest within the targets is not the largest memory."""
+    """At 250,000 msg/s, with reduce batches of 10 set, no reducer and slice count is within the 70 %
+    target at 256 MB; with the memory chosen too, one is, and the slices are what cool the hottest item.
+    Faster reducers gather fewer delta batches an invocation, so the cheapest within the targets is not
+    the largest memory."""
     workload = Workload(rate=250_000)
-    chosen = planned_for(250_000)
+    chosen = planned_for(250_000, reduce_batch=False)
     plan = plan_design(workload, chosen, TIMES, PRICES, OURS)
     assert within_targets(plan, 1.0), [(timing.stage, timing.busy, timing.lanes) for timing in plan.timings]
     assert chosen.reduce_memory_mb > AUTO_REDUCE_MEMORY_CANDIDATES[0]
@@ -163,10 +169,11 @@ def test_at_250000_auto_finds_reducers_slices_and_memory_within_the_targets() ->
 
 
 def test_with_memory_set_and_nothing_within_the_targets_auto_takes_the_largest_candidates() -> None:
-    """256 MB set at 250,000 msg/s: no reducer and slice count is within 70 % busy, so `auto` takes the
-    largest, which keep up (nothing stalls, so synthesis accepts it); the capacity check says the rest."""
+    """256 MB and batches of 10 set at 250,000 msg/s: no reducer and slice count is within 70 % busy, so
+    `auto` takes the largest, which keep up (nothing stalls, so synthesis accepts it); the capacity check
+    says the rest."""
     workload = Workload(rate=250_000)
-    chosen = planned_for(250_000, reduce_memory=False)
+    chosen = planned_for(250_000, reduce_memory=False, reduce_batch=False)
     assert (chosen.reduce_parallelization_factor, chosen.aggregate_slices, chosen.reduce_memory_mb) == (
         MAX_PARALLELIZATION_FACTOR,
         SLICE_CANDIDATES[-1],
@@ -175,11 +182,77 @@ def test_with_memory_set_and_nothing_within_the_targets_auto_takes_the_largest_c
     assert not plan_design(workload, chosen, TIMES, PRICES, OURS).stalls
 
 
+def test_at_50000_auto_batches_fold_more_delta_batches_into_one_write_of_the_totals() -> None:
+    """Issue 23's cheap plan: with `reduceBatchSize` left to the planner too, each invocation folds up to
+    100 delta batches into one write of the totals, so one reducer a shard on one slice is within the
+    targets, cheaper than the plan with batches of 10 (which needs slices and reducers to spread its
+    writes) and than the original design at cdk.json's former defaults (batches of 10), and no slower."""
+    workload = Workload(rate=50_000)
+    chosen = planned_for(50_000)
+    plan = plan_design(workload, chosen, TIMES, PRICES, OURS)
+    tens = plan_design(workload, planned_for(50_000, reduce_batch=False), TIMES, PRICES, OURS)
+    original = plan_capacity(workload, Settings(), prices=PRICES).original
+    assert within_targets(plan, AUTO_LATENCY_LIMIT_SECONDS)
+    assert (chosen.reduce_batch_size, chosen.aggregate_slices, chosen.reduce_parallelization_factor) == (100, 1, 1)
+    assert plan.monthly_usd < tens.monthly_usd and plan.latency_p50_seconds <= tens.latency_p50_seconds
+    assert plan.monthly_usd < original.monthly_usd
+
+
+def test_at_250000_the_p50_bound_keeps_auto_from_the_cheapest_batch() -> None:
+    """A larger batch gathers for longer: at 250,000 msg/s batches of 1,000 are cheaper but model a p50
+    well over 1 s, so `auto` holds the batch size to `AUTO_LATENCY_LIMIT_SECONDS`."""
+    workload = Workload(rate=250_000)
+    chosen = planned_for(250_000)
+    plan = plan_design(workload, chosen, TIMES, PRICES, OURS)
+    assert within_targets(plan, AUTO_LATENCY_LIMIT_SECONDS)
+    unbounded = planned_for(250_000, replace(Settings(), reduce_batch_size=1000), reduce_batch=False)
+    cheaper = plan_design(workload, unbounded, TIMES, PRICES, OURS)
+    assert within_targets(cheaper, None) and cheaper.monthly_usd < plan.monthly_usd
+    assert cheaper.latency_p50_seconds > AUTO_LATENCY_LIMIT_SECONDS
+
+
+def test_when_no_batch_keeps_the_p50_bound_auto_falls_back_to_batches_of_10() -> None:
+    """Map batches of 10,000 that a 5 s window lets fill put every candidate over 1 s at 400 msg/s: the
+    batch size is then its former default and the rest is chosen as with it set."""
+    windowed = replace(Settings(), map_batch_size=10_000, map_batching_window_seconds=5, reduce_batch_size=500)
+    chosen = planned_for(400, windowed)
+    assert plan_design(Workload(rate=400), chosen, TIMES, PRICES, OURS).latency_p50_seconds > 1
+    assert chosen.reduce_batch_size == REDUCE_BATCH_CANDIDATES[0] == 10
+    assert chosen == planned_for(400, replace(windowed, reduce_batch_size=10), reduce_batch=False)
+
+
+def _reduce_candidates(workload: Workload, base: Settings, batches: tuple[int, ...]) -> list[DesignPlan]:
+    """The plan of every slice count, reduce parallelization, reduce memory and batch size `auto` tries."""
+    return [
+        plan_design(
+            workload,
+            replace(
+                base,
+                aggregate_slices=count,
+                reduce_parallelization_factor=factor,
+                reduce_memory_mb=memory,
+                reduce_batch_size=batch,
+            ),
+            TIMES,
+            PRICES,
+            OURS,
+            suggest=False,
+        )
+        for batch in batches
+        for count in SLICE_CANDIDATES
+        for factor in range(1, MAX_PARALLELIZATION_FACTOR + 1)
+        for memory in AUTO_REDUCE_MEMORY_CANDIDATES
+    ]
+
+
 @settings(max_examples=40)
-@given(rate=st.integers(min_value=1, max_value=300_000), batch=st.sampled_from([10, 50, 100]))
-def test_the_choice_is_within_the_targets_whenever_a_candidate_is_and_none_is_cheaper(rate: int, batch: int) -> None:
-    base = replace(Settings(), reduce_batch_size=batch)
-    chosen = planned_for(rate, base)
+@given(rate=st.integers(min_value=1, max_value=300_000), batch=st.sampled_from([None, 10, 50, 100]))
+def test_the_choice_is_within_the_targets_whenever_a_candidate_is_and_none_is_cheaper(
+    rate: int, batch: int | None
+) -> None:
+    """`batch` None leaves `reduceBatchSize` to the planner, held to the p50 bound; an integer sets it."""
+    base = Settings() if batch is None else replace(Settings(), reduce_batch_size=batch)
+    chosen = planned_for(rate, base, reduce_batch=batch is None)
     workload = Workload(rate=rate)
     plan = plan_design(workload, chosen, TIMES, PRICES, OURS)
     state = replace(
@@ -187,35 +260,35 @@ def test_the_choice_is_within_the_targets_whenever_a_candidate_is_and_none_is_ch
         state_parallelization_factor=chosen.state_parallelization_factor,
         archive_parallelization_factor=chosen.archive_parallelization_factor,
     )
-    candidates = [
-        plan_design(
-            workload,
-            replace(state, aggregate_slices=count, reduce_parallelization_factor=factor, reduce_memory_mb=memory),
-            TIMES,
-            PRICES,
-            OURS,
-            suggest=False,
-        )
-        for count in SLICE_CANDIDATES
-        for factor in range(1, MAX_PARALLELIZATION_FACTOR + 1)
-        for memory in AUTO_REDUCE_MEMORY_CANDIDATES
-    ]
-    within = [candidate for candidate in candidates if within_targets(candidate, None, min_lanes=1)]
+    limit = AUTO_LATENCY_LIMIT_SECONDS if batch is None else None
+    batches = REDUCE_BATCH_CANDIDATES if batch is None else (batch,)
+    within = [c for c in _reduce_candidates(workload, state, batches) if within_targets(c, limit, min_lanes=1)]
+    if not within and batch is None:
+        assert chosen.reduce_batch_size == REDUCE_BATCH_CANDIDATES[0], "no batch keeps the p50: batches of 10"
+        batches, limit = REDUCE_BATCH_CANDIDATES[:1], None
+        within = [c for c in _reduce_candidates(workload, state, batches) if within_targets(c, None, min_lanes=1)]
     if within:
-        assert within_targets(plan, None, min_lanes=1)
+        assert within_targets(plan, limit, min_lanes=1)
         assert plan.monthly_usd <= min(candidate.monthly_usd for candidate in within)
         assert chosen.reduce_memory_mb in AUTO_REDUCE_MEMORY_CANDIDATES
+        assert chosen.reduce_batch_size in batches
     else:
-        assert (chosen.aggregate_slices, chosen.reduce_parallelization_factor, chosen.reduce_memory_mb) == (
+        assert (
+            chosen.aggregate_slices,
+            chosen.reduce_parallelization_factor,
+            chosen.reduce_memory_mb,
+            chosen.reduce_batch_size,
+        ) == (
             SLICE_CANDIDATES[-1],
             MAX_PARALLELIZATION_FACTOR,
             AUTO_REDUCE_MEMORY_CANDIDATES[-1],
+            batches[-1],
         )
-    assert (chosen.map_batch_size, chosen.reduce_batch_size, chosen.stream) == (
-        base.map_batch_size,
-        batch,
-        base.stream,
-    ), "only the settings left to the planner change"
+    assert (chosen.map_batch_size, chosen.stream) == (base.map_batch_size, base.stream), (
+        "only the settings left to the planner change"
+    )
+    if batch is not None:
+        assert chosen.reduce_batch_size == batch
 
 
 def test_settings_given_explicitly_are_kept() -> None:
@@ -230,6 +303,7 @@ def test_settings_given_explicitly_are_kept() -> None:
         slices=False,
         archive_parallelization=False,
         reduce_memory=False,
+        reduce_batch=False,
     )
     assert (chosen.aggregate_slices, chosen.reduce_parallelization_factor, chosen.reduce_memory_mb) == (16, 3, 768)
     assert chosen.state_parallelization_factor == 3

@@ -175,6 +175,7 @@ def test_the_check_plans_with_the_stack_s_own_settings(template: Template) -> No
     planned = planned_settings(settings)
     assert (planned.map_batch_size, planned.map_batching_window_seconds, planned.reduce_memory_mb) == (2000, 2, 512)
     assert (planned.aggregate_slices, planned.reduce_parallelization_factor) == (1, 1), "auto, at 400 msg/s"
+    assert planned.reduce_batch_size == 10, "auto, at 400 msg/s"
     assert planned.state_table == settings.state_table_capacity and planned.state_table.provisioned
     assert (planned.state_memory_mb, planned.map_memory_mb) == (
         function_properties(template, STATE_HANDLER)["MemorySize"],
@@ -187,6 +188,7 @@ UNPLANNED = {
     "reduceParallelizationFactor": 1,
     "aggregateSlices": 16,
     "reduceMemoryMb": 256,
+    "reduceBatchSize": 10,
 }
 """Settings set explicitly instead of left to the planner (`auto`): what a stack sized for less declares."""
 

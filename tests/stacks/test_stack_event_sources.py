@@ -90,9 +90,19 @@ def test_only_the_map_mapping_has_a_tumbling_window(template: Template, handler:
 def test_reduce_reads_only_inserts_of_the_delta_table_stream(template: Template) -> None:
     mapping = event_source_mapping(template, REDUCE_HANDLER)
     assert mapping["EventSourceArn"] == {"Fn::GetAtt": [table_logical_id(template, "StreamShard"), "StreamArn"]}
-    assert mapping["BatchSize"] == 10
+    assert mapping["BatchSize"] == 10, "reduceBatchSize auto: batches of 10 at the default 400 msg/s"
     (pattern,) = [json.loads(f["Pattern"]) for f in mapping["FilterCriteria"]["Filters"]]
     assert pattern == {"dynamodb": {"NewImage": {"StreamShard": {"S": [{"exists": True}]}}}}
+
+
+def test_a_stack_declaring_50000_reduces_batches_of_100_and_one_with_a_window_keeps_10(
+    template_with_concurrent_state_batches: Template,
+) -> None:
+    """`reduceBatchSize` `auto` reaches the reduce mapping: at 50,000 msg/s batches of 100 (one slice,
+    one reducer a shard); with a 2 s map window no batch keeps the modelled p50 within 1 s, so 10."""
+    declared = synthesize({"targetMessagesPerSecond": 50000})[1]
+    assert event_source_mapping(declared, REDUCE_HANDLER)["BatchSize"] == 100
+    assert event_source_mapping(template_with_concurrent_state_batches, REDUCE_HANDLER)["BatchSize"] == 10
 
 
 def test_reduce_writes_slices_of_the_totals_from_every_lane(template: Template) -> None:

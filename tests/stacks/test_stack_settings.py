@@ -229,19 +229,24 @@ def test_auto_settings_are_the_planner_s_choice_for_the_declared_rate(rate: int)
         slices=True,
         archive_parallelization=True,
         reduce_memory=True,
+        reduce_batch=True,
     )
     picked = (
         settings.state_parallelization_factor,
         settings.reduce_parallelization_factor,
         settings.aggregate_slices,
         settings.reduce_memory_mb,
+        settings.reduce_batch_size,
     )
     assert picked == (
         chosen.state_parallelization_factor,
         chosen.reduce_parallelization_factor,
         chosen.aggregate_slices,
         chosen.reduce_memory_mb,
+        chosen.reduce_batch_size,
     )
     assert explicit == settings
     kept = settings_from({"targetMessagesPerSecond": rate, "aggregateSlices": 8})
     assert kept.aggregate_slices == 8 and kept.state_parallelization_factor == settings.state_parallelization_factor
+    batch = settings_from({"targetMessagesPerSecond": rate, "reduceBatchSize": "25"})
+    assert batch.reduce_batch_size == 25
