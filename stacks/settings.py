@@ -112,7 +112,9 @@ prints the plan). An integer sets it
 instead. A new rate can change the slices of a deployed stack: safe with `crt+marker` markers,
 refused by the settings guard in `crt` mode (`aggregation.setting_changes`), where the count must
 then be set explicitly. It can change the reduce function's memory and batch size too, which store
-nothing."""
+nothing; but in `crt` mode a reduce transaction's token is all that stops a retried batch from being
+applied twice, and it names the batch's delta items, so there `auto` keeps batches of 10 whatever the
+rate: a new rate must not re-form the batches a deploy leaves in flight."""
 
 DEFAULT_ARCHIVE_REGISTRY_SHARDS: Final[int] = 32
 """`archiveRegistryShards` by default: how many registry objects the archive's compare-and-swap
@@ -388,7 +390,7 @@ class PipelineSettings:
                 slices="aggregateSlices" in auto,
                 archive_parallelization="archiveParallelizationFactor" in auto,
                 reduce_memory="reduceMemoryMb" in auto,
-                reduce_batch="reduceBatchSize" in auto,
+                reduce_batch="reduceBatchSize" in auto and self.reduce_idempotency == TOKEN_AND_MARKERS,
             )
         chosen = _CHOSEN_FOR_RATE[key]
         return replace(
