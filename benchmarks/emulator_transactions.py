@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from moto.core.model_instances import reset_model_data
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType
 
@@ -95,6 +96,10 @@ def _median_ms(transact: Callable[[DynamoDBBackend, list[dict[str, Any]]], None]
         transact(backend, _transaction(round_number))
         durations.append((time.perf_counter() - started) * 1000)
     assert backend.tables["t"].get_item(DynamoType({"S": "node-0"})) is not None
+    # moto registers every model instance it makes (`BaseModel.instances_tracked`) and never lets go:
+    # without this, the 100,000-item tables stayed in the benchmark's process (2.2 GB, 9 million objects),
+    # and the garbage collector's full passes over them stalled the sections timed after this one.
+    reset_model_data()
     return median(durations)
 
 
