@@ -95,10 +95,17 @@ def _is_storable(digits: tuple[int, ...], exponent: int) -> bool:
     )
 
 
+def storable_parts(value: Decimal) -> tuple[Decimal, tuple[int, ...], int] | None:
+    """`canonical_parts` of a finite `value` when DynamoDB can store it exactly, else None: one
+    reading of the digits for the storable check and the checks that follow it (the Value's domain)."""
+    parts = canonical_parts(value)
+    return parts if _is_storable(parts[1], parts[2]) else None
+
+
 def storable_canonical(value: Decimal) -> Decimal | None:
     """The canonical form of a finite `value` when DynamoDB can store it exactly, else None."""
-    canonical, digits, exponent = canonical_parts(value)
-    return canonical if _is_storable(digits, exponent) else None
+    parts = storable_parts(value)
+    return None if parts is None else parts[0]
 
 
 def is_dynamodb_number(value: Decimal) -> bool:
