@@ -123,6 +123,9 @@ def _utf8_length(text: str, field: str) -> int:
 
 
 def _refuse_unsafe_characters(text: str, field: str) -> None:
+    """Reject `text` if it holds an `UNSAFE_CHARACTERS` character. Callers may skip text that is ASCII
+    and printable (`str.isprintable`): ASCII's only unprintable characters, C0 and DEL, are all unsafe,
+    the rest of the class is not ASCII, so such text cannot hold one (and has no lone surrogate)."""
     unsafe = UNSAFE_CHARACTERS.search(text)
     if unsafe is not None:
         _reject(f"{field} contains a control or bidirectional-control character (U+{ord(unsafe.group()):04X})")
@@ -136,8 +139,9 @@ def _trade_id(document: dict[str, Any]) -> str:
         _reject("TradeID is empty")
     if len(trade_id) > MAX_TRADE_ID_LENGTH:
         _reject(f"TradeID is longer than {MAX_TRADE_ID_LENGTH} characters")
-    _utf8_length(trade_id, "TradeID")
-    _refuse_unsafe_characters(trade_id, "TradeID")
+    if not (trade_id.isascii() and trade_id.isprintable()):  # else neither check can fail (`_refuse_unsafe_characters`)
+        _utf8_length(trade_id, "TradeID")
+        _refuse_unsafe_characters(trade_id, "TradeID")
     return trade_id
 
 
@@ -192,11 +196,13 @@ def _hierarchy(document: dict[str, Any], levels: Sequence[str]) -> tuple[str, ..
             _reject(f"Hierarchy.{level} is missing or not a string")
         if not name:
             _reject(f"Hierarchy.{level} is empty")
-        if _utf8_length(name, f"Hierarchy.{level}") > MAX_LEVEL_VALUE_BYTES:
+        ascii_text = name.isascii()
+        if (len(name) if ascii_text else _utf8_length(name, f"Hierarchy.{level}")) > MAX_LEVEL_VALUE_BYTES:
             _reject(f"Hierarchy.{level} is longer than {MAX_LEVEL_VALUE_BYTES} bytes in UTF-8")
         if KEY_SEPARATOR in name:
             _reject(f"Hierarchy.{level} contains '{KEY_SEPARATOR}'")
-        _refuse_unsafe_characters(name, f"Hierarchy.{level}")
+        if not (ascii_text and name.isprintable()):
+            _refuse_unsafe_characters(name, f"Hierarchy.{level}")
         path.append(name)
     return tuple(path)
 
