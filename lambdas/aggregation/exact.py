@@ -130,7 +130,7 @@ def dynamodb_number(value: Decimal) -> Decimal:
     if not _is_storable(digits, exponent):
         raise ValueError(f"{value} is not representable as a DynamoDB number")
     if exponent > 0 and len(digits) + exponent <= DYNAMODB_MAX_DIGITS:
-        return Decimal((normal.is_signed(), digits + (0,) * exponent, 0))
+        return Decimal(int(normal))  # exact: an integer of at most 38 digits, as its digits
     return normal
 
 
