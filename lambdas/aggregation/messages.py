@@ -72,8 +72,14 @@ class TradeMessage:
         # The compact JSON `json.dumps([value, hierarchy], separators=(",", ":"))` gives, written out
         # with the encoder's own string quoting (the stored digests depend on this exact text: changing
         # it would make every stored version look like a conflict); half the cost of the encoder.
+        # A Decimal's text is digits, sign, point and exponent: its JSON string is itself in quotes.
+        # The text of a finite number whose mantissa ends in a non-zero digit is already canonical
+        # (that digit ends its coefficient), as every parsed Value's is: no second reading of its digits.
+        value = str(self.value)
+        if not (self.value.is_finite() and value.partition("E")[0][-1] != "0"):
+            value = str(canonical_number(self.value))
         levels = ",".join(map(encode_basestring_ascii, self.hierarchy))
-        canonical = f"[{encode_basestring_ascii(str(canonical_number(self.value)))},[{levels}]]"
+        canonical = f'["{value}",[{levels}]]'
         object.__setattr__(self, "content_digest", hashlib.sha256(canonical.encode("utf-8")).hexdigest())
 
 
