@@ -95,10 +95,17 @@ def _is_storable(digits: tuple[int, ...], exponent: int) -> bool:
     )
 
 
+def storable_parts(value: Decimal) -> tuple[Decimal, tuple[int, ...], int] | None:
+    """`canonical_parts` of a finite `value` when DynamoDB can store it exactly, else None: one
+    reading of the digits for the storable check and the checks that follow it (the Value's domain)."""
+    parts = canonical_parts(value)
+    return parts if _is_storable(parts[1], parts[2]) else None
+
+
 def storable_canonical(value: Decimal) -> Decimal | None:
     """The canonical form of a finite `value` when DynamoDB can store it exactly, else None."""
-    canonical, digits, exponent = canonical_parts(value)
-    return canonical if _is_storable(digits, exponent) else None
+    parts = storable_parts(value)
+    return None if parts is None else parts[0]
 
 
 def is_dynamodb_number(value: Decimal) -> bool:
@@ -123,7 +130,7 @@ def dynamodb_number(value: Decimal) -> Decimal:
     if not _is_storable(digits, exponent):
         raise ValueError(f"{value} is not representable as a DynamoDB number")
     if exponent > 0 and len(digits) + exponent <= DYNAMODB_MAX_DIGITS:
-        return Decimal((normal.is_signed(), digits + (0,) * exponent, 0))
+        return Decimal(int(normal))  # exact: an integer of at most 38 digits, as its digits
     return normal
 
 

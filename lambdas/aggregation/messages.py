@@ -12,13 +12,12 @@ import hashlib
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
-from functools import cached_property
 from json.encoder import encode_basestring_ascii
 from typing import Any, NoReturn, TypeGuard
 
-from aggregation.exact import DYNAMODB_MAX_DIGITS, canonical_number, storable_canonical
+from aggregation.exact import DYNAMODB_MAX_DIGITS, canonical_number, storable_canonical, storable_parts
 from aggregation.hierarchy import KEY_SEPARATOR, MAX_LEVEL_VALUE_BYTES
 from aggregation.value_domain import DEFAULT_VALUE_DOMAIN, ValueDomain
 
@@ -59,21 +58,29 @@ class TradeMessage:
     timestamp: Decimal | None
     hierarchy: tuple[str, ...]  # values in the configured level order
 
-    @cached_property
-    def content_digest(self) -> str:
-        """SHA-256 of what the aggregates see (value and hierarchy), to tell a duplicate
-        (same TradeID, Version and content) from a conflict (same version, other content).
+    content_digest: str = field(init=False, repr=False, compare=False)
+    """SHA-256 of what the aggregates see (value and hierarchy), to tell a duplicate
+    (same TradeID, Version and content) from a conflict (same version, other content).
 
-        The value is normalised, so `1.0` and `1.00` are the same content; the
-        timestamp is left out because it only measures latency. Computed once per message
-        (the state function reads it for the write, its outcome and the conflict check).
-        """
+    The value is normalised, so `1.0` and `1.00` are the same content; the timestamp is left
+    out because it only measures latency. Computed when the message is built: the state function
+    reads it for every message (the write, its outcome and the conflict check), and a plain
+    field costs less than `functools.cached_property`, whose first read takes a lock on 3.11.
+    """
+
+    def __post_init__(self) -> None:
         # The compact JSON `json.dumps([value, hierarchy], separators=(",", ":"))` gives, written out
         # with the encoder's own string quoting (the stored digests depend on this exact text: changing
         # it would make every stored version look like a conflict); half the cost of the encoder.
+        # A Decimal's text is digits, sign, point and exponent: its JSON string is itself in quotes.
+        # The text of a finite number whose mantissa ends in a non-zero digit is already canonical
+        # (that digit ends its coefficient), as every parsed Value's is: no second reading of its digits.
+        value = str(self.value)
+        if not (self.value.is_finite() and value.partition("E")[0][-1] != "0"):
+            value = str(canonical_number(self.value))
         levels = ",".join(map(encode_basestring_ascii, self.hierarchy))
-        canonical = f"[{encode_basestring_ascii(str(canonical_number(self.value)))},[{levels}]]"
-        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+        canonical = f'["{value}",[{levels}]]'
+        object.__setattr__(self, "content_digest", hashlib.sha256(canonical.encode("utf-8")).hexdigest())
 
 
 def _reject(reason: str) -> NoReturn:
@@ -122,6 +129,9 @@ def _utf8_length(text: str, field: str) -> int:
 
 
 def _refuse_unsafe_characters(text: str, field: str) -> None:
+    """Reject `text` if it holds an `UNSAFE_CHARACTERS` character. Callers may skip text that is ASCII
+    and printable (`str.isprintable`): ASCII's only unprintable characters, C0 and DEL, are all unsafe,
+    the rest of the class is not ASCII, so such text cannot hold one (and has no lone surrogate)."""
     unsafe = UNSAFE_CHARACTERS.search(text)
     if unsafe is not None:
         _reject(f"{field} contains a control or bidirectional-control character (U+{ord(unsafe.group()):04X})")
@@ -135,8 +145,9 @@ def _trade_id(document: dict[str, Any]) -> str:
         _reject("TradeID is empty")
     if len(trade_id) > MAX_TRADE_ID_LENGTH:
         _reject(f"TradeID is longer than {MAX_TRADE_ID_LENGTH} characters")
-    _utf8_length(trade_id, "TradeID")
-    _refuse_unsafe_characters(trade_id, "TradeID")
+    if not (trade_id.isascii() and trade_id.isprintable()):  # else neither check can fail (`_refuse_unsafe_characters`)
+        _utf8_length(trade_id, "TradeID")
+        _refuse_unsafe_characters(trade_id, "TradeID")
     return trade_id
 
 
@@ -156,10 +167,11 @@ def _value(document: dict[str, Any], domain: ValueDomain) -> Decimal:
     if not _is_json_number(value):
         _reject("Value is missing or not a JSON number")
     exact = value if isinstance(value, Decimal) else Decimal(value)
-    canonical = storable_canonical(exact)  # a JSON number is finite
-    if canonical is None:
+    parts = storable_parts(exact)  # a JSON number is finite
+    if parts is None:
         _reject("Value is not representable as a DynamoDB number (38 significant digits, 1E-130..1E+126)")
-    outside = domain.violation(canonical)
+    canonical, digits, exponent = parts
+    outside = domain.parts_violation(digits, exponent)
     if outside is not None:
         _reject(f"Value {exact} is outside the aggregatable domain: {outside}")
     return canonical
@@ -190,11 +202,13 @@ def _hierarchy(document: dict[str, Any], levels: Sequence[str]) -> tuple[str, ..
             _reject(f"Hierarchy.{level} is missing or not a string")
         if not name:
             _reject(f"Hierarchy.{level} is empty")
-        if _utf8_length(name, f"Hierarchy.{level}") > MAX_LEVEL_VALUE_BYTES:
+        ascii_text = name.isascii()
+        if (len(name) if ascii_text else _utf8_length(name, f"Hierarchy.{level}")) > MAX_LEVEL_VALUE_BYTES:
             _reject(f"Hierarchy.{level} is longer than {MAX_LEVEL_VALUE_BYTES} bytes in UTF-8")
         if KEY_SEPARATOR in name:
             _reject(f"Hierarchy.{level} contains '{KEY_SEPARATOR}'")
-        _refuse_unsafe_characters(name, f"Hierarchy.{level}")
+        if not (ascii_text and name.isprintable()):
+            _refuse_unsafe_characters(name, f"Hierarchy.{level}")
         path.append(name)
     return tuple(path)
 

@@ -108,13 +108,18 @@ def state_write_values(message: TradeMessage, event_id: str, levels: tuple[str, 
     """
     version = {"N": str(message.version)}  # an integer below 10^38: its digits (VERSION_LIMIT)
     names = [{"S": name} for name in message.hierarchy]
-    hierarchy = {"M": {level: name for level, name in zip(levels, names, strict=True)}}
-    assigned: list[dict[str, Any]] = [number_attribute(message.value), version, hierarchy, {"L": names}]
-    assigned.append({"S": message.content_digest})
-    assigned.append({"S": event_id})
-    if message.timestamp is not None:
-        assigned.append(number_attribute(message.timestamp))
-    return StateWriteValues({"S": message.trade_id}, version, assigned, message.timestamp is not None)
+    assigned: list[dict[str, Any]] = [
+        number_attribute(message.value),
+        version,
+        {"M": dict(zip(levels, names, strict=True))},
+        {"L": names},
+        {"S": message.content_digest},
+        {"S": event_id},
+    ]
+    timestamp = message.timestamp
+    if timestamp is not None:
+        assigned.append(number_attribute(timestamp))
+    return StateWriteValues({"S": message.trade_id}, version, assigned, timestamp is not None)
 
 
 def _quoted(identifier: str) -> str:

@@ -63,10 +63,13 @@ class ValueDomain:
         """Why a finite `value` is outside the domain, or None when it is inside (zero, of any
         exponent, is inside). Decided from the digits alone (`aggregation.exact`), so no value
         makes it raise."""
-        if value.is_zero():
-            return None
-        canonical, _, exponent = canonical_parts(value)
-        if canonical.adjusted() >= self.integer_digits:
+        _, digits, exponent = canonical_parts(value)
+        return self.parts_violation(digits, exponent)
+
+    def parts_violation(self, digits: tuple[int, ...], exponent: int) -> str | None:
+        """`violation` of a number given by its `aggregation.exact.canonical_parts`, already read
+        (zero is ``(0,)`` and 0: inside)."""
+        if exponent + len(digits) - 1 >= self.integer_digits:  # the canonical number's adjusted exponent
             return f"more than {self.integer_digits} integer digits (valueIntegerDigits)"
         if -exponent > self.fraction_digits:
             return f"more than {self.fraction_digits} fraction digits (valueFractionDigits)"
