@@ -62,7 +62,7 @@ class AggregateBuilder:
 
     def build(self) -> bytes:
         aggregate = aggregated_record_class()()
-        aggregate.partition_key_table.extend(self.keys)
+        aggregate.partition_key_table.extend(key.encode() for key in self.keys)
         for index, data in self.records:
             aggregate.records.add(partition_key_index=index, data=data)
         body: bytes = aggregate.SerializeToString()

@@ -213,9 +213,10 @@ class StateStage(Construct):
         # Only PartiQL INSERT and conditional UPDATE statements (BatchExecuteStatement is authorised per
         # statement): no reads, no deletes, no transactions.
         tables.state_table.grant(function, "dynamodb:PartiQLInsert", "dynamodb:PartiQLUpdate")
-        # A quarantined record is put once (conditionally: never over evidence already there) and
-        # never read back. No BatchWriteItem: IAM cannot tell its puts from its deletes.
-        tables.quarantine_table.grant(function, "dynamodb:PutItem")
+        # A quarantined record is inserted once (a PartiQL INSERT never replaces evidence already
+        # there), 25 to a BatchExecuteStatement, and never read back. No BatchWriteItem: IAM cannot
+        # tell its puts from its deletes.
+        tables.quarantine_table.grant(function, "dynamodb:PartiQLInsert")
 
 
 class MapStage(Construct):

@@ -5,7 +5,14 @@ or through `aws_environment` or `pipeline`) is marked ``emulator`` here, so
 ``pytest -m "not emulator"`` runs only the tests that need no emulator.
 """
 
+import os
 from collections.abc import Iterator
+
+# The protobuf the function asset carries is pure Python (`stacks.functions.FUNCTION_DEPENDENCIES`):
+# the handlers' tests read KPL aggregates with that implementation, not the development
+# environment's compiled one, which answers some records differently (a `string` field holding
+# invalid UTF-8). Set before anything imports protobuf.
+os.environ["PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION"] = "python"
 
 import pytest
 from hypothesis import settings

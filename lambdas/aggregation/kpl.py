@@ -14,6 +14,15 @@ aggregate without a word. Here either is `CorruptAggregate` with its reason, so 
 function quarantines the aggregate whole and nothing is lost silently. The protobuf itself is
 parsed by the `protobuf` runtime from the published schema; nothing is hand-decoded.
 
+The schema's `string` fields (the key tables, a tag's key and value) are read as `bytes`, the
+same wire type: what a `string` field holding invalid UTF-8 does depends on the implementation
+(the pure-Python one the function asset carries raises `UnicodeDecodeError`, the compiled one
+accepts it), and a record must be read the same way wherever it is read. Tags are not used; a
+partition key is only where a user record came from, so one that is not UTF-8 is kept with its
+bytes escaped (``\\xff``) rather than refusing the user record it names. Whatever else reading the
+protobuf raises is `CorruptAggregate` too: an exception that escaped here would fail the whole
+batch on every retry and stall the shard.
+
 A record that starts with the magic is never a valid message on its own (those bytes are not
 UTF-8), so the magic alone decides that a record is an aggregate.
 """
@@ -35,8 +44,8 @@ name: "kpl_aggregation.proto"
 package: "aws.kinesis.protobuf"
 message_type {
   name: "Tag"
-  field { name: "key" number: 1 label: LABEL_REQUIRED type: TYPE_STRING }
-  field { name: "value" number: 2 label: LABEL_OPTIONAL type: TYPE_STRING }
+  field { name: "key" number: 1 label: LABEL_REQUIRED type: TYPE_BYTES }
+  field { name: "value" number: 2 label: LABEL_OPTIONAL type: TYPE_BYTES }
 }
 message_type {
   name: "Record"
@@ -47,13 +56,14 @@ message_type {
 }
 message_type {
   name: "AggregatedRecord"
-  field { name: "partition_key_table" number: 1 label: LABEL_REPEATED type: TYPE_STRING }
-  field { name: "explicit_hash_key_table" number: 2 label: LABEL_REPEATED type: TYPE_STRING }
+  field { name: "partition_key_table" number: 1 label: LABEL_REPEATED type: TYPE_BYTES }
+  field { name: "explicit_hash_key_table" number: 2 label: LABEL_REPEATED type: TYPE_BYTES }
   field { name: "records" number: 3 label: LABEL_REPEATED type: TYPE_MESSAGE type_name: ".aws.kinesis.protobuf.Record" }
 }
 """
 """The `Tag`, `Record` and `AggregatedRecord` messages of the KPL's ``messages.proto`` (proto2),
-as a `FileDescriptorProto` in protobuf's text format: no `protoc` and no generated module."""
+as a `FileDescriptorProto` in protobuf's text format: no `protoc` and no generated module. Its
+`string` fields are declared `bytes` (the module docstring says why)."""
 
 
 class CorruptAggregate(ValueError):
@@ -102,10 +112,14 @@ def user_records(data: bytes) -> list[UserRecord]:
         aggregate.ParseFromString(protobuf)
     except message.DecodeError as error:
         raise CorruptAggregate(f"aggregated record is not a valid AggregatedRecord protobuf: {error}") from error
+    except Exception as error:  # any implementation's surprise is this record's fault (module docstring)
+        raise CorruptAggregate(
+            f"aggregated record could not be read as an AggregatedRecord protobuf: {type(error).__name__}: {error}"
+        ) from error
     missing = aggregate.FindInitializationErrors()
     if missing:
         raise CorruptAggregate(f"aggregated record lacks required fields: {', '.join(missing[:5])}")
-    keys = list(aggregate.partition_key_table)
+    keys = [key.decode("utf-8", "backslashreplace") for key in aggregate.partition_key_table]
     found = []
     for position, record in enumerate(aggregate.records):
         if record.partition_key_index >= len(keys):

@@ -29,6 +29,7 @@ built is found at the state function's door and quarantined before anything is w
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 from functools import cache
@@ -132,6 +133,14 @@ def _tuple_key(name: str) -> str:
     return "'" + name.replace("'", "''") + "'"
 
 
+def insert_text(table_name: str, attribute_names: Sequence[str]) -> str:
+    """``INSERT INTO "T" VALUE {'a': ?, 'b': ?}``: an item of these attributes, each a ``?`` parameter
+    in this order; ``DuplicateItem`` when an item with its key exists (ql-reference.insert)."""
+    return (
+        f"INSERT INTO {_quoted(table_name)} VALUE {{" + ", ".join(f"{_tuple_key(n)}: ?" for n in attribute_names) + "}"
+    )
+
+
 @dataclass(frozen=True)
 class StatementTexts:
     """The four statements of one table: INSERT and UPDATE, with and without a Timestamp."""
@@ -150,8 +159,7 @@ def statement_texts(table_name: str) -> StatementTexts:
     ``SET`` per attribute, the form of the Developer Guide's examples (ql-reference.update).
     """
     table = _quoted(table_name)
-    item = [f"{_tuple_key(name)}: ?" for name in (TRADE_ID, *ASSIGNED)]
-    insert = f"INSERT INTO {table} VALUE {{" + ", ".join(item)
+    insert = insert_text(table_name, (TRADE_ID, *ASSIGNED)).removesuffix("}")
     sets = " ".join(f"SET {_quoted(name)} = ?" for name in ASSIGNED)
     condition = f"WHERE {_quoted(TRADE_ID)} = ? AND {_quoted(VERSION)} < ?"
     timestamp = _quoted(TRADE_TIMESTAMP)

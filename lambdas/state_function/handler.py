@@ -39,7 +39,6 @@ and the batch goes on. Only the writes themselves can fail the batch: a DynamoDB
 error is retryable, and quarantining it would lose a valid message.
 """
 
-import random
 import threading
 import time
 from binascii import a2b_base64
@@ -87,20 +86,26 @@ from function_support.settings import (
     required_setting,
     value_domain,
 )
-from state_function.quarantine import QuarantinedRecord, RecordOrigin, quarantine_reason, quarantine_records
+from state_function.quarantine import (
+    QuarantinedRecord,
+    RecordOrigin,
+    insert_quarantine_items,
+    quarantine_now,
+    quarantine_reason,
+)
+from state_function.resends import MAX_RESENDS, resend_pause
 
 STAGE = "STATE"
 DEFAULT_WRITE_CONCURRENCY = 16
 DEFAULT_VERSION_CACHE_SIZE = 100_000
 MAX_ROUNDS = 4
-"""Rounds that switch statements between INSERT and UPDATE, per call: after the first INSERT, an
-UPDATE (the item existed), an INSERT (the UPDATE found none: impossible while items are never
-deleted), an UPDATE. A fourth switch is a defect: raise."""
-MAX_RESENDS = 5
-"""Resends of throttled statements per call, each after a jittered pause; then the batch fails and
-Lambda retries it (the SDK has already retried each call's own throttling)."""
-FIRST_RESEND_PAUSE_SECONDS = 0.05
-MAX_RESEND_PAUSE_SECONDS = 1.0
+"""Switches between INSERT and UPDATE allowed to one statement, plus one: after the first INSERT,
+an UPDATE (the item existed), an INSERT (the UPDATE found none: impossible while items are never
+deleted), an UPDATE. A statement's fourth switch is a defect: raise. Throttled resends are not
+switches (`state_function.resends`)."""
+QUARANTINE_LOG_SAMPLE = 10
+"""Quarantined records named in the batch's log line; the rest are counted (one event can
+quarantine hundreds of thousands of records, and the log line must stay readable)."""
 
 SERVICE = STATE_SERVICE
 
@@ -242,7 +247,8 @@ def record_origins(record: dict[str, Any]) -> list[RecordOrigin | QuarantinedRec
     Read from the event's dicts directly: Powertools' `KinesisStreamRecord` builds a new view
     object on every attribute access, a few µs per record for nothing the function needs.
     An aggregate that cannot be read (`CorruptAggregate`: digest, protobuf or tables) is one
-    quarantine entry with its reason, never a partial read.
+    quarantine entry with its reason, never a partial read; so is one whose reading raised anything
+    else (a defect it exposed), which must not fail the batch on every retry and stall the shard.
     """
     kinesis = record["kinesis"]
     event_id: str = record["eventID"]
@@ -259,6 +265,9 @@ def record_origins(record: dict[str, Any]) -> list[RecordOrigin | QuarantinedRec
         carried = user_records(origin.payload)
     except CorruptAggregate as error:
         return [QuarantinedRecord(origin, error.reason)]
+    except Exception as error:  # one record's defect must not stall its shard (docstring)
+        logger.exception("aggregate raised while it was read; quarantined", extra={"event_id": event_id})
+        return [QuarantinedRecord(origin, quarantine_reason(error))]
     return [
         replace(
             origin,
@@ -275,12 +284,6 @@ class WritesUnsettled(RuntimeError):
     """Statements still unanswered after every round and resend allowed: the batch fails and is retried."""
 
 
-def _resend_pause(resend: int) -> float:
-    """Seconds to wait before the `resend`-th resend of throttled statements: full jitter on an
-    exponential backoff, so writers throttled together do not come back together."""
-    return random.uniform(0, min(MAX_RESEND_PAUSE_SECONDS, FIRST_RESEND_PAUSE_SECONDS * 2**resend))
-
-
 def write_statements(
     texts: StatementTexts, items: Sequence[ReceivedMessage], inserting: list[bool], known: VersionCache
 ) -> list[StateWrite]:
@@ -290,18 +293,20 @@ def write_statements(
     an older version of the trade) and is sent again as the other one when its item says so
     (`aggregation.state_statements.answer`); throttled statements are sent again after a jittered
     pause. Each answer about the item (a write, or a failed condition with the stored item) is
-    remembered in `known`. Anything else, or statements still unanswered after `MAX_ROUNDS` rounds
-    and `MAX_RESENDS` throttled resends, raises: the batch is retried, and every statement is
-    idempotent (a message's own earlier write is recognised by `WrittenByEventId`, `outcome`).
+    remembered in `known`. Anything else, a statement switched `MAX_ROUNDS` times, or one throttled
+    more than `MAX_RESENDS` times in a row, raises (each counted per statement: a statement's
+    throttling is not another's switch): the batch is retried, and every statement is idempotent
+    (a message's own earlier write is recognised by `WrittenByEventId`, `outcome`).
     """
     writes: list[StateWrite | None] = [None] * len(items)
     pending = list(range(len(items)))
-    switches = resends = 0
+    switches = [0] * len(items)
+    throttles = [0] * len(items)
     client = state_update_client()
     while pending:
         statements = [(insert_statement if inserting[i] else update_statement)(texts, items[i].write) for i in pending]
         responses = client.batch_execute_statement(Statements=statements)["Responses"]
-        unanswered, switched, throttled = [], False, False
+        unanswered = []
         for index, response in zip(pending, responses, strict=True):
             received = items[index]
             kind = answer(response, inserting[index])
@@ -312,25 +317,25 @@ def write_statements(
                 stored = stored_item_version(response["Error"]["Item"])
             else:
                 if kind is Answer.SEND_AGAIN:
-                    throttled = True
+                    throttles[index] += 1
                 else:
                     inserting[index] = kind is Answer.SEND_AS_INSERT
-                    switched = True
+                    switches[index] += 1
+                    throttles[index] = 0
                 unanswered.append(index)
                 continue
             known.remember(received.message.trade_id, stored)
             writes[index] = outcome(received, stored)
         pending = unanswered
-        switches += switched
-        if switches >= MAX_ROUNDS:
+        if any(switches[index] >= MAX_ROUNDS for index in pending):
             raise WritesUnsettled(
                 f"{len(pending)} state writes unsettled after {MAX_ROUNDS} rounds of INSERT and UPDATE"
             )
-        if throttled:
-            resends += 1
-            if resends > MAX_RESENDS:
-                raise WritesUnsettled(f"{len(pending)} state writes still throttled after {MAX_RESENDS} resends")
-            time.sleep(_resend_pause(resends))
+        resends = max((throttles[index] for index in pending), default=0)
+        if resends > MAX_RESENDS:
+            raise WritesUnsettled(f"{len(pending)} state writes still throttled after {MAX_RESENDS} resends")
+        if resends:
+            time.sleep(resend_pause(resends))
     return cast(list[StateWrite], writes)
 
 
@@ -395,8 +400,16 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, i
     ]
     reported = rejected + [QuarantinedRecord(item.origin, conflict_reason(item.message)) for item in conflicts]
     if reported:
-        quarantine_records(quarantine_table, reported)
-        logger.warning("quarantined records", extra={"reasons": [r.reason for r in reported]})
+        write_lanes().run(quarantine_now(quarantine_table, reported), insert_quarantine_items)
+        logger.warning(
+            "quarantined records",
+            extra={
+                "quarantined": len(reported),
+                "sample": [
+                    {"record": r.origin.event_id, "reason": r.reason[:200]} for r in reported[:QUARANTINE_LOG_SAMPLE]
+                ],
+            },
+        )
 
     written = sum(w.written for w in writes)
     summary = {

@@ -66,8 +66,9 @@ def test_state_role(template: Template) -> None:
         "dynamodb:PartiQLInsert",
         "dynamodb:PartiQLUpdate",
     }
-    # Conditional puts only: no BatchWriteItem, whose grant would allow deleting quarantine evidence.
-    assert actions_on(statements, table_arn(template, "RecordId")) == {"dynamodb:PutItem"}
+    # PartiQL inserts only, which never replace an item: no PutItem or BatchWriteItem, whose grants
+    # would allow overwriting or deleting quarantine evidence.
+    assert actions_on(statements, table_arn(template, "RecordId")) == {"dynamodb:PartiQLInsert"}
     (stream_id,) = resources_of_type(template, "AWS::Kinesis::Stream")
     kinesis_actions = actions_on(statements, {"Fn::GetAtt": [stream_id, "Arn"]})
     # A standard mapping's polling only: no enhanced fan-out (SubscribeToShard, DescribeStreamConsumer).
@@ -79,7 +80,7 @@ def test_state_role(template: Template) -> None:
         "kinesis:ListShards",
     }
     dynamodb_actions = {a for a in all_actions(statements) if a.startswith("dynamodb:")}
-    assert dynamodb_actions == {"dynamodb:PartiQLInsert", "dynamodb:PartiQLUpdate", "dynamodb:PutItem"}
+    assert dynamodb_actions == {"dynamodb:PartiQLInsert", "dynamodb:PartiQLUpdate"}
     referenced = referenced_logical_ids(statements)
     for other in ("StreamShard", "AggregateKey"):
         assert table_logical_id(template, other) not in referenced
@@ -179,12 +180,8 @@ def test_the_scan_finds_what_each_handler_calls() -> None:
     assert iam_actions_needed("reduce_function.handler") >= {"dynamodb:PutItem", "dynamodb:UpdateItem"}
     assert "dynamodb:ConditionCheckItem" not in iam_actions_needed("reduce_function.handler")
     assert calls_made("archive_function.handler") >= {"s3:HeadObject", "s3:PutObject", "s3:GetObject"}
-    assert calls_made("state_function.handler") == {"dynamodb:BatchExecuteStatement", "dynamodb:PutItem"}
-    assert iam_actions_needed("state_function.handler") == {
-        "dynamodb:PartiQLInsert",
-        "dynamodb:PartiQLUpdate",
-        "dynamodb:PutItem",
-    }
+    assert calls_made("state_function.handler") == {"dynamodb:BatchExecuteStatement"}
+    assert iam_actions_needed("state_function.handler") == {"dynamodb:PartiQLInsert", "dynamodb:PartiQLUpdate"}
     assert calls_made("settings_guard_function.handler") == {"dynamodb:GetItem"}  # the `#stats` read of a Create
 
 

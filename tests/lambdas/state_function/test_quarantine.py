@@ -13,7 +13,7 @@ import pytest
 
 from aggregation.item_size import MAX_ITEM_BYTES, item_size_bytes
 from local.runner.inprocess import Pipeline
-from state_function.quarantine import QuarantinedRecord, RecordOrigin, quarantine_records
+from state_function.quarantine import QuarantinedRecord, RecordOrigin, insert_quarantine_items, quarantine_now
 
 KINESIS_MAX_RECORD_BYTES = 1024 * 1024 - len("pk")
 """1 MiB, data and partition key together."""
@@ -133,11 +133,13 @@ def test_items_expire_quarantine_ttl_days_after_they_were_written(
 
 
 def test_a_retried_record_never_replaces_the_evidence_already_stored(pipeline: Pipeline) -> None:
-    """The put is conditional: a retry (or anything the role could send) finds the first item kept."""
+    """The insert fails where the item exists: a retry (or anything the role could send) finds the first item kept."""
     origin = RecordOrigin("shardId-000000000000:retried", "shardId-000000000000", "1", "pk", b"first bytes")
-    quarantine_records(pipeline.names["quarantine"], [QuarantinedRecord(origin, "first reason")])
+    for call in quarantine_now(pipeline.names["quarantine"], [QuarantinedRecord(origin, "first reason")]):
+        insert_quarantine_items(call)
     forged = RecordOrigin(origin.event_id, origin.shard_id, "2", "pk", b"other bytes")
-    quarantine_records(pipeline.names["quarantine"], [QuarantinedRecord(forged, "other reason")])
+    for call in quarantine_now(pipeline.names["quarantine"], [QuarantinedRecord(forged, "other reason")]):
+        insert_quarantine_items(call)
     item = stored_items(pipeline)[origin.event_id]
     assert (item["Reason"]["S"], item["Payload"]["S"], item["SequenceNumber"]["S"]) == (
         "first reason",

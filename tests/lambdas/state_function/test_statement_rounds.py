@@ -2,15 +2,19 @@
 an UPDATE, an UPDATE that finds no item an INSERT, throttled statements are sent again, and a write
 that never settles fails the batch (which Lambda retries) instead of being reported."""
 
+import itertools
 from decimal import Decimal
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from aggregation.state_statements import THROTTLING_CODES
 from function_support import aws
 from local.runner.inprocess import LambdaContextStub, Pipeline, trade_message
 from state_function import handler as state_handler
+from state_function import resends
 from tests.lambdas.state_function.conftest import StatementLog
 
 
@@ -64,7 +68,7 @@ def test_an_insert_that_meets_the_item_is_sent_again_as_an_update_with_one_strea
 def test_a_throttled_statement_is_sent_again_and_its_own_write_recognised(
     pipeline: Pipeline, statements: StatementLog, monkeypatch: pytest.MonkeyPatch, code: str
 ) -> None:
-    monkeypatch.setattr(state_handler, "FIRST_RESEND_PAUSE_SECONDS", 0.001)
+    monkeypatch.setattr(resends, "FIRST_RESEND_PAUSE_SECONDS", 0.001)
     throttled = ThrottledAnswers(times=1, code=code)
     events = aws.state_update_client().meta.events
     events.register("after-call.dynamodb.BatchExecuteStatement", throttled)
@@ -80,7 +84,7 @@ def test_a_throttled_statement_is_sent_again_and_its_own_write_recognised(
 def test_statements_throttled_beyond_the_resends_fail_the_batch(
     pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(state_handler, "FIRST_RESEND_PAUSE_SECONDS", 0.001)
+    monkeypatch.setattr(resends, "FIRST_RESEND_PAUSE_SECONDS", 0.001)
     throttled = ThrottledAnswers(times=10_000)
     events = aws.state_update_client().meta.events
     events.register("after-call.dynamodb.BatchExecuteStatement", throttled)
@@ -113,3 +117,44 @@ def test_statements_that_never_settle_fail_the_batch_after_the_rounds(
     finally:
         events.unregister("after-call.dynamodb.BatchExecuteStatement", contradict)
     assert statements.verbs == ["INSERT", "UPDATE", "INSERT", "UPDATE"], "three switches settle any real answer"
+
+
+EXAMPLES = itertools.count()
+
+
+@settings(max_examples=20, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    throttles=st.lists(st.integers(0, resends.MAX_RESENDS), min_size=1, max_size=30),
+    existing=st.lists(st.booleans(), min_size=30, max_size=30),
+)
+def test_throttled_statements_never_count_as_switches(
+    pipeline: Pipeline,
+    statements: StatementLog,
+    monkeypatch: pytest.MonkeyPatch,
+    throttles: list[int],
+    existing: list[bool],
+) -> None:
+    """Any pattern of throttled answers within `MAX_RESENDS` per statement settles the batch: a cold
+    version cache switches each INSERT that meets its item once, however the throttling falls."""
+    monkeypatch.setattr(resends, "FIRST_RESEND_PAUSE_SECONDS", 0.0001)
+    example = next(EXAMPLES)
+    trades = [f"throttled-{example}-{n}" for n in range(len(throttles))]
+    pipeline.run_state([trade_message(t, 1, "1") for t, there in zip(trades, existing, strict=False) if there])
+    state_handler.version_cache.cache_clear()  # a new execution environment: every statement an INSERT first
+    left = dict(zip(trades, throttles, strict=True))
+
+    def throttle(parsed: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        for response, trade in zip(parsed["Responses"], context["trade_ids"], strict=True):
+            if left.get(trade, 0) > 0:  # applied, then answered "throttled": the resend meets its own write
+                left[trade] -= 1
+                response.clear()
+                response["Error"] = {"Code": "ThrottlingError", "Message": "throttled by the test"}
+
+    events = aws.state_update_client().meta.events
+    events.register("after-call.dynamodb.BatchExecuteStatement", throttle)
+    try:
+        summary = pipeline.run_state([trade_message(t, 2, "2") for t in trades])
+    finally:
+        events.unregister("after-call.dynamodb.BatchExecuteStatement", throttle)
+    assert summary["written"] == len(trades)
+    assert {t: v for t, v in state_items(pipeline).items() if t in left} == {t: (2, Decimal(2)) for t in trades}

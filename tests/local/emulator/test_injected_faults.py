@@ -57,6 +57,7 @@ from local.runner.inprocess import (
 )
 from map_function import handler as map_handler
 from state_function import handler as state_handler
+from state_function import resends
 from tests.environment import DUMMY_CREDENTIALS
 from tests.local.emulator.fault_control import FaultControl
 
@@ -874,7 +875,7 @@ def test_lost_responses_at_every_write_site_leave_the_aggregates_exact(
     with the item its own event wrote → counted as written, nothing lost;
     map: put applied + lost → retry → ConditionalCheckFailed → already written;
     reduce: transaction applied + lost → SDK retry, same token and parameters → not applied again;
-    quarantine: conditional PutItem applied + lost → retry → ConditionalCheckFailed → already there."""
+    quarantine: INSERT applied + lost → retry → DuplicateItem → already there."""
     harness = Harness(pipeline)
     suffix = table_suffix(pipeline)
     emulator_faults.configure(
@@ -957,7 +958,7 @@ def test_state_statements_refused_or_lost_one_by_one_and_whole_batches_throttled
     and then (the batch fails, and is retried whole); or single statements applied and answered with
     an InternalServerError (resent, their own write recognised); and whole calls throttled or their
     responses lost."""
-    monkeypatch.setattr(state_handler, "FIRST_RESEND_PAUSE_SECONDS", 0.002)
+    monkeypatch.setattr(resends, "FIRST_RESEND_PAUSE_SECONDS", 0.002)
     harness = Harness(pipeline)
     suffix = table_suffix(pipeline)
     emulator_faults.configure(
