@@ -109,12 +109,22 @@ least archive parallelization that keeps the archive within 70 %. At the default
 state 2, reduce 1, one slice, 256 MB, batches of 10 and archive 1; at 50,000 msg/s state 3, reduce 1,
 one slice, 1,024 MB, batches of 100 and archive 2 (`python -m benchmarks.capacity --rate 50000`
 prints the plan). An integer sets it
-instead. A new rate can change the slices of a deployed stack: safe with `crt+marker` markers,
-refused by the settings guard in `crt` mode (`aggregation.setting_changes`), where the count must
-then be set explicitly. It can change the reduce function's memory and batch size too, which store
-nothing; but in `crt` mode a reduce transaction's token is all that stops a retried batch from being
-applied twice, and it names the batch's delta items, so there `auto` keeps batches of 10 whatever the
-rate: a new rate must not re-form the batches a deploy leaves in flight."""
+instead. A new rate can change the slices, the reduce lanes and batch size of a deployed stack:
+safe with `crt+marker` markers. In `crt` mode a reduce transaction's token is all that stops a
+retried batch from being applied twice, and it names the units the batch's delta items make, so
+there `auto` plans nothing that forms a transaction: one slice, one lane (parallelization factor 1)
+and batches of 10 whatever the rate or the planner's service times (a release's defaults), and
+the settings guard refuses a change of any of them over stored state
+(`aggregation.setting_changes`): a new rate must not re-form the batches a deploy leaves in
+flight (issue 32). A rate they cannot carry fails the capacity check: set them explicitly on a
+new stack."""
+
+TRANSACTION_SHAPING: Final[frozenset[str]] = frozenset(
+    {"reduceParallelizationFactor", "aggregateSlices", "reduceBatchSize"}
+)
+"""The `auto` settings that decide which delta items one reduce transaction holds and where it
+writes, hence its token: fixed in mode `crt` (`AUTO`), where `auto` means 1 lane, 1 slice and
+batches of 10 (`REDUCE_BATCH_CANDIDATES[0]`), and carried by the settings guard."""
 
 DEFAULT_ARCHIVE_REGISTRY_SHARDS: Final[int] = 32
 """`archiveRegistryShards` by default: how many registry objects the archive's compare-and-swap
@@ -285,6 +295,8 @@ class PipelineSettings:
             marker_ttl_days=self.marker_ttl_days,
             reduce_idempotency=self.reduce_idempotency,
             aggregate_slices=self.aggregate_slices,
+            reduce_batch_size=self.reduce_batch_size,
+            reduce_parallelization_factor=self.reduce_parallelization_factor,
         )
 
     @property
@@ -303,8 +315,10 @@ class PipelineSettings:
         return {name: _format_percentage(self.fault_injection[name]) for name in names}
 
     @classmethod
-    def from_context(cls, read: ContextReader) -> PipelineSettings:
-        """Read and validate every setting; unset ones take their `DEFAULT_CONTEXT` value."""
+    def from_context(cls, read: ContextReader, service_times: ServiceTimes | None = None) -> PipelineSettings:
+        """Read and validate every setting; unset ones take their `DEFAULT_CONTEXT` value, and `auto`
+        ones the planner's choice with `service_times` (the planner's defaults unless given: a test
+        passes another release's)."""
         for key, replaced_by in REMOVED_SETTINGS.items():
             if read(key) is not None:
                 raise SettingsError(f"cdk.json context '{key}' is gone: {replaced_by}")
@@ -371,26 +385,31 @@ class PipelineSettings:
             **_customer_managed_key(raw),
             upgrade_drained=_boolean("upgradeDrained", raw("upgradeDrained")),
         )
-        return settings.planned_for_declared_rate(auto={key for key, value in planned.items() if value is None})
+        auto = {key for key, value in planned.items() if value is None}
+        return settings.planned_for_declared_rate(auto, service_times or ServiceTimes())
 
-    def planned_for_declared_rate(self, auto: set[str]) -> PipelineSettings:
-        """These settings with the ones named in `auto` (cdk.json keys) chosen by the planner (`AUTO`)."""
+    def planned_for_declared_rate(self, auto: set[str], times: ServiceTimes) -> PipelineSettings:
+        """These settings with the ones named in `auto` (cdk.json keys) chosen by the planner (`AUTO`)
+        at `times`. In mode `crt` the ones that form a reduce transaction (`TRANSACTION_SHAPING`)
+        keep their fixed values instead (`AUTO`'s docstring)."""
+        if self.reduce_idempotency == TOKEN_ONLY:
+            auto = auto - TRANSACTION_SHAPING
         if not auto:
             return self
         workload, settings, prices = declared_workload(self), planned_settings(self), load_price_table()
-        key = (repr(workload), repr(settings), repr(prices), *sorted(auto))
+        key = (repr(workload), repr(settings), repr(times), repr(prices), *sorted(auto))
         if key not in _CHOSEN_FOR_RATE:
             _CHOSEN_FOR_RATE[key] = settings_for_rate(
                 workload,
                 settings,
-                ServiceTimes(),
+                times,
                 prices,
                 state_parallelization="stateParallelizationFactor" in auto,
                 reduce_parallelization="reduceParallelizationFactor" in auto,
                 slices="aggregateSlices" in auto,
                 archive_parallelization="archiveParallelizationFactor" in auto,
                 reduce_memory="reduceMemoryMb" in auto,
-                reduce_batch="reduceBatchSize" in auto and self.reduce_idempotency == TOKEN_AND_MARKERS,
+                reduce_batch="reduceBatchSize" in auto,
             )
         chosen = _CHOSEN_FOR_RATE[key]
         return replace(
@@ -405,7 +424,7 @@ class PipelineSettings:
 
 
 _CHOSEN_FOR_RATE: dict[tuple[str, ...], PlannerSettings] = {}
-"""`settings_for_rate`'s answers by their inputs (the reprs of the frozen workload, settings and
+"""`settings_for_rate`'s answers by their inputs (the reprs of the frozen workload, settings, service times and
 prices, and the `auto` keys): a pure function, whose search (some 2,800 plans with the reduce batch
 size among them, a few tenths of a second) every synthesis, settings read and capacity check of a
 process would otherwise repeat for the same cdk.json. The inputs' dataclasses hold dicts, so they

@@ -72,6 +72,26 @@ deployer, which runs that handler itself.
   change that counts it twice. A stack deployed by a
   release before this setting (its guard carries no `AggregateSlices`) wrote slice 0 only,
   which is one slice: it is read as 1.
+- what forms a reduce transaction (`reduceBatchSize`, `reduceParallelizationFactor`, and the code
+  constants `MAX_NODES_PER_UNIT` and `MAX_TRANSACTION_ACTIONS`): refused in mode `crt`, like
+  the slices and for the same reason. A reduce invocation's delta items are the records one lane
+  of the DeltaTable mapping delivers: at most `BatchSize`, of the lane their key hashes to among
+  `ParallelizationFactor` (Lambda Developer Guide, "Concurrent batches per shard"). Its units
+  come from each item, its node groups (`NODE_GROUPS`) and `MAX_NODES_PER_UNIT`; its
+  transactions pack them per slice into `MAX_TRANSACTION_ACTIONS`; each token names the units of
+  one transaction (`aggregation.transactions`). A change of any of them makes a retry of a batch
+  that committed and then failed other transactions under other tokens, which in `crt` apply it
+  again at once (issue 32: 10,000 -> 20,000 msg/s made `auto` pick 3 lanes instead of 1, and a
+  root came out 42 / 12 trades instead of 21 / 6). So in `crt` `auto` fixes them
+  (`stacks.settings`) and the guard carries them: nothing else shapes a transaction (the
+  mapping has no batching window, bisection or partial acknowledgement: `stacks.stages`; a
+  delta item is written once, so the map settings change only items not yet written).
+  `MAX_NODES_PER_UNIT` is refused in `crt+marker` too: it numbers a unit's part in its marker
+  id, so a replay of an item applied under another value meets markers naming other nodes. A
+  guard deployed by a release before these properties (it carries no `ReduceBatchSize` or
+  `ReduceParallelizationFactor`) says nothing of the batches in flight: in `crt` it is refused
+  unless the deploy declares the pipeline drained (`upgradeDrained`, below); the constants,
+  never changed before they were carried, are read as their values.
 
 A stack deployed by a release without the guard (every release up to stop 17, b5dc996) has
 no deployed settings to compare with: the guard's first request there is a Create, which
@@ -83,6 +103,17 @@ old wrote: `unguarded_upgrade_refusal`. In mode `crt+marker` that upgrade is exa
 marker to find: refused until the token expires, then applied twice), unless no reduce batch
 is in flight: the upgrade of a drained pipeline (README, "Upgrading in place").
 
+**Rollback.** When the guard refuses an Update, CloudFormation rolls the stack back and sends
+the guard the reverse Update: the properties it refused as `OldResourceProperties`, the ones in
+force as `ResourceProperties`, and the physical id the guard holds (the CDK provider framework
+keeps it when its handler fails: aws-cdk issue 17040). Every symmetric rule above would refuse
+that too and leave the stack in UPDATE_ROLLBACK_FAILED. The guard's physical id is a name of
+the settings in force (`settings_id`: a replaced guard gets a new one, a rollback keeps the old
+one), so an Update whose new properties bear the physical id it is sent with returns the guard
+to the settings it holds: accepted, whatever the old properties say (`update_refusal`). That
+changes nothing in force, so no other request can use it to pass a change: the id is a SHA-256
+of the properties, and another set of settings would need a collision of its first 64 bits.
+
 So on a Create the guard tells a new stack from one of those releases by the state itself
 (`first_guard_refusal`): every transaction those releases committed also updated the one
 `#stats` item (`STATS_KEY`), so that item exists exactly when some reduce transaction committed,
@@ -93,13 +124,15 @@ pipeline drained (`upgradeDrained`, `UPGRADE_DRAINED`: the operator's word, whic
 check, as the local `up --drained` is).
 """
 
+import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
 from aggregation.hierarchy import LEVEL_LIST_SEPARATOR
 from aggregation.names import TOKEN_ONLY
-from aggregation.transactions import MIN_MARKER_TTL_DAYS, NODE_GROUPS
+from aggregation.transactions import MAX_NODES_PER_UNIT, MAX_TRANSACTION_ACTIONS, MIN_MARKER_TTL_DAYS, NODE_GROUPS
 from aggregation.value_domain import ValueDomain
 
 HIERARCHY_LEVELS: Final = "HierarchyLevels"
@@ -109,12 +142,31 @@ NODE_GROUPS_PROPERTY: Final = "NodeGroups"
 MARKER_TTL_DAYS: Final = "MarkerTtlDays"
 REDUCE_IDEMPOTENCY: Final = "ReduceIdempotency"
 AGGREGATE_SLICES: Final = "AggregateSlices"
+REDUCE_BATCH_SIZE: Final = "ReduceBatchSize"
+REDUCE_PARALLELIZATION_FACTOR: Final = "ReduceParallelizationFactor"
+NODES_PER_UNIT: Final = "NodesPerUnit"
+TRANSACTION_ACTIONS: Final = "TransactionActions"
 AGGREGATE_TABLE_PROPERTY: Final = "AggregateTable"
 """Not a setting: the table whose `#stats` item tells the guard's Create that the stack holds state."""
 UPGRADE_DRAINED: Final = "UpgradeDrained"
 """Not a setting: present ("true") when the deploy declares no reduce batch in flight (`upgradeDrained`)."""
 SLICES_BEFORE_THE_SETTING: Final = 1
 """`AggregateSlices` of a guard a release before the setting deployed: it wrote slice 0 only."""
+SETTING_PROPERTIES: Final = (
+    HIERARCHY_LEVELS,
+    VALUE_INTEGER_DIGITS,
+    VALUE_FRACTION_DIGITS,
+    NODE_GROUPS_PROPERTY,
+    MARKER_TTL_DAYS,
+    REDUCE_IDEMPOTENCY,
+    AGGREGATE_SLICES,
+    REDUCE_BATCH_SIZE,
+    REDUCE_PARALLELIZATION_FACTOR,
+    NODES_PER_UNIT,
+    TRANSACTION_ACTIONS,
+)
+"""The properties that are settings: what the guard's physical id names (`settings_id`)."""
+SETTINGS_ID_PREFIX: Final = "state-settings-"
 
 
 class UnreadableStateSettings(ValueError):
@@ -131,9 +183,20 @@ class StateSettings:
     reduce_idempotency: str
     aggregate_slices: int = SLICES_BEFORE_THE_SETTING
     node_groups: int = NODE_GROUPS
+    reduce_batch_size: int | None = None
+    """The reduce mapping's `BatchSize`; None when the deployed guard predates carrying it."""
+    reduce_parallelization_factor: int | None = None
+    """The reduce mapping's `ParallelizationFactor` (its lanes); None as above."""
+    nodes_per_unit: int = MAX_NODES_PER_UNIT
+    transaction_actions: int = MAX_TRANSACTION_ACTIONS
 
     def properties(self) -> dict[str, str]:
-        """As strings: CloudFormation hands every property of a resource over as a string."""
+        """As strings: CloudFormation hands every property of a resource over as a string. A
+        setting not known (None) is left out, as the release that deployed the guard left it."""
+        optional = {
+            REDUCE_BATCH_SIZE: self.reduce_batch_size,
+            REDUCE_PARALLELIZATION_FACTOR: self.reduce_parallelization_factor,
+        }
         return {
             HIERARCHY_LEVELS: LEVEL_LIST_SEPARATOR.join(self.hierarchy_levels),
             VALUE_INTEGER_DIGITS: str(self.value_domain.integer_digits),
@@ -142,6 +205,9 @@ class StateSettings:
             MARKER_TTL_DAYS: str(self.marker_ttl_days),
             REDUCE_IDEMPOTENCY: self.reduce_idempotency,
             AGGREGATE_SLICES: str(self.aggregate_slices),
+            **{name: str(value) for name, value in optional.items() if value is not None},
+            NODES_PER_UNIT: str(self.nodes_per_unit),
+            TRANSACTION_ACTIONS: str(self.transaction_actions),
         }
 
     @classmethod
@@ -154,14 +220,51 @@ class StateSettings:
                 reduce_idempotency=str(properties[REDUCE_IDEMPOTENCY]),
                 aggregate_slices=int(properties.get(AGGREGATE_SLICES, SLICES_BEFORE_THE_SETTING)),
                 node_groups=int(properties[NODE_GROUPS_PROPERTY]),
+                reduce_batch_size=_optional_int(properties, REDUCE_BATCH_SIZE),
+                reduce_parallelization_factor=_optional_int(properties, REDUCE_PARALLELIZATION_FACTOR),
+                nodes_per_unit=int(properties.get(NODES_PER_UNIT, MAX_NODES_PER_UNIT)),
+                transaction_actions=int(properties.get(TRANSACTION_ACTIONS, MAX_TRANSACTION_ACTIONS)),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise UnreadableStateSettings(f"not state settings: {dict(properties)!r} ({error})") from None
 
 
-def change_refusal(deployed: StateSettings, new: StateSettings) -> str | None:
+def _optional_int(properties: Mapping[str, Any], name: str) -> int | None:
+    return int(properties[name]) if name in properties else None
+
+
+def settings_id(properties: Mapping[str, Any]) -> str:
+    """The guard's physical id: a name of exactly the setting properties given, as given.
+
+    Only the settings count (not the service token, the table's name or `UpgradeDrained`), so
+    equal settings keep the guard and changed ones replace it. The properties are taken as sent,
+    and only those present, so a guard a release before a property deployed keeps the id that
+    release gave it (which hashed the same strings): its rollback is recognised too."""
+    named = {name: str(properties[name]) for name in SETTING_PROPERTIES if name in properties}
+    canonical = json.dumps(named, sort_keys=True)
+    return SETTINGS_ID_PREFIX + hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def update_refusal(held_id: str, old_properties: Mapping[str, Any], new_properties: Mapping[str, Any]) -> str | None:
+    """The guard's Update, sent with the physical id it holds (`held_id`): None when it is safe.
+
+    New properties that `held_id` names return the guard to the settings in force: a rollback
+    (module docstring), accepted whatever the old properties say. Any other Update is a change
+    from the old properties to the new, which `change_refusal` judges."""
+    if settings_id(new_properties) == held_id:
+        return None
+    return change_refusal(
+        StateSettings.from_properties(old_properties),
+        StateSettings.from_properties(new_properties),
+        drained=new_properties.get(UPGRADE_DRAINED) == "true",
+    )
+
+
+def change_refusal(deployed: StateSettings, new: StateSettings, *, drained: bool = False) -> str | None:
     """One line naming the setting and what to do when `new` is unsafe over state kept under
-    `deployed`; None when every stored total, marker and trade stays exact (module docstring)."""
+    `deployed`; None when every stored total, marker and trade stays exact (module docstring).
+    `drained`: the deploy declares no reduce batch in flight, which only matters when the
+    deployed guard does not say how the batches in flight were formed."""
     old_domain, new_domain = deployed.value_domain, new.value_domain
     for name, before, after in (
         ("valueIntegerDigits", old_domain.integer_digits, new_domain.integer_digits),
@@ -173,29 +276,63 @@ def change_refusal(deployed: StateSettings, new: StateSettings) -> str | None:
                 "wider one, which later sums could push past 38 digits: keep it at least "
                 f"{before} (a domain may only widen), or deploy the narrower domain as a new stack"
             )
-    if new.node_groups != deployed.node_groups:
-        return (
-            f"NODE_GROUPS {deployed.node_groups} -> {new.node_groups} renames every reduce marker, so a replayed "
-            "delta would be applied twice: deploy this release as a new stack"
-        )
+    for name, before, after in (
+        ("NODE_GROUPS", deployed.node_groups, new.node_groups),
+        ("MAX_NODES_PER_UNIT", deployed.nodes_per_unit, new.nodes_per_unit),
+    ):
+        if after != before:
+            return (
+                f"{name} {before} -> {after} renames every reduce marker, so a replayed "
+                "delta would be applied twice: deploy this release as a new stack"
+            )
     if new.reduce_idempotency != deployed.reduce_idempotency:
         return (
             f"reduceIdempotency {deployed.reduce_idempotency} -> {new.reduce_idempotency} changes the transactions "
             "a pending retry sends under the same token, which then applies it twice: keep "
             f"{deployed.reduce_idempotency}, or deploy the new mode as a new stack"
         )
-    if new.aggregate_slices != deployed.aggregate_slices and new.reduce_idempotency == TOKEN_ONLY:
-        return (
-            f"aggregateSlices {deployed.aggregate_slices} -> {new.aggregate_slices} in reduceIdempotency "
-            f"{TOKEN_ONLY} makes a pending retry send other keys under the same token, which then applies "
-            f"it twice once the token expires: keep {deployed.aggregate_slices}, or deploy the new count "
-            "as a new stack"
-        )
+    if new.reduce_idempotency == TOKEN_ONLY:
+        refusal = _reformed_transaction_refusal(deployed, new, drained=drained)
+        if refusal is not None:
+            return refusal
     if new.marker_ttl_days < MIN_MARKER_TTL_DAYS:
         return (
             f"markerTtlDays {new.marker_ttl_days} would let markers expire before the 24 h a stream replays: "
             f"keep it at least {MIN_MARKER_TTL_DAYS}"
         )
+    return None
+
+
+def _reformed_transaction_refusal(deployed: StateSettings, new: StateSettings, *, drained: bool) -> str | None:
+    """In mode `crt`: one line when `new` forms other reduce transactions from the same delta
+    items than `deployed` (module docstring), or when the deployed guard does not say."""
+    unknown = [
+        name
+        for name, before in (
+            ("reduceBatchSize", deployed.reduce_batch_size),
+            ("reduceParallelizationFactor", deployed.reduce_parallelization_factor),
+        )
+        if before is None
+    ]
+    if unknown and not drained:
+        return (
+            f"the deployed settings guard does not carry {' or '.join(unknown)} (a release before this one): in "
+            f"reduceIdempotency {TOKEN_ONLY} a reduce batch in flight that the new settings form otherwise "
+            "would be applied twice: stop the producers, let the pipeline drain, then deploy declaring it "
+            "drained (`-c upgradeDrained=true`, locally `up --drained`; README, Upgrading in place)"
+        )
+    for name, before, after in (
+        ("aggregateSlices", deployed.aggregate_slices, new.aggregate_slices),
+        ("reduceBatchSize", deployed.reduce_batch_size, new.reduce_batch_size),
+        ("reduceParallelizationFactor", deployed.reduce_parallelization_factor, new.reduce_parallelization_factor),
+        ("MAX_TRANSACTION_ACTIONS", deployed.transaction_actions, new.transaction_actions),
+    ):
+        if before is not None and after != before:
+            return (
+                f"{name} {before} -> {after} in reduceIdempotency {TOKEN_ONLY} makes a pending retry send "
+                "other transactions than the ones that committed, which then applies it twice: keep "
+                f"{before}, or deploy the new value as a new stack"
+            )
     return None
 
 

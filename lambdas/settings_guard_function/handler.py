@@ -8,23 +8,26 @@ properties when a deploy changes them; a refused change fails the update before 
 is updated, and CloudFormation rolls the stack back. The decision is the domain's
 (`change_refusal`); this handler only reads the request and answers it.
 
-The physical id names the settings, so a changed setting *replaces* the guard: if a later
-resource then fails, CloudFormation's rollback deletes the new guard instead of sending it the
-reverse update, which the rule could refuse (a widened domain narrowing back) and so leave the
-stack in UPDATE_ROLLBACK_FAILED. After a successful update the old guard is deleted. Delete
-always succeeds. A Create has no deployed settings to compare with, but it comes to a new stack
-and to one a release before the guard deployed alike: the handler reads the AggregateTable's
-`#stats` item (`table_holds_state`, its role's one AWS call) and the domain decides
+The physical id names the settings in force (`settings_id`), so a changed setting *replaces*
+the guard: if a later resource then fails, CloudFormation's rollback deletes the new guard
+instead of sending it the reverse update, which the rule could refuse (a widened domain
+narrowing back). After a successful update the old guard is deleted. When the guard itself
+refuses an Update, the provider framework keeps the physical id and CloudFormation's rollback
+sends the guard the reverse Update (aws-cdk issue 17040; AWS CloudFormation User Guide, "Update
+request for CloudFormation custom resources": `PhysicalResourceId`, `ResourceProperties`,
+`OldResourceProperties`): new properties that the held id names are the settings in force, and
+are accepted (`update_refusal`), so the stack ends UPDATE_ROLLBACK_COMPLETE, never
+UPDATE_ROLLBACK_FAILED. Delete always succeeds. A Create has no deployed settings to compare
+with, but it comes to a new stack and to one a release before the guard deployed alike: the
+handler reads the AggregateTable's `#stats` item (`table_holds_state`, its role's one AWS call) and the domain decides
 (`first_guard_refusal`: mode `crt` over stored state is refused unless declared drained).
 
 The local deployer, whose emulator cannot invoke a Lambda-backed custom resource, calls
 `lambda_handler` itself with the request CloudFormation would send (`local.deploy.deployer`).
 """
 
-import hashlib
-import json
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -34,8 +37,9 @@ from aggregation.setting_changes import (
     AGGREGATE_TABLE_PROPERTY,
     UPGRADE_DRAINED,
     StateSettings,
-    change_refusal,
     first_guard_refusal,
+    settings_id,
+    update_refusal,
 )
 from function_support.aws import dynamodb_client
 
@@ -43,19 +47,12 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
 
 SERVICE = SETTINGS_GUARD_SERVICE
-PHYSICAL_ID_PREFIX: Final = "state-settings-"
 
 logger = Logger(service=SERVICE)
 
 
 class SettingChangeRefused(RuntimeError):
     """The update would run the pipeline with settings its stored state does not survive."""
-
-
-def physical_id(settings: StateSettings) -> str:
-    """A name of the settings themselves: equal settings keep the guard, changed ones replace it."""
-    canonical = json.dumps(settings.properties(), sort_keys=True)
-    return PHYSICAL_ID_PREFIX + hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
 def table_holds_state(dynamodb: "DynamoDBClient", table_name: str) -> bool:
@@ -84,7 +81,7 @@ def answer(event: Mapping[str, Any], holds_state: Callable[[str], bool]) -> dict
     properties = event["ResourceProperties"]
     new = StateSettings.from_properties(properties)
     if request == "Update":
-        refusal = change_refusal(StateSettings.from_properties(event["OldResourceProperties"]), new)
+        refusal = update_refusal(str(event["PhysicalResourceId"]), event["OldResourceProperties"], properties)
     else:
         refusal = first_guard_refusal(
             new,
@@ -94,7 +91,7 @@ def answer(event: Mapping[str, Any], holds_state: Callable[[str], bool]) -> dict
         )
     if refusal is not None:
         raise SettingChangeRefused(f"refused: {refusal}")
-    return {"PhysicalResourceId": physical_id(new)}
+    return {"PhysicalResourceId": settings_id(properties)}
 
 
 def lambda_handler(event: dict[str, Any], _context: LambdaContext) -> dict[str, str]:

@@ -16,7 +16,8 @@ only ever works from what `cdk synth` wrote to `cdk.out/`:
    CloudFormation from the template's own properties. The one resource moto cannot run, the
    Lambda-backed settings guard, is conditioned out of what moto gets
    (`template_for_the_emulator`), and `run_settings_guard` sends its handler the request
-   CloudFormation would, before `create_stack` / `update_stack`.
+   CloudFormation would, before `create_stack` / `update_stack`, and when it refuses, the
+   rollback CloudFormation would send (`StackRolledBack`).
 5. `describe_deployment` reads the physical names back from the stack outputs and
    resources: the runner and every client use those, never names of their own.
 """
@@ -49,7 +50,7 @@ from aggregation.names import (
     STATE_TABLE_OUTPUT,
     STREAM_OUTPUT,
 )
-from aggregation.setting_changes import AGGREGATE_TABLE_PROPERTY, UPGRADE_DRAINED, UnreadableStateSettings
+from aggregation.setting_changes import AGGREGATE_TABLE_PROPERTY, UPGRADE_DRAINED, UnreadableStateSettings, settings_id
 from local.paths import REPO_ROOT
 from settings_guard_function import handler as settings_guard
 from toolkit.pipeline import DUMMY_CREDENTIAL, STACK_OUTPUT_KEYS
@@ -129,6 +130,17 @@ RESOURCE_TYPES_THAT_MAY_BE_MISSING = frozenset(
 
 class DeploymentError(RuntimeError):
     """The app could not be synthesized or deployed; the message says why in one line."""
+
+
+class StackRolledBack(DeploymentError):
+    """The settings guard refused the deploy, and the stack was rolled back as CloudFormation
+    rolls it back (`run_settings_guard`): `status` is where the rollback ended,
+    UPDATE_ROLLBACK_COMPLETE (the settings deployed still run) or UPDATE_ROLLBACK_FAILED."""
+
+    def __init__(self, refusal: str, status: str) -> None:
+        super().__init__(f"{refusal} (the stack ended {status})")
+        self.refusal = refusal
+        self.status = status
 
 
 @dataclass(frozen=True)
@@ -559,7 +571,8 @@ def run_settings_guard(
     drained: bool = False,
 ) -> None:
     """Play CloudFormation's part for the settings guard: send its handler the Create or Update
-    request the deploy makes, and stop with its one-line reason when it refuses.
+    request the deploy makes; when it refuses, roll the guard back as CloudFormation does
+    (`_roll_back`) and stop with its one-line reason and where the stack ended (`StackRolledBack`).
 
     The request is CloudFormation's (`RequestType`, `ResourceType`, `LogicalResourceId`,
     `ResourceProperties` and, on an update, `OldResourceProperties` read from the deployed
@@ -570,7 +583,8 @@ def run_settings_guard(
     reads the AggregateTable for state. Two differences from CloudFormation's request: the table
     is named by its logical id (the template's `Ref`), which `holds_state` resolves and reads
     (`deploy_stack`), and `drained` (the caller's declaration, `up --drained`) sets the property
-    that `-c upgradeDrained=true` sets on AWS.
+    that `-c upgradeDrained=true` sets on AWS. The physical id an Update carries is the one the
+    guard gave the deployed settings (`settings_id`), as CloudFormation keeps it.
     """
     new = _guard(new_template)
     if new is None:
@@ -579,24 +593,58 @@ def run_settings_guard(
     deployed = _guard(deployed_template)
     if deployed is not None and deployed[1] == properties:
         return
-    sent = dict(properties)
-    table = properties.get(AGGREGATE_TABLE_PROPERTY)
-    if isinstance(table, Mapping) and "Ref" in table:
-        sent[AGGREGATE_TABLE_PROPERTY] = table["Ref"]
-    if drained:
-        sent[UPGRADE_DRAINED] = "true"
+    sent = _as_sent(properties, drained=drained)
     event: dict[str, Any] = {
         "RequestType": "Create",
         "ResourceType": STATE_SETTINGS_GUARD_TYPE,
         "LogicalResourceId": logical_id,
         "ResourceProperties": sent,
     }
+    held: dict[str, Any] = {}
     if deployed is not None:
-        event |= {"RequestType": "Update", "OldResourceProperties": dict(deployed[1])}
+        # The id the guard gave the deployed settings, which CloudFormation holds and sends.
+        held = _as_sent(deployed[1], drained=False)
+        event |= {"RequestType": "Update", "OldResourceProperties": held, "PhysicalResourceId": settings_id(held)}
     try:
         settings_guard.answer(event, holds_state)
     except (settings_guard.SettingChangeRefused, UnreadableStateSettings) as error:
-        raise DeploymentError(str(error)) from None
+        if deployed_template is None:
+            raise DeploymentError(str(error)) from None  # a new stack: nothing to roll back to
+        raise StackRolledBack(str(error), _roll_back(event, held, holds_state)) from None
+
+
+def _as_sent(properties: Mapping[str, Any], *, drained: bool) -> dict[str, Any]:
+    """The guard's template properties as CloudFormation sends them: the table named by its
+    logical id (`holds_state` resolves it), `UpgradeDrained` added when the caller declares it."""
+    sent = dict(properties)
+    table = properties.get(AGGREGATE_TABLE_PROPERTY)
+    if isinstance(table, Mapping) and "Ref" in table:
+        sent[AGGREGATE_TABLE_PROPERTY] = table["Ref"]
+    if drained:
+        sent[UPGRADE_DRAINED] = "true"
+    return sent
+
+
+def _roll_back(failed: Mapping[str, Any], held: Mapping[str, Any], holds_state: Callable[[str], bool]) -> str:
+    """What CloudFormation does with the guard when its request failed; where the stack ends.
+
+    A failed Update keeps its physical id (the CDK provider framework answers FAILED with the
+    request's), and CloudFormation rolls it back with the reverse Update: the settings deployed as
+    `ResourceProperties`, the refused ones as `OldResourceProperties` (aws-cdk issue 17040). A
+    failed Create (a guard new to an existing stack) gets the framework's marker id, and the
+    framework answers the Delete of the rollback itself, never calling the handler
+    (`CREATE_FAILED_PHYSICAL_ID_MARKER`, its `cfn-response.js`). Nothing else was updated: every
+    function and mapping depends on the guard, and this deployer calls `update_stack` only after
+    the guard accepted."""
+    if failed["RequestType"] == "Create":
+        return "UPDATE_ROLLBACK_COMPLETE"
+    rollback = {**failed, "ResourceProperties": dict(held), "OldResourceProperties": failed["ResourceProperties"]}
+    try:
+        settings_guard.answer(rollback, holds_state)
+    except (settings_guard.SettingChangeRefused, UnreadableStateSettings) as error:
+        log.error("the rollback of the settings guard failed: %s", error)
+        return "UPDATE_ROLLBACK_FAILED"
+    return "UPDATE_ROLLBACK_COMPLETE"
 
 
 def created_empty(_logical_id: str) -> bool:

@@ -14,7 +14,9 @@ from aggregation.setting_changes import (
     UnreadableStateSettings,
     change_refusal,
     first_guard_refusal,
+    settings_id,
     unguarded_upgrade_refusal,
+    update_refusal,
 )
 from aggregation.value_domain import DEFAULT_VALUE_DOMAIN, MIN_SUM_HEADROOM_DIGITS, ValueDomain
 
@@ -23,6 +25,8 @@ DEPLOYED = StateSettings(
     value_domain=DEFAULT_VALUE_DOMAIN,
     marker_ttl_days=7,
     reduce_idempotency=TOKEN_AND_MARKERS,
+    reduce_batch_size=10,
+    reduce_parallelization_factor=1,
 )
 
 
@@ -91,7 +95,7 @@ def test_the_slice_count_changes_freely_with_markers_and_never_without() -> None
     assert change_refusal(token_only, replace(token_only, hierarchy_levels=("Desk",))) is None
     refusal = one_line(change_refusal(token_only, replace(token_only, aggregate_slices=16)))
     assert refusal.startswith("aggregateSlices 1 -> 16 in reduceIdempotency crt")
-    assert "keep 1, or deploy the new count as a new stack" in refusal
+    assert "keep 1, or deploy the new value as a new stack" in refusal
 
 
 def test_a_guard_deployed_before_the_slice_setting_reads_as_one_slice() -> None:
@@ -120,3 +124,68 @@ def test_the_guards_create_refuses_exactly_crt_over_stored_state_not_declared_dr
     if refusal is not None:
         assert refusal == unguarded_upgrade_refusal(new)
         assert "drain" in one_line(refusal) and "-c upgradeDrained=true" in refusal and "up --drained" in refusal
+
+
+def state_settings() -> st.SearchStrategy[StateSettings]:
+    """Settings of a guard, this release's or (without the batch shape) an earlier one's."""
+    return st.builds(
+        StateSettings,
+        hierarchy_levels=st.sampled_from([("RiskType", "TradeDesk", "Region"), ("Desk",), ("Region", "Desk")]),
+        value_domain=st.sampled_from(
+            [DEFAULT_VALUE_DOMAIN, ValueDomain(28, 1), ValueDomain(19, 10), ValueDomain(12, 2)]
+        ),
+        marker_ttl_days=st.sampled_from([2, 7, 30]),
+        reduce_idempotency=st.sampled_from([TOKEN_AND_MARKERS, TOKEN_ONLY]),
+        aggregate_slices=st.sampled_from([1, 2, 16]),
+        node_groups=st.sampled_from([2, 3]),
+        reduce_batch_size=st.sampled_from([None, 10, 100]),
+        reduce_parallelization_factor=st.sampled_from([None, 1, 3]),
+        nodes_per_unit=st.sampled_from([98, 50]),
+        transaction_actions=st.sampled_from([100, 25]),
+    )
+
+
+@given(held=state_settings(), refused=state_settings(), drained=st.booleans())
+def test_the_rollback_of_every_update_returns_the_guard_to_the_settings_it_holds(
+    held: StateSettings, refused: StateSettings, drained: bool
+) -> None:
+    """Issue 33, item 1: CloudFormation rolls a refused Update back with the reverse Update, sent
+    with the physical id the guard holds. It names the settings in force, so the reverse is
+    accepted whatever the rule said of the forward change (a symmetric rule refused it too)."""
+    held_properties = held.properties() | ({"UpgradeDrained": "true"} if drained else {})
+    assert update_refusal(settings_id(held.properties()), refused.properties(), held_properties) is None
+
+
+@given(held=state_settings(), new=state_settings(), drained=st.booleans())
+def test_any_other_update_is_judged_as_the_change_it_is(held: StateSettings, new: StateSettings, drained: bool) -> None:
+    """Not a way around the rules: new settings other than the ones the held id names are judged
+    from the old properties, whatever the request claims; the id tells settings apart."""
+    new_properties = new.properties() | ({"UpgradeDrained": "true"} if drained else {})
+    refusal = update_refusal(settings_id(held.properties()), held.properties(), new_properties)
+    if new == held:
+        assert refusal is None
+    else:
+        assert settings_id(new.properties()) != settings_id(held.properties())
+        assert refusal == change_refusal(held, new, drained=drained)
+
+
+def test_a_guard_an_earlier_release_deployed_keeps_the_physical_id_it_gave_it() -> None:
+    """Its rollback is recognised too: the id of d04c31e's handler for these properties (which
+    carried no batch shape and no transaction constants), computed by that release."""
+    earlier = {
+        "HierarchyLevels": "RiskType,TradeDesk,Region",
+        "ValueIntegerDigits": "18",
+        "ValueFractionDigits": "10",
+        "NodeGroups": "2",
+        "MarkerTtlDays": "7",
+        "ReduceIdempotency": "crt",
+        "AggregateSlices": "2",
+    }
+    assert settings_id(earlier | {"AggregateTable": "t", "ServiceToken": "arn"}) == "state-settings-9ab20ca30ad33f1d"
+    assert StateSettings.from_properties(earlier).properties() != earlier, "this release names more"
+    assert update_refusal("state-settings-9ab20ca30ad33f1d", DEPLOYED.properties(), earlier) is None
+
+
+@given(settings=state_settings())
+def test_the_settings_round_trip_through_their_properties(settings: StateSettings) -> None:
+    assert StateSettings.from_properties(settings.properties()) == settings

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import Any
 
@@ -9,24 +10,20 @@ import pytest
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.exceptions import ClientError
 
-from aggregation.names import AGGREGATE_KEY, STATE_SETTINGS_GUARD_TYPE, STATS_KEY, TOKEN_AND_MARKERS, TOKEN_ONLY
+from aggregation.names import AGGREGATE_KEY, STATE_SETTINGS_GUARD_TYPE, STATS_KEY, TOKEN_ONLY
 from aggregation.setting_changes import (
     AGGREGATE_TABLE_PROPERTY,
     UPGRADE_DRAINED,
     StateSettings,
     UnreadableStateSettings,
+    settings_id,
     unguarded_upgrade_refusal,
 )
-from aggregation.value_domain import DEFAULT_VALUE_DOMAIN, ValueDomain
+from aggregation.value_domain import ValueDomain
 from local.runner.inprocess import Pipeline
-from settings_guard_function.handler import SettingChangeRefused, lambda_handler, physical_id
+from settings_guard_function.handler import SettingChangeRefused, lambda_handler
+from tests.lambdas.settings_guard_function.refusals import CRT, DEPLOYED, REFUSAL_RULES
 
-DEPLOYED = StateSettings(
-    hierarchy_levels=("RiskType", "TradeDesk", "Region"),
-    value_domain=DEFAULT_VALUE_DOMAIN,
-    marker_ttl_days=7,
-    reduce_idempotency=TOKEN_AND_MARKERS,
-)
 SERVICE_TOKEN = "arn:aws:lambda:eu-west-1:111122223333:function:ExactlyOnceAggregation-SettingsGuardProvider"
 
 
@@ -49,6 +46,11 @@ def request(
         if request_type == "Update":
             event["OldResourceProperties"] = {"ServiceToken": SERVICE_TOKEN, **old.properties()}
     return event
+
+
+def physical_id(settings: StateSettings) -> str:
+    """The id the guard answers for these settings, and CloudFormation then sends it."""
+    return settings_id(settings.properties())
 
 
 def handle(event: dict[str, Any]) -> dict[str, str]:
@@ -119,20 +121,39 @@ def test_an_update_that_leaves_the_settings_as_they_are_keeps_the_guard() -> Non
     assert handle(event) == {"PhysicalResourceId": physical_id(DEPLOYED)}
 
 
-@pytest.mark.parametrize(
-    ("new", "reason"),
-    [
-        (replace(DEPLOYED, value_domain=ValueDomain(28, 1)), "refused: valueFractionDigits 10 -> 1 narrows the value"),
-        (replace(DEPLOYED, reduce_idempotency=TOKEN_ONLY), "refused: reduceIdempotency crt+marker -> crt changes"),
-        (replace(DEPLOYED, node_groups=3), "refused: NODE_GROUPS 2 -> 3 renames every reduce marker"),
-    ],
-)
-def test_an_unsafe_update_fails_with_the_one_line_reason(new: StateSettings, reason: str) -> None:
+@pytest.mark.parametrize(("deployed", "new", "reason"), REFUSAL_RULES)
+def test_an_unsafe_update_fails_with_the_one_line_reason(
+    deployed: StateSettings, new: StateSettings, reason: str
+) -> None:
     with pytest.raises(SettingChangeRefused) as refused:
-        handle(request("Update", new, old=DEPLOYED))
+        handle(request("Update", new, old=deployed))
     message = str(refused.value)
-    assert message.startswith(reason)
+    assert message.startswith(f"refused: {reason}")
     assert "\n" not in message
+
+
+@pytest.mark.parametrize(("deployed", "new", "reason"), REFUSAL_RULES)
+def test_the_rollback_of_every_refused_update_succeeds_and_keeps_the_guard(
+    deployed: StateSettings, new: StateSettings, reason: str
+) -> None:
+    """Issue 33, item 1: CloudFormation rolls the refused Update back by sending the guard the
+    reverse Update, with the physical id it holds (the provider framework keeps it on a failure).
+    It returns the guard to the settings in force: accepted, so the stack ends
+    UPDATE_ROLLBACK_COMPLETE, whereas every symmetric rule refused it (UPDATE_ROLLBACK_FAILED)."""
+    with pytest.raises(SettingChangeRefused, match=f"^refused: {re.escape(reason)}"):
+        handle(request("Update", new, old=deployed))
+    rollback = request("Update", deployed, old=new)
+    rollback["PhysicalResourceId"] = physical_id(deployed)
+    assert handle(rollback) == {"PhysicalResourceId": physical_id(deployed)}
+
+
+def test_the_rollback_exemption_passes_no_change() -> None:
+    """A change sent with the guard's own id is still a change: only new properties the held id
+    names are a return to the settings in force."""
+    event = request("Update", replace(CRT, reduce_parallelization_factor=3), old=CRT)
+    event["OldResourceProperties"] = {"ServiceToken": SERVICE_TOKEN, **replace(CRT, aggregate_slices=4).properties()}
+    with pytest.raises(SettingChangeRefused):
+        handle(event)
 
 
 def test_delete_always_succeeds_with_the_guards_own_id() -> None:

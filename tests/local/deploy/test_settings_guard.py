@@ -9,19 +9,24 @@ from typing import Any
 import pytest
 
 from aggregation.names import AGGREGATE_KEY, STATE_SETTINGS_GUARD_TYPE, STATS_KEY
-from aggregation.setting_changes import AGGREGATE_TABLE_PROPERTY
+from aggregation.setting_changes import AGGREGATE_TABLE_PROPERTY, StateSettings, settings_id
 from local.deploy.deployer import (
     EMULATOR_SKIPS_CONDITION,
+    CloudAssembly,
     DeploymentError,
     StackResource,
+    StackRolledBack,
     aggregate_state_reader,
     aws_client,
     created_empty,
+    deploy_stack,
     deploy_what_cloudformation_skipped,
     run_settings_guard,
     template_for_the_emulator,
 )
+from settings_guard_function import handler as settings_guard
 from stacks.settings import PipelineSettings
+from tests.lambdas.settings_guard_function.refusals import REFUSAL_RULES
 
 GUARD = "SettingsGuardA3A7EA49"
 TABLE = "TablesAggregateTable5C0D3B1A"
@@ -29,7 +34,11 @@ TABLE = "TablesAggregateTable5C0D3B1A"
 
 def template(**context: object) -> dict[str, Any]:
     """The guard and a function depending on it, as the stack writes them."""
-    settings = PipelineSettings.from_context(context.get).state_settings
+    return template_of(PipelineSettings.from_context(context.get).state_settings)
+
+
+def template_of(settings: StateSettings) -> dict[str, Any]:
+    """`template` for these settings (code constants and earlier releases' guards included)."""
     return {
         "Resources": {
             GUARD: {
@@ -129,3 +138,64 @@ def test_the_emulator_gets_the_guard_conditioned_out_with_its_properties_kept() 
         name: StackResource(name, emulated["Resources"][name]["Type"], name) for name in ("Function", "Mapping")
     }
     assert deploy_what_cloudformation_skipped(synthesized, deployed) == [GUARD], "a gap the deployer fills itself"
+
+
+AGGREGATE_TABLE = {
+    "Type": "AWS::DynamoDB::Table",
+    "Properties": {
+        "AttributeDefinitions": [{"AttributeName": AGGREGATE_KEY, "AttributeType": "S"}],
+        "KeySchema": [{"AttributeName": AGGREGATE_KEY, "KeyType": "HASH"}],
+        "BillingMode": "PAY_PER_REQUEST",
+    },
+}
+
+
+@pytest.mark.parametrize(("deployed", "new", "reason"), REFUSAL_RULES)
+def test_every_refused_update_is_rolled_back_with_the_reverse_update_and_completes(
+    deployed: StateSettings, new: StateSettings, reason: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 33, item 1: as CloudFormation, the deployer answers a refusal with the reverse Update
+    (same physical id, old and new properties swapped), which the guard accepts."""
+    sent: list[dict[str, Any]] = []
+    answer = settings_guard.answer
+
+    def recorded(event: dict[str, Any], holds_state: Any) -> dict[str, str]:
+        sent.append(event)
+        return answer(event, holds_state)
+
+    monkeypatch.setattr(settings_guard, "answer", recorded)
+    with pytest.raises(StackRolledBack) as rolled_back:
+        run_settings_guard(template_of(deployed), template_of(new), holds_state=created_empty)
+    assert rolled_back.value.status == "UPDATE_ROLLBACK_COMPLETE"
+    assert rolled_back.value.refusal.startswith(f"refused: {reason}")
+    update, rollback = sent
+    assert update["PhysicalResourceId"] == rollback["PhysicalResourceId"] == settings_id(deployed.properties())
+    assert (rollback["ResourceProperties"], rollback["OldResourceProperties"]) == (
+        update["OldResourceProperties"],
+        update["ResourceProperties"],
+    )
+
+
+@pytest.mark.parametrize(("deployed", "new", "reason"), REFUSAL_RULES)
+def test_a_refused_deploy_ends_update_rollback_complete_with_the_old_settings_running(
+    deployed: StateSettings, new: StateSettings, reason: str, aws_environment: str
+) -> None:
+    """Through `deploy_stack` against the emulator: the stack (a guard and its AggregateTable)
+    keeps the template, so the settings, it had."""
+    cloudformation = aws_client("cloudformation", aws_environment)
+    dynamodb = aws_client("dynamodb", aws_environment)
+    stack_name = f"RolledBack{REFUSAL_RULES.index((deployed, new, reason))}"
+
+    def assembly(settings: StateSettings) -> CloudAssembly:
+        body = template_of(settings)
+        body["Resources"] = {GUARD: body["Resources"][GUARD], TABLE: AGGREGATE_TABLE}
+        return CloudAssembly(stack_name, body, json.dumps(body), (), 1)
+
+    assert deploy_stack(cloudformation, assembly(deployed), dynamodb=dynamodb) == "created"
+    with pytest.raises(StackRolledBack, match=r"^refused: .* \(the stack ended UPDATE_ROLLBACK_COMPLETE\)$") as error:
+        deploy_stack(cloudformation, assembly(new), dynamodb=dynamodb)
+    assert error.value.refusal.startswith(f"refused: {reason}")
+    running = cloudformation.get_template(StackName=stack_name)["TemplateBody"]
+    running = running if isinstance(running, dict) else json.loads(running)
+    assert running == template_for_the_emulator(assembly(deployed).template)
+    assert deploy_stack(cloudformation, assembly(deployed), dynamodb=dynamodb) == "unchanged"
