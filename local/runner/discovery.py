@@ -15,6 +15,7 @@ import hashlib
 import io
 import json
 import logging
+import re
 import shutil
 import zipfile
 from collections.abc import Mapping
@@ -81,6 +82,9 @@ class FunctionConfig:
     reserved_concurrency: int | None
     code_sha256: str
     code_dir: Path
+    layers: tuple[str, ...] = ()
+    """The layer version ARNs (or names, read from the template) the function names, in order
+    (`lambda_packages.import_directories`)."""
 
 
 def _template_properties_by_physical_id(deployment: Deployment, resource_type: str) -> dict[str, Any]:
@@ -161,6 +165,19 @@ def _code_location_in_template(deployment: Deployment, function_name: str) -> tu
     raise LookupError(f"function {function_name}: no S3 code location in the template")
 
 
+LAYER_NAME_IN_ARN = re.compile(r":layer:([A-Za-z0-9_-]+):")
+
+
+def layer_names(function_properties: Mapping[str, Any]) -> tuple[str, ...]:
+    """The layers a function's template names, by name: moto answers `Layers: []` for a layer of
+    another account (the Powertools publisher's), and the template builds the ARN with intrinsic
+    functions (the version from an SSM parameter), of which only the name matters locally."""
+    names = []
+    for layer in function_properties.get("Layers") or []:
+        names.extend(LAYER_NAME_IN_ARN.findall(json.dumps(layer)))
+    return tuple(names)
+
+
 def fetch_function(deployment: Deployment, function_name: str, functions_dir: Path) -> FunctionConfig:
     """The function's deployed configuration, and its deployed code extracted under `functions_dir`.
 
@@ -198,4 +215,5 @@ def fetch_function(deployment: Deployment, function_name: str, functions_dir: Pa
         reserved_concurrency=int(reserved) if reserved is not None else None,
         code_sha256=sha256,
         code_dir=code_dir,
+        layers=tuple(layer["Arn"] for layer in configuration.get("Layers") or []) or layer_names(template),
     )

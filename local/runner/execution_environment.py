@@ -1,23 +1,16 @@
 """A Lambda execution environment: one long-lived worker process per warm function instance.
 
 Why a process per instance, as Lambda has: each function gets its own `sys.path` (its
-extracted deployment package first), its own `os.environ` (its configured environment
-plus the emulator endpoint), module-level state that survives between invocations
+extracted deployment package, its layers and the runtime's SDK, and nothing of the development
+environment: `lambda_bootstrap`, `lambda_packages`), its own `os.environ` (its configured
+environment plus the emulator endpoint), module-level state that survives between invocations
 (boto3 clients created once, Powertools set up once), and can be killed with SIGKILL when
-it overruns its timeout, after which the next invocation is a cold start.
-
-Protocol (JSON lines): the parent writes ``{"id": ..., "event": ..., "deadline_ms": ...}``
-to the worker's stdin; the worker answers ``{"id": ..., "result": ...}`` or
-``{"id": ..., "error": {"errorType", "errorMessage", "stackTrace"}}`` on a private pipe,
-the worker's original stdout. The handler's own prints and logs (Powertools writes JSON
-to stdout) go to stderr, which the runner sends to its log, like CloudWatch Logs.
-
-    python -m local.runner.execution_environment <code dir> <handler string>
+it overruns its timeout, after which the next invocation is a cold start. The worker's side of
+the protocol is `lambda_bootstrap`.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import select
@@ -25,15 +18,19 @@ import signal
 import subprocess
 import sys
 import time
-import traceback
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Final
 
 from local.memory import MALLOC_ENVIRONMENT
-from local.paths import REPO_ROOT
+
+BOOTSTRAP: Final[Path] = Path(__file__).with_name("lambda_bootstrap.py")
+"""The worker, run by path (`lambda_bootstrap`): its name is also how `make chaos` finds workers."""
+ISOLATED_INTERPRETER_FLAGS: Final[tuple[str, ...]] = ("-I", "-S", "-u", "-B")
+"""Isolated (no ``PYTHON*`` variables, no user site, not the script's directory), no `site` (no
+site-packages), unbuffered, no bytecode written into the extracted package."""
 
 
 @dataclass(frozen=True)
@@ -51,72 +48,6 @@ class InvocationResult:
         return self.error is not None
 
 
-# ------------------------------------------------------------------ worker side
-
-
-class LambdaContext:
-    """The subset of the Lambda context object handlers and Powertools use."""
-
-    def __init__(self, request_id: str, deadline_ms: int) -> None:
-        self.function_name = os.environ.get("AWS_LAMBDA_FUNCTION_NAME", "local")
-        self.function_version = os.environ.get("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
-        self.invoked_function_arn = os.environ.get("LOCAL_FUNCTION_ARN", "")
-        self.memory_limit_in_mb = int(os.environ.get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "128"))
-        self.aws_request_id = request_id
-        self.log_group_name = os.environ.get("AWS_LAMBDA_LOG_GROUP_NAME", "")
-        self.log_stream_name = os.environ.get("AWS_LAMBDA_LOG_STREAM_NAME", "")
-        self._deadline_ms = deadline_ms
-
-    def get_remaining_time_in_millis(self) -> int:
-        return max(0, self._deadline_ms - int(time.time() * 1000))
-
-
-def _load_handler(handler: str) -> Any:
-    module_name, _, function_name = handler.rpartition(".")
-    module = importlib.import_module(module_name)
-    return getattr(module, function_name)
-
-
-def _error(exception: BaseException) -> dict[str, Any]:
-    return {
-        "errorType": type(exception).__name__,
-        "errorMessage": str(exception),
-        "stackTrace": traceback.format_exception(exception),
-    }
-
-
-def serve(code_dir: str, handler: str) -> int:
-    """Worker main loop: import the handler once (the init phase), then answer invocations."""
-    protocol_out = os.fdopen(os.dup(1), "w", buffering=1)
-    os.dup2(2, 1)  # everything the function prints goes to stderr (the runner's log)
-    sys.stdout = sys.stderr
-    sys.path.insert(0, code_dir)
-    try:
-        function = _load_handler(handler)
-        init_error: dict[str, Any] | None = None
-    except Exception as exception:  # an init error fails every invocation, as in Lambda
-        init_error = _error(exception)
-    protocol_out.write(json.dumps({"ready": init_error is None, "error": init_error}) + "\n")
-    for line in sys.stdin:
-        request = json.loads(line)
-        if init_error is not None:
-            reply: dict[str, Any] = {"id": request["id"], "error": init_error}
-        else:
-            context = LambdaContext(request["id"], int(request["deadline_ms"]))
-            try:
-                result = function(request["event"], context)
-                json.dumps(result)  # a result Lambda could not serialise is an error
-                reply = {"id": request["id"], "result": result}
-            except Exception as exception:
-                reply = {"id": request["id"], "error": _error(exception)}
-                # What the Lambda Python runtime writes to the function's log on an unhandled error.
-                print(f"[ERROR] {type(exception).__name__}: {exception}", file=sys.stderr)
-                traceback.print_exception(exception, file=sys.stderr)
-        sys.stderr.flush()
-        protocol_out.write(json.dumps(reply) + "\n")
-    return 0
-
-
 # ------------------------------------------------------------------ parent side
 
 
@@ -131,11 +62,13 @@ class ExecutionEnvironment:
         handler: str,
         environment: Mapping[str, str],
         timeout_seconds: float,
+        import_dirs: Sequence[Path],
         log_file: IO[bytes] | None = None,
         python: str = sys.executable,
     ) -> None:
         self.function_name = function_name
         self.code_dir = code_dir
+        self.import_dirs = list(import_dirs)
         self.handler = handler
         self.environment = dict(environment)
         self.timeout_seconds = timeout_seconds
@@ -154,14 +87,16 @@ class ExecutionEnvironment:
     def start(self) -> None:
         """Start the worker and wait for its init phase (the handler import) to finish."""
         environment = dict(self.environment)
-        # The worker imports local.runner.execution_environment from the repository; the function's
-        # own code directory goes first on its sys.path inside `serve`.
-        environment["PYTHONPATH"] = str(REPO_ROOT)
-        environment["PYTHONUNBUFFERED"] = "1"
         environment.update(MALLOC_ENVIRONMENT)
-        environment["PYTHONDONTWRITEBYTECODE"] = "1"
         self._process = subprocess.Popen(
-            [self.python, "-m", "local.runner.execution_environment", str(self.code_dir), self.handler],
+            [
+                self.python,
+                *ISOLATED_INTERPRETER_FLAGS,
+                str(BOOTSTRAP),
+                str(self.code_dir),
+                self.handler,
+                *map(str, self.import_dirs),
+            ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.log_file,  # None: the runner's own stderr, i.e. its log
@@ -273,15 +208,3 @@ class ExecutionEnvironment:
         for stream in (process.stdin, process.stdout):
             if stream is not None:
                 stream.close()
-
-
-def main(argv: list[str] | None = None) -> int:
-    arguments = sys.argv[1:] if argv is None else argv
-    if len(arguments) != 2:
-        print("usage: python -m local.runner.execution_environment <code dir> <handler>", file=sys.stderr)
-        return 2
-    return serve(arguments[0], arguments[1])
-
-
-if __name__ == "__main__":
-    sys.exit(main())

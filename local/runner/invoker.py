@@ -18,6 +18,7 @@ from typing import IO, Any
 
 from local.runner.discovery import FunctionConfig
 from local.runner.execution_environment import ExecutionEnvironment, InvocationResult
+from local.runner.lambda_packages import import_directories
 from local.runner.stats import RunnerStats
 
 log = logging.getLogger(__name__)
@@ -109,6 +110,7 @@ class FunctionInvoker:
         self.log_file = log_file
         limit = function.reserved_concurrency
         self._concurrency = threading.BoundedSemaphore(limit) if limit else None
+        self._import_dirs = import_directories(function.layers)
         self._idle: list[ExecutionEnvironment] = []
         self._all: list[ExecutionEnvironment] = []
         self._lock = threading.Lock()
@@ -120,6 +122,7 @@ class FunctionInvoker:
             handler=self.function.handler,
             environment=self.environment,
             timeout_seconds=self.function.timeout_seconds,
+            import_dirs=self._import_dirs,
             log_file=self.log_file,
         )
         with self._lock:

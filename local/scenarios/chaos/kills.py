@@ -15,12 +15,12 @@ from typing import Any
 
 from local.deploy import lifecycle
 from local.paths import LocalPaths
+from local.runner.execution_environment import BOOTSTRAP
 from local.runner.stats import read_stats
 from local.scenarios.chaos.figures import RunFigures, add_function_counters, stage_of
 from local.scenarios.chaos.settings import ChaosError, ChaosSettings
 from local.scenarios.demo import is_idle
 
-WORKER_MODULE = "local.runner.execution_environment"
 IDLE_SECONDS_THAT_MEAN_DRAINED = 4.0
 RUNNER_WARM_SECONDS = 5.0
 """A restarted runner counts as idle only after this long: it first has to read its shards."""
@@ -143,6 +143,6 @@ def worker_pids(runner_pid: int, handler_package: str) -> list[int]:
     found = []
     for child in child_pids(runner_pid):
         command_line = lifecycle.process_command_line(child) or ""
-        if WORKER_MODULE in command_line and f" {handler_package}." in command_line:
+        if str(BOOTSTRAP) in command_line and f" {handler_package}." in command_line:
             found.append(child)
     return found
