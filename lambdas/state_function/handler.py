@@ -44,7 +44,7 @@ import time
 from binascii import a2b_base64
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cache
 from typing import Any, TypeVar, cast
 
@@ -268,13 +268,15 @@ def record_origins(record: dict[str, Any]) -> list[RecordOrigin | QuarantinedRec
     except Exception as error:  # one record's defect must not stall its shard (docstring)
         logger.exception("aggregate raised while it was read; quarantined", extra={"event_id": event_id})
         return [QuarantinedRecord(origin, quarantine_reason(error))]
+    sequence_number, shard_id = origin.sequence_number, origin.shard_id
     return [
-        replace(
-            origin,
-            event_id=f"{origin.event_id}:{user.sub_sequence_number}",
-            partition_key=user.partition_key,
-            payload=user.data,
-            sub_sequence_number=user.sub_sequence_number,
+        RecordOrigin(
+            f"{event_id}:{user.sub_sequence_number}",
+            shard_id,
+            sequence_number,
+            user.partition_key,
+            user.data,
+            user.sub_sequence_number,
         )
         for user in carried
     ]

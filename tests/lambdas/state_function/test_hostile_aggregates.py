@@ -174,7 +174,7 @@ def test_thousands_of_quarantined_user_records_go_out_in_batches_of_25(pipeline:
     def count(params: dict[str, Any], **_: Any) -> None:
         calls.append(len(params["Statements"]))
 
-    events = aws.dynamodb_client().meta.events
+    events = aws.state_update_client().meta.events
     events.register("provide-client-params.dynamodb.BatchExecuteStatement", count)
     try:
         summary = pipeline.run_state([aggregate([b"pk"], [user_record(0, b"", [])] * 2_000)])

@@ -7,13 +7,27 @@ straddling it, and Kinesis' largest record.
 """
 
 import hashlib
+from decimal import Decimal
 from typing import Any
 
+import botocore.session
 import pytest
+from boto3.dynamodb.types import Binary, TypeSerializer
+from botocore.validate import validate_parameters
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from aggregation.item_size import MAX_ITEM_BYTES, item_size_bytes
+from aggregation.state_statements import MAX_STATEMENTS_PER_CALL
 from local.runner.inprocess import Pipeline
-from state_function.quarantine import QuarantinedRecord, RecordOrigin, insert_quarantine_items, quarantine_now
+from state_function.quarantine import (
+    QuarantinedRecord,
+    RecordOrigin,
+    insert_quarantine_items,
+    quarantine_calls,
+    quarantine_item,
+    quarantine_now,
+)
 
 KINESIS_MAX_RECORD_BYTES = 1024 * 1024 - len("pk")
 """1 MiB, data and partition key together."""
@@ -146,3 +160,46 @@ def test_a_retried_record_never_replaces_the_evidence_already_stored(pipeline: P
         "first bytes",
         "1",
     )
+
+
+hostile_text = st.one_of(
+    st.text(max_size=50),
+    st.builds(lambda c, n: c * n, st.sampled_from(["k", "\u202e", "😀", "\\xff"]), st.integers(0, 600_000)),
+)
+hostile_origins = st.builds(
+    RecordOrigin,
+    event_id=st.just("shardId-000000000000:49590338271490256608559692538361571095921575989136588898"),
+    shard_id=st.just("shardId-000000000000"),
+    sequence_number=st.just("49590338271490256608559692538361571095921575989136588898"),
+    partition_key=hostile_text,
+    payload=st.one_of(
+        st.binary(max_size=100), st.builds(lambda b, n: b * n, st.sampled_from([b"x", b"\xff"]), st.integers(0, 2**20))
+    ),
+    sub_sequence_number=st.one_of(st.none(), st.integers(0, 200_000)),
+)
+
+
+@settings(max_examples=80)
+@given(records=st.lists(st.builds(QuarantinedRecord, hostile_origins, hostile_text), min_size=1, max_size=30))
+def test_every_quarantine_item_fits_is_what_boto3_would_send_and_passes_botocores_checks(
+    records: list[QuarantinedRecord],
+) -> None:
+    """The inserts go out on the unvalidated client (`state_update_client`): here is where they are
+    validated, over hostile origins (huge keys and reasons, 1 MiB payloads, text and binary)."""
+    serializer = TypeSerializer()
+    for record in records:
+        item, size = quarantine_item(record, 1_700_000_000.0, 86_400)
+        assert size == item_size_bytes(item) <= MAX_ITEM_BYTES
+        assert item == {name: serializer.serialize(serializer_value(value)) for name, value in item.items()}
+    calls = quarantine_calls("Quarantine-1", records, 1_700_000_000.0, 86_400)
+    assert sum(len(call) for call in calls) == len(records)
+    shape = botocore.session.get_session().get_service_model("dynamodb").operation_model("BatchExecuteStatement")
+    for call in calls:
+        assert 1 <= len(call) <= MAX_STATEMENTS_PER_CALL
+        validate_parameters({"Statements": call}, shape.input_shape)
+
+
+def serializer_value(value: dict[str, Any]) -> Any:
+    """The Python value `TypeSerializer` turns into `value` (its one type and content)."""
+    ((kind, content),) = value.items()
+    return Decimal(content) if kind == "N" else Binary(content) if kind == "B" else content
