@@ -42,11 +42,14 @@ class StoredVersion:
 
     version: int
     content_digest: str | None
+    """What a message of this version is compared with (`aggregation.batches.is_conflicting_duplicate`):
+    the `content_digest` of the message that wrote it, or the `stored_content_digest` of the item
+    read back, under the levels of this execution environment (they change only with its configuration)."""
     written_by: str | None  # the Kinesis event ID of the message that wrote this version
 
 
 _HEX_DIGEST_LENGTH = 64
-"""A SHA-256 hex digest, what the state function writes as ContentDigest: packed as its 32 bytes."""
+"""A SHA-256 hex digest, a message's `content_digest`: packed as its 32 bytes."""
 _DIGEST_NONE, _DIGEST_HEX, _DIGEST_TEXT = 0, 1, 2
 _LOWER_HEX = frozenset("0123456789abcdef")
 
