@@ -1,10 +1,12 @@
-"""Batch-level rules: which messages of a batch are worth a write."""
+"""Batch-level rules: which messages of a batch are worth a write, and which are conflicting duplicates."""
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from decimal import Decimal
+from typing import Any, Generic, TypeVar
 
-from aggregation.messages import TradeMessage
+from aggregation.messages import TradeMessage, content_digest
+from aggregation.names import TRADE_HIERARCHY, TRADE_VALUE
 
 Received = TypeVar("Received")
 
@@ -67,10 +69,48 @@ def select_latest_versions(
     return selection
 
 
+UNKNOWN_LEVELS = "/"
+"""In a stored version's digest (`stored_content_digest`), what separates the digest from the
+positions of the configured levels the version has no value for."""
+
+
+def stored_content_digest(item: Mapping[str, Any], levels: Sequence[str]) -> str:
+    """The content of a StateTable item (as DynamoDB returns it), as the message of its TradeID
+    and Version is compared with it under the levels configured now, `levels`.
+
+    Taken from what the item stores, its `Value` and the level values of its `Hierarchy` (what
+    every release wrote), never from its `ContentDigest`: that digest is of the level values in
+    the order configured when it was written, so after any change of `hierarchyLevels` an
+    identical message would differ from it, and the digest cannot be taken apart again.
+
+    Compared are the Value and the levels configured now that the version has a value for: a
+    level dropped since is not configured, and ignored like any other; a level added since has
+    no stored value to compare with. So it is `content_digest(value, [values of those levels, in
+    the order of levels])`, equal to the `content_digest` of a message whose content is the same
+    when the version has a value for every configured level (always, until a level is added),
+    and otherwise followed by `UNKNOWN_LEVELS` and the positions in `levels` of those it lacks,
+    which `is_conflicting_duplicate` leaves out of the message's digest too.
+    """
+    stored = item[TRADE_HIERARCHY]["M"]
+    names = [stored[level]["S"] if level in stored else None for level in levels]
+    digest = content_digest(Decimal(item[TRADE_VALUE]["N"]), [name for name in names if name is not None])
+    unknown = [str(position) for position, name in enumerate(names) if name is None]
+    return f"{digest}{UNKNOWN_LEVELS}{','.join(unknown)}" if unknown else digest
+
+
 def is_conflicting_duplicate(message: TradeMessage, applied_digest: str | None) -> bool:
     """Same TradeID and Version as the applied message, but other content.
 
-    `applied_digest` is the content digest stored for this message's version, or
-    None when the table holds a newer version (then the message is merely stale).
+    `applied_digest` is the digest of the content stored for this message's version (the
+    `content_digest` of the message that wrote it, or `stored_content_digest` of the item read
+    back, under the same levels as `message`), or None when the table holds a newer version
+    (then the message is merely stale).
     """
-    return applied_digest is not None and applied_digest != message.content_digest
+    if applied_digest is None or applied_digest == message.content_digest:
+        return False
+    digest, _, unknown = applied_digest.partition(UNKNOWN_LEVELS)
+    if not unknown:
+        return True
+    skipped = {int(position) for position in unknown.split(",")}
+    known = [name for position, name in enumerate(message.hierarchy) if position not in skipped]
+    return digest != content_digest(message.value, known)

@@ -59,28 +59,39 @@ class TradeMessage:
     hierarchy: tuple[str, ...]  # values in the configured level order
 
     content_digest: str = field(init=False, repr=False, compare=False)
-    """SHA-256 of what the aggregates see (value and hierarchy), to tell a duplicate
-    (same TradeID, Version and content) from a conflict (same version, other content).
+    """`content_digest(value, hierarchy)`: tells a duplicate (same TradeID, Version and content)
+    from a conflict (same version, other content), `aggregation.batches.is_conflicting_duplicate`.
 
-    The value is normalised, so `1.0` and `1.00` are the same content; the timestamp is left
-    out because it only measures latency. Computed when the message is built: the state function
-    reads it for every message (the write, its outcome and the conflict check), and a plain
-    field costs less than `functools.cached_property`, whose first read takes a lock on 3.11.
+    Computed when the message is built: the state function reads it for every message (the
+    write, its outcome and the conflict check), and a plain field costs less than
+    `functools.cached_property`, whose first read takes a lock on 3.11.
     """
 
     def __post_init__(self) -> None:
-        # The compact JSON `json.dumps([value, hierarchy], separators=(",", ":"))` gives, written out
-        # with the encoder's own string quoting (the stored digests depend on this exact text: changing
-        # it would make every stored version look like a conflict); half the cost of the encoder.
-        # A Decimal's text is digits, sign, point and exponent: its JSON string is itself in quotes.
-        # The text of a finite number whose mantissa ends in a non-zero digit is already canonical
-        # (that digit ends its coefficient), as every parsed Value's is: no second reading of its digits.
-        value = str(self.value)
-        if not (self.value.is_finite() and value.partition("E")[0][-1] != "0"):
-            value = str(canonical_number(self.value))
-        levels = ",".join(map(encode_basestring_ascii, self.hierarchy))
-        canonical = f'["{value}",[{levels}]]'
-        object.__setattr__(self, "content_digest", hashlib.sha256(canonical.encode("utf-8")).hexdigest())
+        object.__setattr__(self, "content_digest", content_digest(self.value, self.hierarchy))
+
+
+def content_digest(value: Decimal, hierarchy: Sequence[str]) -> str:
+    """SHA-256 of what the aggregates see of a message: its Value and its `hierarchy` values, in order.
+
+    The value is normalised, so `1.0` and `1.00` are the same content; the timestamp is left out
+    because it only measures latency. The same function digests a stored version's Value and
+    level values (`aggregation.batches.stored_content_digest`), so the two are equal exactly
+    when the contents are.
+    """
+    # The compact JSON `json.dumps([value, hierarchy], separators=(",", ":"))` gives, written out
+    # with the encoder's own string quoting: every release wrote this digest as an item's ContentDigest,
+    # which the state functions of those releases compare (while a deploy replaces them, or after a
+    # rollback), so the text must stay exactly this. Half the encoder's cost.
+    # A Decimal's text is digits, sign, point and exponent: its JSON string is itself in quotes.
+    # The text of a finite number whose mantissa ends in a non-zero digit is already canonical
+    # (that digit ends its coefficient), as every parsed Value's is: no second reading of its digits.
+    text = str(value)
+    if not (value.is_finite() and text.partition("E")[0][-1] != "0"):
+        text = str(canonical_number(value))
+    levels = ",".join(map(encode_basestring_ascii, hierarchy))
+    canonical = f'["{text}",[{levels}]]'
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
 def _reject(reason: str) -> NoReturn:

@@ -41,13 +41,16 @@ class StoredVersion:
     """A version the table was seen to hold, with its content digest and the record that wrote it."""
 
     version: int
-    content_digest: str | None
+    content_digest: str
+    """What a message of this version is compared with (`aggregation.batches.is_conflicting_duplicate`):
+    the `content_digest` of the message that wrote it, or the `batches.stored_content_digest` of the item
+    read back, under the levels of this execution environment (they change only with its configuration)."""
     written_by: str | None  # the Kinesis event ID of the message that wrote this version
 
 
 _HEX_DIGEST_LENGTH = 64
-"""A SHA-256 hex digest, what the state function writes as ContentDigest: packed as its 32 bytes."""
-_DIGEST_NONE, _DIGEST_HEX, _DIGEST_TEXT = 0, 1, 2
+"""A SHA-256 hex digest, a message's `content_digest`: packed as its 32 bytes."""
+_DIGEST_HEX, _DIGEST_TEXT = 0, 1
 _LOWER_HEX = frozenset("0123456789abcdef")
 
 
@@ -55,16 +58,15 @@ def pack_stored_version(stored: StoredVersion) -> bytes:
     """`stored` in one bytes object, exactly (`unpack_stored_version` gives it back equal).
 
     Layout: the version's length in bytes (1 byte) and its big-endian bytes; the digest's
-    kind (1 byte: none, a lowercase SHA-256 hex digest as its 32 bytes, or any other text
-    as its 2-byte length and UTF-8); then, when there is a writer, its event ID's UTF-8
+    kind (1 byte: a lowercase SHA-256 hex digest as its 32 bytes, or any other text, such as
+    the digest of a version stored before a level was added (`stored_content_digest`), as its
+    2-byte length and UTF-8); then, when there is a writer, its event ID's UTF-8
     (the rest). One object instead of three (a dataclass and two strings), and the hex
     digest at half its size.
     """
     version = stored.version.to_bytes((stored.version.bit_length() + 7) // 8, "big")
     digest = stored.content_digest
-    if digest is None:
-        digest_part = bytes([_DIGEST_NONE])
-    elif len(digest) == _HEX_DIGEST_LENGTH and _LOWER_HEX.issuperset(digest):
+    if len(digest) == _HEX_DIGEST_LENGTH and _LOWER_HEX.issuperset(digest):
         digest_part = bytes([_DIGEST_HEX]) + bytes.fromhex(digest)
     else:
         text = digest.encode("utf-8", "surrogatepass")
@@ -78,10 +80,9 @@ def unpack_stored_version(packed: bytes) -> StoredVersion:
     end = 1 + packed[0]
     version = int.from_bytes(packed[1:end], "big")
     kind, end = packed[end], end + 1
-    digest: str | None = None
     if kind == _DIGEST_HEX:
         digest, end = packed[end : end + 32].hex(), end + 32
-    elif kind == _DIGEST_TEXT:
+    else:
         length = int.from_bytes(packed[end : end + 2], "big")
         digest, end = packed[end + 2 : end + 2 + length].decode("utf-8", "surrogatepass"), end + 2 + length
     writer = packed[end + 1 :].decode("utf-8", "surrogatepass") if len(packed) > end else None

@@ -52,7 +52,7 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from aggregation.batches import is_conflicting_duplicate, select_latest_versions
+from aggregation.batches import is_conflicting_duplicate, select_latest_versions, stored_content_digest
 from aggregation.kpl import CorruptAggregate, is_aggregate, user_records
 from aggregation.messages import InvalidMessage, TradeMessage, parse_trade_message
 from aggregation.names import (
@@ -216,10 +216,11 @@ def outcome(received: ReceivedMessage, stored: StoredVersion) -> StateWrite:
 
 
 def stored_item_version(item: dict[str, Any]) -> StoredVersion:
-    """The `StoredVersion` of a StateTable item as DynamoDB returns it (ALL_OLD)."""
+    """The `StoredVersion` of a StateTable item as DynamoDB returns it (ALL_OLD), its content
+    digested under the levels configured now, whatever they were when it was written."""
     return StoredVersion(
         version=int(item["Version"]["N"]),
-        content_digest=item.get("ContentDigest", {}).get("S"),
+        content_digest=stored_content_digest(item, hierarchy_levels()),
         written_by=item.get("WrittenByEventId", {}).get("S"),
     )
 
