@@ -143,7 +143,7 @@ def create_pipeline_tables(
 
 
 def handler_environment(names: dict[str, str], aggregate_role: str = "aggregate") -> dict[str, str]:
-    return inprocess.handler_environment(names, "ExactlyOnceAggregationBenchmark", "benchmark", aggregate_role)
+    return inprocess.handler_environment(names, "benchmark", aggregate_role)
 
 
 def pipeline_for(names: dict[str, str], aggregate_role: str = "aggregate") -> Pipeline:

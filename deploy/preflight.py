@@ -12,7 +12,10 @@ lacks it) says "unknown" instead of failing the run; only a known obstacle fails
   names is a version of the Powertools publisher account's (017000801446) in that region. The
   template runs only the publisher's layer whatever the parameter holds (it takes just the
   version field), so a wrong value here means a parameter that is not AWS's, choosing which
-  published version runs.
+  published version runs. Powertools has gaps (its PR 7695: 3.23.0's arm64 parameters were
+  never created) and writes parameters only in the regions its workflow lists; without the
+  parameter the line says what to do, and names the `powertoolsLayerVersion` to pin when the
+  region holds the very build (same SHA-256) that `REFERENCE_REGION`'s parameter names.
 * **concurrency quota** (`lambda:GetAccountSettings`): whether the account's quota holds the
   stages' concurrent executions at the start, reducers included (one per DeltaTable stream shard
   times `reduceParallelizationFactor`). Nothing is reserved, so no quota makes the deploy fail
@@ -61,6 +64,9 @@ UNUSABLE_STACK_STATES: Final = {
     "DELETE_FAILED": "finish deleting it (`aws cloudformation delete-stack`)",
     "UPDATE_ROLLBACK_FAILED": "recover it with `aws cloudformation continue-update-rollback`",
 }
+REFERENCE_REGION: Final = "us-east-1"
+"""Where to read the pinned release's parameter when the target region has none: a region the
+Powertools publishing workflow has always listed."""
 CLIENT_CONFIG: Final = Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=5, read_timeout=20)
 PERMISSION_ERRORS: Final = frozenset({"AccessDenied", "AccessDeniedException", "UnauthorizedOperation"})
 
@@ -210,16 +216,47 @@ def check_powertools_layer(account: Account, partition: str, plan: DeploymentPla
     try:
         arn = ssm.get_parameter(Name=plan.powertools_parameter)["Parameter"]["Value"]
     except ssm.exceptions.ParameterNotFound:
-        return Check(
-            name,
-            Status.FAIL,
-            f"{account.region} publishes no {plan.powertools_parameter} (Powertools {POWERTOOLS_VERSION}): deploy to "
-            "another region, or set -c powertoolsLayerVersion=N to a layer version that exists here",
-        )
+        missing = f"{account.region} publishes no {plan.powertools_parameter} (Powertools {POWERTOOLS_VERSION})"
+        pinnable = same_build_here(account, partition, plan.powertools_parameter)
+        if pinnable is None:
+            todo = "deploy to another region, or set -c powertoolsLayerVersion=N to a layer version that exists here"
+        else:
+            todo = (
+                f"set -c powertoolsLayerVersion={pinnable} (the same build as {REFERENCE_REGION}'s parameter names), "
+                "or deploy to another region"
+            )
+        return Check(name, Status.FAIL, f"{missing}: {todo}")
     problem = powertools_layer_arn_problem(arn, account.region)
     if problem is not None:
         return Check(name, Status.FAIL, f"{plan.powertools_parameter}: {problem}: do not deploy with it")
     return Check(name, Status.PASS, f"{plan.powertools_parameter} = {arn}")
+
+
+def same_build_here(account: Account, partition: str, parameter: str) -> int | None:
+    """The layer version in the target region that is the build `REFERENCE_REGION`'s `parameter`
+    names (the publisher's layer, the same version number and content SHA-256), or None.
+
+    Why the SHA-256: a version number alone is only a number in another region (a region added
+    later numbers its versions anew); the same content is the same release. Anything unreadable is
+    None: the caller then says what to do without a number.
+    """
+    if account.region == REFERENCE_REGION:
+        return None
+    try:
+        reference_ssm = account.session.client("ssm", region_name=REFERENCE_REGION, config=CLIENT_CONFIG)
+        reference_arn = str(reference_ssm.get_parameter(Name=parameter)["Parameter"]["Value"])
+        if powertools_layer_arn_problem(reference_arn, REFERENCE_REGION) is not None:
+            return None
+        layer, version = reference_arn.rsplit(":", 1)
+        reference_lambda = account.session.client("lambda", region_name=REFERENCE_REGION, config=CLIENT_CONFIG)
+        reference = reference_lambda.get_layer_version(LayerName=layer, VersionNumber=int(version))
+        local_layer = powertools_layer_arn_for_version(int(version), partition, account.region).rsplit(":", 1)[0]
+        here = account.client("lambda").get_layer_version(LayerName=local_layer, VersionNumber=int(version))
+    except (ClientError, BotoCoreError, ValueError, KeyError):
+        return None
+    if here["Content"]["CodeSha256"] != reference["Content"]["CodeSha256"]:
+        return None
+    return int(version)
 
 
 def concurrency_quota_check(quota: int, plan: DeploymentPlan) -> Check:

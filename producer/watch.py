@@ -9,7 +9,8 @@ itself, never from the producer's own clock:
   latency histogram the reduce stage keeps (`aggregation.latency`), read with the domain's one
   reader (`combined_stats`);
 - on AWS, from CloudWatch (`GetMetricData`): the reduce stage's high-resolution
-  `MessagesApplied` and `EndToEndLatency` metrics, whose percentiles CloudWatch computes. EMF
+  `MessagesApplied` and `EndToEndLatency` metrics in the stack's own namespace (its
+  `MetricsNamespace` output), whose percentiles CloudWatch computes. EMF
   metrics reach CloudWatch some seconds after the invocation, so the live figures trail.
 
 A reading is a figure, never part of the exactness check (that is `producer verify`'s).
@@ -35,7 +36,6 @@ from aggregation.names import (
     AGGREGATE_KEY,
     END_TO_END_LATENCY,
     MESSAGES_APPLIED,
-    METRICS_NAMESPACE,
     REDUCE_SERVICE,
     STATS_KEY,
 )
@@ -186,14 +186,17 @@ def _figures(applied: int, rate: float | None, buckets: dict[int, int]) -> Figur
 
 
 class CloudWatchReader:
-    """The reduce stage's `MessagesApplied` and `EndToEndLatency` metrics (a deployed stack)."""
+    """The reduce stage's `MessagesApplied` and `EndToEndLatency` metrics (a deployed stack), read
+    under that stack's own `namespace` (its `MetricsNamespace` output): another stack's reducers in
+    the same account and region emit the same names and dimension into their own namespace."""
 
     interval = CLOUDWATCH_INTERVAL_SECONDS
     settle = CLOUDWATCH_SETTLE_SECONDS
     _PERIOD = 10
 
-    def __init__(self, client: Any, now: Callable[[], dt.datetime] | None = None) -> None:
+    def __init__(self, client: Any, namespace: str, now: Callable[[], dt.datetime] | None = None) -> None:
         self._client = client
+        self._namespace = namespace
         self._now = now or (lambda: dt.datetime.now(dt.UTC))
         self._started = self._now()
 
@@ -209,7 +212,7 @@ class CloudWatchReader:
             {
                 "Id": query_id,
                 "MetricStat": {
-                    "Metric": {"Namespace": METRICS_NAMESPACE, "MetricName": name, "Dimensions": dimensions},
+                    "Metric": {"Namespace": self._namespace, "MetricName": name, "Dimensions": dimensions},
                     "Period": period,
                     "Stat": statistic,
                 },
@@ -256,7 +259,7 @@ def pipeline_reader(target: PipelineTarget) -> PipelineReader:
     """The stack's `#stats` locally, CloudWatch on AWS."""
     if target.is_local:
         return StatsTableReader(target.dynamodb(), target.require("aggregate_table").aggregate_table)
-    return CloudWatchReader(target.client("cloudwatch"))
+    return CloudWatchReader(target.client("cloudwatch"), target.metrics_namespace)
 
 
 FALLING_BEHIND_SHARE = 0.7

@@ -6,11 +6,13 @@ p99 and maximum, each mapping's iterator age, each function's errors, throttles 
 what the state stage quarantined, the reducers' transaction conflicts, each table's consumed
 against provisioned capacity and its throttling, and Kinesis write throttling.
 
-Every metric is one a handler emits (namespace `ExactlyOnceAggregation`, dimension `service`,
-names from `aggregation.names`) or one AWS emits under exactly the namespace, name and
-dimensions used here: a graph of a metric nobody emits stays empty, and nothing would say so,
-so `tests/stacks/test_stack_dashboard.py` checks each against the handlers' code and AWS's
-lists. Provisioned capacity is drawn only for a table in provisioned mode: DynamoDB emits none
+Every metric is one a handler of this stack emits (the stack's own namespace,
+`aggregation.names.stack_metrics_namespace`, dimension `service`, names from `aggregation.names`)
+or one AWS emits under exactly the namespace, name and dimensions used here, naming one of this
+stack's resources: a graph of a metric nobody emits stays empty, and nothing would say so, so
+`tests/stacks/test_stack_dashboard.py` checks each against the handlers' code and AWS's lists, and
+`tests/stacks/test_stack_metrics_per_stack.py` that none reads another stack's series.
+Provisioned capacity is drawn only for a table in provisioned mode: DynamoDB emits none
 for an on-demand one.
 """
 
@@ -32,12 +34,12 @@ from aggregation.names import (
     MESSAGES_APPLIED,
     MESSAGES_RECEIVED,
     MESSAGES_WRITTEN,
-    METRICS_NAMESPACE,
     QUARANTINED_RECORDS,
     REDUCE_SERVICE,
     STATE_CHANGES_MAPPED,
     STATE_SERVICE,
     TRANSACTION_CONFLICTS_RETRIED,
+    stack_metrics_namespace,
 )
 
 PERIOD = Duration.minutes(1)
@@ -45,10 +47,12 @@ WIDTH = 12
 HEIGHT = 6
 
 
-def pipeline_metric(service: str, name: str, statistic: str = cloudwatch.Stats.SUM) -> cloudwatch.Metric:
-    """One of our functions' own metrics (Powertools: namespace and the `service` dimension)."""
+def pipeline_metric(
+    namespace: str, service: str, name: str, statistic: str = cloudwatch.Stats.SUM
+) -> cloudwatch.Metric:
+    """One of our functions' own metrics (Powertools: the stack's namespace and the `service` dimension)."""
     return cloudwatch.Metric(
-        namespace=METRICS_NAMESPACE,
+        namespace=namespace,
         metric_name=name,
         dimensions_map={"service": service},
         statistic=statistic,
@@ -84,11 +88,12 @@ class PipelineDashboard(Construct):
             period_override=cloudwatch.PeriodOverride.AUTO,
         )
         region = Stack.of(self).region
+        namespace = stack_metrics_namespace(Stack.of(self).stack_name)
         self.url = (
             f"https://{region}.console.aws.amazon.com/cloudwatch/home?region={region}"
             f"#dashboards/dashboard/{self.dashboard.dashboard_name}"
         )
-        self.dashboard.add_widgets(self._throughput(stream), self._latency())
+        self.dashboard.add_widgets(self._throughput(namespace, stream), self._latency(namespace))
         self.dashboard.add_widgets(
             self._per_function("Iterator age per mapping (ms)", functions, "IteratorAge", cloudwatch.Stats.MAXIMUM),
             self._per_function(
@@ -99,7 +104,7 @@ class PipelineDashboard(Construct):
             self._per_function("Errors per function", functions, "Errors", cloudwatch.Stats.SUM),
             self._per_function("Throttles per function", functions, "Throttles", cloudwatch.Stats.SUM),
         )
-        self.dashboard.add_widgets(self._anomalies(), self._stream_throttles(stream))
+        self.dashboard.add_widgets(self._anomalies(namespace), self._stream_throttles(stream))
         self.dashboard.add_widgets(
             self._capacity("Write capacity per table (units/s)", tables, provisioned_tables, "Write"),
             self._capacity("Read capacity per table (units/s)", tables, provisioned_tables, "Read"),
@@ -107,17 +112,17 @@ class PipelineDashboard(Construct):
         self.dashboard.add_widgets(self._table_throttles(tables))
 
     @staticmethod
-    def _throughput(stream: kinesis.IStream) -> cloudwatch.GraphWidget:
+    def _throughput(namespace: str, stream: kinesis.IStream) -> cloudwatch.GraphWidget:
         stages = [
             (
                 "ingested",
                 stream.metric_incoming_records(period=PERIOD, statistic=cloudwatch.Stats.SUM),
                 "ingested (Kinesis records)",
             ),
-            ("received", pipeline_metric(STATE_SERVICE, MESSAGES_RECEIVED), "read by state"),
-            ("written", pipeline_metric(STATE_SERVICE, MESSAGES_WRITTEN), "new versions (state)"),
-            ("mapped", pipeline_metric(MAP_SERVICE, STATE_CHANGES_MAPPED), "mapped (map)"),
-            ("applied", pipeline_metric(REDUCE_SERVICE, MESSAGES_APPLIED), "applied to the totals (reduce)"),
+            ("received", pipeline_metric(namespace, STATE_SERVICE, MESSAGES_RECEIVED), "read by state"),
+            ("written", pipeline_metric(namespace, STATE_SERVICE, MESSAGES_WRITTEN), "new versions (state)"),
+            ("mapped", pipeline_metric(namespace, MAP_SERVICE, STATE_CHANGES_MAPPED), "mapped (map)"),
+            ("applied", pipeline_metric(namespace, REDUCE_SERVICE, MESSAGES_APPLIED), "applied to the totals (reduce)"),
         ]
         return cloudwatch.GraphWidget(
             title="Messages per second: ingested vs applied",
@@ -128,11 +133,11 @@ class PipelineDashboard(Construct):
         )
 
     @staticmethod
-    def _latency() -> cloudwatch.GraphWidget:
+    def _latency(namespace: str) -> cloudwatch.GraphWidget:
         return cloudwatch.GraphWidget(
             title="End-to-end latency: producer timestamp to totals committed (ms)",
             left=[
-                pipeline_metric(REDUCE_SERVICE, END_TO_END_LATENCY, statistic).with_(label=label)
+                pipeline_metric(namespace, REDUCE_SERVICE, END_TO_END_LATENCY, statistic).with_(label=label)
                 for statistic, label in (
                     (cloudwatch.Stats.p(50), "p50"),
                     (cloudwatch.Stats.p(99), "p99"),
@@ -160,13 +165,15 @@ class PipelineDashboard(Construct):
         )
 
     @staticmethod
-    def _anomalies() -> cloudwatch.GraphWidget:
+    def _anomalies(namespace: str) -> cloudwatch.GraphWidget:
         return cloudwatch.GraphWidget(
             title="Quarantined records and transaction conflicts",
             left=[
-                pipeline_metric(STATE_SERVICE, QUARANTINED_RECORDS).with_(label="quarantined (state)"),
-                pipeline_metric(STATE_SERVICE, CONFLICTING_DUPLICATES).with_(label="conflicting duplicates (state)"),
-                pipeline_metric(REDUCE_SERVICE, TRANSACTION_CONFLICTS_RETRIED).with_(
+                pipeline_metric(namespace, STATE_SERVICE, QUARANTINED_RECORDS).with_(label="quarantined (state)"),
+                pipeline_metric(namespace, STATE_SERVICE, CONFLICTING_DUPLICATES).with_(
+                    label="conflicting duplicates (state)"
+                ),
+                pipeline_metric(namespace, REDUCE_SERVICE, TRANSACTION_CONFLICTS_RETRIED).with_(
                     label="transactions resent after a conflict (reduce)"
                 ),
             ],

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import jsii
-from aws_cdk import AssetHashType, Aws, BundlingOptions, DockerImage, Duration, Fn, ILocalBundling
+from aws_cdk import AssetHashType, Aws, BundlingOptions, DockerImage, Duration, Fn, ILocalBundling, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
@@ -27,7 +27,7 @@ from aws_cdk import aws_ssm as ssm
 from aws_cdk.region_info import RegionInfo
 from constructs import Construct
 
-from aggregation.names import METRICS_NAMESPACE
+from aggregation.names import stack_metrics_namespace
 from stacks.settings import PipelineSettings, SettingsError
 
 LAMBDA_SOURCE_DIR: Final[Path] = Path(__file__).resolve().parent.parent / "lambdas"
@@ -287,7 +287,7 @@ class PipelineFunction(Construct):
             log_group=self.log_group,
             environment={
                 "POWERTOOLS_SERVICE_NAME": service,
-                "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
+                "POWERTOOLS_METRICS_NAMESPACE": stack_metrics_namespace(Stack.of(self).stack_name),
                 **environment,
             },
         )

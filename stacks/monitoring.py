@@ -18,13 +18,17 @@ subscribes an address (AWS mails it a confirmation link first); chat, pager or t
 subscribe to the topic the same way. The topic is encrypted with a customer-managed key
 (`stacks.encryption`: CloudWatch cannot publish to a topic under the AWS-managed SNS key) and
 refuses requests without TLS.
+
+Each alarm reads only this stack's series (a second stack in the account must not fire them):
+its functions' own metrics under the stack's namespace (`aggregation.names.stack_metrics_namespace`),
+AWS's by the names of this stack's functions, which CloudFormation generates from the stack name.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from aws_cdk import Aws, Duration
+from aws_cdk import Aws, Duration, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
 from aws_cdk import aws_iam as iam
@@ -37,11 +41,11 @@ from constructs import Construct
 from aggregation.names import (
     ARCHIVE_SERVICE,
     CONFLICTING_DUPLICATES,
-    METRICS_NAMESPACE,
     NON_INSERT_RECORDS_SKIPPED,
     QUARANTINED_RECORDS,
     REDUCE_SERVICE,
     STATE_SERVICE,
+    stack_metrics_namespace,
 )
 from stacks.settings import PipelineSettings
 
@@ -140,13 +144,13 @@ class PipelineAlarms(Construct):
         ]
 
     def _metric_alarm(self, construct_id: str, service: str, metric_name: str, description: str) -> cloudwatch.Alarm:
-        """An alarm on any non-zero count of one of a function's own metrics."""
+        """An alarm on any non-zero count of one of a function's own metrics (this stack's namespace only)."""
         return cloudwatch.Alarm(
             self,
             construct_id,
             alarm_description=description,
             metric=cloudwatch.Metric(
-                namespace=METRICS_NAMESPACE,
+                namespace=stack_metrics_namespace(Stack.of(self).stack_name),
                 metric_name=metric_name,
                 dimensions_map={"service": service},
                 statistic=cloudwatch.Stats.SUM,

@@ -6,7 +6,7 @@ logical IDs are pinned instead of being derived from the construct path.
 
 from __future__ import annotations
 
-from aws_cdk import CfnOutput
+from aws_cdk import CfnOutput, Stack
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sns as sns
 from constructs import Construct
@@ -17,9 +17,11 @@ from aggregation.names import (
     ARCHIVE_BUCKET_OUTPUT,
     DASHBOARD_URL_OUTPUT,
     DELTA_TABLE_OUTPUT,
+    METRICS_NAMESPACE_OUTPUT,
     QUARANTINE_TABLE_OUTPUT,
     STATE_TABLE_OUTPUT,
     STREAM_OUTPUT,
+    stack_metrics_namespace,
 )
 from stacks.ingest import IngestStream
 from stacks.tables import PipelineTables
@@ -27,7 +29,7 @@ from stacks.tables import PipelineTables
 
 class PipelineOutputs(Construct):
     """StreamName, StateTableName, DeltaTableName, AggregateTableName, QuarantineTableName,
-    ArchiveBucketName, DashboardUrl, AlarmTopicArn."""
+    ArchiveBucketName, DashboardUrl, AlarmTopicArn, MetricsNamespace."""
 
     def __init__(
         self,
@@ -53,6 +55,10 @@ class PipelineOutputs(Construct):
                 "CloudWatch dashboard of the pipeline (python -m producer send shows it)",
             ),
             ALARM_TOPIC_OUTPUT: (alarm_topic.topic_arn, "SNS topic every alarm notifies (subscribe to be told)"),
+            METRICS_NAMESPACE_OUTPUT: (
+                stack_metrics_namespace(Stack.of(self).stack_name),
+                "CloudWatch namespace of this stack's function metrics (python -m producer send reads it)",
+            ),
         }
         for key, (value, description) in values.items():
             output = CfnOutput(self, key, value=value, description=description)

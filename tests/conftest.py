@@ -61,7 +61,7 @@ def pipeline(aws_environment: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[
     The driver is `local.runner.inprocess.Pipeline`, which the benchmarks use too.
     """
     names = create_pipeline_tables(prefix="")
-    for name, value in handler_environment(names, "ExactlyOnceAggregationTest", "test").items():
+    for name, value in handler_environment(names, "test").items():
         monkeypatch.setenv(name, value)
     aws.dynamodb_client.cache_clear()
     aws.state_update_client.cache_clear()

@@ -37,6 +37,8 @@ from aggregation.names import (
     ARCHIVE_BUCKET_OUTPUT,
     DASHBOARD_URL_OUTPUT,
     DELTA_TABLE_OUTPUT,
+    LEGACY_METRICS_NAMESPACE,
+    METRICS_NAMESPACE_OUTPUT,
     QUARANTINE_TABLE_OUTPUT,
     STATE_TABLE_OUTPUT,
     STREAM_OUTPUT,
@@ -122,6 +124,8 @@ class PipelineTarget:
     archive_bucket: str = ""
     dashboard_url: str = ""
     """The stack's CloudWatch dashboard (a deployed stack's `DashboardUrl`; none locally)."""
+    metrics_namespace: str = ""
+    """Where the stack's functions emit their metrics (a deployed stack's `MetricsNamespace`; none locally)."""
 
     @property
     def from_stack(self) -> bool:
@@ -208,6 +212,8 @@ def target_from_stack(stack_name: str, region: str | None = None) -> PipelineTar
         region=region or cloudformation.meta.region_name,
         source=f"stack {stack_name}",
         dashboard_url=outputs.get(DASHBOARD_URL_OUTPUT, ""),
+        # A stack deployed by a release before `MetricsNamespace` emits into the namespace all shared then.
+        metrics_namespace=outputs.get(METRICS_NAMESPACE_OUTPUT, LEGACY_METRICS_NAMESPACE),
         **names,
     )
 

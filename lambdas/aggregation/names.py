@@ -112,6 +112,10 @@ ALARM_TOPIC_OUTPUT: Final = "AlarmTopicArn"
 DASHBOARD_URL_OUTPUT: Final = "DashboardUrl"
 """The CloudWatch dashboard's console URL: `producer send` prints it against a deployed stack (it
 is not in the local runtime's `outputs.json`: there is no console there)."""
+METRICS_NAMESPACE_OUTPUT: Final = "MetricsNamespace"
+"""The namespace the stack's functions emit their metrics under (`stack_metrics_namespace`):
+`producer send` reads its figures there on AWS (not in `outputs.json` either: nothing local reads
+CloudWatch)."""
 
 
 # -- Archive bucket layout (the bucket policy's prefixes are the function's keys) --
@@ -127,7 +131,24 @@ REGISTRY_KEYS_PREFIX: Final = f"{METASTORE_PREFIX}registry"
 
 # -- Metrics: what the functions emit and the stack's alarms watch --
 
-METRICS_NAMESPACE: Final = "ExactlyOnceAggregation"
+LEGACY_METRICS_NAMESPACE: Final = "ExactlyOnceAggregation"
+"""The one namespace every stack's functions shared before each stack had its own: a stack deployed
+by such a release (it has no `MetricsNamespace` output) still emits there, so readers fall back to it."""
+
+
+def stack_metrics_namespace(stack_name: str) -> str:
+    """The CloudWatch namespace of one stack's function metrics: `ExactlyOnceAggregation/<stack name>`.
+
+    Why one per stack: CloudWatch keys a series by namespace, name and dimensions, so two stacks in
+    one account and region whose functions emitted the same `service` dimension into one namespace
+    would add to each other's series (alarms, dashboard, `producer send`'s read-back). A namespace,
+    rather than a second dimension, keeps every series' dimension set the single `service` that
+    alarms and percentiles are read by. Never the legacy namespace itself, so a stack of an earlier
+    release left in the account cannot add to a new one's. A stack name (at most 128 letters, digits
+    and hyphens) keeps the result within CloudWatch's 255 characters.
+    """
+    return f"{LEGACY_METRICS_NAMESPACE}/{stack_name}"
+
 
 STATE_SERVICE: Final = "state"
 MAP_SERVICE: Final = "map"

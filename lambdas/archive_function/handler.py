@@ -51,7 +51,7 @@ from aggregation.archive import (
     stale_claims,
 )
 from aggregation.delta_items import decode_delta_batch
-from aggregation.names import ARCHIVE_SERVICE, METRICS_NAMESPACE, NON_INSERT_RECORDS_SKIPPED, REGISTRY_KEYS_PREFIX
+from aggregation.names import ARCHIVE_SERVICE, NON_INSERT_RECORDS_SKIPPED, REGISTRY_KEYS_PREFIX
 from archive_function.store import (
     RegistryStore,
     RegistryUpdateFailed,
@@ -83,7 +83,8 @@ they only hold claims of deliveries that died around a deploy."""
 _retired_swept_at: list[float] = []  # this instance's last retired-shard sweep (monotonic clock)
 
 logger = Logger(service=SERVICE)
-metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE)
+# The namespace is the stack's own, from POWERTOOLS_METRICS_NAMESPACE (`aggregation.names.stack_metrics_namespace`).
+metrics = Metrics(service=SERVICE)
 
 
 def archived_delta(record: DynamoDBRecord) -> ArchivedDelta:

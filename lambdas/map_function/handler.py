@@ -45,7 +45,7 @@ from aggregation.delta_items import (
     fits_item_limit,
 )
 from aggregation.deltas import TradeState, image_node_path, sum_state_changes
-from aggregation.names import MAP_SERVICE, METRICS_NAMESPACE, STATE_CHANGES_MAPPED, TRADE_TIMESTAMP, TRADE_VALUE
+from aggregation.names import MAP_SERVICE, STATE_CHANGES_MAPPED, TRADE_TIMESTAMP, TRADE_VALUE
 from aggregation.stream_images import decode_image
 from aggregation.stream_positions import (
     COVERAGE_QUERY_PAGE_ITEMS,
@@ -67,7 +67,8 @@ MAX_COVERAGE_READS = 5
 something keeps writing this shard concurrently, which one mapping never does: fail loudly."""
 
 logger = Logger(service=SERVICE)
-metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE)
+# The namespace is the stack's own, from POWERTOOLS_METRICS_NAMESPACE (`aggregation.names.stack_metrics_namespace`).
+metrics = Metrics(service=SERVICE)
 
 
 @dataclass(frozen=True)

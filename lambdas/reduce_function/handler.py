@@ -58,7 +58,6 @@ from aggregation.names import (
     LAST_UPDATED,
     MARKER_PREFIX,
     MESSAGES_APPLIED,
-    METRICS_NAMESPACE,
     NODE_TRADE_COUNT,
     NODE_VALUE,
     NON_INSERT_RECORDS_SKIPPED,
@@ -94,7 +93,8 @@ MAX_RETRY_PAUSE_SECONDS = 2.0
 SERVICE = REDUCE_SERVICE
 
 logger = Logger(service=SERVICE)
-metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE)
+# The namespace is the stack's own, from POWERTOOLS_METRICS_NAMESPACE (`aggregation.names.stack_metrics_namespace`).
+metrics = Metrics(service=SERVICE)
 
 
 class IdempotencyMode(Enum):

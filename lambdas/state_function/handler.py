@@ -60,7 +60,6 @@ from aggregation.names import (
     CONFLICTING_DUPLICATES,
     MESSAGES_RECEIVED,
     MESSAGES_WRITTEN,
-    METRICS_NAMESPACE,
     QUARANTINED_RECORDS,
     STATE_SERVICE,
 )
@@ -113,7 +112,8 @@ Item = TypeVar("Item")
 Result = TypeVar("Result")
 
 logger = Logger(service=SERVICE)
-metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE)
+# The namespace is the stack's own, from POWERTOOLS_METRICS_NAMESPACE (`aggregation.names.stack_metrics_namespace`).
+metrics = Metrics(service=SERVICE)
 
 
 @dataclass(frozen=True)

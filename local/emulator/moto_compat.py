@@ -112,7 +112,8 @@ from typing import Any
 from moto.awslambda.models import LambdaBackend, LambdaFunction
 from moto.cloudformation.exceptions import ValidationError as CloudFormationValidationError
 from moto.cloudformation.parsing import ResourceMap
-from moto.cloudwatch.models import Statistics
+from moto.cloudwatch.exceptions import ValidationError as CloudWatchValidationError
+from moto.cloudwatch.models import CloudWatchBackend, Statistics
 from moto.core.exceptions import JsonRESTError
 from moto.dynamodb import models as moto_models
 from moto.dynamodb.exceptions import (
@@ -1811,6 +1812,59 @@ def fix_cloudwatch_percentile_statistics() -> None:
     Statistics.get_statistics_for_type = get_statistics_for_type  # type: ignore[method-assign]
 
 
+_metric_namespace = threading.local()
+"""The namespace the current thread's GetMetricData reads (`fix_cloudwatch_metric_data_reads_its_namespace`)."""
+
+
+def fix_cloudwatch_metric_data_reads_its_namespace() -> None:
+    """GetMetricData reads a metric with dimensions only from the namespace its query names.
+
+    AWS (CloudWatch User Guide, "Metrics concepts"): a metric is its namespace, name and
+    dimensions, so the same name and dimensions in two namespaces are two metrics. moto
+    (`CloudWatchBackend.get_metric_data`) drops the namespace as soon as a query has dimensions:
+    two stacks whose functions emit the same name and `service` dimension, each in its own
+    namespace, read each other's data points. Here each namespace's queries run on that
+    namespace's data only (the data moto reads, `get_all_metrics`, filtered for the calling
+    thread), and the answers come back in the queries' order. A request mixing namespaces with a
+    math or Metrics Insights expression is refused with a ValidationError: which data such an
+    expression reads is not emulated.
+    """
+    original_data, original_query = CloudWatchBackend.get_all_metrics, CloudWatchBackend.get_metric_data
+    if getattr(original_query, "_compat_fix", False):
+        return
+
+    def get_all_metrics(self: CloudWatchBackend) -> Any:
+        namespace = getattr(_metric_namespace, "value", None)
+        data = original_data(self)
+        return data if namespace is None else [datum for datum in data if datum.namespace == namespace]
+
+    def get_metric_data(
+        self: CloudWatchBackend, queries: list[dict[str, Any]], *arguments: Any, **keywords: Any
+    ) -> list[dict[str, Any]]:
+        def namespace_of(query: dict[str, Any]) -> str | None:
+            return str(query["MetricStat"]["Metric"]["Namespace"]) if "MetricStat" in query else None
+
+        namespaces = list(dict.fromkeys(namespace_of(query) for query in queries if "MetricStat" in query))
+        if len(namespaces) > 1 and any("MetricStat" not in query for query in queries):
+            raise CloudWatchValidationError(
+                "emulator (moto_compat): an expression beside metrics of several namespaces is not emulated"
+            )
+        results: list[dict[str, Any]] = []
+        for namespace in namespaces or [None]:
+            _metric_namespace.value = namespace
+            try:
+                group = [query for query in queries if namespace_of(query) in (namespace, None)]
+                results.extend(original_query(self, group, *arguments, **keywords))
+            finally:
+                _metric_namespace.value = None
+        order = {query["Id"]: index for index, query in enumerate(queries)}
+        return sorted(results, key=lambda result: order[result["id"]])
+
+    get_metric_data._compat_fix = True  # type: ignore[attr-defined]
+    CloudWatchBackend.get_all_metrics = get_all_metrics  # type: ignore[method-assign]
+    CloudWatchBackend.get_metric_data = get_metric_data  # type: ignore[method-assign]
+
+
 S3_KEY_LOCK_STRIPES = 64
 """Locks the S3 object keys are spread over (`fix_s3_object_requests_are_atomic_per_key`): bounded,
 whatever the number of keys; two keys on one stripe merely wait for each other."""
@@ -1864,6 +1918,7 @@ FIXES: tuple[Callable[[], None], ...] = (
     fix_dynamodb_streams_iterators_expire,
     fix_kinesis_iterators_expire,
     fix_cloudwatch_percentile_statistics,
+    fix_cloudwatch_metric_data_reads_its_namespace,
     fix_stream_records_expire_after_the_retention_period,
     fix_cloudformation_updates_tables_in_place,
     fix_cloudformation_function_update_sets_reserved_concurrency,

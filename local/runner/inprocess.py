@@ -10,6 +10,7 @@ code paths.
 
 import base64
 import json
+import os
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,9 +30,16 @@ from aggregation.names import (
 )
 from function_support import aws
 from local.runner import events
-from map_function import handler as map_handler
-from reduce_function import handler as reduce_handler
-from state_function import handler as state_handler
+
+IN_PROCESS_METRICS_NAMESPACE = "ExactlyOnceAggregation/in-process"
+"""The handlers' metrics namespace here. Each handler's Powertools `Metrics` reads it from
+`POWERTOOLS_METRICS_NAMESPACE` when the module is imported (Lambda sets the stack's before the
+import), so it is set before the imports below; their EMF output reaches no CloudWatch anyway."""
+os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", IN_PROCESS_METRICS_NAMESPACE)
+
+from map_function import handler as map_handler  # noqa: E402 (the namespace above first)
+from reduce_function import handler as reduce_handler  # noqa: E402
+from state_function import handler as state_handler  # noqa: E402
 
 LEVELS = ("RiskType", "TradeDesk", "Region")
 
@@ -206,15 +214,15 @@ def create_pipeline_tables(
 
 
 def handler_environment(
-    names: Mapping[str, str], metrics_namespace: str, service_name: str, aggregate_role: str = "aggregate"
+    names: Mapping[str, str], service_name: str, aggregate_role: str = "aggregate"
 ) -> dict[str, str]:
-    """The environment variables the stack gives the handlers, for the tables `names`."""
+    """The environment variables the stack gives the handlers, for the tables `names` (the metrics
+    namespace is set once, before the handlers are imported: `IN_PROCESS_METRICS_NAMESPACE`)."""
     return {
         "STATE_TABLE": names["state"],
         "DELTA_TABLE": names["delta"],
         "AGGREGATE_TABLE": names[aggregate_role],
         "QUARANTINE_TABLE": names["quarantine"],
         "HIERARCHY_LEVELS": ",".join(LEVELS),
-        "POWERTOOLS_METRICS_NAMESPACE": metrics_namespace,
         "POWERTOOLS_SERVICE_NAME": service_name,
     }

@@ -7,11 +7,13 @@ state is seen. moto lacks `lambda:GetAccountSettings`: preflight must say "unkno
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
 import sys
 import uuid
+import zipfile
 from dataclasses import replace
 
 import boto3
@@ -20,6 +22,7 @@ import pytest
 from aggregation.names import TOKEN_AND_MARKERS, TOKEN_ONLY
 from deploy.cli import main
 from deploy.preflight import (
+    REFERENCE_REGION,
     Account,
     DeploymentPlan,
     Status,
@@ -31,6 +34,12 @@ from deploy.preflight import (
     stack_check,
 )
 from local.deploy.deployer import BOOTSTRAP_VERSION_PARAMETER
+from stacks.functions import (
+    POWERTOOLS_LAYER_ACCOUNT,
+    POWERTOOLS_VERSION,
+    powertools_layer_arn_for_version,
+    powertools_layer_name,
+)
 from stacks.settings import PipelineSettings
 from tests.environment import repository_root
 
@@ -178,6 +187,64 @@ def test_an_explicit_layer_version_is_looked_up_instead(aws_environment: str) ->
     assert check.status is Status.FAIL
     assert check.detail.startswith(
         "arn:aws:lambda:eu-west-3:017000801446:layer:AWSLambdaPowertoolsPythonV3-python314-arm64:41 does not exist"
+    )
+
+
+def layer_build(marker: bytes) -> bytes:
+    """A layer's zip, byte for byte the same for the same `marker` (one build published in two regions)."""
+    archive = io.BytesIO()
+    with zipfile.ZipFile(archive, "w") as zipped:
+        zipped.writestr(zipfile.ZipInfo("python/build.txt", date_time=(2026, 1, 1, 0, 0, 0)), marker)
+    return archive.getvalue()
+
+
+def as_the_publisher(region: str) -> Account:
+    """Preflight's view as the Powertools publisher account: the emulator keeps layers per account
+    and finds one by ARN only in the caller's, so here the caller is the account the ARNs name."""
+    role = f"arn:aws:iam::{POWERTOOLS_LAYER_ACCOUNT}:role/preflight-test"
+    credentials = boto3.client("sts").assume_role(RoleArn=role, RoleSessionName="preflight")["Credentials"]
+    session = boto3.session.Session(
+        aws_access_key_id=credentials["AccessKeyId"],
+        aws_secret_access_key=credentials["SecretAccessKey"],
+        aws_session_token=credentials["SessionToken"],
+        region_name=region,
+    )
+    return Account(session, region)
+
+
+def publish_powertools_layer(region: str, build: bytes) -> int:
+    """A version of the publisher's layer in `region`; returns its version number."""
+    client = as_the_publisher(region).client("lambda")
+    return int(client.publish_layer_version(LayerName=powertools_layer_name(), Content={"ZipFile": build})["Version"])
+
+
+def test_without_the_parameter_preflight_names_the_version_of_the_same_build_here(aws_environment: str) -> None:
+    """A release whose parameter was never written here (Powertools PR 7695) but whose layer was:
+    the FAIL line names the version to pin, found by the content of the reference region's build."""
+    parameter = f"/preflight-test/{uuid.uuid4().hex}"
+    build = layer_build(POWERTOOLS_VERSION.encode())
+    version = publish_powertools_layer(REFERENCE_REGION, build)
+    reference_arn = powertools_layer_arn_for_version(version, "aws", REFERENCE_REGION)
+    as_the_publisher(REFERENCE_REGION).client("ssm").put_parameter(Name=parameter, Value=reference_arn, Type="String")
+    same, other = "ap-southeast-4", "me-central-1"
+    for region, last in ((same, build), (other, layer_build(b"another release"))):
+        published = as_the_publisher(region).client("lambda").list_layer_versions(LayerName=powertools_layer_name())
+        for _older in range(version - 1 - len(published["LayerVersions"])):
+            publish_powertools_layer(region, layer_build(b"an older release"))
+        assert publish_powertools_layer(region, last) == version
+
+    check = check_powertools_layer(as_the_publisher(same), "aws", DeploymentPlan("S", 1, 1, parameter, None))
+    assert check.status is Status.FAIL
+    assert check.detail == (
+        f"{same} publishes no {parameter} (Powertools {POWERTOOLS_VERSION}): set -c powertoolsLayerVersion={version} "
+        f"(the same build as {REFERENCE_REGION}'s parameter names), or deploy to another region"
+    )
+    # The same number holding another build is no release to pin: what to do, without a number.
+    check = check_powertools_layer(as_the_publisher(other), "aws", DeploymentPlan("S", 1, 1, parameter, None))
+    assert check.status is Status.FAIL
+    assert check.detail == (
+        f"{other} publishes no {parameter} (Powertools {POWERTOOLS_VERSION}): deploy to another region, "
+        "or set -c powertoolsLayerVersion=N to a layer version that exists here"
     )
 
 

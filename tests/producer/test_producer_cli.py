@@ -8,10 +8,12 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
 
+from aggregation.names import LEGACY_METRICS_NAMESPACE
 from producer.cleanup import RESTART_AFTER_CLEAR, ClearStatus, ClearTimeout, clear_pipeline, nonzero_nodes
 from producer.ledger import Ledger
 from producer.targets import resolve_target
@@ -243,7 +245,7 @@ def test_target_from_outputs_file_and_environment(
 
 def test_target_from_stack_outputs(pipeline: PipelineTarget, monkeypatch: pytest.MonkeyPatch) -> None:
     assert pipeline.endpoint_url is not None
-    template = {
+    template: dict[str, dict[str, Any]] = {
         "Resources": {"Stream": {"Type": "AWS::Kinesis::Stream", "Properties": {"ShardCount": 1}}},
         "Outputs": {
             "StreamName": {"Value": {"Ref": "Stream"}},
@@ -260,3 +262,10 @@ def test_target_from_stack_outputs(pipeline: PipelineTarget, monkeypatch: pytest
     target = resolve_target(stack_name, outputs_path=Path("/nonexistent/outputs.json"))
     assert target.stream_name and target.aggregate_table == pipeline.aggregate_table
     assert target.quarantine == pipeline.quarantine and target.source == f"stack {stack_name}"
+    # Deployed before each stack had its own namespace: its functions emit into the shared one.
+    assert target.metrics_namespace == LEGACY_METRICS_NAMESPACE
+
+    template["Outputs"]["MetricsNamespace"] = {"Value": "ExactlyOnceAggregation/Staging"}
+    cloudformation.create_stack(StackName=f"{stack_name}-own", TemplateBody=json.dumps(template))
+    own = resolve_target(f"{stack_name}-own", outputs_path=Path("/nonexistent/outputs.json"))
+    assert own.metrics_namespace == "ExactlyOnceAggregation/Staging"

@@ -3,7 +3,8 @@ emulator (whose GetMetricData answers percentiles: `moto_compat.fix_cloudwatch_p
 
 Reduce publishes through EMF, which only CloudWatch Logs turns into metrics; here the same
 data points are put directly (`MessagesApplied` and `EndToEndLatency`, service `reduce`, at
-1-second resolution), as CloudWatch would hold them.
+1-second resolution), as CloudWatch would hold them: the stack's, and another stack's in the
+same account and region under its own namespace, which the figures must leave out.
 """
 
 from __future__ import annotations
@@ -14,17 +15,22 @@ from typing import Any
 import boto3
 import pytest
 
-from aggregation.names import END_TO_END_LATENCY, MESSAGES_APPLIED, METRICS_NAMESPACE, REDUCE_SERVICE
+from aggregation.names import END_TO_END_LATENCY, MESSAGES_APPLIED, REDUCE_SERVICE, stack_metrics_namespace
 from local.emulator.control import EmulatorProcess
 from producer.watch import CloudWatchReader
 
 pytestmark = pytest.mark.emulator
 
+NAMESPACE = stack_metrics_namespace("Production")
+OTHER_STACKS_NAMESPACE = stack_metrics_namespace("Staging")
 
-def publish(client: Any, when: dt.datetime, applied: int, latencies_ms: dict[float, int]) -> None:
+
+def publish(
+    client: Any, when: dt.datetime, applied: int, latencies_ms: dict[float, int], namespace: str = NAMESPACE
+) -> None:
     dimensions = [{"Name": "service", "Value": REDUCE_SERVICE}]
     client.put_metric_data(
-        Namespace=METRICS_NAMESPACE,
+        Namespace=namespace,
         MetricData=[
             {
                 "MetricName": MESSAGES_APPLIED,
@@ -57,9 +63,11 @@ def test_the_reader_follows_the_latest_period_live_and_the_whole_run_at_the_end(
     )
     start = dt.datetime.now(dt.UTC).replace(second=0, microsecond=0) - dt.timedelta(minutes=5)
     clock = [start]
-    reader = CloudWatchReader(client, now=lambda: clock[0])
+    reader = CloudWatchReader(client, NAMESPACE, now=lambda: clock[0])
     publish(client, start + dt.timedelta(seconds=12), 100, {float(ms): 1 for ms in range(1, 101)})
     publish(client, start + dt.timedelta(seconds=25), 50, {1000.0: 50})
+    # Another stack's reducers, same names and dimension: none of it is this stack's.
+    publish(client, start + dt.timedelta(seconds=25), 7, {60_000.0: 7}, OTHER_STACKS_NAMESPACE)
     clock[0] = start + dt.timedelta(seconds=30)
 
     live = reader.sample()

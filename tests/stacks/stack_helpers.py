@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -160,3 +161,35 @@ ARCHIVE_HANDLER = "archive_function.handler.lambda_handler"
 HANDLERS = {"state": STATE_HANDLER, "map": MAP_HANDLER, "reduce": REDUCE_HANDLER, "archive": ARCHIVE_HANDLER}
 SETTINGS_GUARD_HANDLER = "settings_guard_function.handler.lambda_handler"
 """Not a pipeline stage: the custom resource handler of the settings guard (`stacks/settings_guard.py`)."""
+
+
+@functools.cache
+def handler_metric_namespaces(environment_namespace: str) -> dict[str, str]:
+    """Service -> the namespace its handler's `metrics` emit under when the function's environment
+    sets POWERTOOLS_METRICS_NAMESPACE to `environment_namespace`.
+
+    Read from the handler modules imported in a fresh interpreter with that environment, as Lambda
+    imports them: this process imported them long ago, under the tests' namespace, and a handler
+    that named its namespace in code would ignore the environment (every stack's metrics in one).
+    """
+    script = (
+        "import importlib, json, sys\n"
+        "handlers = json.loads(sys.argv[1])\n"
+        "print(json.dumps({service: importlib.import_module(handler.rpartition('.')[0]).metrics.namespace"
+        " for service, handler in handlers.items()}))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script, json.dumps(HANDLERS)],
+        cwd=REPOSITORY_ROOT,
+        env={
+            **os.environ,
+            "PYTHONPATH": str(REPOSITORY_ROOT / "lambdas"),
+            "POWERTOOLS_METRICS_NAMESPACE": environment_namespace,
+        },
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    namespaces: dict[str, str] = json.loads(result.stdout)
+    return namespaces

@@ -2,8 +2,9 @@
 
 An alarm on a metric nobody emits never fires, and nothing else would notice: the names are
 read from the synthesized template on one side and from the handlers' own code on the other
-(each `metrics.add_metric(name=...)` call, its name resolved in the handler module), so a
-renamed metric, service or namespace on either side fails here.
+(each `metrics.add_metric(name=...)` call, its name resolved in the handler module; the namespace
+the handler emits under given its function's environment), so a renamed metric, service or
+namespace on either side fails here.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Template
 
-from tests.stacks.stack_helpers import HANDLERS, resources_of_type
+from tests.stacks.stack_helpers import HANDLERS, handler_metric_namespaces, resources_of_type
 
 LAMBDA_NAMESPACE = "AWS/Lambda"
 """The functions' own metrics (IteratorAge), which Lambda emits, not our handlers."""
@@ -39,21 +40,36 @@ def emitted_metric_names(module: ModuleType) -> set[str]:
     return names
 
 
+def pipeline_function_variables(template: Template) -> dict[str, dict[str, Any]]:
+    """Each deployed stage function's environment, by its handler string."""
+    functions = {}
+    for function in resources_of_type(template, "AWS::Lambda::Function").values():
+        properties = function["Properties"]
+        if properties.get("Handler") in HANDLERS.values():  # not CDK's own helper functions
+            functions[properties["Handler"]] = properties["Environment"]["Variables"]
+    assert set(functions) == set(HANDLERS.values())
+    return functions
+
+
 def handler_modules(template: Template) -> dict[str, ModuleType]:
     """Each deployed function's handler module, by the service the template gives its metrics."""
     modules: dict[str, ModuleType] = {}
-    for function in resources_of_type(template, "AWS::Lambda::Function").values():
-        properties = function["Properties"]
-        handler = properties.get("Handler")
-        if handler not in HANDLERS.values():
-            continue  # CDK's own helper functions
+    for handler, variables in pipeline_function_variables(template).items():
         module = importlib.import_module(handler.rpartition(".")[0])
-        variables = properties["Environment"]["Variables"]
         assert variables["POWERTOOLS_SERVICE_NAME"] == module.SERVICE
-        assert variables["POWERTOOLS_METRICS_NAMESPACE"] == module.metrics.namespace
         modules[module.SERVICE] = module
-    assert set(modules) == set(HANDLERS)
     return modules
+
+
+def emitted_namespaces(template: Template) -> dict[str, str]:
+    """Service -> the namespace its deployed function's metrics go to: the one its handler uses
+    under the function's POWERTOOLS_METRICS_NAMESPACE (which must be that variable itself)."""
+    namespaces = {}
+    for variables in pipeline_function_variables(template).values():
+        service, variable = variables["POWERTOOLS_SERVICE_NAME"], variables["POWERTOOLS_METRICS_NAMESPACE"]
+        namespaces[service] = handler_metric_namespaces(variable)[service]
+        assert namespaces[service] == variable, f"the {service} handler ignores its function's namespace"
+    return namespaces
 
 
 def custom_metric_alarms(template: Template) -> list[dict[str, Any]]:
@@ -63,6 +79,7 @@ def custom_metric_alarms(template: Template) -> list[dict[str, Any]]:
 
 def test_every_alarmed_metric_is_emitted_by_the_function_it_names(template: Template) -> None:
     modules = handler_modules(template)
+    namespaces = emitted_namespaces(template)
     alarms = custom_metric_alarms(template)
     assert alarms, "the stack alarms on the handlers' own metrics"
     watched = set()
@@ -70,7 +87,7 @@ def test_every_alarmed_metric_is_emitted_by_the_function_it_names(template: Temp
         (dimension,) = alarm["Dimensions"]
         assert dimension["Name"] == "service"
         module = modules[dimension["Value"]]
-        assert alarm["Namespace"] == module.metrics.namespace
+        assert alarm["Namespace"] == namespaces[dimension["Value"]]
         assert alarm["MetricName"] in emitted_metric_names(module), (module.__name__, alarm["MetricName"])
         watched.add((dimension["Value"], alarm["MetricName"]))
     assert watched == {

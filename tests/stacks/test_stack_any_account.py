@@ -219,7 +219,7 @@ def test_records_the_handlers_skip_raise_an_alarm(template: Template, service: s
     template.has_resource_properties(
         "AWS::CloudWatch::Alarm",
         {
-            "Namespace": "ExactlyOnceAggregation",
+            "Namespace": "ExactlyOnceAggregation/ExactlyOnceAggregation",
             "MetricName": NON_INSERT_RECORDS_SKIPPED,
             "Dimensions": [{"Name": "service", "Value": service}],
             "Statistic": "Sum",

@@ -4,8 +4,8 @@ A graph of a metric nobody emits stays empty, and nothing else would notice (a r
 wrong statistic's dimension, provisioned capacity of an on-demand table). The dashboard body is
 read from the synthesized template and each metric checked against one of two sources:
 
-- ours: namespace and `service` dimension of a deployed handler, and a name that handler's code
-  passes to `metrics.add_metric` (the scan of `test_stack_alarm_metrics`);
+- ours: the namespace a deployed handler emits under and its `service` dimension, and a name that
+  handler's code passes to `metrics.add_metric` (the scan of `test_stack_alarm_metrics`);
 - AWS's: the metrics AWS documents emitting with exactly one dimension naming a resource of the
   stack of the right type (`AWS_METRICS`, from the Lambda Developer Guide "Types of metrics for
   Lambda functions" and "Monitoring concurrency": ConcurrentExecutions for every function; the
@@ -22,11 +22,18 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Template
 
-from aggregation.names import DASHBOARD_URL_OUTPUT, TRADE_ID
+from aggregation.names import DASHBOARD_URL_OUTPUT, TRADE_ID, stack_metrics_namespace
 from planner.load_test import CUSTOM_METRICS, IdleResources
 from stacks import ExactlyOnceAggregationStack
-from tests.stacks.stack_helpers import HANDLERS, function_logical_id, resources_of_type, synthesize, table_logical_id
-from tests.stacks.test_stack_alarm_metrics import emitted_metric_names, handler_modules
+from tests.stacks.stack_helpers import (
+    HANDLERS,
+    function_logical_id,
+    load_cdk_json_context,
+    resources_of_type,
+    synthesize,
+    table_logical_id,
+)
+from tests.stacks.test_stack_alarm_metrics import emitted_metric_names, emitted_namespaces, handler_modules
 
 REGION_PLACEHOLDER = "region-of-the-stack"
 REF_PREFIX = "ref:"
@@ -130,7 +137,7 @@ def assert_emitted(metric: DashboardMetric, template: Template) -> None:
     modules = handler_modules(template)
     assert set(metric.dimensions) == {"service"}, metric
     module = modules[metric.dimensions["service"]]
-    assert metric.namespace == module.metrics.namespace, metric
+    assert metric.namespace == emitted_namespaces(template)[metric.dimensions["service"]], metric
     assert metric.name in emitted_metric_names(module), metric
 
 
@@ -140,16 +147,17 @@ def test_every_dashboard_metric_is_emitted_by_a_handler_or_by_aws(template: Temp
         assert_emitted(metric, template)
     assert expressions, "rates are drawn per second"
     names = {(metric.namespace, metric.name) for metric in metrics}
+    own = stack_metrics_namespace(load_cdk_json_context()["stackName"])
     assert {
         ("AWS/Kinesis", "IncomingRecords"),
-        ("ExactlyOnceAggregation", "MessagesApplied"),
-        ("ExactlyOnceAggregation", "EndToEndLatency"),
+        (own, "MessagesApplied"),
+        (own, "EndToEndLatency"),
         ("AWS/Lambda", "IteratorAge"),
         ("AWS/Lambda", "Errors"),
         ("AWS/Lambda", "Throttles"),
         ("AWS/Lambda", "ConcurrentExecutions"),
-        ("ExactlyOnceAggregation", "QuarantinedRecords"),
-        ("ExactlyOnceAggregation", "TransactionConflictsRetried"),
+        (own, "QuarantinedRecords"),
+        (own, "TransactionConflictsRetried"),
         ("AWS/DynamoDB", "ConsumedWriteCapacityUnits"),
         ("AWS/DynamoDB", "WriteThrottleEvents"),
         ("AWS/Kinesis", "WriteProvisionedThroughputExceeded"),

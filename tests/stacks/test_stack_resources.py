@@ -141,7 +141,7 @@ def test_environment_per_function(template: Template) -> None:
 
     assert environment(STATE_HANDLER) == {
         "POWERTOOLS_SERVICE_NAME": "state",
-        "POWERTOOLS_METRICS_NAMESPACE": "ExactlyOnceAggregation",
+        "POWERTOOLS_METRICS_NAMESPACE": "ExactlyOnceAggregation/ExactlyOnceAggregation",
         "STATE_TABLE": {"Ref": state_id},
         "QUARANTINE_TABLE": {"Ref": quarantine_id},
         "QUARANTINE_TTL_DAYS": "30",
@@ -155,7 +155,7 @@ def test_environment_per_function(template: Template) -> None:
     }
     assert environment(MAP_HANDLER) == {
         "POWERTOOLS_SERVICE_NAME": "map",
-        "POWERTOOLS_METRICS_NAMESPACE": "ExactlyOnceAggregation",
+        "POWERTOOLS_METRICS_NAMESPACE": "ExactlyOnceAggregation/ExactlyOnceAggregation",
         "DELTA_TABLE": {"Ref": delta_id},
         "HIERARCHY_LEVELS": "RiskType,TradeDesk,Region",
         "DELTA_TTL_DAYS": "7",
@@ -164,7 +164,7 @@ def test_environment_per_function(template: Template) -> None:
     }
     assert environment(REDUCE_HANDLER) == {
         "POWERTOOLS_SERVICE_NAME": "reduce",
-        "POWERTOOLS_METRICS_NAMESPACE": "ExactlyOnceAggregation",
+        "POWERTOOLS_METRICS_NAMESPACE": "ExactlyOnceAggregation/ExactlyOnceAggregation",
         "AGGREGATE_TABLE": {"Ref": aggregate_id},
         "REDUCE_IDEMPOTENCY": "crt+marker",
         "MARKER_TTL_DAYS": "7",
@@ -196,7 +196,7 @@ def test_alarm_on_any_quarantined_or_conflicting_record(template: Template, metr
     template.has_resource_properties(
         "AWS::CloudWatch::Alarm",
         {
-            "Namespace": "ExactlyOnceAggregation",
+            "Namespace": "ExactlyOnceAggregation/ExactlyOnceAggregation",
             "MetricName": metric_name,
             "Dimensions": [{"Name": "service", "Value": "state"}],
             "Statistic": "Sum",
@@ -219,4 +219,12 @@ def test_outputs_have_the_contract_keys(template: Template) -> None:
     }
     for output_key, partition_key in expected.items():
         assert outputs[output_key]["Value"] == {"Ref": table_logical_id(template, partition_key)}
-    assert set(outputs) == {"StreamName", "ArchiveBucketName", "DashboardUrl", "AlarmTopicArn", *expected}
+    assert outputs["MetricsNamespace"]["Value"] == "ExactlyOnceAggregation/ExactlyOnceAggregation"
+    assert set(outputs) == {
+        "StreamName",
+        "ArchiveBucketName",
+        "DashboardUrl",
+        "AlarmTopicArn",
+        "MetricsNamespace",
+        *expected,
+    }

@@ -84,7 +84,7 @@ class ReduceInterleavings(RuleBasedStateMachine):
         """Fresh tables for every example; the handlers are pointed at them."""
         super().__init__()
         self.pipeline = Pipeline(create_pipeline_tables(prefix="interleavings-"))
-        os.environ.update(handler_environment(self.pipeline.names, "ExactlyOnceAggregationTest", "test"))
+        os.environ.update(handler_environment(self.pipeline.names, "test"))
         self.items = delta_items(uuid.uuid4().hex)
         for item in self.items:
             self.pipeline.dynamodb.put_item(TableName=self.pipeline.names["delta"], Item=encode_delta_item(item))

@@ -164,7 +164,12 @@ def test_the_synthesized_stack_deploys_with_every_output_the_contract_names(
     outputs = deployment.local_outputs()
     for key in ("stream_name", "state_table", "delta_table", "aggregate_table", "quarantine"):
         assert outputs[key], key
-    assert set(deployment.outputs) <= set(OUTPUT_KEYS_TO_LOCAL_NAMES) | {"AlarmTopicArn", "DashboardUrl"}
+    assert set(deployment.outputs) <= set(OUTPUT_KEYS_TO_LOCAL_NAMES) | {
+        "AlarmTopicArn",
+        "DashboardUrl",
+        "MetricsNamespace",
+    }
+    assert deployment.outputs["MetricsNamespace"] == f"ExactlyOnceAggregation/{deployment.stack_name}"
     # The dashboard deploys into the emulator too (moto's CloudFormation supports it): one template.
     dashboards = [r for r in deployment.resources.values() if r.resource_type == "AWS::CloudWatch::Dashboard"]
     assert len(dashboards) == 1 and deployment.outputs["DashboardUrl"].endswith(dashboards[0].physical_id)

@@ -960,3 +960,36 @@ def test_get_metric_data_answers_percentiles_of_the_published_values(aws_client:
         "maximum": [10.0],
         "sum": [118.0],
     }
+
+
+def test_get_metric_data_reads_only_the_namespace_each_query_names(aws_client: AwsClientFactory) -> None:
+    """`fix_cloudwatch_metric_data_reads_its_namespace`: the same name and dimensions in two
+    namespaces are two metrics (two stacks' functions); each query reads its own, in one request too."""
+    cloudwatch = aws_client("cloudwatch")
+    when = datetime.datetime.now(datetime.UTC).replace(second=0, microsecond=0) - datetime.timedelta(minutes=3)
+    name, dimensions = f"m{uuid.uuid4().hex[:8]}", [{"Name": "service", "Value": "reduce"}]
+    for namespace, value in (("Compat/Production", 100.0), ("Compat/Staging", 7.0)):
+        cloudwatch.put_metric_data(
+            Namespace=namespace,
+            MetricData=[{"MetricName": name, "Dimensions": dimensions, "Timestamp": when, "Value": value}],
+        )
+    queries = [
+        {
+            "Id": stack.lower(),
+            "MetricStat": {
+                "Metric": {"Namespace": f"Compat/{stack}", "MetricName": name, "Dimensions": dimensions},
+                "Period": 60,
+                "Stat": "Sum",
+            },
+        }
+        for stack in ("Staging", "Production")
+    ]
+    results = cloudwatch.get_metric_data(
+        MetricDataQueries=queries, StartTime=when, EndTime=when + datetime.timedelta(minutes=1)
+    )["MetricDataResults"]
+    assert [(result["Id"], result["Values"]) for result in results] == [("staging", [7.0]), ("production", [100.0])]
+    doubled = {"Id": "doubled", "Expression": "production * 2"}
+    with pytest.raises(ClientError, match="not emulated"):
+        cloudwatch.get_metric_data(
+            MetricDataQueries=[*queries, doubled], StartTime=when, EndTime=when + datetime.timedelta(minutes=1)
+        )
