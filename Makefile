@@ -36,7 +36,7 @@ help:
 	@echo "make up      start the local emulator + runner and deploy the stack into it"
 	@echo "make down    stop everything make up started"
 	@echo "make status  per-function invocations, errors, retries and iterator lag"
-	@echo "make chaos   every failure at once, 20,000 messages, plus the unsafe negative control"
+	@echo "make chaos   every failure at once, 20,000 messages, plus the unsafe negative control; then KPL aggregates, a quarter hostile"
 	@echo "make upgrade each earlier release (local/upgrade/releases.py) upgraded in place mid-stream, exact; and its negative control"
 	@echo "make soak    a steady load (SOAK_ARGS=\"--duration S --rate R\"), exact, memory within a budget"
 	@echo "make bench   benchmarks and the capacity planner, written to docs/benchmarks.md"
@@ -123,6 +123,7 @@ demo: install
 
 chaos: install
 	$(BIN)/python -m local chaos $(CHAOS_ARGS)
+	$(BIN)/python -m local chaos --aggregate --hostile-aggregates 25 --count 6000 --no-control $(CHAOS_ARGS)
 	INTERLEAVING_EXAMPLES=300 $(BIN)/python -m pytest -q -p no:cacheprovider tests/lambdas/reduce_function/test_interleavings.py
 	$(MAKE) --no-print-directory upgrade
 

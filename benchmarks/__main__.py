@@ -29,6 +29,7 @@ from benchmarks.producer_throughput import DEFAULT_MESSAGES, run_producer_throug
 from benchmarks.reducer_scaling import run_reducer_scaling
 from benchmarks.report import BenchmarkRun, hand_written_sections, overhead_section, render, slower_than_planned
 from benchmarks.state_throughput import run_state_throughput
+from benchmarks.worst_event import run_worst_events, worst_event_section
 from benchmarks.write_cost import run_write_cost
 from planner import model
 from planner.inputs import ServiceTimes, Settings, Workload
@@ -62,6 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     overhead.add_argument("--messages", type=int, default=4000, help="write-cost workload whose events are replayed")
     overhead.add_argument("--passes", type=int, default=5, help="passes over the events")
+    commands.add_parser(
+        "worst-event", help="the worst event of each kind against the state timeout: print its markdown, write nothing"
+    )
     return parser
 
 
@@ -96,6 +100,7 @@ def run(arguments: argparse.Namespace, console: Console) -> int:
         emulator_transactions = run_emulator_transactions(report)
         reducer_scaling = run_reducer_scaling(report)
         overhead = run_handler_overhead(write_cost.events, arguments.passes, report)
+        worst_events = run_worst_events(report)
         producer = run_producer_throughput(arguments.producer_messages, report)
         if arguments.skip_end_to_end:
             from benchmarks.end_to_end import EndToEndSkipped  # noqa: PLC0415
@@ -152,6 +157,7 @@ def run(arguments: argparse.Namespace, console: Console) -> int:
                 scale_workload, scale_start, times, prices, start_label=FLAGS_FIX
             ),
             producer=producer,
+            worst_events=worst_events,
         ),
         hand_written_sections(previous),
     )
@@ -198,6 +204,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run(arguments, console)
     if arguments.command == "overhead":
         return overhead_only(arguments, console)
+    if arguments.command == "worst-event":
+        results = run_worst_events(lambda _step, _fraction: None)
+        print("\n".join(worst_event_section(results, ServiceTimes())))
+        return 0 if all(result.fits(ServiceTimes()) for result in results) else 1
     return 2
 
 

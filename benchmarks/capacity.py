@@ -294,7 +294,7 @@ AGGREGATION_NOTE = (
     "aggregate by its bytes. The state function is invoked per batch of Kinesis records but works and is "
     "billed per message: its executions stay, its invocations drop, and a shard's messages arrive in fewer, "
     "larger batches, of at most `stateBatchSize` records or what Lambda's 6 MB event holds base64-encoded "
-    "(the state function's timeout is 300 s)."
+    "(the state function's timeout is 900 s)."
 )
 
 

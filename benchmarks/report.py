@@ -14,6 +14,7 @@ from benchmarks.harness import Machine
 from benchmarks.producer_throughput import ProducerRun, producer_section
 from benchmarks.reducer_scaling import ReducerScalingResult, render_section
 from benchmarks.state_throughput import ThroughputAtRoundTrip
+from benchmarks.worst_event import WorstEvent, worst_event_section
 from benchmarks.write_cost import LARGE_MAP_BATCH_SIZE, LARGE_MAP_LABEL, MODES, REDUCE_BATCH_SIZE, WriteCostResult
 from benchmarks.write_units import StageWriteCost
 from planner.inputs import ServiceTimes, Settings
@@ -43,6 +44,7 @@ class BenchmarkRun:
     scenarios: list[Scenario]  # at the planned rate (50,000 msg/s): the flags' fix and the searches' choices
     scale_out_scenarios: list[Scenario]  # the same at SCALE_OUT_RATE
     producer: list[ProducerRun]
+    worst_events: list[WorstEvent]
 
 
 def _ratio(ours: float, theirs: float) -> str:
@@ -672,6 +674,8 @@ def render(run: BenchmarkRun, hand_written: str = "") -> str:
         *_write_cost_section(write_cost),
         *_throughput_section(run.throughput),
         *overhead_section(run.overhead, write_cost),
+        *worst_event_section(run.worst_events, ServiceTimes()),
+        "",
         *_end_to_end_section(run.end_to_end),
         "## 5. Capacity plans for 50,000 and 250,000 messages/s",
         "",

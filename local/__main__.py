@@ -223,6 +223,13 @@ def add_chaos_parser(commands: Any) -> None:
     )
     parser.add_argument("--aggregate", action="store_true", help="the producer sends KPL aggregated records")
     parser.add_argument(
+        "--hostile-aggregates",
+        type=bounded(float, 0, 100),
+        default=0.0,
+        metavar="PCT",
+        help="with --aggregate: PCT%% of the aggregates built as an attacker would (default 0)",
+    )
+    parser.add_argument(
         "--processes", type=bounded(int, 1, None), default=defaults.processes, help="the producer's sending processes"
     )
 
@@ -250,6 +257,7 @@ def chaos_settings(arguments: argparse.Namespace) -> chaos.ChaosSettings:
         stream_shards=int(arguments.stream_shards),
         reduce_slices=int(arguments.reduce_slices),
         aggregate=bool(arguments.aggregate),
+        hostile_aggregates_pct=arguments.hostile_aggregates,
         processes=int(arguments.processes),
     )
 

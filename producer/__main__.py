@@ -106,6 +106,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="pack messages into KPL aggregated records (50 KiB, one shard each), as the KPL does",
     )
+    send.add_argument(
+        "--hostile-aggregates",
+        type=_percentage,
+        default=0.0,
+        metavar="PCT",
+        help="with --aggregate: PCT%% of the aggregates built as an attacker would (a 300,000-byte partition key, "
+        "invalid UTF-8 in keys and tags) around the same messages (default 0)",
+    )
     send.add_argument("--trades", type=_positive_int, help="distinct TradeIDs (default: derived from the count)")
     send.add_argument("--duplicates-pct", type=_percentage, default=10.0, help="identical resends (default 10)")
     send.add_argument(
@@ -198,6 +206,7 @@ def run_send(arguments: argparse.Namespace, console: Console, status: Console) -
         hierarchy_levels=arguments.hierarchy_levels,
         timestamp_epoch_ms=arguments.timestamp_epoch_ms,
         aggregate=arguments.aggregate,
+        hostile_aggregates_pct=arguments.hostile_aggregates,
         processes=arguments.processes,
     )
     options.generator_config(0)  # validate the percentages and counts before touching AWS

@@ -25,6 +25,9 @@ if TYPE_CHECKING:
     from mypy_boto3_kinesis import KinesisClient
 
 AGGREGATE_MAX_BYTES = 50 * 1024
+HOSTILE_KEY_BYTES = 300_000
+"""The length a hostile aggregate gives its first partition key: Kinesis bounds only the outer
+record's key (256 characters), an aggregate's key table only by the record's 1 MiB."""
 
 
 def varint_bytes(number: int) -> int:
@@ -60,11 +63,19 @@ class AggregateBuilder:
     def __len__(self) -> int:
         return len(self.records)
 
-    def build(self) -> bytes:
+    def build(self, hostile: bool = False) -> bytes:
+        """The aggregate's bytes. `hostile`: what no KPL writes and an attacker with put access can,
+        around the same user records (their data, hence the ledger, unchanged): the first partition
+        key `HOSTILE_KEY_BYTES` long, every key and a tag on each record holding invalid UTF-8."""
         aggregate = aggregated_record_class()()
-        aggregate.partition_key_table.extend(key.encode() for key in self.keys)
+        keys = [key.encode() for key in self.keys]
+        if hostile:
+            keys = [b"\xc3" + key + (b"K" * HOSTILE_KEY_BYTES if index == 0 else b"") for index, key in enumerate(keys)]
+        aggregate.partition_key_table.extend(keys)
         for index, data in self.records:
-            aggregate.records.add(partition_key_index=index, data=data)
+            record = aggregate.records.add(partition_key_index=index, data=data)
+            if hostile:
+                record.tags.add(key=b"\xff", value=b"\xfe\x00")
         body: bytes = aggregate.SerializeToString()
         return MAGIC + body + hashlib.md5(body, usedforsecurity=False).digest()
 

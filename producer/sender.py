@@ -141,6 +141,8 @@ class SendOptions:
     timestamp_epoch_ms: int | None = None
     aggregate: bool = False
     """Pack messages into KPL aggregated records (`producer.kpl`), as the KPL, Flink and Fluent Bit do."""
+    hostile_aggregates_pct: float = 0.0
+    """With `aggregate`: the share of aggregates built as an attacker would (`AggregateBuilder.build`)."""
     processes: int = 1
     """Sending processes, each with its own share of the messages and trades (`send_messages`)."""
     retry: RetryPolicy = field(default_factory=RetryPolicy)
@@ -169,6 +171,8 @@ class SendOptions:
             raise ValueError("concurrency must be at least 1")
         if self.processes < 1:
             raise ValueError("processes must be at least 1")
+        if self.hostile_aggregates_pct and not self.aggregate:
+            raise ValueError("--hostile-aggregates needs --aggregate")
 
     def generator_config(self, seed: int) -> GeneratorConfig:
         """The generator settings; raises ValueError on inconsistent percentages or counts."""
@@ -414,20 +418,29 @@ def chunk_messages(messages: Sequence[GeneratedMessage]) -> list[list[GeneratedM
     return chunks
 
 
-def pack(messages: Sequence[GeneratedMessage], shards: ShardMap | None) -> list[OutgoingRecord]:
+def pack(
+    messages: Sequence[GeneratedMessage], shards: ShardMap | None, hostile_pct: float = 0.0
+) -> list[OutgoingRecord]:
     """The records that carry `messages`: one each, or (`shards` given) KPL aggregates of one shard each.
 
     A message too large for an aggregate goes alone, as a plain record. Within an aggregate the
     messages keep their order; aggregates are sent under their first message's partition key.
+    `hostile_pct` of the aggregates are built hostile (`AggregateBuilder.build`): the same messages
+    in a frame no KPL writes, which the state function must read all the same.
     """
     if shards is None:
         return [OutgoingRecord(m.data, m.partition_key, (m,)) for m in messages]
     records: list[OutgoingRecord] = []
     open_aggregates: dict[int, tuple[AggregateBuilder, list[GeneratedMessage]]] = {}
 
+    built = 0
+
     def close(shard: int) -> None:
+        nonlocal built
         builder, carried = open_aggregates.pop(shard)
-        records.append(OutgoingRecord(builder.build(), carried[0].partition_key, tuple(carried)))
+        hostile = built * hostile_pct % 100 + hostile_pct >= 100  # every (100 / pct)-th, spread evenly
+        built += 1
+        records.append(OutgoingRecord(builder.build(hostile), carried[0].partition_key, tuple(carried)))
 
     for message in messages:
         shard = shards.shard_of(message.partition_key)
@@ -628,6 +641,7 @@ class _SendRun:
         self.failures: list[BaseException] = []
         self.uncertain = 0
         self.shards = ShardMap.of_stream(client, target.stream_name) if options.aggregate else None
+        self.hostile_aggregates_pct = options.hostile_aggregates_pct
         self._chunk_ids = itertools.count()
         self._lock = threading.Lock()
         self._slots = threading.BoundedSemaphore(options.concurrency * 2)
@@ -670,7 +684,10 @@ class _SendRun:
     def _deliver(self, number: int, messages: list[GeneratedMessage]) -> None:
         settled = True
         try:
-            self._delivery.deliver(pack(messages, self.shards), lambda accepted: self.accepted(number, accepted))
+            self._delivery.deliver(
+                pack(messages, self.shards, self.hostile_aggregates_pct),
+                lambda accepted: self.accepted(number, accepted),
+            )
         except BaseException as error:
             if isinstance(error, DeliveryError) and error.uncertain:
                 settled = False  # in the journal, the rest stays in doubt

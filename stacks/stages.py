@@ -50,13 +50,15 @@ function's role (Lambda Developer Guide, "Kinesis execution role permissions")."
 RETRY_UNTIL_SUCCESS = -1
 """`MaximumRetryAttempts` / `MaximumRecordAgeInSeconds` value meaning "infinite"."""
 
-STATE_TIMEOUT_SECONDS = 300
-"""Sized by messages (user records), not by Kinesis records: a batch of 100 aggregates may carry
-tens of thousands of messages. The most one invocation can carry (`planner.inputs.LAMBDA_INVOCATION_PAYLOAD_BYTES`
-of the smallest valid messages, aggregated: about 41,000) at the planner's cost per message in
-a `STATE_MEMORY_MB` function (about 2 ms) take about 84 s, a factor of 3.5 inside the timeout
-(tests/stacks/test_stack_state_sizing.py). The worst case sets it, not the typical one: a batch
-that times out is retried whole, for ever (`RETRY_UNTIL_SUCCESS`), and would hold its shard."""
+STATE_TIMEOUT_SECONDS = 900
+"""Lambda's longest, and sized by the worst event, not the typical one: a batch that times out is
+retried whole, for ever (`RETRY_UNTIL_SUCCESS`), and would hold its shard. The worst is not valid
+input but an attacker's: four 1 MiB KPL aggregates of empty user records, about 700,000 records
+each quarantined on its own, about 320 s in a `STATE_MEMORY_MB` function at the planner's write
+latency (`python -m benchmarks worst-event`, docs/benchmarks.md "The worst event fits its
+timeout"), within half of it. The fullest batch of the smallest valid messages (about 41,000) takes
+about 84 s (tests/stacks/test_stack_state_sizing.py). A timeout costs nothing until it is used:
+every request has its own connect and read timeouts, so only real work runs this long."""
 
 
 def retry_until_record_expires(function: lambda_.Function) -> None:

@@ -22,10 +22,11 @@ import boto3
 import pytest
 from aws_kinesis_agg.deaggregator import deaggregate_records
 
+from aggregation.kpl import user_records as kpl_user_records
 from local.emulator.control import EmulatorProcess
 from producer.generator import GeneratorConfig, generate_messages
 from producer.journal import JournalWriter, journal_path, journals_of, read_journal
-from producer.kpl import AGGREGATE_MAX_BYTES, ShardMap
+from producer.kpl import AGGREGATE_MAX_BYTES, HOSTILE_KEY_BYTES, ShardMap
 from producer.ledger import Ledger
 from producer.sender import MAX_BYTES_PER_RECORD, SendOptions, pack, record_size, send_messages
 from tests.producer.test_producer_cli import REPOSITORY, run_cli, write_outputs
@@ -243,3 +244,23 @@ def test_an_aggregated_send_puts_every_message_on_the_stream_in_fewer_records(
     on_stream = stream_messages(stream)
     assert len(on_stream) == summary.messages_sent == Ledger.load(ledger_path).counts.messages_sent == 1500
     assert journals_of(ledger_path) == []
+
+
+def test_hostile_aggregates_carry_the_same_messages_in_a_frame_no_kpl_writes() -> None:
+    """`--hostile-aggregates`: the state function must read the same messages out of them."""
+    messages = list(generate_messages(GeneratorConfig(seed=6, count=600)))
+    plain, hostile = pack(messages, TWO_SHARDS), pack(messages, TWO_SHARDS, hostile_pct=50)
+    assert [r.messages for r in plain] == [r.messages for r in hostile]
+    changed = [(p, h) for p, h in zip(plain, hostile, strict=True) if p.data != h.data]
+    assert len(changed) == len(plain) // 2, "every other aggregate"
+    for built_plain, built_hostile in changed:
+        read = kpl_user_records(built_hostile.data)
+        assert [r.data for r in read] == [m.data for m in built_hostile.messages]
+        assert read[0].partition_key.startswith("\\xc3") and len(read[0].partition_key) > HOSTILE_KEY_BYTES
+        assert record_size(built_hostile) <= MAX_BYTES_PER_RECORD
+        assert [r.data for r in kpl_user_records(built_plain.data)] == [r.data for r in read]
+
+
+def test_hostile_aggregates_need_aggregate() -> None:
+    with pytest.raises(ValueError, match="--hostile-aggregates needs --aggregate"):
+        SendOptions(count=1, hostile_aggregates_pct=10)

@@ -71,6 +71,8 @@ class ChaosSettings:
     """Fewer slices than shards: concurrent reducers contend for the same items, and conflict."""
     aggregate: bool = False
     """The producer sends KPL aggregates (`send --aggregate`)."""
+    hostile_aggregates_pct: float = 0.0
+    """With `aggregate`: the share of aggregates the producer builds as an attacker would."""
     processes: int = 1
     """The producer's sending processes (`send --processes`), one merged ledger."""
 
@@ -144,6 +146,7 @@ class ChaosSettings:
             oversized_records=min(self.oversized_records, count // 2),
             ledger_path=ledger,
             aggregate=self.aggregate,
+            hostile_aggregates_pct=self.hostile_aggregates_pct,
             processes=self.processes,
         )
 
@@ -196,15 +199,16 @@ def emulator_fault_config(settings: ChaosSettings, outputs: Mapping[str, str], s
                 "error": "TransactionCanceledException",
             }
         )
-        rules.append(  # the state function's BatchExecuteStatement: single statements refused, the others applied
-            {
-                "kind": THROTTLE,
-                "service": "dynamodb",
-                "percent": settings.throttle_pct,
-                "variant": STATEMENTS,
-                "table": outputs["state_table"],
-            }
-        )
+        for table in ("state_table", "quarantine"):  # the state function's statements: some refused, others applied
+            rules.append(
+                {
+                    "kind": THROTTLE,
+                    "service": "dynamodb",
+                    "percent": settings.throttle_pct,
+                    "variant": STATEMENTS,
+                    "table": outputs[table],
+                }
+            )
         for service in ("dynamodb", "dynamodbstreams", "kinesis"):
             rules.append({"kind": THROTTLE, "service": service, "percent": settings.throttle_pct})
     if settings.kept_tokens:

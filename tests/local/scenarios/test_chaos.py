@@ -72,7 +72,13 @@ def test_emulator_counters_become_rows_per_write_site_and_read_or_write_throttle
 
 
 def test_the_archive_bucket_loses_put_object_responses_at_the_lost_response_rate() -> None:
-    outputs = {"state_table": "S", "delta_table": "D", "aggregate_table": "A", "archive_bucket": "archive-b"}
+    outputs = {
+        "state_table": "S",
+        "delta_table": "D",
+        "aggregate_table": "A",
+        "archive_bucket": "archive-b",
+        "quarantine": "Q",
+    }
     config = chaos.emulator_fault_config(chaos.ChaosSettings(lost_response_pct=3), outputs, seed=1)
     (rule,) = [rule for rule in parse_config(config).rules if rule.service == "s3"]
     assert (rule.kind, rule.operations, rule.percent, rule.variant) == (LOST_RESPONSE, ("PutObject",), 3.0, "close")
@@ -117,12 +123,16 @@ def test_progress_counts_records_of_every_stage_and_the_state_figure_only_its_ow
 
 
 def test_the_state_functions_batch_statements_are_lost_and_throttled_one_by_one_and_whole() -> None:
-    outputs = {"state_table": "S", "delta_table": "D", "aggregate_table": "A", "archive_bucket": "B"}
+    outputs = {"state_table": "S", "delta_table": "D", "aggregate_table": "A", "archive_bucket": "B", "quarantine": "Q"}
     settings = chaos.ChaosSettings(lost_response_pct=4, throttle_pct=3)
     rules = parse_config(chaos.emulator_fault_config(settings, outputs, seed=1)).rules
     batch = RequestInfo("dynamodb", "BatchExecuteStatement", ("S",), 0, ("S", "S"))
-    one_by_one = {rule.kind: rule for rule in rules if rule.variant == STATEMENTS}
-    assert {kind: rule.percent for kind, rule in one_by_one.items()} == {LOST_RESPONSE: 4.0, THROTTLE: 3.0}
+    quarantine_batch = RequestInfo("dynamodb", "BatchExecuteStatement", ("Q",), 0, ("Q", "Q"))
+    on_state = {rule.kind: rule for rule in rules if rule.variant == STATEMENTS and rule.table == "S"}
+    assert {kind: rule.percent for kind, rule in on_state.items()} == {LOST_RESPONSE: 4.0, THROTTLE: 3.0}
+    (on_quarantine,) = [rule for rule in rules if rule.variant == STATEMENTS and rule.table == "Q"]
+    assert on_quarantine.kind == THROTTLE and on_quarantine.targets(quarantine_batch), "quarantine inserts refused too"
+    one_by_one = on_state
     for rule in one_by_one.values():
         assert rule.operations == ("BatchExecuteStatement",) and rule.targets(batch)
         assert not rule.targets(RequestInfo("dynamodb", "BatchExecuteStatement", ("D",), 0, ("D",)))
@@ -156,7 +166,7 @@ def test_the_default_settings_meet_issue_6() -> None:
 
 
 def test_reduce_transactions_are_cancelled_by_throttles_and_their_tokens_kept() -> None:
-    outputs = {"state_table": "S", "delta_table": "D", "aggregate_table": "A", "archive_bucket": "B"}
+    outputs = {"state_table": "S", "delta_table": "D", "aggregate_table": "A", "archive_bucket": "B", "quarantine": "Q"}
     rules = chaos.emulator_fault_config(chaos.ChaosSettings(), outputs, seed=1)["rules"]
     kinds = [(rule["kind"], rule.get("error"), rule.get("table")) for rule in rules]
     assert ("throttle", "TransactionCanceledException", "A") in kinds
