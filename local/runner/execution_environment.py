@@ -336,11 +336,13 @@ class ExecutionEnvironment:
 
 
 def function_runtimes(template: Mapping[str, Any]) -> set[str]:
-    """The `Runtime` of every function a template deploys."""
+    """The Python `Runtime` of every function a template deploys (the runner runs no other: CDK's
+    Node.js custom resource providers are run by the deployer or not at all)."""
     return {
-        str(resource.get("Properties", {}).get("Runtime"))
+        str(resource["Properties"]["Runtime"])
         for resource in template.get("Resources", {}).values()
-        if resource.get("Type") == "AWS::Lambda::Function" and resource.get("Properties", {}).get("Runtime")
+        if resource.get("Type") == "AWS::Lambda::Function"
+        and str(resource.get("Properties", {}).get("Runtime", "")).startswith("python")
     }
 
 

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from local.runner.discovery import FunctionConfig
-from local.runner.execution_environment import ExecutionEnvironment, MemoryWatch, interpreter_note
+from local.runner.execution_environment import ExecutionEnvironment, MemoryWatch, function_runtimes, interpreter_note
 from local.runner.invoker import LAMBDA_PATH, RoleCredentials, function_environment
 
 CREDENTIALS = RoleCredentials("ASIAEXAMPLE", "secret", "token")
@@ -238,6 +238,13 @@ def test_a_function_over_its_memory_size_is_killed_as_lambda_kills_it(tmp_path: 
 
 
 def test_a_differing_interpreter_is_named_in_one_line() -> None:
+    template = {
+        "Resources": {
+            "Fn": {"Type": "AWS::Lambda::Function", "Properties": {"Runtime": "python3.14"}},
+            "Provider": {"Type": "AWS::Lambda::Function", "Properties": {"Runtime": "nodejs24.x"}},
+        }
+    }
+    assert function_runtimes(template) == {"python3.14"}, "the runner runs Python functions only"
     assert interpreter_note({"python3.14"}, (3, 14)) is None
     note = interpreter_note({"python3.14"}, (3, 11))
     assert note is not None and "\n" not in note and "python3.14" in note and "Python 3.11" in note
