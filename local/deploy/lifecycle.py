@@ -31,6 +31,7 @@ from local.deploy import deployer
 from local.emulator.control import EmulatorError, EmulatorProcess, attach_emulator, start_emulator
 from local.memory import MALLOC_ENVIRONMENT
 from local.paths import REPO_ROOT, LocalPaths
+from local.runner.execution_environment import function_runtimes, interpreter_note
 from local.runner.invoker import fault_injection_overrides
 from local.runner.stats import read_stats
 
@@ -245,6 +246,9 @@ def up(
         assembly_dir = cdk_out or deployer.synthesize()
         deployment = deployer.deploy(assembly_dir, emulator.endpoint_url, require_outputs=_required(), drained=drained)
         report(f"stack {deployment.stack_name} deployed in {time.monotonic() - started:.1f} s")
+        note = interpreter_note(function_runtimes(deployment.template))
+        if note:
+            report(note)
         _write_outputs(paths, deployment)
         pid = start_runner(paths, environment)
         wait_for_runner_ready(paths, pid)

@@ -85,6 +85,11 @@ class FunctionConfig:
     layers: tuple[str, ...] = ()
     """The layer version ARNs (or names, read from the template) the function names, in order
     (`lambda_packages.import_directories`)."""
+    runtime: str = ""
+    """The function's `Runtime` (`python3.14`): its `AWS_EXECUTION_ENV`, and the version the local
+    interpreter is compared with (`execution_environment.interpreter_note`)."""
+    role_arn: str = ""
+    """The execution role: the identity its workers' credentials are issued for."""
 
 
 def _template_properties_by_physical_id(deployment: Deployment, resource_type: str) -> dict[str, Any]:
@@ -216,4 +221,6 @@ def fetch_function(deployment: Deployment, function_name: str, functions_dir: Pa
         code_sha256=sha256,
         code_dir=code_dir,
         layers=tuple(layer["Arn"] for layer in configuration.get("Layers") or []) or layer_names(template),
+        runtime=str(configuration.get("Runtime") or template.get("Runtime") or ""),
+        role_arn=str(configuration.get("Role") or ""),
     )

@@ -9,16 +9,18 @@ starts a fresh one (a cold start).
 
 from __future__ import annotations
 
+import functools
 import logging
-import os
 import threading
 import time
 from collections.abc import Mapping
-from typing import IO, Any
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, Final
 
 from local.runner.discovery import FunctionConfig
 from local.runner.execution_environment import ExecutionEnvironment, InvocationResult
-from local.runner.lambda_packages import import_directories
+from local.runner.lambda_packages import import_directories, runtime_directory
 from local.runner.stats import RunnerStats
 
 log = logging.getLogger(__name__)
@@ -61,33 +63,79 @@ def injected_failure_point(error: Mapping[str, Any] | None) -> str | None:
     return "after_write" if "_AFTER_WRITE_" in str(error.get("errorMessage", "")) else "before_write"
 
 
+LAMBDA_PATH: Final[str] = "/var/lang/bin:/usr/local/bin:/usr/bin/:/bin:/opt/bin"
+"""`PATH` as Lambda sets it (Lambda Developer Guide, "Defined runtime environment variables")."""
+LAMBDA_LANG: Final[str] = "en_US.UTF-8"
+LAMBDA_TZ: Final[str] = ":UTC"
+INITIALIZATION_TYPE: Final[str] = "on-demand"
+"""`AWS_LAMBDA_INITIALIZATION_TYPE` of an environment without provisioned concurrency or SnapStart."""
+LOCAL_ONLY_VARIABLES: Final[tuple[str, ...]] = ("AWS_ENDPOINT_URL",)
+"""The one variable Lambda does not set: where the emulator is."""
+
+
+@dataclass(frozen=True)
+class RoleCredentials:
+    """Temporary credentials of a function's execution role, as Lambda gives them to the runtime."""
+
+    access_key_id: str
+    secret_access_key: str
+    session_token: str
+
+
+@functools.cache
+def _runtime_directory() -> Path:
+    return runtime_directory()
+
+
+def assume_execution_role(sts: Any, function: FunctionConfig) -> RoleCredentials:
+    """The function's execution role assumed as Lambda assumes it, the session named after the
+    function (the role's identity is ``assumed-role/<role>/<function>``): with IAM enforced, the
+    emulator allows the worker what the role's policies allow (docs/design.md, "IAM")."""
+    if not function.role_arn:
+        raise LookupError(f"function {function.name}: the Lambda service reports no execution role")
+    session = function.name[:64]  # STS allows 64 characters; Lambda function names are at most 64
+    issued = sts.assume_role(RoleArn=function.role_arn, RoleSessionName=session)["Credentials"]
+    return RoleCredentials(issued["AccessKeyId"], issued["SecretAccessKey"], issued["SessionToken"])
+
+
 def function_environment(
     function: FunctionConfig,
     *,
     endpoint_url: str,
     region: str,
     overrides: Mapping[str, str],
+    credentials: RoleCredentials,
 ) -> dict[str, str]:
-    """The worker's whole `os.environ`: what Lambda sets, the configured variables, the emulator."""
+    """The worker's whole `os.environ`: what Lambda sets, the configured variables, the emulator.
+
+    Lambda's defined runtime environment variables and nothing of the host's (no `HOME`, no host
+    `PATH`): the unreserved ones (`PATH`, `LANG`) first, so the function's configuration may
+    replace them as on Lambda, then the configured variables, then the reserved ones, which a
+    configuration cannot set. Besides: `AWS_ENDPOINT_URL` (`LOCAL_ONLY_VARIABLES`), the caller's
+    fault injection `overrides`, and, added by the execution environment, its own `TMPDIR` and
+    `MALLOC_ARENA_MAX` (docs/design.md, "Lambda's environment").
+    """
     environment = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": os.environ.get("HOME", "/tmp"),
-        "LANG": "C.UTF-8",
-        "TZ": "UTC",
-        "AWS_EXECUTION_ENV": "AWS_Lambda_python3.11",
+        "PATH": LAMBDA_PATH,
+        "LANG": LAMBDA_LANG,
+        **function.environment,
+        "_HANDLER": function.handler,
+        "AWS_EXECUTION_ENV": f"AWS_Lambda_{function.runtime}",
         "AWS_LAMBDA_FUNCTION_NAME": function.name,
         "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
         "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(function.memory_mb),
+        "AWS_LAMBDA_INITIALIZATION_TYPE": INITIALIZATION_TYPE,
         "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{function.name}",
         "AWS_LAMBDA_LOG_STREAM_NAME": "local",
         "LAMBDA_TASK_ROOT": str(function.code_dir),
-        "LOCAL_FUNCTION_ARN": function.arn,
-        **function.environment,
-        "AWS_ENDPOINT_URL": endpoint_url,
+        "LAMBDA_RUNTIME_DIR": str(_runtime_directory()),
         "AWS_REGION": region,
         "AWS_DEFAULT_REGION": region,
-        "AWS_ACCESS_KEY_ID": "local",
-        "AWS_SECRET_ACCESS_KEY": "local",
+        "AWS_ACCESS_KEY_ID": credentials.access_key_id,
+        "AWS_SECRET_ACCESS_KEY": credentials.secret_access_key,
+        "AWS_SESSION_TOKEN": credentials.session_token,
+        "TZ": LAMBDA_TZ,
+        "AWS_ENDPOINT_URL": endpoint_url,
         **overrides,
     }
     return environment
@@ -124,6 +172,8 @@ class FunctionInvoker:
             timeout_seconds=self.function.timeout_seconds,
             import_dirs=self._import_dirs,
             log_file=self.log_file,
+            memory_mb=self.function.memory_mb,
+            function_arn=self.function.arn,
         )
         with self._lock:
             self._all.append(environment)

@@ -8,8 +8,10 @@ standard library, what a function on Lambda imports from (`lambda_packages`): it
 package, its layers, the runtime's SDK. Whatever a handler imports from anywhere else fails
 here as it would on Lambda.
 
-Protocol (JSON lines): the parent writes ``{"id": ..., "event": ..., "deadline_ms": ...}``
-to the worker's stdin; the worker answers ``{"id": ..., "result": ...}`` or
+Protocol (JSON lines): the worker first writes ``{"ready": ..., "error": ...}`` when its Init
+phase (the handler import) is over, and exits after an Init error (Lambda runs Init again on the
+next invocation, in a new environment). The parent then writes ``{"id": ..., "event": ...,
+"deadline_ms": ..., "function_arn": ...}`` to the worker's stdin; the worker answers ``{"id": ..., "result": ...}`` or
 ``{"id": ..., "error": {"errorType", "errorMessage", "stackTrace"}}`` on a private pipe,
 the worker's original stdout. The handler's own prints and logs (Powertools writes JSON
 to stdout) go to stderr, which the runner sends to its log, like CloudWatch Logs.
@@ -31,10 +33,10 @@ from typing import Any
 class LambdaContext:
     """The subset of the Lambda context object handlers and Powertools use."""
 
-    def __init__(self, request_id: str, deadline_ms: int) -> None:
+    def __init__(self, request_id: str, deadline_ms: int, invoked_function_arn: str = "") -> None:
         self.function_name = os.environ.get("AWS_LAMBDA_FUNCTION_NAME", "local")
         self.function_version = os.environ.get("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
-        self.invoked_function_arn = os.environ.get("LOCAL_FUNCTION_ARN", "")
+        self.invoked_function_arn = invoked_function_arn
         self.memory_limit_in_mb = int(os.environ.get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "128"))
         self.aws_request_id = request_id
         self.log_group_name = os.environ.get("AWS_LAMBDA_LOG_GROUP_NAME", "")
@@ -67,25 +69,24 @@ def serve(code_dir: str, handler: str, package_dirs: list[str]) -> int:
     sys.path[:0] = [code_dir, *package_dirs]
     try:
         function = _load_handler(handler)
-        init_error: dict[str, Any] | None = None
-    except Exception as exception:  # an init error fails every invocation, as in Lambda
-        init_error = _error(exception)
-    protocol_out.write(json.dumps({"ready": init_error is None, "error": init_error}) + "\n")
+    except Exception as exception:  # Init failed: this environment ends, the next invocation starts another
+        protocol_out.write(json.dumps({"ready": False, "error": _error(exception)}) + "\n")
+        print(f"[ERROR] {type(exception).__name__}: {exception}", file=sys.stderr)
+        traceback.print_exception(exception, file=sys.stderr)
+        return 1
+    protocol_out.write(json.dumps({"ready": True, "error": None}) + "\n")
     for line in sys.stdin:
         request = json.loads(line)
-        if init_error is not None:
-            reply: dict[str, Any] = {"id": request["id"], "error": init_error}
-        else:
-            context = LambdaContext(request["id"], int(request["deadline_ms"]))
-            try:
-                result = function(request["event"], context)
-                json.dumps(result)  # a result Lambda could not serialise is an error
-                reply = {"id": request["id"], "result": result}
-            except Exception as exception:
-                reply = {"id": request["id"], "error": _error(exception)}
-                # What the Lambda Python runtime writes to the function's log on an unhandled error.
-                print(f"[ERROR] {type(exception).__name__}: {exception}", file=sys.stderr)
-                traceback.print_exception(exception, file=sys.stderr)
+        context = LambdaContext(request["id"], int(request["deadline_ms"]), request.get("function_arn", ""))
+        try:
+            result = function(request["event"], context)
+            json.dumps(result)  # a result Lambda could not serialise is an error
+            reply: dict[str, Any] = {"id": request["id"], "result": result}
+        except Exception as exception:
+            reply = {"id": request["id"], "error": _error(exception)}
+            # What the Lambda Python runtime writes to the function's log on an unhandled error.
+            print(f"[ERROR] {type(exception).__name__}: {exception}", file=sys.stderr)
+            traceback.print_exception(exception, file=sys.stderr)
         sys.stderr.flush()
         protocol_out.write(json.dumps(reply) + "\n")
     return 0

@@ -20,7 +20,12 @@ from local.paths import LocalPaths
 from local.runner.checkpoints import CheckpointStore
 from local.runner.discovery import MappingConfig, discover_mappings, fetch_function
 from local.runner.execution_environment import InvocationResult
-from local.runner.invoker import FunctionInvoker, fault_injection_overrides, function_environment
+from local.runner.invoker import (
+    FunctionInvoker,
+    assume_execution_role,
+    fault_injection_overrides,
+    function_environment,
+)
 from local.runner.lanes import Invoke
 from local.runner.pollers import (
     DEFAULT_POLL_INTERVAL_SECONDS,
@@ -122,6 +127,9 @@ class Runner:
             endpoint_url=self.deployment.endpoint_url,
             region=self.deployment.region,
             overrides=self.overrides,
+            credentials=assume_execution_role(
+                aws_client("sts", self.deployment.endpoint_url, self.deployment.region), function
+            ),
         )
         invoker = FunctionInvoker(function, environment=environment, stats=self.stats, log_file=self.worker_log)
         self.stats.function(function_name)
