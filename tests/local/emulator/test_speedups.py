@@ -829,11 +829,18 @@ class _NoWalk(OrderedDict[int, Any]):
         raise AssertionError("walked the shard")
 
 
+def live_moto_items() -> list[Item]:
+    """moto's `Item`s alive in this process. `type`, not `isinstance`: `gc.get_objects()` also holds
+    weak proxies (the pure-Python protobuf's, `tests/conftest.py`), and `isinstance` on one whose
+    object is gone raises `ReferenceError`."""
+    return [thing for thing in gc.get_objects() if issubclass(type(thing), Item)]
+
+
 def live_items_with_key(value: str) -> int:
     """How many moto `Item` objects with hash key ``{"S": value}`` are alive in this process."""
     gc.collect()
     key = DynamoType({"S": value})
-    return sum(1 for thing in gc.get_objects() if isinstance(thing, Item) and thing.hash_key == key)
+    return sum(1 for thing in live_moto_items() if thing.hash_key == key)
 
 
 def update_one_item(moto: Moto, table: str, key: str, times: int) -> None:
@@ -868,7 +875,7 @@ def stored_item(key: str) -> Item:
     """The moto `Item` stored under ``{"S": key}`` (found among the live objects)."""
     gc.collect()
     wanted = DynamoType({"S": key})
-    return next(thing for thing in gc.get_objects() if isinstance(thing, Item) and thing.hash_key == wanted)
+    return next(thing for thing in live_moto_items() if thing.hash_key == wanted)
 
 
 def put_update_and_read(moto: Moto, table: str, item: dict[str, Any], added: dict[str, Any]) -> Any:
@@ -961,7 +968,7 @@ def test_attribute_values_in_slots_give_moto_s_results_and_errors(
     assert slotted is not moto_s_attribute_value_class and moto_models.DynamoType is slotted  # type: ignore[attr-defined]
     assert run_updates(moto) == expected
     gc.collect()
-    stored = [thing for thing in gc.get_objects() if isinstance(thing, Item) and type(thing.hash_key) is slotted]
+    stored = [thing for thing in live_moto_items() if type(thing.hash_key) is slotted]
     assert stored and not any(hasattr(value, "__dict__") for item in stored for value in item.attrs.values())
     speedups.keep_attribute_values_in_slots()  # idempotent: no third class
     assert dynamo_type_module.DynamoType is slotted
