@@ -479,11 +479,13 @@ class MessageGenerator(Iterator[GeneratedMessage]):
 
         Why the trade's *current* version, and why the trade is retired afterwards (no later
         version, out-of-order pair or trap names it again): the pipeline can only tell a
-        conflict when the version it holds is the conflicting one. Kinesis keeps one
+        conflict when the version it holds is the conflicting one. Kinesis and Lambda keep one
         partition key's records in order, so the original reaches the state table first and
-        stands; a later version of the trade in the same batch would make the conflict
-        merely stale. The conflict is never resent as a `DUPLICATE` either, so the ledger's
-        count of conflicts is exactly what the pipeline must report.
+        stands (sent in KPL aggregates, the conflict goes under the key of the record that
+        carried the original: `producer.sender.Carriers`); a later version of the trade in the
+        same batch would make the conflict merely stale. The conflict is never resent as a
+        `DUPLICATE` either, so the ledger's count of conflicts is exactly what the pipeline must
+        report.
         """
         position = self._rng.randrange(len(self._trade_ids))
         trade_id = self._trade_ids[position]

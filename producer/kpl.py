@@ -9,7 +9,13 @@ deaggregator. Two rules the KPL follows are kept:
   one aggregate's retry costs little;
 - an aggregate only holds messages of one shard (`ShardMap`), and is sent with its first
   message's partition key, so every message lands in the shard its own key maps to, in order
-  behind the trade's earlier messages: a conflicting duplicate is still applied after them.
+  behind the trade's earlier messages.
+
+In the shard is not yet in order for the state function: with `stateParallelizationFactor` above
+1, Lambda keeps order only per Kinesis partition key, and an aggregate's key is its first
+message's. A conflicting duplicate is therefore sent in an aggregate of its own under the key of
+the record that carried the version it repeats (`producer.sender.Carriers`), so it is still
+applied after it, as the ledger expects.
 """
 
 from __future__ import annotations

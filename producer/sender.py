@@ -324,7 +324,9 @@ class InFlightTrades:
     before an earlier one. The ledger is indifferent to that (the highest version wins in any
     order) except for a conflicting duplicate, whose ground truth is "the first version in the
     shard stands": it is only sent once its trade's earlier messages have been accepted, so it
-    lands after them in the trade's shard (one partition key, one shard, ordered).
+    lands after them in the trade's shard (one partition key, one shard, ordered). Behind them in
+    the shard is not yet behind them for Lambda when they travelled in KPL aggregates under other
+    partition keys: `Carriers` says which key keeps it behind them.
     """
 
     def __init__(self) -> None:
@@ -351,6 +353,49 @@ class InFlightTrades:
         with self._condition:
             while self._counts.get(partition_key) and not stop.is_set():
                 self._condition.wait(0.2)
+
+
+class Carriers:
+    """For each trade, the partition key of the Kinesis record that carried its newest version accepted so far.
+
+    Why: Lambda keeps a shard's records in order only per Kinesis partition key once the
+    mapping's ParallelizationFactor is above 1 (the deployed `stateParallelizationFactor` plans 2);
+    records of other keys are processed side by side, in either order. A plain record's key is
+    its TradeID, so a trade's messages keep their order. A KPL aggregate is sent under its first
+    message's key, so the other messages it carries travel under another trade's key, and a
+    conflicting duplicate in a later aggregate, under yet another key, could be stored before the
+    version it conflicts with: the pipeline's "the version stored first stands" would then keep
+    the conflict, while the ledger keeps the original. So a conflicting duplicate is sent under
+    the key of the record that carried the version it repeats (`route`, used by `pack`): one
+    key, one lane, behind that record. Thread-safe.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._carriers: dict[str, tuple[int, str]] = {}
+
+    def accepted(self, records: Sequence[OutgoingRecord]) -> None:
+        """Kinesis took `records`: each valid message's version is now carried under its record's key."""
+        with self._lock:
+            for record in records:
+                for message in record.messages:
+                    if message.kind is MessageKind.CONFLICTING_DUPLICATE or message.state is None:
+                        continue
+                    if message.trade_id is None:
+                        continue
+                    known = self._carriers.get(message.trade_id)
+                    if known is None or message.state.version > known[0]:
+                        self._carriers[message.trade_id] = (message.state.version, record.partition_key)
+
+    def route(self, message: GeneratedMessage) -> str | None:
+        """The partition key `message` must be sent under: for a conflicting duplicate, that of the
+        record that carried its version; None for any other message, or when no record of this
+        run carried the version (a trade of an earlier run)."""
+        if message.kind is not MessageKind.CONFLICTING_DUPLICATE or message.trade_id is None or message.state is None:
+            return None
+        with self._lock:
+            known = self._carriers.get(message.trade_id)
+        return known[1] if known is not None and known[0] == message.state.version else None
 
 
 def record_size(message: GeneratedMessage | OutgoingRecord) -> int:
@@ -419,14 +464,19 @@ def chunk_messages(messages: Sequence[GeneratedMessage]) -> list[list[GeneratedM
 
 
 def pack(
-    messages: Sequence[GeneratedMessage], shards: ShardMap | None, hostile_pct: float = 0.0
+    messages: Sequence[GeneratedMessage],
+    shards: ShardMap | None,
+    hostile_pct: float = 0.0,
+    route: Callable[[GeneratedMessage], str | None] | None = None,
 ) -> list[OutgoingRecord]:
     """The records that carry `messages`: one each, or (`shards` given) KPL aggregates of one shard each.
 
     A message too large for an aggregate goes alone, as a plain record. Within an aggregate the
     messages keep their order; aggregates are sent under their first message's partition key.
-    `hostile_pct` of the aggregates are built hostile (`AggregateBuilder.build`): the same messages
-    in a frame no KPL writes, which the state function must read all the same.
+    A message `route` names a partition key for (`Carriers.route`: a conflicting duplicate) goes
+    alone, in an aggregate of its own sent under that key. `hostile_pct` of the aggregates are
+    built hostile (`AggregateBuilder.build`): the same messages in a frame no KPL writes, which
+    the state function must read all the same.
     """
     if shards is None:
         return [OutgoingRecord(m.data, m.partition_key, (m,)) for m in messages]
@@ -435,14 +485,26 @@ def pack(
 
     built = 0
 
-    def close(shard: int) -> None:
+    def finish(builder: AggregateBuilder, partition_key: str, carried: Sequence[GeneratedMessage]) -> None:
         nonlocal built
-        builder, carried = open_aggregates.pop(shard)
         hostile = built * hostile_pct % 100 + hostile_pct >= 100  # every (100 / pct)-th, spread evenly
         built += 1
-        records.append(OutgoingRecord(builder.build(hostile), carried[0].partition_key, tuple(carried)))
+        records.append(OutgoingRecord(builder.build(hostile), partition_key, tuple(carried)))
+
+    def close(shard: int) -> None:
+        builder, carried = open_aggregates.pop(shard)
+        finish(builder, carried[0].partition_key, carried)
 
     for message in messages:
+        routed = route(message) if route is not None else None
+        if routed is not None:
+            alone = AggregateBuilder()
+            if alone.size + alone.added_bytes(message.partition_key, message.data) > AGGREGATE_MAX_BYTES:
+                records.append(OutgoingRecord(message.data, routed, (message,)))
+            else:
+                alone.add(message.partition_key, message.data)
+                finish(alone, routed, (message,))
+            continue
         shard = shards.shard_of(message.partition_key)
         if shard in open_aggregates:
             builder, _ = open_aggregates[shard]
@@ -484,7 +546,7 @@ class KinesisDelivery:
         stream_name: str,
         *,
         statistics: SendStatistics,
-        on_accepted: Callable[[Sequence[GeneratedMessage]], None],
+        on_accepted: Callable[[Sequence[OutgoingRecord]], None],
         policy: RetryPolicy,
         abandon: threading.Event | None = None,
         serialize: bool = False,
@@ -503,11 +565,11 @@ class KinesisDelivery:
     def deliver(
         self,
         records: Sequence[OutgoingRecord],
-        on_accepted: Callable[[Sequence[GeneratedMessage]], None] | None = None,
+        on_accepted: Callable[[Sequence[OutgoingRecord]], None] | None = None,
     ) -> None:
         """Return once Kinesis has accepted every record (at least once), one call's worth at a time.
 
-        ``on_accepted`` (default: the delivery's) is told each accepted record's messages.
+        ``on_accepted`` (default: the delivery's) is told the records each call got accepted.
         Raises DeliveryError when a call fails for a reason retrying cannot fix,
         when the run is abandoned, or after ``max_stall_seconds`` without progress;
         its ``undelivered`` counts messages.
@@ -516,7 +578,7 @@ class KinesisDelivery:
             self._deliver_group(group, on_accepted or self._on_accepted)
 
     def _deliver_group(
-        self, records: Sequence[OutgoingRecord], on_accepted: Callable[[Sequence[GeneratedMessage]], None]
+        self, records: Sequence[OutgoingRecord], on_accepted: Callable[[Sequence[OutgoingRecord]], None]
     ) -> None:
         pending = list(records)
         attempt = 0
@@ -545,7 +607,7 @@ class KinesisDelivery:
             attempt += 1
 
     def _attempt(
-        self, pending: list[OutgoingRecord], on_accepted: Callable[[Sequence[GeneratedMessage]], None]
+        self, pending: list[OutgoingRecord], on_accepted: Callable[[Sequence[OutgoingRecord]], None]
     ) -> tuple[list[OutgoingRecord], bool, bool]:
         """One put_records call.
 
@@ -590,11 +652,12 @@ class KinesisDelivery:
             else:
                 accepted.append(record)
         if accepted:
-            messages = [message for record in accepted for message in record.messages]
             self._statistics.add(
-                sent=len(messages), bytes_sent=sum(record_size(r) for r in accepted), records=len(accepted)
+                sent=sum(len(record.messages) for record in accepted),
+                bytes_sent=sum(record_size(r) for r in accepted),
+                records=len(accepted),
             )
-            on_accepted(messages)
+            on_accepted(accepted)
         if throttled:
             self._statistics.add(throttled=throttled)
         return failed, bool(accepted), False
@@ -636,6 +699,7 @@ class _SendRun:
         self.statistics = statistics or SendStatistics()
         self.run_counts = LedgerCounts()
         self.in_flight = InFlightTrades()
+        self.carriers = Carriers()
         self.stop = threading.Event()
         self.abandon = threading.Event()
         self.failures: list[BaseException] = []
@@ -650,14 +714,19 @@ class _SendRun:
             client,
             target.stream_name,
             statistics=self.statistics,
-            on_accepted=lambda messages: self.accepted(None, messages),
+            on_accepted=lambda records: self.accepted(None, records),
             policy=options.retry,
             abandon=self.abandon,
             serialize=target.is_local if options.serialize_puts is None else options.serialize_puts,
         )
 
-    def accepted(self, chunk: int | None, messages: Sequence[GeneratedMessage]) -> None:
-        """Kinesis took these: they are in the ground truth (and the journal) from now on."""
+    def accepted(self, chunk: int | None, records: Sequence[OutgoingRecord]) -> None:
+        """Kinesis took these: their messages are in the ground truth (and the journal) from now on.
+
+        Their carriers are noted before a conflicting duplicate waiting for them is released."""
+        messages = [message for record in records for message in record.messages]
+        if self.shards is not None:
+            self.carriers.accepted(records)
         self.in_flight.accepted(messages)
         with self._lock:
             for message in messages:
@@ -685,7 +754,7 @@ class _SendRun:
         settled = True
         try:
             self._delivery.deliver(
-                pack(messages, self.shards, self.hostile_aggregates_pct),
+                pack(messages, self.shards, self.hostile_aggregates_pct, self.carriers.route),
                 lambda accepted: self.accepted(number, accepted),
             )
         except BaseException as error:

@@ -90,16 +90,17 @@ class Pipeline:
         self._stream_positions: dict[tuple[str, str], str] = {}
         self.shard_of_event: dict[str, str] = {}  # stream record eventID -> its shard id
 
-    def kinesis_event(self, payloads: Sequence[bytes]) -> dict[str, Any]:
+    def kinesis_event(self, payloads: Sequence[bytes], partition_keys: Sequence[str] | None = None) -> dict[str, Any]:
+        """Lambda's event for `payloads`, each under its partition key (default ``pk``)."""
         records = []
-        for payload in payloads:
+        for position, payload in enumerate(payloads):
             self._sequence += 1
             sequence = f"{self._sequence:056d}"
             records.append(
                 {
                     "kinesis": {
                         "kinesisSchemaVersion": "1.0",
-                        "partitionKey": "pk",
+                        "partitionKey": "pk" if partition_keys is None else partition_keys[position],
                         "sequenceNumber": sequence,
                         "data": base64.b64encode(payload).decode(),
                         "approximateArrivalTimestamp": 1.0,
@@ -114,8 +115,9 @@ class Pipeline:
             )
         return {"Records": records}
 
-    def run_state(self, payloads: Sequence[bytes]) -> dict[str, int]:
-        summary: dict[str, int] = state_handler.lambda_handler(self.kinesis_event(payloads), LambdaContextStub())
+    def run_state(self, payloads: Sequence[bytes], partition_keys: Sequence[str] | None = None) -> dict[str, int]:
+        event = self.kinesis_event(payloads, partition_keys)
+        summary: dict[str, int] = state_handler.lambda_handler(event, LambdaContextStub())
         return summary
 
     def new_stream_records(self, table: str) -> list[dict[str, Any]]:

@@ -45,7 +45,10 @@ class Discrepancies:
     trades_missing: int = 0
     """Trades absent from the state table."""
     trades_at_wrong_version: int = 0
-    """Trades stored with another version, value or hierarchy than the ledger's final one."""
+    """Trades stored with another version than the ledger's final one."""
+    trades_with_other_content: int = 0
+    """Trades stored at the ledger's final version with another value or hierarchy (a conflicting
+    duplicate applied in place of the version it conflicts with)."""
 
     @property
     def lost(self) -> bool:
@@ -57,7 +60,13 @@ class Discrepancies:
 
     @property
     def exact(self) -> bool:
-        return not (self.lost or self.double_counted or self.trades_at_wrong_version or self.nodes_wrong)
+        return not (
+            self.lost
+            or self.double_counted
+            or self.trades_at_wrong_version
+            or self.trades_with_other_content
+            or self.nodes_wrong
+        )
 
 
 def discrepancies(
@@ -82,7 +91,8 @@ def discrepancies(
         trades_missing_from_nodes=count_missing,
         trades_double_counted_in_nodes=count_extra,
         trades_missing=problems.count("missing"),
-        trades_at_wrong_version=len(problems) - problems.count("missing"),
+        trades_at_wrong_version=problems.count("wrong version"),
+        trades_with_other_content=len(problems) - problems.count("missing") - problems.count("wrong version"),
     )
 
 

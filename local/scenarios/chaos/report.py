@@ -95,7 +95,10 @@ def _row_values(figures: RunFigures, settings: ChaosSettings) -> list[tuple[str,
             "DOUBLE-COUNTED: value / trade count in nodes",
             f"{_amount(found.value_double_counted)} / {found.trades_double_counted_in_nodes:,}",
         ),
-        ("trades missing / at wrong version", f"{found.trades_missing:,} / {found.trades_at_wrong_version:,}"),
+        (
+            "trades missing / at wrong version / with other content",
+            f"{found.trades_missing:,} / {found.trades_at_wrong_version:,} / {found.trades_with_other_content:,}",
+        ),
         (
             "audit reconcile (S3 archive vs aggregates)",
             "agrees" if figures.reconcile_exit_code == 0 else f"disagrees (exit {figures.reconcile_exit_code})",

@@ -40,12 +40,18 @@ def test_missing_and_double_counted_are_split_per_node_in_value_and_count() -> N
     assert found.lost and found.double_counted and not found.exact
 
 
-def test_trade_mismatches_count_as_missing_or_wrong_version() -> None:
+def test_trade_mismatches_count_as_missing_wrong_version_or_other_content() -> None:
     stale = TradeState(2, Decimal("10.00"), LEVELS_STATE.hierarchy)
-    trades = [TradeMismatch("a", LEVELS_STATE, None), TradeMismatch("b", LEVELS_STATE, stale)]
+    conflict = TradeState(LEVELS_STATE.version, LEVELS_STATE.value + 1, LEVELS_STATE.hierarchy)
+    trades = [
+        TradeMismatch("a", LEVELS_STATE, None),
+        TradeMismatch("b", LEVELS_STATE, stale),
+        TradeMismatch("c", LEVELS_STATE, conflict),
+    ]
     found = chaos.discrepancies([], trades)
-    assert (found.trades_missing, found.trades_at_wrong_version) == (1, 1)
+    assert (found.trades_missing, found.trades_at_wrong_version, found.trades_with_other_content) == (1, 1, 1)
     assert found.lost and not found.double_counted and not found.exact
+    assert not chaos.discrepancies([], trades[2:]).exact, "another content alone is not exact"
 
 
 def test_no_mismatch_is_exact() -> None:
