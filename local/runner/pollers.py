@@ -15,7 +15,11 @@ What the exactly-once design relies on, and this module implements:
   succeeds or MaximumRetryAttempts retries have failed (-1: forever); then the batch is
   skipped with a loud log line, as Lambda discards it. A retry re-delivers the identical
   batch, or, for the services a `RedeliveryPolicy` names, the batch in other boundaries
-  (`local.runner.redelivery`: grown, shrunk, shifted), which Lambda does not rule out;
+  (`local.runner.redelivery`: grown, shrunk, shifted), which Lambda does not rule out, and
+  on a mapping with a tumbling window out of order, which Lambda documents for retries there;
+  a batch that succeeded may come once more (at least once: the policy's again-after-success);
+- a batch is also cut where its event would pass Lambda's 6 MB invocation payload limit
+  (`events.INVOCATION_PAYLOAD_LIMIT_BYTES`, the event's JSON as sent);
 - TumblingWindowInSeconds: events carry `shardId`, `window`, `state` and the final-invoke
   flags; a batch never spans two windows; the `state` a function returns is passed to its
   next invocation in the window; when the window ends an invocation with no records and
@@ -207,8 +211,9 @@ class ShardPoller(threading.Thread):
         redelivery: RedeliveryPolicy | None = None,
         retry_backoff_start_seconds: float = RETRY_BACKOFF_START_SECONDS,
     ) -> None:
-        """`redelivery`: reshape this mapping's retries (the runner passes it when the policy
-        names the function's service). `poll_interval_seconds` is the pause after an empty read
+        """`redelivery`: what of the redelivery policy applies to this mapping's function
+        (`RedeliveryPolicy.for_service`: reshaped retries, out of order with a tumbling window, and
+        successes delivered again). `poll_interval_seconds` is the pause after an empty read
         of an idle shard, `active_poll_interval_seconds` the first one after records (module
         docstring); `retry_backoff_start_seconds` the first pause before a retry (it doubles)."""
         super().__init__(name=f"poller-{mapping.function_name}-{shard_id}", daemon=True)
@@ -269,14 +274,15 @@ class ShardPoller(threading.Thread):
                 committed=committed,
                 begin=functools.partial(self.checkpoints.begin, self.mapping.uuid, self.shard_id) if inline else None,
                 on_buffer_change=self._after_buffer_change,
-                reshaper=self._reshaper(index),
+                redelivery=self._redelivery,
+                chooser=self._chooser(index),
                 retry_backoff_start_seconds=self.retry_backoff_start_seconds,
             )
             for index in range(self.lane_count)
         ]
 
-    def _reshaper(self, lane: int = 0) -> random.Random | None:
-        """The random source of a lane's reshaped retries (lane 0's is the one-lane poller's)."""
+    def _chooser(self, lane: int = 0) -> random.Random | None:
+        """The random source of a lane's redeliveries (lane 0's is the one-lane poller's)."""
         if self._redelivery is None:
             return None
         function = self.mapping.function_name
