@@ -28,6 +28,9 @@ What the exactly-once design relies on, and this module implements:
 - BisectBatchOnFunctionError splits a failing batch in two and delivers each half in turn;
 - ReportBatchItemFailures: a response naming failed items checkpoints up to the first of
   them and retries from it;
+- after an unexpected error (the runner's, not the function's) the shard restarts from its
+  checkpoint only once every lane's invocation in flight has ended: Lambda never runs two
+  invocations of one key at once;
 - the checkpoint (last finished sequence number) is committed after every finished batch,
   and, with one lane, a batch's end is recorded before its first delivery, so a runner killed
   mid-batch re-delivers exactly that batch on restart (the same records, even if more have
@@ -87,6 +90,8 @@ ACTIVE_POLL_INTERVAL_SECONDS = 0.05
 """Pause after the first empty read that follows records; it doubles with each further empty
 read up to the idle interval (0.05, 0.1, 0.2 s): records tend to come in runs, so a shard
 that just had some is read again soon, at the cost of one extra empty read per run."""
+LANE_JOIN_LOG_SECONDS = 10.0
+"""While the lanes of a failed run are waited for (`ShardPoller._join_lanes`), a log line this often."""
 EXPIRED_ITERATOR = "ExpiredIteratorException"
 """Both stream services' answer to GetRecords with an iterator older than its lifetime."""
 TRIMMED_DATA_ACCESS = "TrimmedDataAccessException"
@@ -554,8 +559,23 @@ class ShardPoller(threading.Thread):
             self._lanes_stop.set()
             for lane in self._lanes:
                 lane.wake()
-            for thread in threads:
-                thread.join(RETRY_BACKOFF_CAP_SECONDS)
+            self._join_lanes(threads)
+
+    def _join_lanes(self, threads: list[threading.Thread]) -> None:
+        """Wait until every lane thread has returned, its invocation in flight included.
+
+        New lanes re-send from the checkpoint, so a batch still in flight in an old lane would
+        overlap the same key's next invocation; Lambda never runs two invocations of one key of
+        a shard at once. A stopped lane sends nothing more, and an invocation ends within the
+        function's timeout (the execution environment kills it then), so this wait is bounded.
+        """
+        waited = 0.0
+        for thread in threads:
+            while thread.is_alive():
+                thread.join(LANE_JOIN_LOG_SECONDS)
+                if thread.is_alive():
+                    waited += LANE_JOIN_LOG_SECONDS
+                    log.warning("%s: waited %.0f s for %s's invocation to end", self.name, waited, thread.name)
 
     def _serve(self, lane: Lane) -> None:
         try:
