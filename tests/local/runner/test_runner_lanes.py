@@ -144,6 +144,7 @@ def run_shard(scenario: Scenario, directory: Path) -> FunctionLog:
         stats=RunnerStats(None),
         stop=threading.Event(),
         poll_interval_seconds=0.005,
+        min_read_interval_seconds=0.0,
         retry_backoff_start_seconds=0.001,
     )
     poller.start()
@@ -222,6 +223,7 @@ def test_the_lanes_of_one_shard_run_their_batches_at_once(tmp_path: Path) -> Non
         stats=stats,
         stop=threading.Event(),
         poll_interval_seconds=0.005,
+        min_read_interval_seconds=0.0,
     )
     poller.start()
     poller.join(30)
@@ -256,6 +258,7 @@ def test_a_lane_that_crashes_restarts_the_shard_from_its_checkpoint_and_nothing_
         stats=RunnerStats(None),
         stop=threading.Event(),
         poll_interval_seconds=0.005,
+        min_read_interval_seconds=0.0,
     )
     poller.start()
     poller.join(30)
@@ -310,6 +313,7 @@ def test_after_a_lane_crashes_no_key_is_sent_again_while_its_invocation_is_in_fl
         stats=RunnerStats(None),
         stop=threading.Event(),
         poll_interval_seconds=0.005,
+        min_read_interval_seconds=0.0,
     )
     poller.start()
     poller.join(30)

@@ -104,7 +104,10 @@ class Harness:
         *,
         poll_interval_seconds: float = 0.01,
         active_poll_interval_seconds: float = pollers.ACTIVE_POLL_INTERVAL_SECONDS,
+        min_read_interval_seconds: float | None = 0.0,
     ) -> None:
+        """`min_read_interval_seconds`: none by default (Lambda's poll rate only slows these tests); None:
+        Lambda's."""
         self.shard = ScriptedShard()
         self.batches: list[list[str]] = []
         self.stop = threading.Event()
@@ -120,6 +123,7 @@ class Harness:
             poll_interval_seconds=poll_interval_seconds,
             active_poll_interval_seconds=active_poll_interval_seconds,
             redelivery=redelivery,
+            min_read_interval_seconds=min_read_interval_seconds,
         )
 
     def invoke(self, event: Mapping[str, Any]) -> InvocationResult:
@@ -352,6 +356,7 @@ def deliver_with_redeliveries(case: Redeliveries, directory: Path) -> tuple[list
         poll_interval_seconds=0.005,
         redelivery=RedeliveryPolicy(frozenset({"f"}), case.seed, case.again_after_success_pct),
         retry_backoff_start_seconds=0.0001,
+        min_read_interval_seconds=0.0,
     )
     poller.start()
     poller.join(30)
@@ -565,6 +570,42 @@ def test_a_shard_that_just_had_records_is_read_again_sooner_than_an_idle_one(tmp
     finally:
         harness.stop.set()
         harness.poller.wake()
+
+
+@pytest.mark.parametrize(("source", "most_reads"), [("dynamodb", 5), ("kinesis", 2)])
+def test_a_busy_shard_is_read_no_more_often_than_lambda_polls(tmp_path: Path, source: str, most_reads: int) -> None:
+    """A shard that always has more records (one a read), woken after every batch: 4 reads a second
+    on DynamoDB Streams, 1 on Kinesis, as Lambda polls; each read asks for all GetRecords returns."""
+    arn = {
+        "dynamodb": "arn:aws:dynamodb:us-east-1:1:table/t/stream/x",
+        "kinesis": "arn:aws:kinesis:us-east-1:1:stream/s",
+    }
+    harness = Harness(
+        tmp_path,
+        mapping(event_source_arn=arn[source]),
+        poll_interval_seconds=0.001,
+        active_poll_interval_seconds=0.001,
+        min_read_interval_seconds=None,
+    )
+    limits: list[int] = []
+    read = harness.shard.read
+
+    def read_and_wake(shard_id: str, iterator: str, limit: int) -> ReadResult:
+        limits.append(limit)
+        harness.poller.wake()  # as an upstream function finishing would
+        return read(shard_id, iterator, limit)
+
+    harness.shard.read = read_and_wake  # type: ignore[method-assign]
+    harness.shard.page_size = 1
+    harness.add(*range(100))
+    harness.poller.start()
+    try:
+        time.sleep(1.0)
+    finally:
+        harness.stop.set()
+        harness.poller.wake()
+    assert most_reads - 1 <= harness.shard.reads <= most_reads, harness.shard.reads
+    assert set(limits) == {pollers.READ_LIMITS[source]}
 
 
 def test_the_pause_after_records_doubles_up_to_the_idle_one_which_an_idle_shard_keeps() -> None:
