@@ -191,8 +191,16 @@ def add_chaos_parser(commands: Any) -> None:
         "--reshaped-retries",
         type=_stages,
         default=defaults.reshaped_retries,
-        help="stages whose failed batches the runner re-delivers grown, shrunk or shifted, comma-separated, "
+        help="stages whose failed batches the runner re-delivers grown, shrunk or shifted (the map's also "
+        "out of order), comma-separated, "
         f"'' for none (default {','.join(defaults.reshaped_retries)})",
+    )
+    parser.add_argument(
+        "--again-after-success-pct",
+        type=bounded(float, 0, 50),
+        default=defaults.again_after_success_pct,
+        help="successful batches of every stage the runner delivers once more, at least once "
+        f"(default {defaults.again_after_success_pct:g})",
     )
     parser.add_argument(
         "--no-kept-tokens",
@@ -250,6 +258,7 @@ def chaos_settings(arguments: argparse.Namespace) -> chaos.ChaosSettings:
         conflicting_pct=arguments.conflicting_pct,
         oversized_records=int(arguments.oversized_records),
         reshaped_retries=tuple(arguments.reshaped_retries),
+        again_after_success_pct=arguments.again_after_success_pct,
         kept_tokens=not arguments.no_kept_tokens,
         control=not arguments.no_control,
         control_count=None if arguments.control_count is None else int(arguments.control_count),

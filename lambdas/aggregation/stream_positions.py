@@ -10,9 +10,11 @@ shrunk one (a smaller batch size), one starting earlier (a replay), or one split
 What this relies on, and where AWS documents it:
 - a record's shard and sequence number never change, and sequence numbers increase within a
   shard (DynamoDB Streams API Reference, `StreamRecord.SequenceNumber`, `Shard`);
-- Lambda reads each shard in order and a batch is a run of consecutive records of one shard
-  (Lambda Developer Guide, "How Lambda processes records from DynamoDB Streams"; the map
-  mapping has no filter, so no record is left out of a run);
+- Lambda reads each shard in order and a batch, sorted, is a run of consecutive records of one
+  shard, a retry's too, which with a tumbling window may list them out of order (Lambda
+  Developer Guide, "How Lambda processes records from DynamoDB Streams" and "Tumbling windows";
+  docs/design.md, "What a retry holds"; the map mapping has no filter, so no record is left out
+  of a run);
 - the batch's shard id is in the event when the mapping has a tumbling window (Lambda
   Developer Guide, "DynamoDB tumbling windows": `shardId`), which the map mapping sets for
   that reason alone.

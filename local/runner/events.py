@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import datetime
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -142,6 +143,26 @@ def invocation_event(
             "isWindowTerminatedEarly": False,
         }
     return event
+
+
+INVOCATION_PAYLOAD_LIMIT_BYTES = 6 * 1024 * 1024
+"""Lambda's limit on an invocation's payload: 6 MB for a synchronous request (Lambda Developer
+Guide, "Lambda quotas", invocation payload), which is how a stream mapping invokes. A mapping
+sends a batch when the batch size, the batching window or this payload limit is reached (the
+Kinesis and DynamoDB Streams pages, on batching); the runner counts the event's JSON, compact
+and UTF-8: what Lambda sends the function."""
+
+
+def json_size(value: Any) -> int:
+    """Bytes of `value` as compact UTF-8 JSON, the unit the payload limit counts."""
+    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+
+
+def event_size(envelope_size: int, record_sizes: Sequence[int]) -> int:
+    """Bytes of an event whose `Records` hold records of these sizes and whose JSON without any
+    record (`json_size(invocation_event([], ...))`) is `envelope_size`: the records and the
+    commas between them."""
+    return envelope_size + sum(record_sizes) + max(0, len(record_sizes) - 1)
 
 
 def window_state_of(payload: Any) -> dict[str, Any] | None:

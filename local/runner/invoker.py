@@ -200,6 +200,14 @@ class FunctionInvoker:
                 counters.peak_in_flight = max(counters.peak_in_flight, counters.in_flight)
             try:
                 result = environment.invoke(event)
+            except BaseException:
+                # Not a function error: the runner's own. The worker may still be running the
+                # event, so it is killed (and dropped) before the batch can be sent again.
+                environment.kill()
+                with self._lock:
+                    if environment in self._all:
+                        self._all.remove(environment)
+                raise
             finally:
                 with self.stats.lock:
                     counters.in_flight -= 1

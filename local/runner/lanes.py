@@ -38,7 +38,7 @@ from typing import Any
 from local.runner import events, filters
 from local.runner.discovery import MappingConfig
 from local.runner.execution_environment import InvocationResult
-from local.runner.redelivery import reshape
+from local.runner.redelivery import REORDERED, RedeliveryPolicy, out_of_order, reshape
 from local.runner.stats import FunctionStats, RunnerStats
 
 log = logging.getLogger(__name__)
@@ -128,9 +128,12 @@ class Lane:
         committed: str | None,
         begin: Callable[[str], None] | None = None,
         on_buffer_change: Callable[[], None] = lambda: None,
-        reshaper: random.Random | None = None,
+        redelivery: RedeliveryPolicy | None = None,
+        chooser: random.Random | None = None,
         retry_backoff_start_seconds: float = RETRY_BACKOFF_START_SECONDS,
     ) -> None:
+        """`redelivery` (with `chooser`, its random source): retries reshaped, out of order on a
+        mapping with a tumbling window, and successes delivered again (`local.runner.redelivery`)."""
         self.name = name
         self.mapping = mapping
         self.shard_id = shard_id
@@ -141,7 +144,11 @@ class Lane:
         self._commit_to = commit
         self._begin = begin
         self._on_buffer_change = on_buffer_change
-        self._reshaper = reshaper
+        self._chooser = chooser or random.Random(0)
+        self._reshapes = redelivery is not None and redelivery.reshapes
+        self._reorders = self._reshapes and mapping.tumbling_window_seconds > 0
+        self._again_after_success_pct = 0.0 if redelivery is None else redelivery.again_after_success_pct
+        self._record_sizes: dict[str, int] = {}  # sequence number -> bytes in an event (`_fits`)
         self.retry_backoff_start_seconds = retry_backoff_start_seconds
         self.condition = threading.Condition()  # guards `buffer`: the poller appends, the lane takes
         self.buffer: list[Record] = []
@@ -207,20 +214,25 @@ class Lane:
             return Batch(passing, events.sequence_number_of(interrupted[-1]), size, size - len(passing))
         matched: list[Record] = []
         consumed = 0
-        window_ends = False
+        window_ends = payload_full = False
         first_window = self.window_of(self.buffer[0]) if self.buffer else None
+        size = self._envelope_size(first_window)
         for record in self.buffer:
             if len(matched) == self.mapping.batch_size:
                 break
             if self.window_of(record) != first_window:
                 window_ends = True  # a batch never spans two tumbling windows
                 break
-            consumed += 1
             if filters.record_matches(record, self.mapping.filter_patterns):
+                size += self._size_of(record) + (1 if matched else 0)
+                if matched and size > events.INVOCATION_PAYLOAD_LIMIT_BYTES:
+                    payload_full = True  # Lambda's 6 MB: this record starts the next batch
+                    break
                 matched.append(record)
+            consumed += 1
         if consumed == 0:
             return None
-        full = len(matched) == self.mapping.batch_size or window_ends
+        full = len(matched) == self.mapping.batch_size or window_ends or payload_full
         window = self.mapping.maximum_batching_window_seconds
         waited = time.monotonic() - (self.first_buffered_at or time.monotonic())
         if not (full or force or window <= 0 or waited >= window or not matched):
@@ -238,6 +250,32 @@ class Lane:
         if not self.buffer or window <= 0 or self.first_buffered_at is None:
             return None
         return max(0.0, self.first_buffered_at + window - time.monotonic())
+
+    # ------------------------------------------------------------ payload
+
+    def _size_of(self, record: Record) -> int:
+        """The record's bytes in an event's JSON, measured once while it is buffered."""
+        sequence_number = events.sequence_number_of(record)
+        size = self._record_sizes.get(sequence_number)
+        if size is None:
+            if len(self._record_sizes) > 4 * max(self.mapping.batch_size, len(self.buffer)):
+                self._record_sizes.clear()  # forget records long delivered
+            size = self._record_sizes[sequence_number] = events.json_size(record)
+        return size
+
+    def _envelope_size(self, window: events.TumblingWindow | None) -> int:
+        """The bytes of an event in `window` without records (the window's state, if it is the open one)."""
+        state = self._window_state if window is not None and window == self.window else {}
+        return events.json_size(
+            events.invocation_event(
+                [], shard_id=self.shard_id, event_source_arn=self.mapping.event_source_arn, window=window, state=state
+            )
+        )
+
+    def _fits(self, records: Sequence[Record]) -> bool:
+        """Whether an event of these records, in the open window, is within Lambda's payload limit."""
+        sizes = [self._size_of(record) for record in records]
+        return events.event_size(self._envelope_size(self.window), sizes) <= events.INVOCATION_PAYLOAD_LIMIT_BYTES
 
     # ------------------------------------------------------------ delivery
 
@@ -293,8 +331,10 @@ class Lane:
         return result
 
     def _next_attempt(self, failed: list[Record]) -> list[Record]:
-        """The records of the retry: the identical batch, or one reshaped by the redelivery policy."""
-        if self._reshaper is None:
+        """The records of the retry: the identical batch, or one reshaped by the redelivery policy.
+
+        `failed` is in sequence order; the retry may not be (`reshape`, `reorder`)."""
+        if not self._reshapes:
             return failed
         end = int(events.sequence_number_of(failed[-1]))
         with self.condition:
@@ -311,46 +351,82 @@ class Lane:
             delivered_before=list(self._delivered),
             committed=self.committed,
             batch_size=self.mapping.batch_size,
-            rng=self._reshaper,
+            rng=self._chooser,
+            reorder=self._reorders,
+            fits=self._fits,
         )
         with self.stats.lock:
             reshaped = self.counters.reshaped_retries
             reshaped[redelivery.shape] = reshaped.get(redelivery.shape, 0) + 1
-        log.info("%s: re-delivering %d record(s) %s", self.name, len(redelivery.records), redelivery.shape)
+            if redelivery.reordered:
+                reshaped[REORDERED] = reshaped.get(REORDERED, 0) + 1
+        log.info(
+            "%s: re-delivering %d record(s) %s%s",
+            self.name,
+            len(redelivery.records),
+            redelivery.shape,
+            ", out of order" if redelivery.reordered else "",
+        )
         return redelivery.records
 
+    def _again_after_success(self, succeeded: list[Record]) -> list[Record] | None:
+        """The records to deliver again after `succeeded` succeeded (None: none, the usual case).
+
+        At least once: a success is delivered once more with the policy's chance, before its
+        checkpoint moves, out of order on a reordering mapping (`local.runner.redelivery`).
+        """
+        if not self._again_after_success_pct or self._chooser.random() * 100 >= self._again_after_success_pct:
+            return None
+        with self.stats.lock:
+            self.counters.again_after_success += 1
+        log.info("%s: delivering %d record(s) again after their success", self.name, len(succeeded))
+        return out_of_order(succeeded, self._chooser) if self._reorders and len(succeeded) > 1 else list(succeeded)
+
     def _deliver(self, records: list[Record]) -> list[Record] | None:
-        """Deliver `records` until done; the records of the attempt that ended it (None when stopping).
+        """Deliver `records` until done; the records of the attempt that ended it, in sequence
+        order (None when stopping).
 
         That attempt's last record is committed. It is the batch's last record, or another one
-        when a retry was reshaped (`process` then drops the buffered records up to it).
+        when a retry was reshaped (`process` then drops the buffered records up to it). An
+        attempt may send its records out of order (a reordered retry); what it finished is
+        counted in sequence order, as Lambda checkpoints at the lowest sequence number a
+        response names as failed.
         """
         counters = self.counters
-        pending = records
+        pending = records  # the next attempt's records, in the order it sends them
         failures = 0
         backoff = self.retry_backoff_start_seconds
+        delivered_again = False
         while pending:
             if self.stop_event.is_set():
                 return None
+            in_order = sorted(pending, key=lambda record: int(events.sequence_number_of(record)))
+            state_before = self._window_state
             result = self._invoke(pending)
             if not result.failed:
-                first_failed = self._failed_item_index(pending, result)
+                first_failed = self._failed_item_index(in_order, result)
                 if first_failed is None:
+                    again = None if delivered_again else self._again_after_success(in_order)
+                    if again is not None:
+                        delivered_again = True
+                        self._window_state = state_before  # the checkpoint, with its state, did not move
+                        pending = again
+                        continue
                     with self.stats.lock:
-                        counters.records_processed += len(pending)
-                    self._commit(events.sequence_number_of(pending[-1]))
-                    self._remember_delivered(pending)
-                    return pending
+                        counters.records_processed += len(in_order)
+                    self._commit(events.sequence_number_of(in_order[-1]))
+                    self._remember_delivered(in_order)
+                    return in_order
                 if first_failed > 0:
                     with self.stats.lock:
                         counters.records_processed += first_failed
-                    self._commit(events.sequence_number_of(pending[first_failed - 1]))
-                    pending = pending[first_failed:]
-            elif self.mapping.bisect_batch_on_function_error and len(pending) > 1:
-                middle = len(pending) // 2
-                log.info("%s: bisecting a failed batch of %d records", self.name, len(pending))
-                first_half = self._deliver(pending[:middle])
-                second_half = None if first_half is None else self._deliver(pending[middle:])
+                    self._commit(events.sequence_number_of(in_order[first_failed - 1]))
+                in_order = in_order[first_failed:]
+            elif self.mapping.bisect_batch_on_function_error and len(in_order) > 1:
+                middle = len(in_order) // 2
+                log.info("%s: bisecting a failed batch of %d records", self.name, len(in_order))
+                first_half = self._deliver(in_order[:middle])
+                second_half = None if first_half is None else self._deliver(in_order[middle:])
                 return None if first_half is None or second_half is None else [*first_half, *second_half]
             failures += 1
             limit = self.mapping.maximum_retry_attempts
@@ -358,31 +434,31 @@ class Lane:
                 log.error(
                     "%s: SKIPPING %d record(s) %s..%s after %d failed attempt(s) (MaximumRetryAttempts=%d): %s",
                     self.name,
-                    len(pending),
-                    events.sequence_number_of(pending[0]),
-                    events.sequence_number_of(pending[-1]),
+                    len(in_order),
+                    events.sequence_number_of(in_order[0]),
+                    events.sequence_number_of(in_order[-1]),
                     failures,
                     limit,
                     result.error,
                 )
                 with self.stats.lock:
                     counters.batches_skipped += 1
-                self._commit(events.sequence_number_of(pending[-1]))
-                return pending
+                self._commit(events.sequence_number_of(in_order[-1]))
+                return in_order
             with self.stats.lock:
                 counters.retries += 1
             log.info(
                 "%s: retrying %d record(s) from %s (attempt %d) after %s",
                 self.name,
-                len(pending),
-                events.sequence_number_of(pending[0]),
+                len(in_order),
+                events.sequence_number_of(in_order[0]),
                 failures + 1,
                 (result.error or {}).get("errorType", "partial batch failure"),
             )
             if self.stop_event.wait(backoff):
                 return None
             backoff = min(backoff * 2, RETRY_BACKOFF_CAP_SECONDS)
-            pending = self._next_attempt(pending)
+            pending = self._next_attempt(in_order)
         return records
 
     def _remember_delivered(self, records: Sequence[Record]) -> None:

@@ -15,7 +15,11 @@ What the exactly-once design relies on, and this module implements:
   succeeds or MaximumRetryAttempts retries have failed (-1: forever); then the batch is
   skipped with a loud log line, as Lambda discards it. A retry re-delivers the identical
   batch, or, for the services a `RedeliveryPolicy` names, the batch in other boundaries
-  (`local.runner.redelivery`: grown, shrunk, shifted), which Lambda does not rule out;
+  (`local.runner.redelivery`: grown, shrunk, shifted), which Lambda does not rule out, and
+  on a mapping with a tumbling window out of order, which Lambda documents for retries there;
+  a batch that succeeded may come once more (at least once: the policy's again-after-success);
+- a batch is also cut where its event would pass Lambda's 6 MB invocation payload limit
+  (`events.INVOCATION_PAYLOAD_LIMIT_BYTES`, the event's JSON as sent);
 - TumblingWindowInSeconds: events carry `shardId`, `window`, `state` and the final-invoke
   flags; a batch never spans two windows; the `state` a function returns is passed to its
   next invocation in the window; when the window ends an invocation with no records and
@@ -24,6 +28,9 @@ What the exactly-once design relies on, and this module implements:
 - BisectBatchOnFunctionError splits a failing batch in two and delivers each half in turn;
 - ReportBatchItemFailures: a response naming failed items checkpoints up to the first of
   them and retries from it;
+- after an unexpected error (the runner's, not the function's) the shard restarts from its
+  checkpoint only once every lane's invocation in flight has ended: Lambda never runs two
+  invocations of one key at once;
 - the checkpoint (last finished sequence number) is committed after every finished batch,
   and, with one lane, a batch's end is recorded before its first delivery, so a runner killed
   mid-batch re-delivers exactly that batch on restart (the same records, even if more have
@@ -33,13 +40,17 @@ Batches are formed and delivered by `local.runner.lanes.Lane` (one per lane); th
 the shard, hands the records to the lanes and keeps the checkpoint.
 
 When to read (latency only: none of the above depends on it, as no batch boundary of Lambda's
-is promised): a read that returned records is followed by another at once (more may be
-there); after an empty read the poller pauses, adaptively: briefly after recent records
-(`ACTIVE_POLL_INTERVAL_SECONDS`, doubling with each further empty read) and the full
-`poll_interval_seconds` when idle, so an idle shard costs no more reads than a fixed pause
-would. `ShardPoller.wake` ends a pause early: the runner rings it when a function that writes
-to the shard's table has just finished an invocation. A pause never outlasts an open
-batching window.
+is promised). Never more often than Lambda polls (`LAMBDA_POLLS_PER_SECOND`): a DynamoDB stream
+shard 4 times a second, a Kinesis shard once a second (standard iterators), each GetRecords
+asking for as many records as the service returns in one call (`READ_LIMITS`), as Lambda's
+batches are formed from what it read. Within that rate, for latency: a read that returned
+records is followed by another as soon as the rate allows (more may be there); after an empty
+read the poller pauses, adaptively: briefly after recent records (`ACTIVE_POLL_INTERVAL_SECONDS`,
+doubling with each further empty read) and the full `poll_interval_seconds` when idle, so an
+idle shard costs no more reads than a fixed pause would. `ShardPoller.wake` ends a pause early
+(down to the rate): the runner rings it when a function that writes to the shard's table has
+just finished an invocation. A pause never outlasts an open batching window; a batch already
+read is sent without waiting for the next read.
 
 The two stream services differ only in how shards are listed and read: see
 `KinesisShardReader` and `DynamoDBShardReader`.
@@ -83,6 +94,17 @@ ACTIVE_POLL_INTERVAL_SECONDS = 0.05
 """Pause after the first empty read that follows records; it doubles with each further empty
 read up to the idle interval (0.05, 0.1, 0.2 s): records tend to come in runs, so a shard
 that just had some is read again soon, at the cost of one extra empty read per run."""
+LANE_JOIN_LOG_SECONDS = 10.0
+"""While the lanes of a failed run are waited for (`ShardPoller._join_lanes`), a log line this often."""
+LAMBDA_POLLS_PER_SECOND: Mapping[str, float] = {"dynamodb": 4.0, "kinesis": 1.0}
+"""How often Lambda polls a shard (Lambda Developer Guide): "Lambda polls shards in your DynamoDB
+stream for records at a base rate of 4 times per second" ("How Lambda processes records from
+DynamoDB Streams"); for a Kinesis stream with standard iterators, each shard at a base rate of
+once per second (the Kinesis page, "Polling and batching streams"). A poller starts a GetRecords
+no sooner than 1/rate after the previous one started."""
+READ_LIMITS: Mapping[str, int] = {"dynamodb": 1000, "kinesis": 10000}
+"""The most records one GetRecords returns (DynamoDB Streams API Reference, Kinesis Data Streams
+API Reference: `Limit`), what each read asks for."""
 EXPIRED_ITERATOR = "ExpiredIteratorException"
 """Both stream services' answer to GetRecords with an iterator older than its lifetime."""
 TRIMMED_DATA_ACCESS = "TrimmedDataAccessException"
@@ -206,9 +228,14 @@ class ShardPoller(threading.Thread):
         active_poll_interval_seconds: float = ACTIVE_POLL_INTERVAL_SECONDS,
         redelivery: RedeliveryPolicy | None = None,
         retry_backoff_start_seconds: float = RETRY_BACKOFF_START_SECONDS,
+        min_read_interval_seconds: float | None = None,
     ) -> None:
-        """`redelivery`: reshape this mapping's retries (the runner passes it when the policy
-        names the function's service). `poll_interval_seconds` is the pause after an empty read
+        """`min_read_interval_seconds`: between the starts of two reads; by default Lambda's
+        (`LAMBDA_POLLS_PER_SECOND`: 0.25 s for DynamoDB Streams, 1 s for Kinesis).
+
+        `redelivery`: what of the redelivery policy applies to this mapping's function
+        (`RedeliveryPolicy.for_service`: reshaped retries, out of order with a tumbling window, and
+        successes delivered again). `poll_interval_seconds` is the pause after an empty read
         of an idle shard, `active_poll_interval_seconds` the first one after records (module
         docstring); `retry_backoff_start_seconds` the first pause before a retry (it doubles)."""
         super().__init__(name=f"poller-{mapping.function_name}-{shard_id}", daemon=True)
@@ -221,6 +248,13 @@ class ShardPoller(threading.Thread):
         self.stop_event = stop
         self.poll_interval_seconds = poll_interval_seconds
         self.active_poll_interval_seconds = min(active_poll_interval_seconds, poll_interval_seconds)
+        self.min_read_interval_seconds = (
+            1.0 / LAMBDA_POLLS_PER_SECOND[mapping.source_kind]
+            if min_read_interval_seconds is None
+            else min_read_interval_seconds
+        )
+        self._read_limit = READ_LIMITS[mapping.source_kind]
+        self._last_read_started: float | None = None  # time.monotonic() of the last GetRecords
         self.retry_backoff_start_seconds = retry_backoff_start_seconds
         self.finished = False
         self.source_name = mapping.event_source_arn.split("/")[1]  # the stream's name, or its table's
@@ -269,14 +303,15 @@ class ShardPoller(threading.Thread):
                 committed=committed,
                 begin=functools.partial(self.checkpoints.begin, self.mapping.uuid, self.shard_id) if inline else None,
                 on_buffer_change=self._after_buffer_change,
-                reshaper=self._reshaper(index),
+                redelivery=self._redelivery,
+                chooser=self._chooser(index),
                 retry_backoff_start_seconds=self.retry_backoff_start_seconds,
             )
             for index in range(self.lane_count)
         ]
 
-    def _reshaper(self, lane: int = 0) -> random.Random | None:
-        """The random source of a lane's reshaped retries (lane 0's is the one-lane poller's)."""
+    def _chooser(self, lane: int = 0) -> random.Random | None:
+        """The random source of a lane's redeliveries (lane 0's is the one-lane poller's)."""
         if self._redelivery is None:
             return None
         function = self.mapping.function_name
@@ -365,7 +400,8 @@ class ShardPoller(threading.Thread):
         try:
             if self._iterator is None:
                 self._iterator = self._fresh_iterator()
-            result = self.reader.read(self.shard_id, self._iterator, self.mapping.batch_size)
+            self._last_read_started = time.monotonic()
+            result = self.reader.read(self.shard_id, self._iterator, self._read_limit)
         except (ClientError, BotoCoreError) as error:
             # Throttling, a lost response: start again from the last record read, as Lambda's
             # poller does, after a pause. Expired iterator: `_replace_expired_iterator`, at once.
@@ -443,16 +479,28 @@ class ShardPoller(threading.Thread):
         """End the current (or next) pause between reads: records are likely there now."""
         self._wake.set()
 
-    def _pause(self) -> None:
-        """Wait before the next read: adaptively (module docstring), woken early by `wake`.
+    def _until_next_read(self) -> float:
+        """Seconds until Lambda's poll rate allows the next read (0: now)."""
+        if self._last_read_started is None:
+            return 0.0
+        return max(0.0, self._last_read_started + self.min_read_interval_seconds - time.monotonic())
+
+    def _pause(self, seconds: float | None = None) -> None:
+        """Wait before the next read: `seconds`, else adaptively (module docstring) and never
+        less than the poll rate leaves; woken early by `wake`.
 
         A pause never runs past the end of an open batching window of a lane the poller runs
         itself, so a waiting batch is sent when its window has passed rather than up to a whole
         pause later (lanes in threads of their own keep their windows themselves).
         """
-        pause = pause_after_empty_reads(
-            self._empty_reads, active_seconds=self.active_poll_interval_seconds, idle_seconds=self.poll_interval_seconds
-        )
+        pause = seconds
+        if pause is None:
+            adaptive = pause_after_empty_reads(
+                self._empty_reads,
+                active_seconds=self.active_poll_interval_seconds,
+                idle_seconds=self.poll_interval_seconds,
+            )
+            pause = max(adaptive, self._until_next_read())
         if self.lane_count == 1:
             remaining = self._lanes[0].window_remaining_seconds()
             if remaining is not None:
@@ -460,10 +508,15 @@ class ShardPoller(threading.Thread):
         self._wake.wait(pause)
         self._wake.clear()
 
-    def _pause_unless_records_came(self, read: bool) -> None:
-        """Pause, unless that read returned records: more may be there, so read again at once."""
-        if not (read and self._empty_reads == 0):
-            self._pause()
+    def _pause_unless_records_came(self, wanted: bool) -> None:
+        """Pause before the next read. When one is `wanted` (there is room for records) and the
+        last one returned records (more may be there): only until the poll rate allows it."""
+        if wanted and self._empty_reads == 0:
+            until = self._until_next_read()
+            if until > 0:
+                self._pause(until)
+            return
+        self._pause()
 
     def _shard_done(self) -> None:
         log.info("%s: shard closed and fully processed", self.name)
@@ -500,7 +553,8 @@ class ShardPoller(threading.Thread):
         """Read, and deliver each batch in this thread: one batch of the shard at a time."""
         open_shard = True
         while not self.stop_event.is_set():
-            read = open_shard and (len(lane.buffer) < self.mapping.batch_size or lane.redeliver_through is not None)
+            wanted = open_shard and (len(lane.buffer) < self.mapping.batch_size or lane.redeliver_through is not None)
+            read = wanted and self._until_next_read() == 0
             if read:
                 open_shard = self._read_more()
             batch = lane.take_batch(force=not open_shard)
@@ -515,7 +569,7 @@ class ShardPoller(threading.Thread):
             if not open_shard and not lane.buffer and lane.window is None:
                 self._shard_done()
                 return
-            self._pause_unless_records_came(read)
+            self._pause_unless_records_came(wanted and open_shard)
 
     def _run_lanes(self) -> None:
         """Read and hand records to the lanes, each sending its batches in a thread of its own.
@@ -534,7 +588,8 @@ class ShardPoller(threading.Thread):
             while not self.stop_event.is_set():
                 if self._lane_failed.is_set():
                     raise RuntimeError(f"{self.name}: a lane failed")
-                read = open_shard and self._pending() < self.mapping.batch_size * self.lane_count
+                wanted = open_shard and self._pending() < self.mapping.batch_size * self.lane_count
+                read = wanted and self._until_next_read() == 0
                 if read:
                     open_shard = self._read_more()
                     if not open_shard:
@@ -543,13 +598,28 @@ class ShardPoller(threading.Thread):
                 if not open_shard and not self._pending():
                     self._shard_done()
                     return
-                self._pause_unless_records_came(read)
+                self._pause_unless_records_came(wanted and open_shard)
         finally:
             self._lanes_stop.set()
             for lane in self._lanes:
                 lane.wake()
-            for thread in threads:
-                thread.join(RETRY_BACKOFF_CAP_SECONDS)
+            self._join_lanes(threads)
+
+    def _join_lanes(self, threads: list[threading.Thread]) -> None:
+        """Wait until every lane thread has returned, its invocation in flight included.
+
+        New lanes re-send from the checkpoint, so a batch still in flight in an old lane would
+        overlap the same key's next invocation; Lambda never runs two invocations of one key of
+        a shard at once. A stopped lane sends nothing more, and an invocation ends within the
+        function's timeout (the execution environment kills it then), so this wait is bounded.
+        """
+        waited = 0.0
+        for thread in threads:
+            while thread.is_alive():
+                thread.join(LANE_JOIN_LOG_SECONDS)
+                if thread.is_alive():
+                    waited += LANE_JOIN_LOG_SECONDS
+                    log.warning("%s: waited %.0f s for %s's invocation to end", self.name, waited, thread.name)
 
     def _serve(self, lane: Lane) -> None:
         try:

@@ -78,8 +78,10 @@ class Runner:
         self.mappings = [m for m in discover_mappings(self.deployment) if m.enabled]
         if self.overrides:
             log.info("fault injection from the caller's environment: %s", self.overrides)
-        if self.redelivery is not None:
+        if self.redelivery is not None and self.redelivery.services:
             log.info("retries of %s re-delivered in other boundaries", ", ".join(sorted(self.redelivery.services)))
+        if self.redelivery is not None and self.redelivery.again_after_success_pct:
+            log.info("%g %% of successful batches delivered again", self.redelivery.again_after_success_pct)
         for mapping in self.mappings:
             log.info(
                 "mapping %s -> %s: batch %d, window %.1fs, start %s, retries %d, bisect %s, "
@@ -145,9 +147,10 @@ class Runner:
         return invoker
 
     def _redelivery_for(self, function_name: str) -> RedeliveryPolicy | None:
-        """The redelivery policy, if it names this function's service."""
+        """What of the redelivery policy applies to this function: reshaped retries if it names the
+        function's service, duplicates after success for every function."""
         service = self.invokers[function_name].function.environment.get("POWERTOOLS_SERVICE_NAME", "")
-        return self.redelivery if self.redelivery is not None and service in self.redelivery.services else None
+        return None if self.redelivery is None else self.redelivery.for_service(service)
 
     def _reader_for(self, mapping: MappingConfig) -> ShardReader:
         endpoint, region = self.deployment.endpoint_url, self.deployment.region

@@ -29,7 +29,8 @@ class FunctionStats:
     peak_in_flight: int = 0  # the most invocations that ran at once (concurrent reducers, say)
     last_error: str = ""
     injected_failures: dict[str, int] = field(default_factory=dict)  # fault injection: before_write / after_write
-    reshaped_retries: dict[str, int] = field(default_factory=dict)  # redelivery policy: grown / shrunk / shifted
+    reshaped_retries: dict[str, int] = field(default_factory=dict)  # redelivery: grown, shrunk, shifted, reordered
+    again_after_success: int = 0  # redelivery policy: batches delivered once more after they succeeded
 
 
 @dataclass

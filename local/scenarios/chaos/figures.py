@@ -106,7 +106,7 @@ def report_discrepancies(report: VerificationReport) -> Discrepancies:
 # ------------------------------------------------------------- counters
 
 
-FUNCTION_COUNTERS = ("invocations", "errors", "retries", "timeouts", "records_processed")
+FUNCTION_COUNTERS = ("invocations", "errors", "retries", "timeouts", "records_processed", "again_after_success")
 
 
 def add_function_counters(total: dict[str, dict[str, Any]], stats: Mapping[str, Any] | None) -> None:

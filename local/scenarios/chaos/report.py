@@ -6,7 +6,7 @@ from decimal import Decimal
 
 from rich.table import Table
 
-from local.runner.redelivery import SHAPES
+from local.runner.redelivery import COUNTED_SHAPES
 from local.scenarios.chaos.figures import KEPT_TOKENS_FIGURE, RunFigures, peak_invocations, stage_of
 from local.scenarios.chaos.settings import STAGES, ChaosSettings
 
@@ -53,8 +53,16 @@ def _row_values(figures: RunFigures, settings: ChaosSettings) -> list[tuple[str,
                 reshaped = counters.get("reshaped", {})
         rows.append(
             (
-                f"{stage} retries re-delivered {' / '.join(SHAPES)}",
-                " / ".join(f"{reshaped.get(shape, 0):,}" for shape in SHAPES),
+                f"{stage} retries re-delivered {' / '.join(COUNTED_SHAPES)}",
+                " / ".join(f"{reshaped.get(shape, 0):,}" for shape in COUNTED_SHAPES),
+            )
+        )
+    if settings.again_after_success_pct:
+        again = {stage_of(name): c.get("again_after_success", 0) for name, c in figures.functions.items()}
+        rows.append(
+            (
+                f"successful batches delivered again ({settings.again_after_success_pct:g} %)",
+                ", ".join(f"{stage} {again.get(stage, 0):,}" for stage in STAGES),
             )
         )
     sent = figures.sent

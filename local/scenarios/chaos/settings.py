@@ -25,6 +25,8 @@ DEFAULT_WORKER_KILLS = 4
 DEFAULT_DRAIN_TIMEOUT_SECONDS = 600.0
 DEFAULT_STREAM_SHARDS = 8
 DEFAULT_REDUCE_SLICES = 2
+DEFAULT_AGAIN_AFTER_SUCCESS_PCT = 2.0
+"""Per successful batch, in every function: delivered once more before its checkpoint moves."""
 WRITE_SITES: tuple[tuple[str, str, str, str], ...] = (
     ("state", "BatchExecuteStatement", "state_table", "error"),
     ("map", "PutItem", "delta_table", "close"),
@@ -58,7 +60,10 @@ class ChaosSettings:
     conflicting_pct: float = 1.0
     oversized_records: int = 3
     reshaped_retries: tuple[str, ...] = ("map", "reduce", "archive")
-    """Stages whose failed batches the runner re-delivers in other boundaries."""
+    """Stages whose failed batches the runner re-delivers in other boundaries (the map's also out of
+    order: its mapping has a tumbling window, `local.runner.redelivery`)."""
+    again_after_success_pct: float = DEFAULT_AGAIN_AFTER_SUCCESS_PCT
+    """Successful batches of every stage delivered again (at least once), in percent."""
     kept_tokens: bool = True
     """The emulator keeps the tokens of cancelled reduce transactions taken."""
     control: bool = True
@@ -83,6 +88,8 @@ class ChaosSettings:
             raise ChaosError("--control-count must be at least 1")
         if self.fault_multiplier < 0 or max(ORIGINAL_FUNCTION_FAULT_PCT.values()) * self.fault_multiplier > 50:
             raise ChaosError("--fault-multiplier must keep every function fault rate between 0 and 50 %")
+        if not 0 <= self.again_after_success_pct <= 50:
+            raise ChaosError("--again-after-success-pct must be between 0 and 50")
         for name, pct in (("--lost-response-pct", self.lost_response_pct), ("--throttle-pct", self.throttle_pct)):
             if not 0 <= pct <= 50:
                 raise ChaosError(f"{name} must be between 0 and 50")
@@ -129,10 +136,12 @@ class ChaosSettings:
         return {first_invocations_variable("reduce"): "1"}
 
     def runner_environment(self) -> dict[str, str]:
-        """The runner's redelivery policy (`local.runner.redelivery`) for `reshaped_retries`."""
-        if not self.reshaped_retries:
+        """The runner's redelivery policy (`local.runner.redelivery`): `reshaped_retries`, and
+        `again_after_success_pct` for every stage."""
+        if not self.reshaped_retries and not self.again_after_success_pct:
             return {}
-        return RedeliveryPolicy(frozenset(self.reshaped_retries), self.seed).as_environment()
+        policy = RedeliveryPolicy(frozenset(self.reshaped_retries), self.seed, self.again_after_success_pct)
+        return policy.as_environment()
 
     def send_options(self, count: int, ledger: Any = None) -> SendOptions:
         return SendOptions(

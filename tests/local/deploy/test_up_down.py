@@ -25,7 +25,7 @@ from local.deploy import lifecycle
 from local.deploy.deployer import Deployment, aws_client
 from local.deploy.status import render_status
 from local.paths import REPO_ROOT, LocalPaths
-from local.runner.redelivery import SHAPES
+from local.runner.redelivery import COUNTED_SHAPES
 from local.scenarios import demo
 from tests.local.runner.runner_harness import read_invocations, stream_stack_template, wait_for, write_cloud_assembly
 
@@ -174,7 +174,7 @@ def test_up_runs_the_deployed_stack_exactly_once_under_faults_and_reshaped_retri
         time.sleep(1.5)  # the runner rewrites its statistics every second
         stats = json.loads(paths.runner_stats.read_text())
         functions = list(stats["functions"].values())
-        reshaped = sum(f["reshaped_retries"].get(shape, 0) for f in functions for shape in SHAPES)
+        reshaped = sum(f["reshaped_retries"].get(shape, 0) for f in functions for shape in COUNTED_SHAPES)
         if reshaped:
             break
     assert sum(f["errors"] for f in functions) > 0, "faults were injected and survived"

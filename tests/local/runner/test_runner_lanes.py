@@ -19,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from local.runner import pollers
 from local.runner.checkpoints import CheckpointStore
 from local.runner.execution_environment import InvocationResult
 from local.runner.lanes import lane_of
@@ -143,6 +144,7 @@ def run_shard(scenario: Scenario, directory: Path) -> FunctionLog:
         stats=RunnerStats(None),
         stop=threading.Event(),
         poll_interval_seconds=0.005,
+        min_read_interval_seconds=0.0,
         retry_backoff_start_seconds=0.001,
     )
     poller.start()
@@ -221,6 +223,7 @@ def test_the_lanes_of_one_shard_run_their_batches_at_once(tmp_path: Path) -> Non
         stats=stats,
         stop=threading.Event(),
         poll_interval_seconds=0.005,
+        min_read_interval_seconds=0.0,
     )
     poller.start()
     poller.join(30)
@@ -255,9 +258,64 @@ def test_a_lane_that_crashes_restarts_the_shard_from_its_checkpoint_and_nothing_
         stats=RunnerStats(None),
         stop=threading.Event(),
         poll_interval_seconds=0.005,
+        min_read_interval_seconds=0.0,
     )
     poller.start()
     poller.join(30)
     assert crashed.is_set() and poller.finished
     assert set(delivered) == set(range(12)), "every record delivered after the restart"
     assert poller.checkpoints.get("m", "shard-0") == "11"
+
+
+def test_after_a_lane_crashes_no_key_is_sent_again_while_its_invocation_is_in_flight(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lane A's runner error restarts the shard from its checkpoint while lane B's batch is still
+    in flight: the new lanes may send B's key only after that invocation ended (Lambda never runs
+    two invocations of one key at once), however long it takes past the restart pause."""
+    monkeypatch.setattr(pollers, "RETRY_BACKOFF_CAP_SECONDS", 0.05)  # the pause before the restart
+    keys: dict[int, str] = {}
+    for candidate in (f"key-{i}" for i in range(100)):
+        keys.setdefault(lane_of(keyed_record(0, candidate), 2), candidate)
+    shard = ScriptedShard()
+    shard.records.extend(keyed_record(n, keys[n % 2]) for n in range(4))  # lanes 0, 1, 0, 1
+    shard.closed = True
+    lock = threading.Lock()
+    in_flight: set[str] = set()
+    overlaps: list[str] = []
+    lane_one_in_flight = threading.Event()
+    crashed = threading.Event()
+
+    def invoke(event: Mapping[str, Any]) -> InvocationResult:
+        batch_keys = {r["dynamodb"]["Keys"]["pk"]["S"] for r in event["Records"]}
+        with lock:
+            overlaps.extend(batch_keys & in_flight)
+            in_flight.update(batch_keys)
+        try:
+            if keys[0] in batch_keys and not crashed.is_set():
+                lane_one_in_flight.wait(5)
+                crashed.set()
+                raise RuntimeError("the runner's own bug")
+            if keys[1] in batch_keys and not lane_one_in_flight.is_set():
+                lane_one_in_flight.set()
+                time.sleep(0.5)  # still running when the shard restarts
+            return InvocationResult(payload=None)
+        finally:
+            with lock:
+                in_flight.difference_update(batch_keys)
+
+    poller = ShardPoller(
+        mapping=mapping(parallelization_factor=2, batch_size=1),
+        shard_id="shard-0",
+        reader=shard,
+        invoke=invoke,
+        checkpoints=CheckpointStore(tmp_path / "checkpoints.json"),
+        stats=RunnerStats(None),
+        stop=threading.Event(),
+        poll_interval_seconds=0.005,
+        min_read_interval_seconds=0.0,
+    )
+    poller.start()
+    poller.join(30)
+    assert crashed.is_set() and poller.finished
+    assert overlaps == [], f"key(s) {overlaps} sent while their invocation was in flight"

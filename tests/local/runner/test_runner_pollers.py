@@ -6,22 +6,27 @@ shards never close), so a fake `ShardReader` drives the real poller here.
 
 from __future__ import annotations
 
+import itertools
 import logging
+import random
 import threading
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from local.runner import pollers
+from local.runner import events, pollers
 from local.runner.checkpoints import CheckpointStore
 from local.runner.discovery import MappingConfig
 from local.runner.execution_environment import InvocationResult
 from local.runner.pollers import ReadResult, ShardPoller, ShardReader
-from local.runner.redelivery import RedeliveryPolicy
+from local.runner.redelivery import REORDERED, SHAPES, RedeliveryPolicy, reshape
 from local.runner.stats import RunnerStats
 from tests.local.runner.runner_harness import wait_for
 
@@ -99,7 +104,10 @@ class Harness:
         *,
         poll_interval_seconds: float = 0.01,
         active_poll_interval_seconds: float = pollers.ACTIVE_POLL_INTERVAL_SECONDS,
+        min_read_interval_seconds: float | None = 0.0,
     ) -> None:
+        """`min_read_interval_seconds`: none by default (Lambda's poll rate only slows these tests); None:
+        Lambda's."""
         self.shard = ScriptedShard()
         self.batches: list[list[str]] = []
         self.stop = threading.Event()
@@ -115,6 +123,7 @@ class Harness:
             poll_interval_seconds=poll_interval_seconds,
             active_poll_interval_seconds=active_poll_interval_seconds,
             redelivery=redelivery,
+            min_read_interval_seconds=min_read_interval_seconds,
         )
 
     def invoke(self, event: Mapping[str, Any]) -> InvocationResult:
@@ -284,38 +293,212 @@ def test_without_a_tumbling_window_events_hold_only_records(tmp_path: Path) -> N
     assert sequence_numbers_of(events[0]) == [0, 1]
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_reshaped_retries_start_at_the_first_record_not_committed_and_lose_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
-) -> None:
-    """Two attempts in three fail; retries come grown, shrunk or shifted back, never past a record."""
-    monkeypatch.setattr(pollers, "RETRY_BACKOFF_START_SECONDS", 0.001)
-    attempts: list[list[int]] = []
-    committed_before: list[int] = []
-    harness = Harness(tmp_path, mapping(batch_size=4), redelivery=RedeliveryPolicy(frozenset({"f"}), seed))
+@dataclass(frozen=True)
+class Redeliveries:
+    """A closed shard of `records` records, a mapping, a redelivery policy and the function's planned failures."""
+
+    records: int
+    batch_size: int
+    tumbling_window: bool
+    seed: int
+    again_after_success_pct: float
+    failing: tuple[bool, ...]  # attempt k fails when failing[k % len(failing)]; one in each cycle succeeds
+
+
+redeliveries = st.builds(
+    Redeliveries,
+    records=st.integers(1, 30),
+    batch_size=st.integers(1, 6),
+    tumbling_window=st.booleans(),
+    seed=st.integers(0, 2**16),
+    again_after_success_pct=st.sampled_from([0.0, 25.0, 100.0]),
+    failing=st.lists(st.booleans(), min_size=1, max_size=4).map(lambda plan: (*plan, False)),
+)
+
+
+@dataclass
+class Attempt:
+    records: list[int]
+    committed: int  # the checkpoint when it was sent (-1: none)
+    succeeded: bool
+
+
+def deliver_with_redeliveries(case: Redeliveries, directory: Path) -> tuple[list[Attempt], ShardPoller]:
+    """Poll the closed shard to its end, reshaped retries and duplicates on; every non-empty attempt."""
+    attempts: list[Attempt] = []
+    checkpoints = CheckpointStore(directory / "checkpoints.json")
+    shard = ScriptedShard()
+    shard.records.extend(record(n, created_at=120.0) for n in range(case.records))
+    shard.closed = True
+    calls = 0
 
     def invoke(event: Mapping[str, Any]) -> InvocationResult:
-        attempts.append(sequence_numbers_of(event))
-        committed_before.append(int(harness.checkpoints.get("m", "shard-0") or -1))
-        if len(attempts) % 3:
+        nonlocal calls
+        response: dict[str, Any] | None = {"state": {}} if case.tumbling_window else None
+        if not event["Records"]:
+            return InvocationResult(payload=response)  # a window's final invocation
+        failed = case.failing[calls % len(case.failing)]
+        calls += 1
+        committed = int(checkpoints.get("m", "shard-0") or -1)
+        attempts.append(Attempt(sequence_numbers_of(event), committed, not failed))
+        if failed:
             return InvocationResult(error={"errorType": "InjectedFailure", "errorMessage": "on purpose"})
-        return InvocationResult(payload=None)
+        return InvocationResult(payload=response)
 
-    harness.poller.invoke = invoke
-    harness.add(*range(40))
+    poller = ShardPoller(
+        mapping=mapping(batch_size=case.batch_size, tumbling_window_seconds=60 if case.tumbling_window else 0),
+        shard_id="shard-0",
+        reader=shard,
+        invoke=invoke,
+        checkpoints=checkpoints,
+        stats=RunnerStats(None),
+        stop=threading.Event(),
+        poll_interval_seconds=0.005,
+        redelivery=RedeliveryPolicy(frozenset({"f"}), case.seed, case.again_after_success_pct),
+        retry_backoff_start_seconds=0.0001,
+        min_read_interval_seconds=0.0,
+    )
+    poller.start()
+    poller.join(30)
+    assert poller.finished, "a closed shard is processed to its end"
+    return attempts, poller
+
+
+def assert_what_the_coverage_ranges_assume(case: Redeliveries, attempts: list[Attempt]) -> None:
+    """Of every attempt: its records, sorted, are consecutive in the shard and include the first one
+    not yet committed; records delivered for the first time come in order; only a tumbling-window
+    mapping's attempts are ever out of order (docs/design.md, "What a retry holds")."""
+    delivered: set[int] = set()
+    for attempt in attempts:
+        records = attempt.records
+        assert sorted(records) == list(range(min(records), max(records) + 1)), f"{records}: a consecutive run"
+        assert min(records) <= attempt.committed + 1 <= max(records), "includes the first record not committed"
+        assert len(records) <= case.batch_size
+        for position, n in enumerate(records):
+            if n not in delivered:
+                earlier, later = records[:position], records[position + 1 :]
+                assert all(m < n for m in earlier) and all(m > n for m in later), f"{records}: {n} new, out of order"
+        if not case.tumbling_window:
+            assert records == sorted(records), "in order: Lambda reorders only retries with a tumbling window"
+        delivered.update(records)
+
+
+@settings(max_examples=40, database=None, suppress_health_check=list(HealthCheck), deadline=None)
+@given(case=redeliveries)
+def test_retries_in_any_shape_and_order_and_duplicates_after_success_keep_what_the_map_relies_on(
+    tmp_path_factory: pytest.TempPathFactory, case: Redeliveries
+) -> None:
+    attempts, poller = deliver_with_redeliveries(case, tmp_path_factory.mktemp("redeliveries"))
+    assert_what_the_coverage_ranges_assume(case, attempts)
+    assert poller.checkpoints.get("m", "shard-0") == str(case.records - 1)
+    succeeded = set().union(*(set(a.records) for a in attempts if a.succeeded))
+    assert succeeded == set(range(case.records)), "every record delivered to a success"
+
+
+@pytest.mark.parametrize("tumbling_window", [False, True])
+def test_every_redelivery_shape_happens(tmp_path: Path, tumbling_window: bool) -> None:
+    """Two attempts in three fail, a success comes again one time in four: every shape is made, and
+    out of order only with a tumbling window."""
+    case = Redeliveries(40, 4, tumbling_window, 1, 25.0, (True, True, False))
+    attempts, poller = deliver_with_redeliveries(case, tmp_path)
+    assert_what_the_coverage_ranges_assume(case, attempts)
+    counters = poller.stats.function("f")
+    expected = {*SHAPES, REORDERED} if tumbling_window else set(SHAPES)
+    assert set(counters.reshaped_retries) - {"identical"} == expected, counters.reshaped_retries
+    assert counters.again_after_success > 0
+    assert any(
+        earlier.succeeded and sorted(earlier.records) == sorted(later.records)
+        for earlier, later in itertools.pairwise(attempts)
+    ), "a success delivered again"
+    if tumbling_window:
+        assert any(a.records != sorted(a.records) for a in attempts), "a retry out of order"
+
+
+def blob_record(sequence_number: int, size: int) -> dict[str, Any]:
+    """A record whose image holds a string of `size` characters."""
+    plain = record(sequence_number)
+    return {**plain, "dynamodb": {**plain["dynamodb"], "NewImage": {"b": {"S": "x" * size}}}}
+
+
+@pytest.mark.parametrize(("over", "batches"), [(0, [[0, 1, 2], [3]]), (1, [[0, 1], [2, 3]])])
+def test_a_batch_is_cut_where_its_event_would_pass_lambdas_6_mb(
+    tmp_path: Path, over: int, batches: list[list[int]]
+) -> None:
+    """The event's JSON as sent counts, to the byte: three records make exactly 6 MB, or one byte more."""
+
+    def size(records: list[dict[str, Any]]) -> int:
+        return events.json_size(events.invocation_event(records, shard_id="s", event_source_arn="a"))
+
+    limit = events.INVOCATION_PAYLOAD_LIMIT_BYTES
+    first_two = [blob_record(0, 2_000_000), blob_record(1, 2_000_000)]
+    third = blob_record(2, limit - size([*first_two, blob_record(2, 0)]) + over)
+    assert size([*first_two, third]) == limit + over
+    harness = Harness(tmp_path, mapping(batch_size=10))
+    harness.shard.records.extend([*first_two, third, blob_record(3, 10)])
     harness.shard.closed = True
     harness.poller.start()
-    harness.poller.join(30)
+    harness.poller.join(10)
     assert harness.poller.finished
-    assert harness.checkpoints.get("m", "shard-0") == "39"
-    for records, committed in zip(attempts, committed_before, strict=True):
-        assert records == list(range(records[0], records[-1] + 1)), "a run of consecutive records"
-        assert records[0] <= committed + 1 <= records[-1], "includes the first record not yet committed"
-        assert len(records) <= 4
-    succeeded = [records for number, records in enumerate(attempts, start=1) if number % 3 == 0]
-    assert set().union(*map(set, succeeded)) == set(range(40)), "every record delivered to a success"
-    shapes = harness.poller.stats.function("f").reshaped_retries
-    assert {"grown", "shrunk", "shifted"} <= set(shapes), shapes
+    assert [[int(n) for n in batch] for batch in harness.batches] == batches
+
+
+@dataclass(frozen=True)
+class FailedRun:
+    """A failed attempt `start..` of `failed` records, the checkpoint inside it, what was read after it."""
+
+    start: int
+    failed: int
+    committed_inside: int  # the checkpoint is this many records into the run (0: just before it)
+    following: int  # records read after it, never delivered
+    batch_size: int
+    fitting: int  # the most records an event holds (standing for the 6 MB)
+    reorder: bool
+    seed: int
+
+
+failed_runs = st.builds(
+    FailedRun,
+    start=st.integers(0, 20),
+    failed=st.integers(1, 6),
+    committed_inside=st.integers(0, 5),
+    following=st.integers(0, 6),
+    batch_size=st.integers(1, 8),
+    fitting=st.integers(1, 8),
+    reorder=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+
+
+@settings(max_examples=300, database=None, deadline=None)
+@given(case=failed_runs)
+def test_a_reshaped_retry_is_a_run_from_the_first_record_not_committed_with_new_records_in_order(
+    case: FailedRun,
+) -> None:
+    """`reshape` alone: the retry of a failed run (itself perhaps a shifted retry, starting before the
+    checkpoint) is a run that includes the first record not committed, fits, and has only records
+    delivered before out of order: those read after the run, new, come last and in order."""
+    failed_count = min(case.failed, case.batch_size)
+    end = case.start + failed_count  # the first record after the failed run
+    committed = case.start - 1 + min(case.committed_inside, failed_count - 1)
+    most = max(case.fitting, failed_count)  # a batch that was sent fitted
+    redelivery = reshape(
+        [record(n) for n in range(case.start, end)],
+        following=[record(n) for n in range(end, end + case.following)],
+        delivered_before=[record(n) for n in range(max(0, case.start - case.batch_size), case.start)],
+        committed=None if committed < 0 else str(committed),
+        batch_size=case.batch_size,
+        rng=random.Random(case.seed),
+        reorder=case.reorder,
+        fits=lambda attempt: len(attempt) <= most,
+    )
+    numbers = [int(events.sequence_number_of(r)) for r in redelivery.records]
+    assert sorted(numbers) == list(range(min(numbers), max(numbers) + 1)), numbers
+    assert min(numbers) <= committed + 1 <= max(numbers)
+    assert len(numbers) <= min(case.batch_size, most)
+    new = [n for n in numbers if n >= end]
+    assert numbers[len(numbers) - len(new) :] == sorted(new), f"{numbers}: new records last, in order"
+    assert case.reorder or numbers == sorted(numbers)
+    assert redelivery.reordered == (numbers != sorted(numbers))
 
 
 # ------------------------------------------------------------------ when to read
@@ -387,6 +570,42 @@ def test_a_shard_that_just_had_records_is_read_again_sooner_than_an_idle_one(tmp
     finally:
         harness.stop.set()
         harness.poller.wake()
+
+
+@pytest.mark.parametrize(("source", "most_reads"), [("dynamodb", 5), ("kinesis", 2)])
+def test_a_busy_shard_is_read_no_more_often_than_lambda_polls(tmp_path: Path, source: str, most_reads: int) -> None:
+    """A shard that always has more records (one a read), woken after every batch: 4 reads a second
+    on DynamoDB Streams, 1 on Kinesis, as Lambda polls; each read asks for all GetRecords returns."""
+    arn = {
+        "dynamodb": "arn:aws:dynamodb:us-east-1:1:table/t/stream/x",
+        "kinesis": "arn:aws:kinesis:us-east-1:1:stream/s",
+    }
+    harness = Harness(
+        tmp_path,
+        mapping(event_source_arn=arn[source]),
+        poll_interval_seconds=0.001,
+        active_poll_interval_seconds=0.001,
+        min_read_interval_seconds=None,
+    )
+    limits: list[int] = []
+    read = harness.shard.read
+
+    def read_and_wake(shard_id: str, iterator: str, limit: int) -> ReadResult:
+        limits.append(limit)
+        harness.poller.wake()  # as an upstream function finishing would
+        return read(shard_id, iterator, limit)
+
+    harness.shard.read = read_and_wake  # type: ignore[method-assign]
+    harness.shard.page_size = 1
+    harness.add(*range(100))
+    harness.poller.start()
+    try:
+        time.sleep(1.0)
+    finally:
+        harness.stop.set()
+        harness.poller.wake()
+    assert most_reads - 1 <= harness.shard.reads <= most_reads, harness.shard.reads
+    assert set(limits) == {pollers.READ_LIMITS[source]}
 
 
 def test_the_pause_after_records_doubles_up_to_the_idle_one_which_an_idle_shard_keeps() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import datetime
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -12,9 +13,11 @@ import pytest
 
 from local.runner import events
 from local.runner.checkpoints import CheckpointStore
-from local.runner.discovery import _resolve_field
+from local.runner.discovery import FunctionConfig, _resolve_field
+from local.runner.execution_environment import ExecutionEnvironment
 from local.runner.filters import UnsupportedFilterError, check_patterns, record_matches
-from local.runner.invoker import fault_injection_overrides
+from local.runner.invoker import FunctionInvoker, fault_injection_overrides
+from local.runner.stats import RunnerStats
 
 
 def kinesis(data: Any) -> dict[str, Any]:
@@ -137,3 +140,41 @@ def test_mapping_fields_come_from_the_emulator_then_the_template_then_lambda_def
 def test_only_fault_injection_variables_override_the_function_environment() -> None:
     environ = {"FAILURE_MAP_LAMBDA_PCT": "2", "FAILURE_X": "1", "PATH": "/bin", "MY_PCT": "3"}
     assert fault_injection_overrides(environ) == {"FAILURE_MAP_LAMBDA_PCT": "2"}
+
+
+def test_an_invocation_the_runner_fails_on_is_killed_so_a_resend_cannot_overlap_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An error of the runner's own mid-invocation (here: reading the reply) leaves the worker still
+    running the event; the invoker kills it before the error reaches the lane, so a batch sent again
+    never runs beside it, and the next invocation is a cold start."""
+    (tmp_path / "slow.py").write_text("import time\n\ndef handler(event, context):\n    time.sleep(30)\n")
+    function = FunctionConfig(
+        name="slow",
+        arn="arn:aws:lambda:us-east-1:1:function:slow",
+        handler="slow.handler",
+        environment={},
+        timeout_seconds=60,
+        memory_mb=128,
+        reserved_concurrency=1,
+        code_sha256="",
+        code_dir=tmp_path,
+    )
+    invoker = FunctionInvoker(function, environment={}, stats=RunnerStats(None))
+    invoker.warm_up()
+    [environment] = invoker._all
+    worker = environment.pid
+    assert worker is not None
+
+    def broken_read(*_: Any) -> str | None:
+        raise ValueError("the runner's own bug")
+
+    monkeypatch.setattr(ExecutionEnvironment, "_read_line", broken_read)
+    try:
+        with pytest.raises(ValueError, match="own bug"):
+            invoker.invoke({"Records": []})
+        with pytest.raises(ProcessLookupError):
+            os.kill(worker, 0)  # killed and reaped: the event runs no more
+        assert environment not in invoker._all and environment not in invoker._idle
+    finally:
+        invoker.shutdown()

@@ -13,6 +13,7 @@ from aggregation.names import UNSAFE_ADD
 from local.__main__ import main
 from local.emulator.injected_faults import LOST_RESPONSE, STATEMENTS, THROTTLE, RequestInfo, parse_config
 from local.paths import LocalPaths
+from local.runner.redelivery import RedeliveryPolicy
 from local.scenarios import chaos
 from producer.model import AggregateNode, TradeState
 from producer.verifier import NodeMismatch, TradeMismatch
@@ -104,7 +105,8 @@ def test_function_counters_add_up_over_runner_lives() -> None:
                 "timeouts": 0,
                 "records_processed": 40,
                 "injected_failures": {"after_write": 1},
-                "reshaped_retries": {"grown": 1, "shifted": 2},
+                "reshaped_retries": {"grown": 1, "shifted": 2, "reordered": 1},
+                "again_after_success": 3,
             }
         }
     }
@@ -112,7 +114,8 @@ def test_function_counters_add_up_over_runner_lives() -> None:
     chaos.add_function_counters(total, life)
     assert total["Stack-MapFunction1"]["errors"] == 4
     assert total["Stack-MapFunction1"]["injected"] == {"after_write": 2}
-    assert total["Stack-MapFunction1"]["reshaped"] == {"grown": 2, "shifted": 4}
+    assert total["Stack-MapFunction1"]["reshaped"] == {"grown": 2, "shifted": 4, "reordered": 2}
+    assert total["Stack-MapFunction1"]["again_after_success"] == 6
     assert chaos.stage_of("Stack-MapFunction1") == "map"
 
 
@@ -180,8 +183,19 @@ def test_reduce_transactions_are_cancelled_by_throttles_and_their_tokens_kept() 
     assert chaos.ChaosSettings().runner_environment() == {
         "LOCAL_RUNNER_REDELIVERY": "archive,map,reduce",
         "LOCAL_RUNNER_REDELIVERY_SEED": "7",
+        "LOCAL_RUNNER_AGAIN_AFTER_SUCCESS_PCT": "2",
     }
-    assert chaos.ChaosSettings(reshaped_retries=()).runner_environment() == {}
+    assert chaos.ChaosSettings(reshaped_retries=(), again_after_success_pct=0).runner_environment() == {}
+
+
+def test_every_chaos_run_reorders_map_retries_and_delivers_successes_again_everywhere() -> None:
+    """The runner's policy from a default run: map retries reshaped (and so, its mapping having a
+    tumbling window, out of order), and duplicates after success for every function."""
+    policy = RedeliveryPolicy.from_environment(chaos.ChaosSettings().runner_environment())
+    assert policy is not None
+    for service in chaos.STAGES:
+        assert (applied := policy.for_service(service)) is not None and applied.again_after_success_pct > 0
+    assert (mapped := policy.for_service("map")) is not None and mapped.reshapes
 
 
 def test_the_control_fails_its_first_reduce_invocation_after_the_commit_and_the_real_run_does_not() -> None:
@@ -237,6 +251,7 @@ def test_a_small_chaos_run_is_exact_under_real_faults_and_the_unsafe_control_is_
     assert real.emulator_faults[chaos.LOST_STATEMENTS_FIGURE] > 0
     reshaped = [sum(c["reshaped"].values()) for name, c in real.functions.items() if chaos.stage_of(name) == "map"]
     assert sum(reshaped) > 0, "failed map batches came back in other boundaries"
+    assert sum(c.get("again_after_success", 0) for c in real.functions.values()) > 0, "successes came again"
     assert chaos.quarantine_matches(real) and real.quarantine.truncated == 1
     assert real.discrepancies.exact and real.verified_exact and real.reconcile_exit_code == 0
     assert chaos.run_passed(real)
