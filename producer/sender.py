@@ -51,6 +51,7 @@ from producer.journal import JournalWriter, journal_path, journals_of
 from producer.kpl import AGGREGATE_MAX_BYTES, AggregateBuilder, ShardMap
 from producer.ledger import Ledger, LedgerCounts, tally
 from producer.model import DEFAULT_HIERARCHY_LEVELS, TradeState
+from toolkit.cli import MAX_SECONDS
 from toolkit.ledger import DEFAULT_LEDGER_PATH
 from toolkit.pipeline import PipelineTarget
 
@@ -114,6 +115,14 @@ class RetryPolicy:
         return rng.uniform(0.0, min(self.max_delay, self.base_delay * (2**attempt)))
 
 
+MAX_PROCESSES = 64
+"""The most sending processes `send` starts: each is a Python interpreter with its own clients."""
+MAX_CONCURRENCY = 256
+"""The most put_records calls in flight per process."""
+MAX_RATE = 10_000_000.0
+"""The highest steady rate (messages per second) `send` accepts: far beyond any one producer."""
+
+
 @dataclass(frozen=True)
 class SendOptions:
     """What ``send_messages`` does; the CLI's ``send`` options, one for one.
@@ -161,14 +170,14 @@ class SendOptions:
     def __post_init__(self) -> None:
         if self.count is not None and self.duration is not None:
             raise ValueError("give either a count or a duration, not both")
-        if self.duration is not None and self.duration <= 0:
-            raise ValueError("duration must be positive")
-        if self.rate < 0:
-            raise ValueError("rate must be zero (unlimited) or positive")
-        if self.concurrency < 1:
-            raise ValueError("concurrency must be at least 1")
-        if self.processes < 1:
-            raise ValueError("processes must be at least 1")
+        if self.duration is not None and not 0 < self.duration <= MAX_SECONDS:  # False for NaN too
+            raise ValueError(f"duration must be positive and at most {MAX_SECONDS} s")
+        if not 0 <= self.rate <= MAX_RATE:
+            raise ValueError(f"rate must be zero (unlimited) or positive, at most {MAX_RATE:g}")
+        if not 1 <= self.concurrency <= MAX_CONCURRENCY:
+            raise ValueError(f"concurrency must be between 1 and {MAX_CONCURRENCY}")
+        if not 1 <= self.processes <= MAX_PROCESSES:
+            raise ValueError(f"processes must be between 1 and {MAX_PROCESSES}")
 
     def generator_config(self, seed: int) -> GeneratorConfig:
         """The generator settings; raises ValueError on inconsistent percentages or counts."""
