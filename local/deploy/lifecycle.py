@@ -284,11 +284,12 @@ def _bring_up_to_date(
         wait_for_runner_ready(paths, pid)
         report(f"runner ready (pid {pid}); fault injection: {fault_injection_overrides(environment) or 'off'}")
         return deployment
-    report("the template changed: redeploying and restarting the runner")
+    report("the template changed: redeploying")
     deployment = deployer.deploy(
         assembly_dir, state.emulator.endpoint_url, require_outputs=_required(), drained=drained
-    )
+    )  # a refused change (the settings guard) ends here, in one line, the runner untouched
     _write_outputs(paths, deployment)
+    report("redeployed: restarting the runner (checkpoints kept)")
     stop_runner(paths)
     pid = start_runner(paths, environment)
     wait_for_runner_ready(paths, pid)
