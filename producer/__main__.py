@@ -218,13 +218,13 @@ def run_send(arguments: argparse.Namespace, console: Console, status: Console) -
         processes=arguments.processes,
     )
     options.generator_config(0)  # validate the percentages and counts before touching AWS
+    target = _target(arguments)  # a stack that cannot be found is one line, before any estimate
     if arguments.stack_name and environment_endpoint() is None:  # AWS, not an emulator: it bills
         cost = estimate(arguments.rate, arguments.count, arguments.duration)
         for line in describe(cost):
             status.print(line, highlight=False, soft_wrap=True)
         if (refused := refusal(cost, arguments.yes)) is not None:
             raise ValueError(refused)
-    target = _target(arguments)
     stop_on_sigterm()
     if not arguments.watch:
         summary = send_messages(target, options, progress=SendProgressDisplay(status, _show_progress(arguments)))
