@@ -128,7 +128,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     ledger = None if arguments.no_ledger else LedgerWatcher(arguments.ledger)
     builder = SnapshotBuilder(
-        pipeline.table_name, pipeline.read_table, ledger, read_quarantine=pipeline.read_quarantine
+        pipeline.table_name,
+        pipeline.read_table,
+        ledger,
+        read_quarantine=pipeline.read_quarantine,
+        liveness=pipeline.liveness,
     )
     if arguments.terminal:
         return run_terminal(builder, arguments.interval)

@@ -1,7 +1,8 @@
 """``python -m producer send | verify | clear``: a thin shell over the Python API.
 
 Exit codes: 0 success (``verify``: exact; ``clear``: every node back at zero), 1 ``verify``
-found a mismatch or ``clear`` timed out with nodes or state items left, 2 misuse or an
+found a mismatch, ``clear`` timed out with nodes or state items left, or ``send --watch`` found
+the pipeline not running (nothing applied: locally its runner gone, on AWS no function invoked), 2 misuse or an
 operational error (AWS, ledger, target), 130 interrupted.
 Every error is one line on stderr, never a traceback.
 """
@@ -47,6 +48,7 @@ from producer.verifier import verify_pipeline
 from producer.watch import BacklogCheck, PipelineWatch, pipeline_reader
 from toolkit.cli import MAX_COUNT, MAX_SECONDS, OneLineArgumentParser, bounded
 from toolkit.ledger import DEFAULT_LEDGER_PATH, LedgerError
+from toolkit.liveness import pipeline_liveness
 from toolkit.pipeline import DEFAULT_OUTPUTS_PATH, PipelineTarget, TargetError, environment_endpoint
 from toolkit.untrusted import printable
 
@@ -246,7 +248,18 @@ def run_send(arguments: argparse.Namespace, console: Console, status: Console) -
 
             settled = watch.wait_until_settled(arguments.watch, sleep=refresh_and_sleep)
     dashboard = "" if target.is_local else target.dashboard_url  # the console has no emulator
-    render_pipeline_summary(watch.stop(), settled, dashboard, time.monotonic() - started, console)
+    figures = watch.stop()
+    render_pipeline_summary(figures, settled, dashboard, time.monotonic() - started, console)
+    # Nothing applied (or, locally, still applying at the deadline): a stopped pipeline, or a slow one?
+    if summary.messages_sent and (figures.applied == 0 or (target.is_local and not settled)):
+        answer = pipeline_liveness(target)()
+        if answer.running is False:
+            print(
+                f"{PROGRAM}: the pipeline is not running: {printable(answer.reason)}; the "
+                f"{summary.messages_sent:,} messages sent wait in the stream until it runs",
+                file=sys.stderr,
+            )
+            return EXIT_MISMATCH
     return 0
 
 

@@ -33,6 +33,7 @@ from local.memory import MALLOC_ENVIRONMENT
 from local.paths import REPO_ROOT, LocalPaths
 from local.runner.invoker import fault_injection_overrides
 from local.runner.stats import read_stats
+from toolkit import liveness
 
 log = logging.getLogger(__name__)
 
@@ -65,18 +66,9 @@ class RunningState:
 
 
 def process_command_line(pid: int) -> str | None:
-    """The command line of a live process, or None when there is no such process.
-
-    A process that has exited but is not reaped yet (a zombie) counts as gone: `make down` is
-    not the runner's parent, so it cannot reap it, and whoever can may take seconds to.
-    """
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        if state in {"Z", "X"}:
-            return None
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except (OSError, IndexError):
-        return None
+    """The command line of a live process, None when there is none (a zombie counts as gone): the
+    check the views make of the runner too (`toolkit.liveness`)."""
+    return liveness.process_command_line(pid)
 
 
 def _read_pid(path: Path) -> int | None:
