@@ -16,7 +16,7 @@ from aggregation.transactions import DEFAULT_MARKER_TTL_DAYS, MIN_MARKER_TTL_DAY
 from audit.rebuild import DEFAULT_MARKER_WINDOW_HOURS, RebuildPlan, rebuild
 from audit.reconcile import ReconcileReport, reconcile
 from audit.targets import AuditError, resolve_target
-from toolkit.cli import OneLineArgumentParser, bounded
+from toolkit.cli import MAX_SECONDS, OneLineArgumentParser, bounded
 from toolkit.ledger import LedgerError
 from toolkit.pipeline import DEFAULT_OUTPUTS_PATH, TargetError
 from toolkit.untrusted import printable, untrusted_text
@@ -25,6 +25,8 @@ EXIT_OK = 0
 EXIT_MISMATCH = 1
 EXIT_ERROR = 2
 MAX_DIFFERENCE_ROWS = 50
+MAX_MARKER_TTL_DAYS = 365
+"""As the stack's markerTtlDays (stacks/settings.py)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -48,13 +50,13 @@ def build_parser() -> argparse.ArgumentParser:
     rebuilding.add_argument("--dry-run", action="store_true", help="show what would be written, write nothing")
     rebuilding.add_argument(
         "--marker-window-hours",
-        type=bounded(int, 1),
+        type=bounded(int, 1, MAX_SECONDS // 3600),
         default=DEFAULT_MARKER_WINDOW_HOURS,
         help="restore reduce markers of deltas created this recently (default %(default)s)",
     )
     rebuilding.add_argument(
         "--marker-ttl-days",
-        type=bounded(int, MIN_MARKER_TTL_DAYS),
+        type=bounded(int, MIN_MARKER_TTL_DAYS, MAX_MARKER_TTL_DAYS),
         default=DEFAULT_MARKER_TTL_DAYS,
         help="markers expire this many days after their delta was created, as markerTtlDays (default %(default)s)",
     )

@@ -40,7 +40,8 @@ from planner.scale_out import cheapest_settings, describe_choice  # noqa: E402
 from planner.state import lambda_state_rate  # noqa: E402
 from planner.tables import PIPELINE_TABLES, TableModes, break_even_utilization  # noqa: E402
 from stacks.settings import PipelineSettings, SettingsError, planned_settings  # noqa: E402
-from toolkit.untrusted import untrusted_text  # noqa: E402
+from toolkit.cli import OneLineArgumentParser, bounded  # noqa: E402
+from toolkit.untrusted import printable, untrusted_text  # noqa: E402
 
 CDK_JSON = REPOSITORY_ROOT / "cdk.json"
 
@@ -453,16 +454,24 @@ def render_markdown(plan: CapacityPlan) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     defaults, times = Workload(rate=0), ServiceTimes()
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.capacity", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rate", type=float, help="messages per second (default: cdk.json's targetMessagesPerSecond)")
-    parser.add_argument("--record-bytes", type=int, default=defaults.record_bytes)
-    parser.add_argument("--duplicates-pct", type=float, default=defaults.duplicates_pct)
-    parser.add_argument("--out-of-order-pct", type=float, default=defaults.out_of_order_pct)
-    parser.add_argument("--modifications-pct", type=float, default=defaults.modifications_pct)
-    parser.add_argument("--move-share", type=float, default=defaults.move_share)
+    parser = OneLineArgumentParser(
+        prog="python -m benchmarks.capacity", description=__doc__.split("\n\n")[0], error_prefix="error: "
+    )
+    percentage, memory = bounded(float, 0, 100), bounded(int, LAMBDA_MIN_MEMORY_MB, LAMBDA_MAX_MEMORY_MB)
+    service_rate, round_trip = bounded(float, 1e-3, MAX_PLANNED_RATE), bounded(float, 1e-3, 60_000)
+    parser.add_argument(
+        "--rate",
+        type=bounded(float, MIN_RATE, MAX_PLANNED_RATE),
+        help="messages per second (default: cdk.json's targetMessagesPerSecond)",
+    )
+    parser.add_argument("--record-bytes", type=bounded(int, 1, KINESIS_RECORD_MAX_BYTES), default=defaults.record_bytes)
+    parser.add_argument("--duplicates-pct", type=percentage, default=defaults.duplicates_pct)
+    parser.add_argument("--out-of-order-pct", type=percentage, default=defaults.out_of_order_pct)
+    parser.add_argument("--modifications-pct", type=percentage, default=defaults.modifications_pct)
+    parser.add_argument("--move-share", type=bounded(float, 0, 1), default=defaults.move_share)
     parser.add_argument(
         "--state-writes-per-message",
-        type=float,
+        type=bounded(float, 0, 100),
         default=defaults.state_writes_per_message,
         help="ours: conditional writes per message after in-batch selection and the version cache (make bench)",
     )
@@ -471,7 +480,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="the producer sends KPL-aggregated records (send --aggregate): plan that, beside one record per message",
     )
-    parser.add_argument("--fan-out", default=",".join(map(str, defaults.fan_out)), help="values per level, e.g. 5,5,3")
+    parser.add_argument(
+        "--fan-out",
+        type=fan_out_levels,
+        default=",".join(map(str, defaults.fan_out)),
+        help="values per level, e.g. 5,5,3",
+    )
     parser.add_argument(
         "-c",
         "--context",
@@ -482,12 +496,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     for option, key in NAMED_SETTINGS.items():
         parser.add_argument(f"--{option.replace('_', '-')}", dest=option, help=f"the same as -c {key}=...")
-    parser.add_argument("--state-memory-mb", type=int, help="what if the state function had this much memory")
-    parser.add_argument("--map-memory-mb", type=int, help="what if the map function had this much memory")
-    parser.add_argument("--state-rate", type=float, default=times.state_messages_per_second, help="msg/s/instance")
-    parser.add_argument("--original-state-rate", type=float, default=times.original_state_messages_per_second)
-    parser.add_argument("--write-ms", type=float, default=times.write_round_trip_ms)
-    parser.add_argument("--transaction-ms", type=float, default=times.transaction_round_trip_ms)
+    parser.add_argument("--state-memory-mb", type=memory, help="what if the state function had this much memory")
+    parser.add_argument("--map-memory-mb", type=memory, help="what if the map function had this much memory")
+    parser.add_argument(
+        "--state-rate", type=service_rate, default=times.state_messages_per_second, help="msg/s/instance"
+    )
+    parser.add_argument("--original-state-rate", type=service_rate, default=times.original_state_messages_per_second)
+    parser.add_argument("--write-ms", type=round_trip, default=times.write_round_trip_ms)
+    parser.add_argument("--transaction-ms", type=round_trip, default=times.transaction_round_trip_ms)
     parser.add_argument("--prices", type=Path, default=DEFAULT_PRICE_TABLE)
     parser.add_argument("--markdown", action="store_true", help="print markdown instead of a table")
     parser.add_argument(
@@ -496,6 +512,38 @@ def build_parser() -> argparse.ArgumentParser:
         help="print the searches' cheapest settings within the targets (planner/scale_out.py), as markdown",
     )
     return parser
+
+
+MIN_RATE = 1e-3
+MAX_PLANNED_RATE = 10_000_000.0
+"""Messages a second the planner plans for at most: far beyond one stack (the model's sums overflow nowhere near)."""
+KINESIS_RECORD_MAX_BYTES = 1024 * 1024
+LAMBDA_MIN_MEMORY_MB, LAMBDA_MAX_MEMORY_MB = 128, 10_240
+MAX_FAN_OUT_LEVELS, MAX_FAN_OUT = 16, 1_000_000
+
+
+def fan_out_levels(text: str) -> tuple[int, ...]:
+    """``--fan-out``: values per level, root first (``5,5,3``)."""
+    try:
+        levels = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected integers like 5,5,3, got {printable(text)!r}") from None
+    if not levels or len(levels) > MAX_FAN_OUT_LEVELS or not all(1 <= level <= MAX_FAN_OUT for level in levels):
+        raise argparse.ArgumentTypeError(
+            f"expected 1 to {MAX_FAN_OUT_LEVELS} levels of 1 to {MAX_FAN_OUT:,} values each, got {printable(text)!r}"
+        )
+    return levels
+
+
+def price_table_problem(path: Path, error: Exception) -> str:
+    """One line naming the price table that could not be used."""
+    if isinstance(error, OSError):
+        return f"cannot read the price table {path}: {error.strerror or error}"
+    if isinstance(error, UnicodeDecodeError):
+        return f"the price table {path} is not UTF-8 text (byte {error.start})"
+    if isinstance(error, ValueError) and not str(error):
+        return f"the price table {path} is not valid JSON"
+    return f"the price table {path} is not usable: {printable(' '.join(f'{type(error).__name__} {error}'.split()))}"
 
 
 def context_overrides(arguments: argparse.Namespace) -> dict[str, str]:
@@ -514,15 +562,11 @@ def context_overrides(arguments: argparse.Namespace) -> dict[str, str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    arguments = build_parser().parse_args(argv)
-    try:
-        fan_out = tuple(int(part) for part in arguments.fan_out.split(",") if part.strip())
-    except ValueError:
-        print(f"--fan-out {arguments.fan_out!r}: expected integers like 5,5,3", file=sys.stderr)
-        return 2
-    if (arguments.rate is not None and arguments.rate <= 0) or not fan_out or min(fan_out) < 1:
-        print("--rate must be positive and --fan-out at least one level of at least 1", file=sys.stderr)
-        return 2
+    parser = build_parser()
+    arguments = parser.parse_args(argv)
+    fan_out: tuple[int, ...] = arguments.fan_out  # argparse applies the type to the default too
+    if arguments.duplicates_pct + arguments.out_of_order_pct >= 100:
+        parser.error("--duplicates-pct and --out-of-order-pct must leave some messages that change a trade")
     try:
         overrides: dict[str, Any] = dict(context_overrides(arguments))
         if arguments.rate is not None:
@@ -533,6 +577,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     rate = settings.target_messages_per_second if arguments.rate is None else arguments.rate
+    try:
+        prices = load_price_table(arguments.prices)
+    except (OSError, ValueError, LookupError, TypeError, AttributeError) as error:
+        print(f"error: {price_table_problem(arguments.prices, error)}", file=sys.stderr)
+        return 2
     planned = planned_settings(settings)
     what_if = {
         name: value
@@ -558,7 +607,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             write_round_trip_ms=arguments.write_ms,
             transaction_round_trip_ms=arguments.transaction_ms,
         ),
-        load_price_table(arguments.prices),
+        prices,
     )
     if arguments.scale_out:
         scenarios = scale_out_scenarios(

@@ -14,12 +14,14 @@ from pathlib import Path
 from typing import Any, Final
 
 import boto3
+from botocore.exceptions import BotoCoreError
 from rich.console import Console
 from rich.table import Table
 
 from deploy.preflight import Account, Check, DeploymentPlan, Status, run_preflight
 from stacks.settings import PipelineSettings, SettingsError
 from toolkit.cli import EXIT_USAGE, OneLineArgumentParser
+from toolkit.untrusted import printable
 
 EXIT_READY: Final = 0
 EXIT_NOT_READY: Final = 1
@@ -85,11 +87,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = read_settings(arguments.context)
     except SettingsError as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(f"error: {printable(str(error))}", file=sys.stderr)
         return EXIT_ERROR
     session = boto3.session.Session(region_name=arguments.region)
     if not session.region_name:
         print("error: no AWS region: pass --region or set AWS_REGION (or the profile's region)", file=sys.stderr)
+        return EXIT_ERROR
+    try:
+        credentials = session.get_credentials()
+    except BotoCoreError as error:  # e.g. a profile that names a missing source profile
+        print(f"error: cannot read the AWS credentials: {printable(' '.join(str(error).split()))}", file=sys.stderr)
+        return EXIT_ERROR
+    if credentials is None:
+        print(
+            "error: no AWS credentials: configure a profile (aws configure, AWS_PROFILE) or set AWS_ACCESS_KEY_ID",
+            file=sys.stderr,
+        )
         return EXIT_ERROR
     account = Account(session, session.region_name)
     checks = run_preflight(account, DeploymentPlan.from_settings(settings, arguments.stack_name))

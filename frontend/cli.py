@@ -18,7 +18,7 @@ from frontend.snapshot import SnapshotBuilder, TableReadError
 from frontend.target import TableTarget, WatchedPipeline, resolve_target
 from frontend.terminal import run_terminal
 from frontend.web import DashboardServer, RemoteServingRefused, SnapshotPublisher, is_loopback_host
-from toolkit.cli import EXIT_USAGE, OneLineArgumentParser
+from toolkit.cli import EXIT_USAGE, OneLineArgumentParser, bounded
 from toolkit.ledger import DEFAULT_LEDGER_PATH
 from toolkit.pipeline import DEFAULT_OUTPUTS_PATH, TargetError
 
@@ -28,6 +28,8 @@ PROGRAM = "python -m frontend"
 USAGE_ERROR = EXIT_USAGE
 #: Exit status when the arguments are fine but the table cannot be reached or served.
 RUNTIME_ERROR = 1
+MIN_INTERVAL_SECONDS = 0.05
+MAX_INTERVAL_SECONDS = 60.0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,7 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--terminal", action="store_true", help="show the terminal view instead of serving the page")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind the web server to (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8000, help="port of the web server (default 8000; 0 picks one)")
+    parser.add_argument(
+        "--port", type=bounded(int, 0, 65535), default=8000, help="port of the web server (default 8000; 0 picks one)"
+    )
     parser.add_argument(
         "--allow-remote",
         action="store_true",
@@ -76,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     ledger.add_argument("--no-ledger", action="store_true", help="do not verify against a ledger")
     parser.add_argument(
         "--interval",
-        type=float,
+        type=bounded(float, MIN_INTERVAL_SECONDS, MAX_INTERVAL_SECONDS),
         default=1.0,
         metavar="SECONDS",
         help="seconds between reads of the table (default 1, at most 60)",
@@ -93,10 +97,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Runs the dashboard; returns the process exit status."""
     parser = build_parser()
     arguments = parser.parse_args(argv)
-    if not 0 <= arguments.port <= 65535:
-        parser.error(f"--port must be between 0 and 65535, not {arguments.port}")
-    if not 0.05 <= arguments.interval <= 60:
-        parser.error(f"--interval must be between 0.05 and 60 seconds, not {arguments.interval:g}")
     if not arguments.terminal and not arguments.allow_remote and not is_loopback_host(arguments.host):
         parser.error(
             f"--host {arguments.host} serves the dashboard to other machines, without authentication: "
@@ -128,7 +128,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     ledger = None if arguments.no_ledger else LedgerWatcher(arguments.ledger)
     builder = SnapshotBuilder(
-        pipeline.table_name, pipeline.read_table, ledger, read_quarantine=pipeline.read_quarantine
+        pipeline.table_name,
+        pipeline.read_table,
+        ledger,
+        read_quarantine=pipeline.read_quarantine,
+        liveness=pipeline.liveness,
     )
     if arguments.terminal:
         return run_terminal(builder, arguments.interval)

@@ -25,6 +25,7 @@ from typing import Literal
 from aggregation.hierarchy import KEY_SEPARATOR
 from frontend.formatting import format_count, format_decimal
 from toolkit.ledger import ZERO_TOTALS, LedgerMessages, NodeTotals, differing_keys, node_keys
+from toolkit.liveness import Liveness
 
 #: DynamoDB numbers span 38 significant digits between 1E-130 and 1E+126, so an
 #: exact sum of any of them needs a few hundred digits. ``Inexact`` is trapped:
@@ -259,7 +260,9 @@ class StatsHistory:
 
 # --------------------------------------------------------------------------- verification
 
-VerificationStatus = Literal["exact", "draining", "differs", "no-ledger", "ledger-error"]
+VerificationStatus = Literal["exact", "draining", "differs", "stopped", "no-ledger", "ledger-error"]
+"""``stopped``: the totals differ from the ledger and the pipeline is not running (`toolkit.liveness`),
+so the difference is work waiting, not a wrong total."""
 
 #: The pipeline counts as idle once ``MessagesApplied`` has not moved for this long; only
 #: then is a difference from the ledger a failure rather than work still in flight.
@@ -320,6 +323,12 @@ class Verification:
             count = len(self.differences)
             nodes = "node differs" if count == 1 else "nodes differ"
             return f"{format_count(count)} {nodes} · Σ|Δ| = {format_decimal(self.total_absolute_difference)}"
+        if self.status == "stopped":
+            matching = self.compared_nodes - len(self.differences)
+            return (
+                f"the pipeline is not running ({self.detail}): {format_count(matching)} of "
+                f"{format_count(self.compared_nodes)} nodes match so far"
+            )
         if self.status == "no-ledger":
             return "no ledger"
         return f"ledger unreadable: {self.detail}"
@@ -331,6 +340,7 @@ def verify(
     *,
     idle: bool = True,
     messages_applied: int | None = None,
+    liveness: Callable[[], Liveness] | None = None,
 ) -> Verification:
     """Compares every node in the table or the ledger; a node missing on one side counts as zero.
 
@@ -338,7 +348,8 @@ def verify(
     away) equals a ledger without it. The total absolute difference is the sum
     over differing nodes of |table value - ledger value|, exact. While the
     pipeline is not ``idle`` a difference is work in flight (``draining``), not a
-    failure: the reader is told how far it got instead.
+    failure: the reader is told how far it got instead. When the totals differ, ``liveness``
+    (asked only then) tells a stopped pipeline from a wrong one: ``stopped``, never ``differs``.
     """
     if ledger.nodes is None:
         unknown: VerificationStatus = "ledger-error" if ledger.error else "no-ledger"
@@ -350,6 +361,11 @@ def verify(
     with decimal.localcontext(EXACT_ARITHMETIC):
         total = sum((abs(d.value_difference) for d in differences), Decimal(0))
     status: VerificationStatus = "exact" if not differences else "differs" if idle else "draining"
+    detail = None
+    if differences and liveness is not None:
+        answer = liveness()
+        if answer.running is False:
+            status, detail = "stopped", answer.reason
     progress = None
     to_apply = ledger.messages.to_apply if ledger.messages is not None else None
     if status == "draining" and to_apply is not None and messages_applied is not None and messages_applied <= to_apply:
@@ -360,6 +376,7 @@ def verify(
         compared_nodes=len(node_keys(actual, ledger.nodes)),
         differences=differences,
         total_absolute_difference=total,
+        detail=detail,
         progress=progress,
     )
 
@@ -451,6 +468,7 @@ class SnapshotBuilder:
         read_ledger: Callable[[], LedgerState] | None = None,
         *,
         read_quarantine: Callable[[], QuarantineSummary | None] | None = None,
+        liveness: Callable[[], Liveness] | None = None,
         clock: Callable[[], float] = time.time,
         history: StatsHistory | None = None,
     ) -> None:
@@ -458,6 +476,7 @@ class SnapshotBuilder:
         self._read_table = read_table
         self._read_ledger = read_ledger
         self._read_quarantine = read_quarantine
+        self._liveness = liveness
         self._clock = clock
         self._history = history if history is not None else StatsHistory()
         self._reading = TableReading({}, None)
@@ -529,7 +548,11 @@ class SnapshotBuilder:
             latency=self._history.latency(now),
             chart=self._history.chart(),
             verification=verify(
-                reading.nodes, ledger, idle=backlog.idle, messages_applied=backlog.applied if reading.stats else None
+                reading.nodes,
+                ledger,
+                idle=backlog.idle,
+                messages_applied=backlog.applied if reading.stats else None,
+                liveness=self._liveness,
             ),
             read_error=read_error,
             last_read_at=self._last_read_at,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,7 +21,8 @@ from botocore.config import Config
 
 from frontend.snapshot import QuarantineSummary, TableReading
 from frontend.table_reader import AggregateTableReader, QuarantineReader
-from toolkit.pipeline import DEFAULT_OUTPUTS_PATH, TargetError, locate_pipeline, session
+from toolkit.liveness import UNKNOWN, Liveness, pipeline_liveness
+from toolkit.pipeline import DEFAULT_OUTPUTS_PATH, PipelineTarget, TargetError, locate_pipeline, session
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.service_resource import DynamoDBServiceResource
@@ -39,6 +40,8 @@ class TableTarget:
     endpoint_url: str | None
     description: str
     quarantine_table: str | None = None
+    pipeline: PipelineTarget | None = field(default=None, compare=False)
+    """The pipeline the table belongs to, when known (not for --table-name): whether it runs (`liveness`)."""
 
     def dynamodb(self) -> DynamoDBServiceResource:
         """A DynamoDB resource for this target (numbers come back as exact ``Decimal``)."""
@@ -69,7 +72,12 @@ def resolve_target(
         )
     description = pipeline.source if pipeline.from_stack else f"local runtime ({pipeline.source})"
     return TableTarget(
-        pipeline.aggregate_table, pipeline.region, pipeline.endpoint_url, description, pipeline.quarantine or None
+        pipeline.aggregate_table,
+        pipeline.region,
+        pipeline.endpoint_url,
+        description,
+        pipeline.quarantine or None,
+        pipeline,
     )
 
 
@@ -89,6 +97,15 @@ class WatchedPipeline:
         self._version = self._outputs_version()
         self.target = resolve()
         self._table, self._quarantine = self._readers(self.target)
+        self._liveness = self._liveness_of(self.target)
+
+    @staticmethod
+    def _liveness_of(target: TableTarget) -> Callable[[], Liveness]:
+        return pipeline_liveness(target.pipeline) if target.pipeline is not None else lambda: UNKNOWN
+
+    def liveness(self) -> Liveness:
+        """Whether the pipeline runs (`toolkit.liveness`): its runner locally, its functions on AWS."""
+        return self._liveness()
 
     @staticmethod
     def _readers(target: TableTarget) -> tuple[AggregateTableReader, QuarantineReader | None]:
@@ -119,6 +136,7 @@ class WatchedPipeline:
         if target != self.target:
             self.target = target
             self._table, self._quarantine = self._readers(target)
+            self._liveness = self._liveness_of(target)
 
     def table_name(self) -> str:
         """The AggregateTable's name (it changes when the runtime is redeployed)."""

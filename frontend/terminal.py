@@ -38,6 +38,7 @@ VERIFICATION_STYLES: dict[VerificationStatus, str] = {
     "exact": "bold green",
     "draining": "bold cyan",
     "differs": "bold yellow",
+    "stopped": "bold red",
     "no-ledger": "dim",
     "ledger-error": "bold red",
 }

@@ -14,6 +14,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 from rich.console import Console
 
+from aggregation.aggregate_items import MAX_SLICES
 from aggregation.names import TOKEN_AND_MARKERS, TOKEN_ONLY
 from local.deploy import lifecycle, status
 from local.deploy.deployer import DeploymentError, synthesize
@@ -23,7 +24,8 @@ from local.scenarios import chaos, demo, soak
 from local.upgrade import scenario as upgrade
 from local.upgrade.release_tree import ReleaseTreeError
 from local.upgrade.releases import RELEASES, UnknownRelease, find_release
-from toolkit.cli import EXIT_USAGE, OneLineArgumentParser, bounded
+from producer.sender import MAX_PROCESSES, MAX_RATE
+from toolkit.cli import EXIT_USAGE, MAX_COUNT, MAX_SECONDS, OneLineArgumentParser, bounded
 
 PROGRAM = "python -m local"
 EXIT_FAILURE = 1
@@ -44,24 +46,35 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser("synth", help="synthesize cdk.out for `up` unless it is newer than every source (make install)")
     commands.add_parser("status", help="per-function invocations, errors, retries and iterator lag")
     demo_parser = commands.add_parser("demo", help="up with faults, send, drain, verify exactly, down")
-    demo_parser.add_argument("--count", type=int, default=demo.DEFAULT_MESSAGE_COUNT, help="messages to send")
-    demo_parser.add_argument("--seed", type=int, default=7)
+    demo_parser.add_argument(
+        "--count", type=bounded(int, 1, MAX_COUNT), default=demo.DEFAULT_MESSAGE_COUNT, help="messages to send"
+    )
+    demo_parser.add_argument("--seed", type=bounded(int, 0, None), default=7)
     demo_parser.add_argument("--keep-running", action="store_true", help="leave the runtime up afterwards")
-    demo_parser.add_argument("--drain-timeout", type=float, default=demo.DEFAULT_DRAIN_TIMEOUT_SECONDS, help="seconds")
+    demo_parser.add_argument(
+        "--drain-timeout",
+        type=bounded(float, 1, MAX_SECONDS),
+        default=demo.DEFAULT_DRAIN_TIMEOUT_SECONDS,
+        help="seconds",
+    )
     add_chaos_parser(commands)
     soak_parser = commands.add_parser(
         "soak", help="a steady load for a while, exact at the end, memory sampled and held to a budget"
     )
-    soak_parser.add_argument("--duration", type=bounded(float, 1, None), default=600.0, help="seconds of sending")
-    soak_parser.add_argument("--rate", type=bounded(float, 0.1, None), default=50.0, help="messages per second")
+    soak_parser.add_argument(
+        "--duration", type=bounded(float, 1, MAX_SECONDS), default=600.0, help="seconds of sending"
+    )
+    soak_parser.add_argument("--rate", type=bounded(float, 0.1, MAX_RATE), default=50.0, help="messages per second")
     soak_parser.add_argument(
         "--memory-budget-mb",
-        type=bounded(float, 1, None),
+        type=bounded(float, 1, 1024**2),
         default=soak.DEFAULT_MEMORY_BUDGET_MB,
         help=f"peak resident MB of emulator + runner + workers (default {soak.DEFAULT_MEMORY_BUDGET_MB:g})",
     )
-    soak_parser.add_argument("--sample-seconds", type=bounded(float, 0.1, None), default=soak.DEFAULT_SAMPLE_SECONDS)
-    soak_parser.add_argument("--seed", type=int, default=7)
+    soak_parser.add_argument(
+        "--sample-seconds", type=bounded(float, 0.1, MAX_SECONDS), default=soak.DEFAULT_SAMPLE_SECONDS
+    )
+    soak_parser.add_argument("--seed", type=bounded(int, 0, None), default=7)
     add_upgrade_parser(commands)
     return parser
 
@@ -81,7 +94,7 @@ def add_upgrade_parser(commands: Any) -> None:
     )
     parser.add_argument(
         "--count",
-        type=bounded(int, 10, None),
+        type=bounded(int, 10, MAX_COUNT),
         default=defaults.count,
         help=f"messages per run (default {defaults.count})",
     )
@@ -103,7 +116,7 @@ def add_upgrade_parser(commands: Any) -> None:
     )
     parser.add_argument("--keep-running", action="store_true", help="leave the last run's runtime up")
     parser.add_argument(
-        "--drain-timeout", type=bounded(float, 1, None), default=defaults.drain_timeout_seconds, help="seconds"
+        "--drain-timeout", type=bounded(float, 1, MAX_SECONDS), default=defaults.drain_timeout_seconds, help="seconds"
     )
 
 
@@ -135,7 +148,7 @@ def add_chaos_parser(commands: Any) -> None:
     parser = commands.add_parser(
         "chaos", help="every failure at once, figures, and an unsafe negative control that must be caught"
     )
-    count, percent, number = bounded(int, 1, None), bounded(float, 0, 50), bounded(float, 0, None)
+    count, percent, number = bounded(int, 1, MAX_COUNT), bounded(float, 0, 50), bounded(float, 0, 1000)
     parser.add_argument("--count", type=count, default=defaults.count, help=f"messages (default {defaults.count})")
     parser.add_argument("--seed", type=bounded(int, 0, None), default=defaults.seed)
     parser.add_argument(
@@ -159,14 +172,14 @@ def add_chaos_parser(commands: Any) -> None:
     )
     parser.add_argument(
         "--runner-kills",
-        type=bounded(int, 0, None),
+        type=bounded(int, 0, 1000),
         default=defaults.runner_kills,
         help="SIGKILLs of the runner (and its workers) mid-batch, each followed by a restart from the checkpoints "
         f"(default {defaults.runner_kills})",
     )
     parser.add_argument(
         "--worker-kills",
-        type=bounded(int, 0, None),
+        type=bounded(int, 0, 1000),
         default=defaults.worker_kills,
         help="SIGKILLs of one function's worker inside an invocation, stages in turn "
         f"(default {defaults.worker_kills})",
@@ -183,7 +196,7 @@ def add_chaos_parser(commands: Any) -> None:
         )
     parser.add_argument(
         "--oversized-records",
-        type=bounded(int, 0, None),
+        type=bounded(int, 0, MAX_COUNT),
         default=defaults.oversized_records,
         help=f"~1 MB invalid records (default {defaults.oversized_records})",
     )
@@ -213,7 +226,7 @@ def add_chaos_parser(commands: Any) -> None:
     )
     parser.add_argument(
         "--drain-timeout",
-        type=bounded(float, 1, None),
+        type=bounded(float, 1, MAX_SECONDS),
         default=defaults.drain_timeout_seconds,
         help=f"seconds without a completed record before a run fails (default {defaults.drain_timeout_seconds:g})",
     )
@@ -225,7 +238,7 @@ def add_chaos_parser(commands: Any) -> None:
     )
     parser.add_argument(
         "--reduce-slices",
-        type=bounded(int, 1, None),
+        type=bounded(int, 1, MAX_SLICES),
         default=defaults.reduce_slices,
         help=f"slices of the totals; fewer than shards makes reducers conflict (default {defaults.reduce_slices})",
     )
@@ -238,7 +251,10 @@ def add_chaos_parser(commands: Any) -> None:
         help="with --aggregate: PCT%% of the aggregates built as an attacker would (default 0)",
     )
     parser.add_argument(
-        "--processes", type=bounded(int, 1, None), default=defaults.processes, help="the producer's sending processes"
+        "--processes",
+        type=bounded(int, 1, MAX_PROCESSES),
+        default=defaults.processes,
+        help="the producer's sending processes",
     )
 
 
@@ -298,8 +314,6 @@ def main(argv: list[str] | None = None) -> int:
             console.print(f"cloud assembly for `up`: {synthesize()}")
             return 0
         if arguments.command == "demo":
-            if arguments.count < 1:
-                raise demo.DemoError("--count must be at least 1")
             return demo.run_demo(
                 paths,
                 console,

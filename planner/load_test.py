@@ -17,12 +17,12 @@ Two figures say whether it does, both from the planner's dated list prices (`pla
   on-demand tables and the stream consumers cost nothing without traffic; stored data (tables,
   the archive bucket, logs) costs cents a month at a trial's size and is left out.
 
-Standard library and the planner's public functions only, like the rest of the planner.
+Standard library and the planner's public functions only, like the rest of the planner; its command
+line is the one every operator tool shares (`toolkit.cli`).
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,6 +31,8 @@ from planner.inputs import Settings, Workload
 from planner.model import plan_capacity
 from planner.plan import Component
 from planner.prices import SECONDS_PER_HOUR, PriceTable, load_price_table
+from toolkit.cli import MAX_SECONDS as CLI_MAX_SECONDS
+from toolkit.cli import OneLineArgumentParser, bounded
 
 LOG_BYTES_PER_INVOCATION = 1600
 """Log bytes of one invocation: the function's summary line and EMF document (1,050 to 1,530 bytes
@@ -44,6 +46,10 @@ WATCH_METRICS_PER_SECOND = 4 / 10
 FLAT_OUT_RATE = 5000.0
 """The rate assumed for a test sent as fast as possible (`--rate 0`): about what one producer
 process puts with its default 16 concurrent calls."""
+MIN_RATE, MAX_RATE = 1e-3, 10_000_000.0
+"""The rates a load test is planned for (messages a second): the capacity model is in floats, and
+Workload's per-second figures overflow to inf long before 1e300."""
+MIN_SECONDS, MAX_SECONDS = 1e-3, float(CLI_MAX_SECONDS)
 CONFIRM_ABOVE_USD = 1.0
 """`producer send` against AWS asks for `--yes` when the estimate is above this."""
 
@@ -79,8 +85,11 @@ def load_test_cost(
 ) -> LoadTestCost:
     """A load test of `rate` messages a second for `seconds` (module docstring); each component's
     `monthly_usd` holds its cost for the test, not for a month."""
-    if rate <= 0 or seconds <= 0:
-        raise ValueError("a load test's rate and duration must be positive")
+    if not (MIN_RATE <= rate <= MAX_RATE and MIN_SECONDS <= seconds <= MAX_SECONDS):  # False for NaN too
+        raise ValueError(
+            f"a load test's rate must be from {MIN_RATE:g} to {MAX_RATE:g} msg/s and its duration from "
+            f"{MIN_SECONDS:g} s to a year ({MAX_SECONDS:g} s)"
+        )
     settings = settings or Settings()
     prices = prices or load_price_table()
     plan = plan_capacity(Workload(rate=rate), settings, prices=prices).ours
@@ -158,11 +167,20 @@ def describe(cost: LoadTestCost, prices: PriceTable | None = None) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m planner.load_test", description="What a load test on AWS costs, and the stack's idle cost."
+    parser = OneLineArgumentParser(
+        prog="python -m planner.load_test",
+        description="What a load test on AWS costs, and the stack's idle cost.",
+        error_prefix="planner: error: ",
     )
-    parser.add_argument("--rate", type=float, required=True, help="messages per second")
-    parser.add_argument("--duration", type=float, required=True, help="seconds")
+    parser.add_argument(
+        "--rate",
+        type=bounded(float, MIN_RATE, MAX_RATE),
+        required=True,
+        help=f"messages per second (at most {MAX_RATE:g})",
+    )
+    parser.add_argument(
+        "--duration", type=bounded(float, MIN_SECONDS, MAX_SECONDS), required=True, help="seconds (at most a year)"
+    )
     arguments = parser.parse_args(argv)
     try:
         cost = load_test_cost(arguments.rate, arguments.duration)

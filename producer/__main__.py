@@ -1,7 +1,8 @@
 """``python -m producer send | verify | clear``: a thin shell over the Python API.
 
 Exit codes: 0 success (``verify``: exact; ``clear``: every node back at zero), 1 ``verify``
-found a mismatch or ``clear`` timed out with nodes or state items left, 2 misuse or an
+found a mismatch, ``clear`` timed out with nodes or state items left, or ``send --watch`` found
+the pipeline not running (nothing applied: locally its runner gone, on AWS no function invoked), 2 misuse or an
 operational error (AWS, ledger, target), 130 interrupted.
 Every error is one line on stderr, never a traceback.
 """
@@ -32,13 +33,22 @@ from producer.display import (
     render_verification_report,
 )
 from producer.model import DEFAULT_HIERARCHY_LEVELS, parse_hierarchy_levels
-from producer.sender import SendError, SendOptions, send_messages, stop_on_sigterm
+from producer.sender import (
+    MAX_CONCURRENCY,
+    MAX_PROCESSES,
+    MAX_RATE,
+    SendError,
+    SendOptions,
+    send_messages,
+    stop_on_sigterm,
+)
 from producer.targets import resolve_target
 from producer.trial_cost import describe, estimate, refusal
 from producer.verifier import verify_pipeline
 from producer.watch import BacklogCheck, PipelineWatch, pipeline_reader
-from toolkit.cli import OneLineArgumentParser, bounded
+from toolkit.cli import MAX_COUNT, MAX_SECONDS, OneLineArgumentParser, bounded
 from toolkit.ledger import DEFAULT_LEDGER_PATH, LedgerError
+from toolkit.liveness import pipeline_liveness
 from toolkit.pipeline import DEFAULT_OUTPUTS_PATH, PipelineTarget, TargetError, environment_endpoint
 from toolkit.untrusted import printable
 
@@ -46,13 +56,18 @@ PROGRAM = "producer"
 EXIT_MISMATCH = 1
 EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130
+MAX_EPOCH_MS = 10**14
+"""Year 5138, the latest Timestamp the pipeline keeps for latency (`aggregation.messages.LATEST_TIMESTAMP`)."""
 
 
-_positive_int = bounded(int, 1)
-_seed = bounded(int, 0)
+_count = bounded(int, 1, MAX_COUNT)
+_seed = bounded(int, 0, None)
 _percentage = bounded(float, 0, 100)
-_non_negative = bounded(float, 0)
-_positive = bounded(float, 1e-9)
+_seconds = bounded(float, 1e-9, MAX_SECONDS)
+_wait = bounded(float, 0, MAX_SECONDS)
+_rate = bounded(float, 0, MAX_RATE)
+_concurrency = bounded(int, 1, MAX_CONCURRENCY)
+_processes = bounded(int, 1, MAX_PROCESSES)
 
 
 def _levels(text: str) -> tuple[str, ...]:
@@ -89,17 +104,18 @@ def build_parser() -> argparse.ArgumentParser:
         "send", parents=[common], help="send messages and merge the ground truth into the ledger"
     )
     amount = send.add_mutually_exclusive_group()
-    amount.add_argument("--count", type=_positive_int, help="messages to send (default 3000)")
-    amount.add_argument("--duration", type=_positive, help="send for this many seconds instead")
-    send.add_argument("--rate", type=_non_negative, default=0.0, help="messages per second, held steady (0: flat out)")
+    amount.add_argument("--count", type=_count, help="messages to send (default 3000)")
+    amount.add_argument("--duration", type=_seconds, help="send for this many seconds instead")
+    send.add_argument("--rate", type=_rate, default=0.0, help="messages per second, held steady (0: flat out)")
     send.add_argument(
-        "--concurrency", type=_positive_int, default=16, help="parallel put_records calls per process (default 16)"
+        "--concurrency", type=_concurrency, default=16, help="parallel put_records calls per process (default 16)"
     )
     send.add_argument(
         "--processes",
-        type=_positive_int,
-        default=os.cpu_count() or 1,
-        help=f"sending processes, one merged ledger (default one per core: {os.cpu_count() or 1})",
+        type=_processes,
+        default=min(os.cpu_count() or 1, MAX_PROCESSES),
+        help=f"sending processes, one merged ledger (default one per core: {os.cpu_count() or 1}; "
+        f"at most {MAX_PROCESSES})",
     )
     send.add_argument(
         "--aggregate",
@@ -114,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --aggregate: PCT%% of the aggregates built as an attacker would (a 300,000-byte partition key, "
         "invalid UTF-8 in keys and tags) around the same messages (default 0)",
     )
-    send.add_argument("--trades", type=_positive_int, help="distinct TradeIDs (default: derived from the count)")
+    send.add_argument("--trades", type=_count, help="distinct TradeIDs (default: derived from the count)")
     send.add_argument("--duplicates-pct", type=_percentage, default=10.0, help="identical resends (default 10)")
     send.add_argument(
         "--out-of-order-pct", type=_percentage, default=5.0, help="earlier versions sent after later ones (default 5)"
@@ -130,7 +146,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="same TradeID and Version as a trade's current version, other content (default 0)",
     )
     send.add_argument(
-        "--oversized-records", type=_seed, default=0, help="~1 MB invalid records spread over the run (default 0)"
+        "--oversized-records",
+        type=bounded(int, 0, MAX_COUNT),
+        default=0,
+        help="~1 MB invalid records spread over the run (default 0)",
     )
     send.add_argument("--seed", type=_seed, help="random seed; the same seed sends the same messages")
     send.add_argument(
@@ -141,7 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     send.add_argument(
         "--watch",
-        type=_non_negative,
+        type=_wait,
         default=120.0,
         help="read back the applied rate and latency as it runs (locally from the stack, on AWS from CloudWatch), "
         "then wait up to this many seconds for the pipeline to apply what was sent and print p50/p99 "
@@ -154,16 +173,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     send.add_argument(
         "--timestamp-epoch-ms",
-        type=_seed,
+        type=bounded(int, 0, MAX_EPOCH_MS),
         help="stamp messages from this epoch (ms) + 1 ms each instead of the clock: fully reproducible bytes",
     )
 
     verify = commands.add_parser("verify", parents=[common], help="wait for the drain and compare with the ledger")
-    verify.add_argument("--timeout", type=_positive, default=300.0, help="seconds to wait for the drain (default 300)")
+    verify.add_argument("--timeout", type=_seconds, default=300.0, help="seconds to wait for the drain (default 300)")
     verify.add_argument(
-        "--settle", type=_positive, default=20.0, help="seconds without change that count as drained (default 20)"
+        "--settle", type=_seconds, default=20.0, help="seconds without change that count as drained (default 20)"
     )
-    verify.add_argument("--poll", type=_positive, default=1.0, help="seconds between polls (default 1)")
+    verify.add_argument("--poll", type=_seconds, default=1.0, help="seconds between polls (default 1)")
 
     clear = commands.add_parser(
         "clear",
@@ -172,11 +191,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     clear.add_argument(
         "--timeout",
-        type=_positive,
+        type=_seconds,
         default=DEFAULT_CLEAR_TIMEOUT_SECONDS,
         help=f"seconds to wait for every node to reach zero (default {DEFAULT_CLEAR_TIMEOUT_SECONDS:g})",
     )
-    clear.add_argument("--poll", type=_positive, default=1.0, help="seconds between rounds (default 1)")
+    clear.add_argument("--poll", type=_seconds, default=1.0, help="seconds between rounds (default 1)")
     return parser
 
 
@@ -210,13 +229,13 @@ def run_send(arguments: argparse.Namespace, console: Console, status: Console) -
         processes=arguments.processes,
     )
     options.generator_config(0)  # validate the percentages and counts before touching AWS
+    target = _target(arguments)  # a stack that cannot be found is one line, before any estimate
     if arguments.stack_name and environment_endpoint() is None:  # AWS, not an emulator: it bills
         cost = estimate(arguments.rate, arguments.count, arguments.duration)
         for line in describe(cost):
             status.print(line, highlight=False, soft_wrap=True)
         if (refused := refusal(cost, arguments.yes)) is not None:
             raise ValueError(refused)
-    target = _target(arguments)
     stop_on_sigterm()
     if not arguments.watch:
         summary = send_messages(target, options, progress=SendProgressDisplay(status, _show_progress(arguments)))
@@ -238,7 +257,18 @@ def run_send(arguments: argparse.Namespace, console: Console, status: Console) -
 
             settled = watch.wait_until_settled(arguments.watch, sleep=refresh_and_sleep)
     dashboard = "" if target.is_local else target.dashboard_url  # the console has no emulator
-    render_pipeline_summary(watch.stop(), settled, dashboard, time.monotonic() - started, console)
+    figures = watch.stop()
+    render_pipeline_summary(figures, settled, dashboard, time.monotonic() - started, console)
+    # Nothing applied (or, locally, still applying at the deadline): a stopped pipeline, or a slow one?
+    if summary.messages_sent and (figures.applied == 0 or (target.is_local and not settled)):
+        answer = pipeline_liveness(target)()
+        if answer.running is False:
+            print(
+                f"{PROGRAM}: the pipeline is not running: {printable(answer.reason)}; the "
+                f"{summary.messages_sent:,} messages sent wait in the stream until it runs",
+                file=sys.stderr,
+            )
+            return EXIT_MISMATCH
     return 0
 
 

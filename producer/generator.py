@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from enum import StrEnum
@@ -194,6 +194,17 @@ def _quote(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)
 
 
+def decoy_level(levels: Sequence[str]) -> str:
+    """The name of the extra, unconfigured hierarchy level some messages carry (ignored by the pipeline):
+    ``Book``, unless a configured level has that name (README's own example, ``Desk,Book``), then one
+    no level has. A message never names a key twice: which of two values a JSON parser keeps is not
+    for a message's meaning to depend on (the door refuses such a record, docs/design.md)."""
+    name = "Book"
+    while name in levels:
+        name = f"Other{name}"
+    return name
+
+
 def _assemble(fields: Mapping[str, str]) -> str:
     """A JSON object from already-encoded field literals, in the given order."""
     return "{" + ", ".join(f"{_quote(name)}: {literal}" for name, literal in fields.items()) + "}"
@@ -220,6 +231,7 @@ class MessageGenerator(Iterator[GeneratedMessage]):
         self._rng = Random(config.seed)
         self._clock = clock
         self._levels = config.hierarchy_levels
+        self._decoy_level = decoy_level(self._levels)
         self._level_values = tuple(
             LEVEL_CATALOG.get(level, tuple(f"{level}-{index}" for index in range(1, 5))) for level in self._levels
         )
@@ -371,7 +383,7 @@ class MessageGenerator(Iterator[GeneratedMessage]):
         if decorate and rng.random() < 0.3:
             rng.shuffle(hierarchy_pairs)  # key order carries no meaning
         if decorate and rng.random() < 0.05:
-            hierarchy_pairs.append(("Book", f"B{rng.randint(1, 9)}"))  # unconfigured level: ignored
+            hierarchy_pairs.append((self._decoy_level, f"B{rng.randint(1, 9)}"))  # unconfigured level: ignored
         hierarchy = _assemble({level: _quote(value) for level, value in hierarchy_pairs})
         fields = {
             "TradeID": _quote(trade_id),

@@ -42,6 +42,7 @@ from typing import Any
 from producer.generator import GeneratedMessage, MessageKind
 from producer.journal import journals_of, read_journal
 from producer.model import AGGREGATE_KEY_SEPARATOR, DEFAULT_HIERARCHY_LEVELS, AggregateNode, TradeState
+from toolkit.files import UnreadableFile, read_json
 from toolkit.ledger import LedgerError
 
 LEDGER_FORMAT = "exactly-once-ledger/1"
@@ -232,9 +233,9 @@ class Ledger:
         if not path.exists():
             return cls(hierarchy_levels or DEFAULT_HIERARCHY_LEVELS)
         try:
-            document = json.loads(path.read_text(encoding="utf-8"), parse_float=Decimal)
-        except (OSError, ValueError) as error:
-            raise LedgerError(f"cannot read ledger {path}: {error}") from error
+            document = read_json(path)
+        except UnreadableFile as error:
+            raise LedgerError(f"ledger: {error}") from None
         ledger = cls.from_document(document, source=str(path))
         if hierarchy_levels is not None and hierarchy_levels != ledger.hierarchy_levels and ledger.trades:
             raise LedgerError(

@@ -19,6 +19,7 @@ with ``processes`` > 1 each process sends its share (`send_in_processes`).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import multiprocessing
 import os
@@ -51,6 +52,7 @@ from producer.journal import JournalWriter, journal_path, journals_of
 from producer.kpl import AGGREGATE_MAX_BYTES, AggregateBuilder, ShardMap
 from producer.ledger import Ledger, LedgerCounts, tally
 from producer.model import DEFAULT_HIERARCHY_LEVELS, TradeState
+from toolkit.cli import MAX_SECONDS
 from toolkit.ledger import DEFAULT_LEDGER_PATH
 from toolkit.pipeline import PipelineTarget
 
@@ -114,6 +116,14 @@ class RetryPolicy:
         return rng.uniform(0.0, min(self.max_delay, self.base_delay * (2**attempt)))
 
 
+MAX_PROCESSES = 64
+"""The most sending processes `send` starts: each is a Python interpreter with its own clients."""
+MAX_CONCURRENCY = 256
+"""The most put_records calls in flight per process."""
+MAX_RATE = 10_000_000.0
+"""The highest steady rate (messages per second) `send` accepts: far beyond any one producer."""
+
+
 @dataclass(frozen=True)
 class SendOptions:
     """What ``send_messages`` does; the CLI's ``send`` options, one for one.
@@ -163,14 +173,14 @@ class SendOptions:
     def __post_init__(self) -> None:
         if self.count is not None and self.duration is not None:
             raise ValueError("give either a count or a duration, not both")
-        if self.duration is not None and self.duration <= 0:
-            raise ValueError("duration must be positive")
-        if self.rate < 0:
-            raise ValueError("rate must be zero (unlimited) or positive")
-        if self.concurrency < 1:
-            raise ValueError("concurrency must be at least 1")
-        if self.processes < 1:
-            raise ValueError("processes must be at least 1")
+        if self.duration is not None and not 0 < self.duration <= MAX_SECONDS:  # False for NaN too
+            raise ValueError(f"duration must be positive and at most {MAX_SECONDS} s")
+        if not 0 <= self.rate <= MAX_RATE:
+            raise ValueError(f"rate must be zero (unlimited) or positive, at most {MAX_RATE:g}")
+        if not 1 <= self.concurrency <= MAX_CONCURRENCY:
+            raise ValueError(f"concurrency must be between 1 and {MAX_CONCURRENCY}")
+        if not 1 <= self.processes <= MAX_PROCESSES:
+            raise ValueError(f"processes must be between 1 and {MAX_PROCESSES}")
         if self.hostile_aggregates_pct and not self.aggregate:
             raise ValueError("--hostile-aggregates needs --aggregate")
 
@@ -914,16 +924,65 @@ class ShareTask:
 
 
 def _share_process(task: ShareTask, counters: Any, results: Any) -> None:
-    """A child process's main: send the share, put its outcome on `results`."""
-    stop_on_sigterm()
+    """A child process's main: send the share, put its outcome on `results`.
+
+    It starts with SIGINT blocked (`send_in_processes`), so the Ctrl-C a terminal sends the whole
+    process group cannot interrupt its start-up; ignored from here, the one pending is dropped.
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent turns Ctrl-C into SIGTERM, once
-    threading.Thread(target=_watch_parent, args=(task.parent,), daemon=True).start()
-    statistics = SendStatistics(counters, task.share)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     try:
+        stop_on_sigterm()
+        threading.Thread(target=_watch_parent, args=(task.parent,), daemon=True).start()
+        statistics = SendStatistics(counters, task.share)
         outcome = send_share(task.target, task.options, task.seed, task.ledger, task.journal, statistics=statistics)
+    except KeyboardInterrupt:  # SIGTERM before the share's own handling began: nothing was sent
+        outcome = ShareOutcome(LedgerCounts(), 0, 0, 0, 0, 0, 0, 0, 0, True, None)
     except Exception as error:  # reported by the parent, as one line
         outcome = ShareOutcome(LedgerCounts(), 0, 0, 0, 0, 0, 0, 0, 0, False, _describe(error))
     results.put((task.share, outcome))
+
+
+def _start_children(children: list[Any]) -> None:
+    """Start each child so that neither Ctrl-C nor SIGTERM can break its start-up (issue 38: one
+    KeyboardInterrupt traceback per child), and raise KeyboardInterrupt here once all have started
+    if either came meanwhile.
+
+    SIGINT is blocked while they start, and a child inherits the mask through spawn's exec: the
+    Ctrl-C a terminal sends the whole process group waits in it until `_share_process` ignores it.
+    Here, both signals only take note meanwhile: an interrupt inside `Process.start` could leave a
+    child started without its task (it would die on the missing data with a traceback).
+    """
+    if threading.current_thread() is not threading.main_thread():  # only the main thread handles signals
+        for child in children:
+            child.start()
+        return
+    received: list[int] = []
+
+    def take_note(signum: int, _frame: object) -> None:
+        received.append(signum)
+
+    handlers = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+    installed = [number for number, handler in handlers.items() if handler is not None]
+    for number in installed:
+        signal.signal(number, take_note)
+    previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        for child in children:
+            child.start()
+    finally:
+        for number in installed:
+            signal.signal(number, handlers[number])
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)  # a Ctrl-C held back interrupts here
+    if received:
+        raise KeyboardInterrupt
+
+
+def _terminate(children: Sequence[Any]) -> None:
+    for child in children:
+        if child.is_alive() and child.pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child.pid, signal.SIGTERM)
 
 
 def send_in_processes(
@@ -946,15 +1005,20 @@ def send_in_processes(
         share_ledger = Ledger(ledger.hierarchy_levels, trades_of_share(ledger.trades, share, parts))
         task = ShareTask(target, share_opts, share_seed, share_ledger, journals[share], share, os.getpid())
         child = context.Process(target=_share_process, args=(task, counters, results), name=f"producer-share-{share}")
-        child.start()
         children.append(child)
     started = time.monotonic()
-    if progress is not None:
-        progress.start(options.count, options.duration, lambda: SendStatistics.read_shared(counters, started))
     outcomes: dict[int, ShareOutcome] = {}
     interrupted = False
     try:
-        while len(outcomes) < parts:
+        try:
+            _start_children(children)
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM while they start: stop those started
+            interrupted = True
+            children = [child for child in children if child.pid is not None]
+            _terminate(children)
+        if progress is not None and not interrupted:
+            progress.start(options.count, options.duration, lambda: SendStatistics.read_shared(counters, started))
+        while len(outcomes) < len(children):
             try:
                 share, outcome = results.get(timeout=0.5)
                 outcomes[share] = outcome
@@ -965,16 +1029,16 @@ def send_in_processes(
                 if interrupted:
                     raise
                 interrupted = True
-                for child in children:
-                    if child.is_alive() and child.pid is not None:
-                        os.kill(child.pid, signal.SIGTERM)
+                _terminate(children)
     finally:
         if progress is not None:
             progress.stop()
         for child in children:
             child.join()
     missing = [share for share in range(parts) if share not in outcomes]
-    lost = [ShareOutcome(LedgerCounts(), 0, 0, 0, 0, 0, 0, 0, 0, False, "a sending process died") for _ in missing]
+    # Interrupted, a share that never reported was stopped before it sent (or mid-start-up): not a failure.
+    died = None if interrupted else "a sending process died"
+    lost = [ShareOutcome(LedgerCounts(), 0, 0, 0, 0, 0, 0, 0, 0, interrupted, died) for _ in missing]
     return (
         [*outcomes.values(), *lost]
         if not interrupted

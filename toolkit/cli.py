@@ -9,8 +9,11 @@ scripts and tests match on it.
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Callable
-from typing import Any, NoReturn, TypeVar
+from typing import Any, Final, NoReturn, TypeVar
+
+from toolkit.untrusted import printable
 
 EXIT_USAGE = 2
 """argparse's convention for wrong arguments, kept by every tool."""
@@ -54,19 +57,35 @@ class _OneLineCommands(argparse._SubParsersAction):  # type: ignore[type-arg]  #
         return parser
 
 
-def bounded(kind: Callable[[str], Number], low: float, high: float | None = None) -> Callable[[str], Number]:
-    """An argparse type: a number of ``kind`` (int or float) from ``low`` to ``high`` (None: no limit)."""
+MAX_SECONDS: Final = 366 * 24 * 3600
+"""The longest duration, timeout or wait any command accepts: a year (clocks, ``Event.wait`` and
+``time.sleep`` overflow long before 1e300)."""
+MAX_COUNT: Final = 10**12
+"""The most of anything countable (messages, trades, records) any command accepts."""
+
+
+def bounded(kind: Callable[[str], Number], low: float, high: float | None) -> Callable[[str], Number]:
+    """An argparse type: a finite number of ``kind`` (int or float) from ``low`` to ``high``.
+
+    The one way every command declares a number on its command line: ``nan``, ``inf`` and
+    anything outside the bounds are refused in one line that argparse prefixes with the flag
+    (``argument --rate: must be ...``). ``high`` None means no upper limit and is meant only
+    for numbers nothing multiplies, sleeps on or allocates by (a seed); everything else names
+    its limit (:data:`MAX_SECONDS`, :data:`MAX_COUNT`, or its own).
+    """
 
     def parse(text: str) -> Number:
         try:
-            value = kind(text)
-        except ValueError:
+            value = kind(text.strip())
+        except (ValueError, OverflowError):  # int("9" * 5000) is a ValueError, float("1e999") is inf
             raise argparse.ArgumentTypeError(
-                f"{'an integer' if kind is int else 'a number'} expected, got {text!r}"
+                f"{'an integer' if kind is int else 'a number'} expected, got {printable(text)!r}"
             ) from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"must be a finite number, got {printable(text)}")
         if value < low or (high is not None and value > high):
-            bounds = f"at least {low}" if high is None else f"between {low} and {high}"
-            raise argparse.ArgumentTypeError(f"must be {bounds}, got {text}")
+            bounds = f"at least {low:g}" if high is None else f"between {low:g} and {high:g}"
+            raise argparse.ArgumentTypeError(f"must be {bounds}, got {printable(text)}")
         return value
 
     return parse

@@ -15,12 +15,13 @@ what it checks.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Final, Protocol
+
+from toolkit.files import UnreadableFile, read_json
 
 DEFAULT_LEDGER_PATH: Final = Path(".local/ledger.json")
 """Where ``python -m producer send`` writes the ledger unless told otherwise."""
@@ -106,14 +107,9 @@ def load_ledger_with_messages(path: Path) -> tuple[dict[str, NodeTotals], Ledger
 
 def _read_document(path: Path) -> object:
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise LedgerError(f"cannot read {path}: {error.strerror or error}") from None
-    try:
-        document: object = json.loads(text, parse_float=Decimal)
-    except (ValueError, RecursionError) as error:
-        raise LedgerError(f"{path} is not valid JSON ({error})") from None
-    return document
+        return read_json(path)
+    except UnreadableFile as error:
+        raise LedgerError(str(error)) from None
 
 
 def _messages_of(document: object) -> LedgerMessages | None:

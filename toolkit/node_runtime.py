@@ -11,15 +11,32 @@ that import.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Final
 
 SUPPORTED_NODE_MAJORS: Final = (22, 24)
 """What the jsii runtime of the pinned aws-cdk-lib (requirements.txt) supports; README says so too."""
 
 
+END_OF_LIFE_VARIABLE: Final = "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION"
+DEPRECATED_VARIABLE: Final = "JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION"
+
+
+def banner_silencing(environment: Mapping[str, str]) -> dict[str, str]:
+    """The variables that silence jsii's banners, as `environment` (the Makefile) set them, else ours.
+
+    jsii silences its end-of-life banner only for the Node.js majors its variable lists
+    (``16,18,20``), not for any value: ``1`` silences nothing on Node 20. So whoever starts a
+    Node process (the deployer's `cdk synth`) takes these, never a value of its own.
+    """
+    older = ",".join(str(major) for major in range(10, min(SUPPORTED_NODE_MAJORS)))
+    return {
+        END_OF_LIFE_VARIABLE: environment.get(END_OF_LIFE_VARIABLE) or older,
+        DEPRECATED_VARIABLE: environment.get(DEPRECATED_VARIABLE) or "1",
+    }
+
+
 def silence_node_banners() -> None:
     """Silences jsii's end-of-life and deprecation banners for this process and its children,
     unless the environment already decided (the Makefile exports the same variables)."""
-    older = ",".join(str(major) for major in range(10, min(SUPPORTED_NODE_MAJORS)))
-    os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", older)
-    os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
+    os.environ.update(banner_silencing(os.environ))

@@ -22,7 +22,6 @@ dummy ones unless the environment names some (``AWS_ACCESS_KEY_ID`` or
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +42,7 @@ from aggregation.names import (
     STATE_TABLE_OUTPUT,
     STREAM_OUTPUT,
 )
+from toolkit.files import UnreadableFile, read_json
 
 if TYPE_CHECKING:
     from mypy_boto3_cloudformation import CloudFormationClient
@@ -172,15 +172,9 @@ class PipelineTarget:
 def target_from_outputs(path: Path = DEFAULT_OUTPUTS_PATH, region: str | None = None) -> PipelineTarget:
     """The local runtime described by an outputs file (``make up`` writes ``.local/outputs.json``)."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise TargetError(f"{path} does not exist") from None
-    except OSError as error:
-        raise TargetError(f"cannot read {path}: {error.strerror or error}") from None
-    try:
-        outputs = json.loads(text)
-    except ValueError as error:
-        raise TargetError(f"{path} is not valid JSON ({error})") from None
+        outputs = read_json(path, parse_float=None)
+    except UnreadableFile as error:
+        raise TargetError(str(error)) from None
     if not isinstance(outputs, dict):
         raise TargetError(f"{path} is not a JSON object")
     names = {name: str(outputs.get(name) or "") for name in STACK_OUTPUT_KEYS.values()}

@@ -102,7 +102,24 @@ def _reject_constant(name: str) -> NoReturn:
     _reject(f"JSON constant {name} is not a finite number")
 
 
-DECODER = json.JSONDecoder(parse_float=Decimal, parse_constant=_reject_constant)
+MAX_QUOTED_KEY_CHARACTERS = 64
+"""A duplicate key is quoted in the quarantine reason up to this many characters."""
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object, refused when it names a key twice: parsers differ on which value they keep (the
+    first, the last, an error), so such a record has no one meaning (docs/design.md, "Messages")."""
+    document = dict(pairs)
+    if len(document) != len(pairs):
+        seen: set[str] = set()
+        for name, _ in pairs:  # pragma: no branch - a duplicate is there
+            if name in seen:
+                _reject(f"record names the key {encode_basestring_ascii(name[:MAX_QUOTED_KEY_CHARACTERS])} twice")
+            seen.add(name)
+    return document
+
+
+DECODER = json.JSONDecoder(parse_float=Decimal, parse_constant=_reject_constant, object_pairs_hook=_object)
 """Built once: `json.loads` with these options builds a decoder per call, a tenth of parsing a message."""
 
 
@@ -229,7 +246,8 @@ def parse_trade_message(data: bytes, levels: Sequence[str], domain: ValueDomain 
     and its Value lies in the aggregatable `domain` (`aggregation.value_domain`).
 
     Numbers are parsed as `Decimal` straight from the JSON text, never through a
-    binary float. Extra fields, and extra hierarchy levels, are ignored.
+    binary float. Extra fields, and extra hierarchy levels, are ignored; a record that names
+    any key twice, at any depth, is refused (no parser's choice of value decides its meaning).
     """
     document = _decode_json_object(data)
     return TradeMessage(

@@ -53,6 +53,7 @@ from aggregation.names import (
 from aggregation.setting_changes import AGGREGATE_TABLE_PROPERTY, UPGRADE_DRAINED, UnreadableStateSettings, settings_id
 from local.paths import REPO_ROOT
 from settings_guard_function import handler as settings_guard
+from toolkit.node_runtime import banner_silencing
 from toolkit.pipeline import DUMMY_CREDENTIAL, STACK_OUTPUT_KEYS
 
 log = logging.getLogger(__name__)
@@ -312,8 +313,7 @@ def run_cdk_synth(
         **os.environ,
         "PYTHONPATH": os.pathsep.join(part for part in (first, inherited) if part),
         "PATH": os.pathsep.join([str(venv_bin), str(cdk.parent), os.environ.get("PATH", "")]),
-        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "1",
-        "JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION": "1",
+        **banner_silencing(os.environ),  # the Makefile's list of Node majors, or ours: never a bare "1"
         "CDK_DISABLE_VERSION_CHECK": "1",
         "CDK_DISABLE_CLI_TELEMETRY": "true",
     }

@@ -34,6 +34,7 @@ from local.paths import REPO_ROOT, LocalPaths
 from local.runner.execution_environment import function_runtimes, interpreter_note
 from local.runner.invoker import fault_injection_overrides
 from local.runner.stats import read_stats
+from toolkit import liveness
 
 log = logging.getLogger(__name__)
 
@@ -66,18 +67,9 @@ class RunningState:
 
 
 def process_command_line(pid: int) -> str | None:
-    """The command line of a live process, or None when there is no such process.
-
-    A process that has exited but is not reaped yet (a zombie) counts as gone: `make down` is
-    not the runner's parent, so it cannot reap it, and whoever can may take seconds to.
-    """
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        if state in {"Z", "X"}:
-            return None
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except (OSError, IndexError):
-        return None
+    """The command line of a live process, None when there is none (a zombie counts as gone): the
+    check the views make of the runner too (`toolkit.liveness`)."""
+    return liveness.process_command_line(pid)
 
 
 def _read_pid(path: Path) -> int | None:
@@ -288,11 +280,12 @@ def _bring_up_to_date(
         wait_for_runner_ready(paths, pid)
         report(f"runner ready (pid {pid}); fault injection: {fault_injection_overrides(environment) or 'off'}")
         return deployment
-    report("the template changed: redeploying and restarting the runner")
+    report("the template changed: redeploying")
     deployment = deployer.deploy(
         assembly_dir, state.emulator.endpoint_url, require_outputs=_required(), drained=drained
-    )
+    )  # a refused change (the settings guard) ends here, in one line, the runner untouched
     _write_outputs(paths, deployment)
+    report("redeployed: restarting the runner (checkpoints kept)")
     stop_runner(paths)
     pid = start_runner(paths, environment)
     wait_for_runner_ready(paths, pid)

@@ -376,3 +376,20 @@ def test_python_m_deploy_runs_against_the_emulator_without_a_traceback(aws_envir
     assert "│ CDK bootstrap" in result.stdout and "not bootstrapped" in result.stdout
     assert "unknown" in result.stdout
     assert result.stderr == "", "no traceback, and no Node-version banner either"
+
+
+def test_the_command_without_credentials_is_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`make preflight` without credentials answered with a table of one failed check (issue 38)."""
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/credentials")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/config")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.delenv("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", raising=False)
+    monkeypatch.delenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", raising=False)
+    assert exit_code(["preflight", "--region", "eu-west-3"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("error: no AWS credentials: configure a profile") and captured.err.count("\n") == 1

@@ -66,9 +66,10 @@ def dashboard_process(directory: Path, *arguments: str) -> subprocess.Popen[str]
     ("arguments", "message"),
     [
         (["--table-name", "A", "--stack-name", "B"], "argument --stack-name: not allowed with argument --table-name"),
-        (["--port", "70000"], "--port must be between 0 and 65535"),
-        (["--interval", "0"], "--interval must be between 0.05 and 60 seconds"),
-        (["--port", "eighty"], "argument --port: invalid int value: 'eighty'"),
+        (["--port", "70000"], "argument --port: must be between 0 and 65535, got 70000"),
+        (["--interval", "0"], "argument --interval: must be between 0.05 and 60, got 0"),
+        (["--interval", "nan"], "argument --interval: must be a finite number, got nan"),
+        (["--port", "eighty"], "argument --port: an integer expected, got 'eighty'"),
         (["--frobnicate"], "unrecognized arguments: --frobnicate"),
         (["--host", "0.0.0.0"], "--host 0.0.0.0 serves the dashboard to other machines, without authentication: add "),
         (["--host", "192.0.2.7", "--table-name", "A"], "add --allow-remote to mean it"),

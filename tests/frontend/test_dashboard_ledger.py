@@ -121,3 +121,16 @@ def test_the_watcher_reads_the_producer_counts_for_the_backlog(tmp_path: Path) -
     path.write_text(json.dumps({"aggregates": {}}))  # a ledger without counts: no backlog to show
     os.utime(path, ns=(1, 1))
     assert LedgerWatcher(path)().messages is None
+
+
+@pytest.mark.parametrize("data", [b'{"aggregates": {"\xff": {}}}', '{"aggregates": {"café": {}}}'.encode("latin-1")])
+def test_a_ledger_that_is_not_utf8_is_one_line_naming_it(tmp_path: Path, data: bytes) -> None:
+    """`python -m frontend --terminal` (and `audit reconcile --ledger`) crashed with UnicodeDecodeError
+    on such a file (issue 38): the badge says the ledger is unreadable, naming it, like invalid JSON."""
+    path = tmp_path / "ledger.json"
+    path.write_bytes(data)
+    with pytest.raises(LedgerError, match=r"ledger\.json is not UTF-8 text \(byte \d+\)"):
+        load_ledger(path)
+    state = LedgerWatcher(path)()
+    assert state.nodes is None and state.error is not None
+    assert state.error.startswith(f"{path} is not UTF-8 text") and "\n" not in state.error

@@ -70,5 +70,16 @@ def test_a_big_test_is_refused_without_yes_and_a_small_one_is_not() -> None:
 def test_the_command_prints_the_estimate_and_refuses_nonsense(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--rate", "1000", "--duration", "300"]) == 0
     assert "load test: 300,000 messages" in capsys.readouterr().out
-    assert main(["--rate", "0", "--duration", "10"]) == 2
-    assert capsys.readouterr().err.strip() == "planner: error: a load test's rate and duration must be positive"
+    for arguments, message in (
+        (["--rate", "0", "--duration", "10"], "argument --rate: must be between 0.001 and 1e+07, got 0"),
+        (["--rate", "inf", "--duration", "10"], "argument --rate: must be a finite number, got inf"),
+        (["--rate", "nan", "--duration", "10"], "argument --rate: must be a finite number, got nan"),
+        (["--rate", "10", "--duration", "nan"], "argument --duration: must be a finite number, got nan"),
+        (["--rate", "1e300", "--duration", "1e300"], "argument --rate: must be between 0.001 and 1e+07, got 1e300"),
+    ):
+        with pytest.raises(SystemExit) as exited:
+            main(arguments)
+        assert exited.value.code == 2
+        error = capsys.readouterr().err
+        assert error.startswith(f"planner: error: {message} (see `python -m planner.load_test --help`)")
+        assert error.count("\n") == 1

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from local.deploy import deployer
 from toolkit.node_runtime import SUPPORTED_NODE_MAJORS
 
 REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
@@ -53,3 +54,31 @@ def test_a_supported_node_gets_none(tmp_path: Path, version: str) -> None:
 def test_the_readme_names_the_supported_releases() -> None:
     readme = (REPOSITORY_ROOT / "README.md").read_text(encoding="utf-8")
     assert "Node.js " + " or ".join(str(release) for release in SUPPORTED_NODE_MAJORS) in readme
+
+
+@pytest.mark.parametrize("inherited", ["16,18,20", None])
+def test_the_deployers_cdk_synth_keeps_the_banners_silenced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, inherited: str | None
+) -> None:
+    """jsii silences its end-of-life banner only for the Node majors its variable lists: the deployer's
+    `cdk synth` gets the Makefile's list (or one naming every older major), never a bare "1", which
+    brought back eleven lines of banner before the one real error on Node 20 (issue 38)."""
+    if inherited is None:
+        monkeypatch.delenv("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", raising=False)
+    else:
+        monkeypatch.setenv("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", inherited)
+    cdk = tmp_path / "node_modules" / ".bin" / "cdk"
+    cdk.parent.mkdir(parents=True)
+    cdk.touch()
+    seen: dict[str, str] = {}
+
+    def run(*_arguments: object, env: dict[str, str], **_options: object) -> subprocess.CompletedProcess[str]:
+        seen.update(env)
+        return subprocess.CompletedProcess([], 0, "", "")
+
+    monkeypatch.setattr(subprocess, "run", run)
+    deployer.run_cdk_synth(tmp_path, tools_root=tmp_path)
+    silenced = seen["JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION"].split(",")
+    assert silenced == (inherited.split(",") if inherited else silenced)
+    assert {"18", "20"} <= set(silenced)
+    assert all(int(major) < min(SUPPORTED_NODE_MAJORS) for major in silenced)

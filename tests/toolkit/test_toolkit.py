@@ -27,7 +27,7 @@ def misuse(parser: OneLineArgumentParser, arguments: list[str], capsys: pytest.C
 def test_subcommands_share_the_prefix_and_name_their_own_help(capsys: pytest.CaptureFixture[str]) -> None:
     parser = OneLineArgumentParser(prog="python -m tool", error_prefix="error: ")
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("run").add_argument("--count", type=bounded(int, 1))
+    commands.add_parser("run").add_argument("--count", type=bounded(int, 1, None))
     assert misuse(parser, ["run", "--count", "0"], capsys) == (
         "error: argument --count: must be at least 1, got 0 (see `python -m tool run --help`)\n"
     )
@@ -44,7 +44,16 @@ def test_bounded_numbers_say_what_was_expected() -> None:
     with pytest.raises(argparse.ArgumentTypeError, match="must be between 0 and 100, got 101"):
         percentage("101")
     with pytest.raises(argparse.ArgumentTypeError, match=r"an integer expected, got '1\.5'"):
-        bounded(int, 0)("1.5")
+        bounded(int, 0, None)("1.5")
+
+
+@pytest.mark.parametrize("text", ["nan", "NaN", "inf", "-inf", "Infinity", "1e999", "-1e999"])
+def test_a_bounded_number_is_finite(text: str) -> None:
+    """`value < low` is False for NaN: every bounded option let `nan` through (issue 38)."""
+    with pytest.raises(argparse.ArgumentTypeError, match=f"must be a finite number, got {text}"):
+        bounded(float, 0, None)(text)
+    with pytest.raises(argparse.ArgumentTypeError, match="must be a finite number"):
+        bounded(float, -1e9, 1e9)(text)
 
 
 def write(path: Path, **outputs: str) -> Path:

@@ -5,6 +5,8 @@ from decimal import Decimal
 
 import pytest
 from boto3.dynamodb.types import TypeSerializer
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from aggregation.exact import dynamodb_number
 from aggregation.messages import InvalidMessage, parse_trade_message
@@ -216,3 +218,39 @@ def test_values_are_kept_in_canonical_form_and_written_as_the_same_number(text: 
     assert str(parsed.value) == kept
     assert parsed.value == Decimal(text)
     assert TypeSerializer().serialize(dynamodb_number(parsed.value)) == {"N": written}
+
+
+_MEMBERS = {
+    "TradeID": '"T-1"',
+    "Value": "12.5",
+    "Version": "3",
+    "Timestamp": "1700000000.5",
+    "Hierarchy": '{"RiskType": "Credit", "TradeDesk": "Desk-1", "Region": "EU"}',
+    "Source": '"producer"',
+}
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    order=st.permutations(list(_MEMBERS)),
+    twice=st.sampled_from([*_MEMBERS, *(f"Hierarchy.{level}" for level in LEVELS), "Hierarchy.Book"]),
+    other=st.sampled_from(['"Other"', "99", "-1", '"T-2"', "null", "{}"]),
+    first=st.booleans(),
+)
+def test_a_record_that_names_a_key_twice_is_refused(order: list[str], twice: str, other: str, first: bool) -> None:
+    """Which of two values of one key a JSON parser keeps differs (Python's json the last, others the
+    first or an error), so such a record has no one meaning: the door refuses it, whichever key and
+    wherever, with a reason naming the key, rather than let a parser decide (issue 38)."""
+    members = dict(_MEMBERS)
+    parse_trade_message(("{" + ", ".join(f'"{name}": {members[name]}' for name in order) + "}").encode(), LEVELS)
+    outer, _, level = twice.partition(".")
+    if level:
+        pairs = [f'"{name}": "x"' for name in (*LEVELS, "Book") if name != level]
+        again = [f'"{level}": "Credit"', f'"{level}": {other}']
+        members["Hierarchy"] = "{" + ", ".join([*again, *pairs] if first else [*pairs, *again]) + "}"
+        entries = [f'"{name}": {members[name]}' for name in order]
+    else:
+        entries = [f'"{name}": {members[name]}' for name in order]
+        entries.insert(0 if first else len(entries), f'"{outer}": {other}')
+    with pytest.raises(InvalidMessage, match=f'names the key "{level or outer}" twice'):
+        parse_trade_message(("{" + ", ".join(entries) + "}").encode(), LEVELS)

@@ -303,7 +303,7 @@ def test_an_exited_process_its_parent_has_not_reaped_counts_as_gone() -> None:
 
 def test_cli_misuse_is_one_line_and_non_zero(tmp_path: Path) -> None:
     environment = {**os.environ, "LOCAL_STATE_DIR": str(tmp_path)}
-    for arguments, code in ((["bogus"], 2), ([], 2), (["status"], 1), (["demo", "--count", "0"], 1)):
+    for arguments, code in ((["bogus"], 2), ([], 2), (["status"], 1), (["demo", "--count", "0"], 2)):
         completed = subprocess.run(
             [sys.executable, "-m", "local", *arguments],
             cwd=REPO_ROOT,
