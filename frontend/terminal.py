@@ -170,6 +170,8 @@ def header_lines(snapshot: Snapshot, width: int | None) -> list[Text]:
             Figure("to apply", _bold(format_count(backlog.to_apply) if backlog.to_apply is not None else "—")),
             Figure("lag", _bold(format_count(backlog.behind) if backlog.behind is not None else "—")),
         ]
+        if backlog.superseded:
+            figures.append(Figure("superseded in their batch", Text(format_count(backlog.superseded))))
         if backlog.last_applied_at is not None:
             figures.append(Figure("last batch", Text(_ago(snapshot.generated_at - backlog.last_applied_at))))
         lines.append(fit_figures(figures, width))

@@ -222,6 +222,10 @@
     setText(byId('backlog-ingested'), backlog.ingested);
     setText(byId('backlog-applied'), backlog.applied);
     setText(byId('backlog-to-apply'), backlog.to_apply);
+    // Once exact, what the ledger counted beyond MessagesApplied is not lag: versions a later one replaced.
+    const superseded = backlog.superseded && backlog.superseded !== '0' ? backlog.superseded : null;
+    setText(byId('backlog-superseded'), superseded);
+    byId('backlog-superseded-line').hidden = superseded === null;
   }
 
   function renderQuarantine(snapshot) {
