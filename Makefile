@@ -25,7 +25,7 @@ PREFLIGHT_ARGS ?=
 SOAK_ARGS ?=
 UPGRADE_ARGS ?=
 
-.PHONY: help install lock system-packages test lint typecheck unit synth preflight up down status demo chaos upgrade soak bench clean
+.PHONY: help install lock system-packages test lint typecheck unit synth preflight up down status demo chaos upgrade soak bench settings-reference clean
 
 help:
 	@echo "make demo    run the whole pipeline locally with faults and prove it exact"
@@ -40,6 +40,7 @@ help:
 	@echo "make upgrade each earlier release (local/upgrade/releases.py) upgraded in place mid-stream, exact; and its negative control"
 	@echo "make soak    a steady load (SOAK_ARGS=\"--duration S --rate R\"), exact, memory within a budget"
 	@echo "make bench   benchmarks and the capacity planner, written to docs/benchmarks.md"
+	@echo "make settings-reference  regenerate docs/settings.md from stacks/settings.py (a test fails when it is stale)"
 
 # Supply chain: every Python package is installed from a lock with hashes (`--require-hashes`:
 # pip refuses a file whose SHA-256 the lock does not list, and any package the lock does not pin),
@@ -143,6 +144,10 @@ soak: install
 
 bench: install
 	$(BIN)/python -m benchmarks run --output docs/benchmarks.md
+
+# docs/settings.md is generated from stacks/settings.py; tests/stacks/test_settings_reference.py fails when it is stale.
+settings-reference: $(BIN)/.installed
+	$(BIN)/python -m stacks.settings_reference --write
 
 clean:
 	rm -rf cdk.out .local .pytest_cache .mypy_cache .ruff_cache

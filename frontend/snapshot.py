@@ -18,7 +18,7 @@ import decimal
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Literal
 
@@ -397,6 +397,13 @@ class Backlog:
     the ledger together). `producer clear` starts a new ledger while ``#stats`` keeps
     counting (its deletions are state changes too), so once ``applied`` exceeds
     ``to_apply`` the difference means nothing and ``behind`` is unknown (None).
+
+    The two sides do not count quite the same thing: ``to_apply`` is every message that changes
+    a trade, while ``MessagesApplied`` counts the state changes written, and the state function
+    writes only the highest version of a trade that a batch holds (`aggregation.batches`): a new
+    trade and its modification in one batch are one write. So ``to_apply`` is an upper bound.
+    Once the table matches the ledger exactly (``exact``) nothing is in flight: ``behind`` is 0
+    and the rest, ``superseded``, is the versions a later one replaced in the same batch.
     """
 
     sent: int | None
@@ -404,11 +411,23 @@ class Backlog:
     applied: int
     idle: bool
     last_applied_at: float | None
+    exact: bool = False
 
     @property
     def behind(self) -> int | None:
-        """Messages the ledger expects applied that are not yet; None when not comparable."""
+        """Messages the ledger expects applied that are not yet; None when not comparable,
+        0 once the table matches the ledger (whatever the counts say: ``superseded``)."""
         if self.to_apply is None or self.applied > self.to_apply:
+            return None
+        if self.exact:
+            return 0
+        return self.to_apply - self.applied
+
+    @property
+    def superseded(self) -> int | None:
+        """Once exact: the messages that changed a trade but were never written on their own,
+        a later version of the trade in the same state batch having replaced them."""
+        if not self.exact or self.to_apply is None or self.applied > self.to_apply:
             return None
         return self.to_apply - self.applied
 
@@ -537,6 +556,15 @@ class SnapshotBuilder:
         ledger = self._read_ledger() if self._read_ledger else LedgerState(None, None)
         backlog = self._backlog(now, ledger)
         quarantine_error = self._quarantine_reading()
+        verification = verify(
+            reading.nodes,
+            ledger,
+            idle=backlog.idle,
+            messages_applied=backlog.applied if reading.stats else None,
+            liveness=self._liveness,
+        )
+        if verification.status == "exact":
+            backlog = replace(backlog, exact=True)
         return Snapshot(
             table_name=self._table_name() if callable(self._table_name) else self._table_name,
             generated_at=now,
@@ -547,13 +575,7 @@ class SnapshotBuilder:
             applied_per_second=self._history.applied_per_second(),
             latency=self._history.latency(now),
             chart=self._history.chart(),
-            verification=verify(
-                reading.nodes,
-                ledger,
-                idle=backlog.idle,
-                messages_applied=backlog.applied if reading.stats else None,
-                liveness=self._liveness,
-            ),
+            verification=verification,
             read_error=read_error,
             last_read_at=self._last_read_at,
             backlog=backlog,

@@ -171,6 +171,8 @@ def header_lines(snapshot: Snapshot, width: int | None) -> list[Text]:
             Figure("to apply", _bold(format_count(backlog.to_apply) if backlog.to_apply is not None else "—")),
             Figure("lag", _bold(format_count(backlog.behind) if backlog.behind is not None else "—")),
         ]
+        if backlog.superseded:
+            figures.append(Figure("superseded in their batch", Text(format_count(backlog.superseded))))
         if backlog.last_applied_at is not None:
             figures.append(Figure("last batch", Text(_ago(snapshot.generated_at - backlog.last_applied_at))))
         lines.append(fit_figures(figures, width))
@@ -238,6 +240,45 @@ class Columns:
         return Text.assemble(name, GAP, value, GAP, trades)
 
 
+def fraction_width(value: Text) -> int:
+    """How many cells a value's fraction takes, its point included (0 for a whole number or ``—``)."""
+    point = value.plain.find(".")
+    return 0 if point < 0 else value.cell_len - point
+
+
+def align_decimal_points(values: Sequence[Text]) -> list[Text]:
+    """The values padded on the right to the column's longest fraction, so that, right-aligned,
+    their decimal points line up (a whole number's would-be point included). Nothing is cut."""
+    widest = max((fraction_width(value) for value in values), default=0)
+    aligned = []
+    for value in values:
+        padded = value.copy()
+        padded.pad_right(widest - fraction_width(value))
+        aligned.append(padded)
+    return aligned
+
+
+def _aligned_rows(rows: Sequence[tuple[Text, Text, Text]]) -> list[tuple[Text, Text, Text]]:
+    """The rows with their value column aligned on the decimal point."""
+    values = align_decimal_points([row[1] for row in rows])
+    return [(row[0], value, row[2]) for row, value in zip(rows, values, strict=True)]
+
+
+#: The fewest cells the name column keeps when decimal points are aligned. Aligning widens the value
+#: column to its longest whole part plus its longest fraction, which for DynamoDB's extremes (20 integer
+#: digits in one row, 37 fraction digits in another) leaves no room for names in 80 columns: then the
+#: values are right-aligned as they are, whole, and the names keep their room.
+MIN_ALIGNED_NAME_CELLS = 12
+
+
+def _fitted_rows(rows: Sequence[tuple[Text, Text, Text]], width: int | None) -> list[tuple[Text, Text, Text]]:
+    """The rows aligned on the decimal point, unless that leaves the names too little of ``width``."""
+    aligned = _aligned_rows(rows)
+    if width is None or tree_columns(aligned, width).name >= min(MIN_ALIGNED_NAME_CELLS, tree_columns(rows, None).name):
+        return aligned
+    return list(rows)
+
+
 def tree_columns(rows: Sequence[tuple[Text, Text, Text]], width: int | None) -> Columns:
     """Numbers get their full width; the name column gets the rest of ``width`` (all it needs when None)."""
     value = max([len("Value"), *(cells[1].cell_len for cells in rows)])
@@ -262,9 +303,9 @@ def render_snapshot(
     """
     view = view if view is not None else ViewState()
     header_text = Text("\n").join(header_lines(snapshot, width))
-    cells = [_row_cells(node) for node in visible_rows(snapshot.tree, view.level)]
-    grand = (_bold("All"), *_value_cells(snapshot.grand_total))
-    columns = tree_columns([*cells, grand], width)
+    unaligned = [*(_row_cells(node) for node in visible_rows(snapshot.tree, view.level))]
+    *cells, grand = fitted = _fitted_rows([*unaligned, (_bold("All"), *_value_cells(snapshot.grand_total))], width)
+    columns = tree_columns(fitted, width)
     levels = depth_of(snapshot.tree)
 
     def summary(page: int, pages: int) -> Text:
@@ -318,6 +359,7 @@ def difference_lines(snapshot: Snapshot, width: int | None) -> list[Text]:
                 Text(f"{count_difference:+,d}" if count_difference else "0"),
             )
         )
+    rows = _fitted_rows(rows, width)
     columns = tree_columns(rows, width)
     lines = [Text("nodes that differ from the ledger (table - ledger)", style="bold")]
     lines.append(columns.row(Text("Node", "bold dim"), Text("Value", "bold dim"), Text("Trades", "bold dim")))

@@ -110,6 +110,7 @@ def _backlog_document(snapshot: Snapshot) -> dict[str, Any] | None:
         "to_apply": _count_or_none(backlog.to_apply),
         "applied": format_count(backlog.applied),
         "lag": _count_or_none(backlog.behind),
+        "superseded": _count_or_none(backlog.superseded),
         "idle": backlog.idle,
         "last_applied_at": backlog.last_applied_at,
     }

@@ -215,6 +215,180 @@ DEFAULT_CONTEXT: Final[Mapping[str, Any]] = {
 }
 """The defaults; `cdk.json` repeats them (a test keeps the two identical)."""
 
+INTEGER_RANGES: Final[Mapping[str, tuple[int, int]]] = {
+    "stateParallelizationFactor": (1, 10),
+    "reduceParallelizationFactor": (1, 10),
+    "aggregateSlices": (1, MAX_SLICES),
+    "archiveParallelizationFactor": (1, 10),
+    "reduceMemoryMb": (128, 10240),
+    "reduceBatchSize": (1, 10000),
+    "stateBatchSize": (1, 10000),
+    "stateWriteConcurrency": (1, 256),
+    "mapBatchSize": (1, 10000),
+    "archiveBatchSize": (1, 10000),
+    "archiveAccessLogRetentionDays": (1, 3653),
+    "deltaTtlDays": (MIN_DELTA_TTL_DAYS, 365),
+    "markerTtlDays": (MIN_MARKER_TTL_DAYS, 365),
+    "iteratorAgeAlarmMs": (1000, 7 * 24 * 3600 * 1000),
+    "mapBatchingWindowSeconds": (0, 300),
+    "stateVersionCacheSize": (0, 10_000_000),
+    "targetMessagesPerSecond": (1, 100_000_000),
+    "quarantineTtlDays": (MIN_QUARANTINE_TTL_DAYS, 3650),
+    "archiveObjectLockDays": (0, MAX_OBJECT_LOCK_DAYS),
+    "archiveRegistryShards": (1, MAX_REGISTRY_SHARDS),
+    "valueIntegerDigits": (1, DYNAMODB_MAX_DIGITS),
+    "valueFractionDigits": (0, DYNAMODB_MAX_DIGITS),
+    "powertoolsLayerVersion": (1, 100000),
+}
+"""The lowest and highest value of each integer setting (`auto` aside): what synthesis accepts, and
+what the settings reference (`python -m stacks.settings_reference`) prints."""
+
+
+SETTING_MEANINGS: Final[Mapping[str, str]] = {
+    "stackName": "CloudFormation stack name",
+    "hierarchyLevels": (
+        "hierarchy levels, root first; aggregate keys join them with `:`; at most 15 (the deepest key must fit "
+        "DynamoDB's 2048-byte key); distinct names of 1 to 128 characters, no `:` or `,`, no surrounding whitespace "
+        "(on the command line, `-c hierarchyLevels=Desk,Book`)"
+    ),
+    "valueIntegerDigits": (
+        "a `Value` must be below 10^this in magnitude (the aggregatable domain, "
+        "[Numbers](how-exactly-once-works.md#numbers))"
+    ),
+    "valueFractionDigits": (
+        "a `Value` may have at most this many fraction digits; `valueIntegerDigits` + `valueFractionDigits` ≤ 29"
+    ),
+    "stateBatchSize": "Kinesis records per state invocation",
+    "stateParallelizationFactor": (
+        "concurrent state batches per shard; order per TradeID is kept because the partition key is the TradeID "
+        "and versions are compared; `auto`: the least that keeps the state lanes within 70 % busy at "
+        "`targetMessagesPerSecond`"
+    ),
+    "stateWriteConcurrency": (
+        "bounded pool of concurrent `batch_execute_statement` calls (up to 25 conditional writes each) inside one "
+        "state invocation"
+    ),
+    "mapBatchSize": (
+        "StateTable stream records per map invocation; a batch whose delta item would exceed DynamoDB's item limit "
+        "is written as several items"
+    ),
+    "reduceBatchSize": (
+        "DeltaTable stream records (delta batches) per reduce invocation; each invocation folds them into one write "
+        "of the totals per slice; `auto`: chosen with `aggregateSlices`, `reduceParallelizationFactor` and "
+        "`reduceMemoryMb` from 10, 20, 50, 100, 200, 500 and 1,000, the modelled p50 held within 1 s (10 if none is)"
+    ),
+    "deltaTtlDays": "DeltaTable items expire after this many days (the stream keeps them 24 h)",
+    "markerTtlDays": "reduce markers expire after this many days; must outlive the 24 h stream retention",
+    "reduceIdempotency": (
+        "[idempotency mode](how-exactly-once-works.md#idempotency-modes-reduceidempotency) of the reduce stage"
+    ),
+    "iteratorAgeAlarmMs": "alarm when a mapping's iterator age exceeds this",
+    "logRetentionDays": "CloudWatch Logs retention of the functions' log groups",
+    "powertoolsLayerVersion": (
+        "`ssm`: the version of the layer ARN AWS publishes for the pinned Powertools "
+        "(`/aws/service/powertools/python/arm64/python3.14/3.37.0`), resolved at deploy time; an integer: that "
+        "version instead. Either way the layer is the publisher's `AWSLambdaPowertoolsPythonV3-python314-arm64` in "
+        "the deployment's region"
+    ),
+    "aggregateSlices": (
+        "slices of the totals: a delta item adds to the slice of its StateTable stream shard, so concurrent reducers "
+        "write different items ([Several reducers](deploy-and-operate.md#several-reducers-aggregateslices-"
+        "reduceparallelizationfactor)); `auto`: with `reduceParallelizationFactor`, `reduceMemoryMb` and "
+        "`reduceBatchSize`, the cheapest that keep the reducers within 70 % busy and the hottest item within 500 "
+        "write units a second at `targetMessagesPerSecond`"
+    ),
+    "reduceParallelizationFactor": (
+        "concurrent reduce batches per DeltaTable stream shard, order kept per delta item; `auto`: chosen with "
+        "`aggregateSlices`, `reduceMemoryMb` and `reduceBatchSize`"
+    ),
+    "streamMode": (
+        "the Kinesis stream's capacity mode: provisioned for a fixed number of shards "
+        "([Capacity](deploy-and-operate.md#capacity-the-target-rate-and-on-demand-or-provisioned-tables))"
+    ),
+    "removalPolicy": "what `cdk destroy` does to the tables and the stream key",
+    "archiveBatchSize": "DeltaTable stream records per archive invocation",
+    "archiveParallelizationFactor": (
+        "concurrent archive batches per DeltaTable stream shard (the archive does not depend on order); `auto`: the "
+        "least that keeps the archive's lanes within 70 % busy at `targetMessagesPerSecond`"
+    ),
+    "archiveRegistryShards": (
+        "registry objects the archive's compare-and-swap updates spread over: enough for the 250,000 msg/s plan's "
+        "busiest to stay below 70 % busy (`stacks/settings.py` says why); raising or lowering it later is safe"
+    ),
+    "archiveAccessLogRetentionDays": "how long the archive bucket's server access logs are kept",
+    "archiveLifecycle": (
+        "moves archived delta objects of 128 KB and more to that class N days after they are written "
+        "([Audit archive](how-exactly-once-works.md#audit-archive-s3))"
+    ),
+    "stateTableCapacity": (
+        "provisioned capacity with auto scaling, or on-demand; a provisioned table starts at its minimums "
+        "([Capacity](deploy-and-operate.md#capacity-the-target-rate-and-on-demand-or-provisioned-tables))"
+    ),
+    "deltaTableCapacity": "as `stateTableCapacity`, for the DeltaTable",
+    "aggregateTableCapacity": "as `stateTableCapacity`, for the AggregateTable",
+    "mapBatchingWindowSeconds": (
+        "`MaximumBatchingWindowInSeconds` of the map mapping: fuller delta batches at high rates, at most this much "
+        "latency"
+    ),
+    "reduceMemoryMb": (
+        "memory of the reduce function; CPU scales with it and each reducer's CPU is on its lane's critical path; "
+        "`auto`: chosen with `aggregateSlices`, `reduceParallelizationFactor` and `reduceBatchSize` from 256, 512, "
+        "1,024 and 1,769 MB (faster reducers wait less, gather fewer delta batches an invocation and write the "
+        "totals more often, so more memory is not always cheaper)"
+    ),
+    "stateVersionCacheSize": (
+        "trades whose stored version each state execution environment remembers (0 off; "
+        "[the version cache](how-exactly-once-works.md#fewer-state-writes-the-version-cache-stateversioncachesize))"
+    ),
+    "targetMessagesPerSecond": (
+        "the rate the settings must carry; the `auto` settings are chosen for it, and the rest checked at synthesis "
+        "with the planner's model ([Capacity](deploy-and-operate.md#capacity-the-target-rate-and-on-demand-or-"
+        "provisioned-tables))"
+    ),
+    "capacityCheck": (
+        "`refuse`: synthesis stops when a stage cannot keep up with the target; `warn`: CDK warnings instead"
+    ),
+    "producerAggregation": (
+        "`true`: producers send KPL aggregates, so the capacity check plans full aggregates (shards by bytes, a state "
+        "batch of aggregates holds thousands of messages: more state lanes per shard)"
+    ),
+    "alarmEmail": (
+        "an address subscribed to the alarm topic (AWS mails a confirmation link first); empty: none (subscribe "
+        "anything else to `AlarmTopicArn`)"
+    ),
+    "quarantineTtlDays": "quarantined records expire this many days after they were written",
+    "tableDeletionProtection": "deletion protection of the four tables: `auto` (on when `removalPolicy` is `retain`)",
+    "breakGlassRoleArn": (
+        "an IAM role that may, besides the archive function, write and delete `deltas/` and the registry (repairs)"
+    ),
+    "archiveObjectLockDays": (
+        "above 0: the archive bucket has S3 Object Lock and each delta object is locked in governance mode for this "
+        "many days"
+    ),
+    "customerManagedKey": (
+        "`true`: one customer-managed KMS key (rotated) for the stream, tables, archive, log groups and alarm topic; "
+        "needs `keyAdminRoleArn`"
+    ),
+    "keyAdminRoleArn": "the IAM role administering the customer-managed key",
+    "keyUserRoleArns": (
+        "IAM roles of producers and readers allowed to use the key through Kinesis, DynamoDB and S3 "
+        "(`-c keyUserRoleArns=arn1,arn2`)"
+    ),
+    "upgradeDrained": (
+        "`true` (`-c upgradeDrained=true`): you declare no reduce batch in flight, so the settings guard accepts mode "
+        "`crt` over a stack a release before the guard deployed "
+        "([Upgrading in place](deploy-and-operate.md#upgrading-in-place))"
+    ),
+    "faultInjection": (
+        "percentages for `FAILURE_STATE_LAMBDA_PCT`, `FAILURE_STATE_LAMBDA_AFTER_WRITE_PCT`, `FAILURE_MAP_…`, "
+        "`FAILURE_REDUCE_…`, `FAILURE_ARCHIVE_…` ([design.md](design.md#fault-injection)): the invocation fails "
+        "before committing, or after its writes were committed"
+    ),
+}
+"""What each setting means, one table cell each: the settings reference (docs/settings.md, written by
+`python -m stacks.settings_reference --write`) adds its default, its range, what `auto` chooses and what
+the settings guard refuses, all from the code."""
+
 REMOVED_SETTINGS: Final[Mapping[str, str]] = {
     "reduceReservedConcurrency": (
         "reduce no longer reserves concurrency: several reducers run at once, one per DeltaTable stream "
@@ -231,6 +405,8 @@ CAPACITY_MODES: Final[tuple[str, ...]] = ("on-demand", "provisioned")
 CAPACITY_CHECKS: Final[tuple[str, ...]] = ("refuse", "warn")
 MAX_TABLE_CAPACITY_UNITS = 1_000_000
 """A sanity bound: the per-table quota is 40,000 units a second by default and adjustable."""
+TARGET_UTILIZATION_RANGE: Final[tuple[int, int]] = (20, 90)
+"""`targetUtilizationPercent` of a provisioned table: what Application Auto Scaling tracks."""
 
 
 class SettingsError(ValueError):
@@ -328,33 +504,41 @@ class PipelineSettings:
             return DEFAULT_CONTEXT[key] if value is None else value
 
         planned = {
-            "stateParallelizationFactor": _integer_or_auto(raw, "stateParallelizationFactor", 1, 10),
-            "reduceParallelizationFactor": _integer_or_auto(raw, "reduceParallelizationFactor", 1, 10),
-            "aggregateSlices": _integer_or_auto(raw, "aggregateSlices", 1, MAX_SLICES),
-            "archiveParallelizationFactor": _integer_or_auto(raw, "archiveParallelizationFactor", 1, 10),
+            "stateParallelizationFactor": _integer_or_auto(
+                raw, "stateParallelizationFactor", *INTEGER_RANGES["stateParallelizationFactor"]
+            ),
+            "reduceParallelizationFactor": _integer_or_auto(
+                raw, "reduceParallelizationFactor", *INTEGER_RANGES["reduceParallelizationFactor"]
+            ),
+            "aggregateSlices": _integer_or_auto(raw, "aggregateSlices", *INTEGER_RANGES["aggregateSlices"]),
+            "archiveParallelizationFactor": _integer_or_auto(
+                raw, "archiveParallelizationFactor", *INTEGER_RANGES["archiveParallelizationFactor"]
+            ),
             # Lambda's memory range (MB).
-            "reduceMemoryMb": _integer_or_auto(raw, "reduceMemoryMb", 128, 10240),
+            "reduceMemoryMb": _integer_or_auto(raw, "reduceMemoryMb", *INTEGER_RANGES["reduceMemoryMb"]),
             # Records a DynamoDB stream batch may hold.
-            "reduceBatchSize": _integer_or_auto(raw, "reduceBatchSize", 1, 10000),
+            "reduceBatchSize": _integer_or_auto(raw, "reduceBatchSize", *INTEGER_RANGES["reduceBatchSize"]),
         }
         settings = cls(
             stack_name=_stack_name(raw("stackName")),
             hierarchy_levels=_hierarchy_levels(raw("hierarchyLevels")),
             value_domain=_value_domain(raw),
-            state_batch_size=_integer(raw, "stateBatchSize", 1, 10000),
+            state_batch_size=_integer(raw, "stateBatchSize", *INTEGER_RANGES["stateBatchSize"]),
             # Lambda's range for ParallelizationFactor; `auto` (None) is planned below.
             state_parallelization_factor=planned["stateParallelizationFactor"] or 1,
-            state_write_concurrency=_integer(raw, "stateWriteConcurrency", 1, 256),
-            map_batch_size=_integer(raw, "mapBatchSize", 1, 10000),
+            state_write_concurrency=_integer(raw, "stateWriteConcurrency", *INTEGER_RANGES["stateWriteConcurrency"]),
+            map_batch_size=_integer(raw, "mapBatchSize", *INTEGER_RANGES["mapBatchSize"]),
             reduce_batch_size=planned["reduceBatchSize"] or REDUCE_BATCH_CANDIDATES[0],
             # Lambda's limit for DynamoDB stream batches.
-            archive_batch_size=_integer(raw, "archiveBatchSize", 1, 10000),
-            archive_access_log_retention_days=_integer(raw, "archiveAccessLogRetentionDays", 1, 3653),
+            archive_batch_size=_integer(raw, "archiveBatchSize", *INTEGER_RANGES["archiveBatchSize"]),
+            archive_access_log_retention_days=_integer(
+                raw, "archiveAccessLogRetentionDays", *INTEGER_RANGES["archiveAccessLogRetentionDays"]
+            ),
             # Both TTLs must outlive the 24-hour stream retention (the minimums say why).
-            delta_ttl_days=_integer(raw, "deltaTtlDays", MIN_DELTA_TTL_DAYS, 365),
-            marker_ttl_days=_integer(raw, "markerTtlDays", MIN_MARKER_TTL_DAYS, 365),
+            delta_ttl_days=_integer(raw, "deltaTtlDays", *INTEGER_RANGES["deltaTtlDays"]),
+            marker_ttl_days=_integer(raw, "markerTtlDays", *INTEGER_RANGES["markerTtlDays"]),
             reduce_idempotency=_reduce_idempotency(raw("reduceIdempotency")),
-            iterator_age_alarm_ms=_integer(raw, "iteratorAgeAlarmMs", 1000, 7 * 24 * 3600 * 1000),
+            iterator_age_alarm_ms=_integer(raw, "iteratorAgeAlarmMs", *INTEGER_RANGES["iteratorAgeAlarmMs"]),
             log_retention_days=_log_retention_days(raw("logRetentionDays")),
             powertools_layer_version=_powertools_layer_version(raw("powertoolsLayerVersion")),
             removal_policy_name=_removal_policy(raw("removalPolicy")),
@@ -363,11 +547,15 @@ class PipelineSettings:
             delta_table_capacity=_table_capacity(raw, "deltaTableCapacity"),
             aggregate_table_capacity=_table_capacity(raw, "aggregateTableCapacity"),
             # Lambda's limit for MaximumBatchingWindowInSeconds.
-            map_batching_window_seconds=_integer(raw, "mapBatchingWindowSeconds", 0, 300),
+            map_batching_window_seconds=_integer(
+                raw, "mapBatchingWindowSeconds", *INTEGER_RANGES["mapBatchingWindowSeconds"]
+            ),
             reduce_memory_mb=planned["reduceMemoryMb"] or AUTO_REDUCE_MEMORY_CANDIDATES[0],
             # Entries, not bytes: about 500 bytes each, so the default takes ~50 MB of the 512 MB function.
-            state_version_cache_size=_integer(raw, "stateVersionCacheSize", 0, 10_000_000),
-            target_messages_per_second=_integer(raw, "targetMessagesPerSecond", 1, 100_000_000),
+            state_version_cache_size=_integer(raw, "stateVersionCacheSize", *INTEGER_RANGES["stateVersionCacheSize"]),
+            target_messages_per_second=_integer(
+                raw, "targetMessagesPerSecond", *INTEGER_RANGES["targetMessagesPerSecond"]
+            ),
             capacity_check=_capacity_check(raw("capacityCheck")),
             producer_aggregation=_boolean("producerAggregation", raw("producerAggregation")),
             aggregate_slices=planned["aggregateSlices"] or 1,
@@ -375,11 +563,11 @@ class PipelineSettings:
             stream_mode=_stream_mode(raw("streamMode")),
             archive_lifecycle=_archive_lifecycle(raw("archiveLifecycle")),
             alarm_email=_optional_email(raw("alarmEmail")),
-            quarantine_ttl_days=_integer(raw, "quarantineTtlDays", MIN_QUARANTINE_TTL_DAYS, 3650),
+            quarantine_ttl_days=_integer(raw, "quarantineTtlDays", *INTEGER_RANGES["quarantineTtlDays"]),
             table_deletion_protection=_deletion_protection(raw("tableDeletionProtection"), raw("removalPolicy")),
             break_glass_role_arn=_optional_role_arn("breakGlassRoleArn", raw("breakGlassRoleArn")),
-            archive_object_lock_days=_integer(raw, "archiveObjectLockDays", 0, MAX_OBJECT_LOCK_DAYS),
-            archive_registry_shards=_integer(raw, "archiveRegistryShards", 1, MAX_REGISTRY_SHARDS),
+            archive_object_lock_days=_integer(raw, "archiveObjectLockDays", *INTEGER_RANGES["archiveObjectLockDays"]),
+            archive_registry_shards=_integer(raw, "archiveRegistryShards", *INTEGER_RANGES["archiveRegistryShards"]),
             # Lambda's range for ParallelizationFactor.
             archive_parallelization_factor=planned["archiveParallelizationFactor"] or 1,
             **_customer_managed_key(raw),
@@ -510,8 +698,8 @@ def _hierarchy_levels(value: Any) -> tuple[str, ...]:
 
 def _value_domain(raw: Callable[[str], Any]) -> ValueDomain:
     """`valueIntegerDigits` and `valueFractionDigits`: the Values the pipeline can sum exactly."""
-    integer_digits = _integer(raw, "valueIntegerDigits", 1, DYNAMODB_MAX_DIGITS)
-    fraction_digits = _integer(raw, "valueFractionDigits", 0, DYNAMODB_MAX_DIGITS)
+    integer_digits = _integer(raw, "valueIntegerDigits", *INTEGER_RANGES["valueIntegerDigits"])
+    fraction_digits = _integer(raw, "valueFractionDigits", *INTEGER_RANGES["valueFractionDigits"])
     try:
         return ValueDomain(integer_digits, fraction_digits)
     except ValueError as error:
@@ -528,7 +716,7 @@ def _powertools_layer_version(value: Any) -> int | None:
     if value == POWERTOOLS_LAYER_FROM_SSM:
         return None
     try:
-        return _integer(lambda _key: value, "powertoolsLayerVersion", 1, 100000)
+        return _integer(lambda _key: value, "powertoolsLayerVersion", *INTEGER_RANGES["powertoolsLayerVersion"])
     except SettingsError:
         expected = f"{POWERTOOLS_LAYER_FROM_SSM!r} or a layer version from 1 to 100000"
         raise _fail("powertoolsLayerVersion", expected, value) from None
@@ -681,7 +869,9 @@ def _table_capacity(raw: Callable[[str], Any], key: str) -> TableCapacity:
     figures: dict[str, int] = {}
     for name, field_name in _TABLE_CAPACITY_FIELDS.items():
         if name in value:
-            low, high = (20, 90) if name == "targetUtilizationPercent" else (1, MAX_TABLE_CAPACITY_UNITS)
+            low, high = (
+                TARGET_UTILIZATION_RANGE if name == "targetUtilizationPercent" else (1, MAX_TABLE_CAPACITY_UNITS)
+            )
             figures[field_name] = _integer({f"{key}.{name}": value[name]}.get, f"{key}.{name}", low, high)
     capacity = TableCapacity(mode=cast(CapacityMode, value["mode"]), **figures)
     for kind, low, high in (

@@ -54,6 +54,44 @@
     node.replaceChildren(...parts);
   }
 
+  // ------------------------------------------------------------------ decimal alignment
+
+  /** A formatted value split at its decimal point (strings only: a value is never parsed). */
+  function splitDecimal(text) {
+    const value = text === null || text === undefined ? '—' : String(text);
+    const point = value.indexOf('.');
+    return point < 0 ? [value, ''] : [value.slice(0, point), value.slice(point)];
+  }
+
+  /**
+   * Sets a value cell as its integer part and its fraction (point included), each a span, so that
+   * alignColumn can line the decimal points up. Returns whether the text changed.
+   */
+  function setDecimal(cell, text) {
+    const value = text === null || text === undefined ? '—' : String(text);
+    if (cell.dataset.value === value) return false;
+    cell.dataset.value = value;
+    const [whole, fraction] = splitDecimal(value);
+    const digits = element('span', 'digits');
+    digits.append(element('span', 'int', whole), element('span', 'frac', fraction));
+    cell.replaceChildren(digits);
+    return true;
+  }
+
+  /**
+   * Lines up the decimal points of right-aligned value cells: each fraction is padded on its right,
+   * in characters of the monospaced tabular face (`ch`), to the column's longest fraction. Padding,
+   * not spaces: the text stays the value, and nothing is ever cut.
+   */
+  function alignColumn(cells) {
+    const lengths = cells.map((cell) => splitDecimal(cell.dataset.value)[1].length);
+    const widest = Math.max(0, ...lengths);
+    cells.forEach((cell, index) => {
+      const fraction = cell.querySelector('.frac');
+      if (fraction) fraction.style.paddingRight = `${widest - lengths[index]}ch`;
+    });
+  }
+
   function flash(node) {
     node.classList.remove('changed');
     void node.offsetWidth; // restart the animation
@@ -153,7 +191,7 @@
       setText(parts.toggle, hasChildren ? (expanded.has(node.key) ? '▾' : '▸') : '•');
       parts.toggle.setAttribute('aria-expanded', String(hasChildren && expanded.has(node.key)));
       parts.toggle.setAttribute('aria-label', `${expanded.has(node.key) ? 'Collapse' : 'Expand'} ${node.name}`);
-      if (setText(parts.value, node.value) && !fresh) flash(parts.value);
+      if (setDecimal(parts.value, node.value) && !fresh) flash(parts.value);
       if (setText(parts.count, node.trade_count) && !fresh) flash(parts.count);
       parts.value.classList.toggle('negative', isNegative(node.value));
 
@@ -167,6 +205,7 @@
         treeRows.delete(key);
       }
     }
+    alignColumn(visible.map(([node]) => treeRows.get(node.key).value));
     byId('tree-empty').hidden = visible.length > 0;
   }
 
@@ -187,16 +226,15 @@
       const row = element('tr');
       const name = element('td', 'node', top.name);
       name.title = top.key;
-      row.append(
-        name,
-        labelled(element('td', `num${isNegative(top.value) ? ' negative' : ''}`, top.value ?? '—'), 'value'),
-        labelled(element('td', 'num', top.trade_count ?? '—'), 'trades'),
-      );
+      const value = labelled(element('td', `num value${isNegative(top.value) ? ' negative' : ''}`), 'value');
+      setDecimal(value, top.value);
+      row.append(name, value, labelled(element('td', 'num', top.trade_count ?? '—'), 'trades'));
       return row;
     });
     byId('top-level').replaceChildren(...rows);
     const grandValue = byId('grand-value');
-    if (setText(grandValue, snapshot.totals.value)) flash(grandValue);
+    if (setDecimal(grandValue, snapshot.totals.value)) flash(grandValue);
+    alignColumn([...byId('top-level').querySelectorAll('td.value'), grandValue]);
     grandValue.classList.toggle('negative', isNegative(snapshot.totals.value));
     setText(byId('grand-count'), snapshot.totals.trade_count);
     setText(byId('node-count'), snapshot.totals.nodes);
@@ -222,6 +260,10 @@
     setText(byId('backlog-ingested'), backlog.ingested);
     setText(byId('backlog-applied'), backlog.applied);
     setText(byId('backlog-to-apply'), backlog.to_apply);
+    // Once exact, what the ledger counted beyond MessagesApplied is not lag: versions a later one replaced.
+    const superseded = backlog.superseded && backlog.superseded !== '0' ? backlog.superseded : null;
+    setText(byId('backlog-superseded'), superseded);
+    byId('backlog-superseded-line').hidden = superseded === null;
   }
 
   function renderQuarantine(snapshot) {
@@ -233,6 +275,12 @@
     if (quarantine && quarantine.error) reasons.unshift(element('li', 'negative', quarantine.error));
     if (!quarantine) reasons.push(element('li', '', 'no QuarantineTable named'));
     byId('quarantine-latest').replaceChildren(...reasons);
+  }
+
+  function decimalCell(className, text) {
+    const cell = element('td', className);
+    setDecimal(cell, text);
+    return cell;
   }
 
   function renderVerification(snapshot) {
@@ -253,12 +301,13 @@
         element('td', 'node', difference.key),
         labelled(element('td', 'num', describe(difference.expected)), 'ledger'),
         labelled(element('td', 'num', describe(difference.actual)), 'table'),
-        labelled(element('td', sign(difference.value_difference), difference.value_difference), 'Δ value'),
+        labelled(decimalCell(`${sign(difference.value_difference)} value`, difference.value_difference), 'Δ value'),
         labelled(element('td', sign(difference.trade_count_difference), difference.trade_count_difference), 'Δ trades'),
       );
       return row;
     });
     byId('differences-body').replaceChildren(...rows);
+    alignColumn([...byId('differences-body').querySelectorAll('td.value')]);
     setText(
       byId('differences-title'),
       `${verification.differing_nodes} ${verification.differing_nodes === '1' ? 'node differs' : 'nodes differ'} from the ledger`,

@@ -43,12 +43,18 @@ LEAVES = {
 
 #: A JavaScript function: for every number element, how many lines its text takes and whether
 #: it lies inside the window (a number scrolled or clipped out of sight counts as not shown).
+#: Lines are counted from the text's own boxes (a value cell holds its digits in spans, whose
+#: element boxes are as tall as the line, not as the text).
 NUMBER_BOXES = """() => [...document.querySelectorAll('.number, td.num')]
   .filter((node) => node.offsetParent !== null && node.textContent.trim())
   .map((node) => {
-    const range = document.createRange();
-    range.selectNodeContents(node);
-    const rects = [...range.getClientRects()].filter((rect) => rect.width > 0);
+    const texts = document.createTreeWalker(node, NodeFilter.SHOW_TEXT);
+    const rects = [];
+    for (let text = texts.nextNode(); text; text = texts.nextNode()) {
+      const range = document.createRange();
+      range.selectNodeContents(text);
+      rects.push(...[...range.getClientRects()].filter((rect) => rect.width > 0));
+    }
     const tops = new Set(rects.map((rect) => Math.round(rect.top)));
     const left = Math.min(...rects.map((rect) => rect.left));
     const right = Math.max(...rects.map((rect) => rect.right));
