@@ -54,7 +54,7 @@ STATE_TIMEOUT_SECONDS = 900
 """Lambda's longest, and sized by the worst event, not the typical one: a batch that times out is
 retried whole, for ever (`RETRY_UNTIL_SUCCESS`), and would hold its shard. The worst is not valid
 input but an attacker's: four 1 MiB KPL aggregates of empty user records, about 700,000 records
-each quarantined on its own, about 320 s in a `STATE_MEMORY_MB` function at the planner's write
+each quarantined on its own, about 320 to 370 s in a `STATE_MEMORY_MB` function at the planner's write
 latency (`python -m benchmarks worst-event`, docs/benchmarks.md "The worst event fits its
 timeout"), within half of it. The fullest batch of the smallest valid messages (about 41,000) takes
 about 84 s (tests/stacks/test_stack_state_sizing.py). A timeout costs nothing until it is used:
