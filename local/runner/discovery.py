@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from local.deploy.deployer import EMULATOR_ACCOUNT, Deployment, aws_client
+from local.deploy.deployer import EMULATOR_ACCOUNT, PUBLIC_PARAMETER_STAND_INS, Deployment, aws_client
 from local.runner.filters import check_patterns
 
 log = logging.getLogger(__name__)
@@ -173,12 +173,23 @@ def _code_location_in_template(deployment: Deployment, function_name: str) -> tu
 LAYER_NAME_IN_ARN = re.compile(r":layer:([A-Za-z0-9_-]+):")
 
 
-def layer_names(function_properties: Mapping[str, Any]) -> tuple[str, ...]:
+def layer_names(
+    function_properties: Mapping[str, Any], template_parameters: Mapping[str, Any], region: str
+) -> tuple[str, ...]:
     """The layers a function's template names, by name: moto answers `Layers: []` for a layer of
     another account (the Powertools publisher's), and the template builds the ARN with intrinsic
-    functions (the version from an SSM parameter), of which only the name matters locally."""
+    functions (the version from an SSM parameter), of which only the name matters locally. A layer
+    given whole by a public SSM parameter (`{"Ref": ...}`, as earlier releases name Powertools) is
+    the value the deployer stands in for that parameter (`PUBLIC_PARAMETER_STAND_INS`)."""
     names = []
-    for layer in function_properties.get("Layers") or []:
+    for named in function_properties.get("Layers") or []:
+        layer = named
+        if isinstance(layer, Mapping) and set(layer) == {"Ref"}:
+            parameter = str((template_parameters.get(layer["Ref"]) or {}).get("Default", ""))
+            stand_in = next(
+                (arn for prefix, arn in PUBLIC_PARAMETER_STAND_INS.items() if parameter.startswith(prefix)), None
+            )
+            layer = stand_in(region) if stand_in else layer
         names.extend(LAYER_NAME_IN_ARN.findall(json.dumps(layer)))
     return tuple(names)
 
@@ -220,7 +231,8 @@ def fetch_function(deployment: Deployment, function_name: str, functions_dir: Pa
         reserved_concurrency=int(reserved) if reserved is not None else None,
         code_sha256=sha256,
         code_dir=code_dir,
-        layers=tuple(layer["Arn"] for layer in configuration.get("Layers") or []) or layer_names(template),
+        layers=tuple(layer["Arn"] for layer in configuration.get("Layers") or [])
+        or layer_names(template, deployment.template.get("Parameters", {}), deployment.region),
         runtime=str(configuration.get("Runtime") or template.get("Runtime") or ""),
         role_arn=str(configuration.get("Role") or ""),
     )

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from local.deploy.deployer import LOCAL_POWERTOOLS_LAYER_NAME
+from local.runner.discovery import layer_names
 from local.runner.execution_environment import ExecutionEnvironment
 from local.runner.lambda_packages import UnknownLayer, import_directories, required_distributions
 from stacks.functions import FunctionAssetBundler
@@ -108,3 +109,12 @@ def test_the_runtime_directory_holds_the_sdk_and_what_it_requires_without_extras
 def test_a_layer_the_local_runtime_cannot_provide_is_refused_by_name(tmp_path: Path) -> None:
     with pytest.raises(UnknownLayer, match="OtherLayer"):
         import_directories(["arn:aws:lambda:us-east-1:1:layer:OtherLayer:3"], packages_dir=tmp_path)
+
+
+def test_a_layer_named_by_a_public_parameter_is_the_deployers_stand_in() -> None:
+    """Earlier releases name Powertools by the whole ARN an SSM parameter holds (`{"Ref": ...}`)."""
+    parameters = {"P": {"Type": "AWS::SSM::Parameter::Value<String>", "Default": "/aws/service/powertools/x/3.1"}}
+    assert layer_names({"Layers": [{"Ref": "P"}]}, parameters, "us-east-1") == (LOCAL_POWERTOOLS_LAYER_NAME,)
+    joined = {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, f":1:layer:{LOCAL_POWERTOOLS_LAYER_NAME}:", "7"]]}
+    assert layer_names({"Layers": [joined]}, {}, "us-east-1") == (LOCAL_POWERTOOLS_LAYER_NAME,)
+    assert layer_names({}, parameters, "us-east-1") == ()

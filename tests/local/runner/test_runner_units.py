@@ -166,7 +166,7 @@ def test_an_invocation_the_runner_fails_on_is_killed_so_a_resend_cannot_overlap_
     worker = environment.pid
     assert worker is not None
 
-    def broken_read(*_: Any) -> str | None:
+    def broken_read(*_: Any, **__: Any) -> str | None:
         raise ValueError("the runner's own bug")
 
     monkeypatch.setattr(ExecutionEnvironment, "_read_line", broken_read)
