@@ -54,8 +54,9 @@ def state_update_client() -> "DynamoDBClient":
     it or a string, and `tests/lambdas/test_door_properties.py` runs botocore's own
     `validate_parameters` (what this option turns off, the same check) over the statements it builds
     from edge-case records; the quarantine's inserts likewise (`state_function.quarantine`,
-    validated over hostile records in `tests/lambdas/state_function/test_quarantine.py`). Validation is about as costly as serialisation itself, per value. Every
-    other request keeps `dynamodb_client`, validated.
+    validated over hostile records in `tests/lambdas/state_function/test_quarantine.py`). Validation
+    is about as costly as serialisation itself, per value. Every other request keeps
+    `dynamodb_client`, validated.
     """
     return boto3.client("dynamodb", config=SDK_CONFIG.merge(Config(parameter_validation=False)))
 

@@ -194,6 +194,7 @@ def test_every_quarantine_item_fits_is_what_boto3_would_send_and_passes_botocore
     calls = quarantine_calls("Quarantine-1", records, 1_700_000_000.0, 86_400)
     assert sum(len(call) for call in calls) == len(records)
     shape = botocore.session.get_session().get_service_model("dynamodb").operation_model("BatchExecuteStatement")
+    assert shape.input_shape is not None
     for call in calls:
         assert 1 <= len(call) <= MAX_STATEMENTS_PER_CALL
         validate_parameters({"Statements": call}, shape.input_shape)
