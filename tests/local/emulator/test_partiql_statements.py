@@ -22,6 +22,7 @@ from tests.local.emulator.test_moto_compat import create_table, stream_records
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_dynamodb.literals import KeyTypeType
     from mypy_boto3_dynamodbstreams import DynamoDBStreamsClient
 
 
@@ -350,7 +351,9 @@ def test_statements_dynamodb_refuses_get_its_validation_exception_and_change_not
 def create_keyed_table(dynamodb: DynamoDBClient, sort_key: str | None = None, index: str | None = None) -> str:
     """A table keyed by ``pk`` (and `sort_key`), with a global secondary index `index` keyed by ``g``."""
     name = f"compat-{uuid.uuid4().hex[:12]}"
-    keys = [("pk", "HASH"), *([(sort_key, "RANGE")] if sort_key else [])]
+    keys: list[tuple[str, KeyTypeType]] = [("pk", "HASH")]
+    if sort_key:
+        keys.append((sort_key, "RANGE"))
     extra: dict[str, Any] = {}
     if index is not None:
         extra["GlobalSecondaryIndexes"] = [
@@ -362,7 +365,7 @@ def create_keyed_table(dynamodb: DynamoDBClient, sort_key: str | None = None, in
         ]
     dynamodb.create_table(
         TableName=name,
-        KeySchema=[{"AttributeName": attribute, "KeyType": kind} for attribute, kind in keys],  # type: ignore[misc]
+        KeySchema=[{"AttributeName": attribute, "KeyType": kind} for attribute, kind in keys],
         AttributeDefinitions=[
             {"AttributeName": attribute, "AttributeType": "S"}
             for attribute in ("pk", *([sort_key] if sort_key else []), *(["g"] if index else []))
