@@ -25,7 +25,7 @@ PREFLIGHT_ARGS ?=
 SOAK_ARGS ?=
 UPGRADE_ARGS ?=
 
-.PHONY: help install lock system-packages test lint typecheck unit synth preflight up down status demo chaos upgrade soak bench settings-reference clean
+.PHONY: help install lock system-packages test lint typecheck unit synth preflight up down status demo chaos upgrade soak bench settings-reference conformance clean
 
 help:
 	@echo "make demo    run the whole pipeline locally with faults and prove it exact"
@@ -41,6 +41,7 @@ help:
 	@echo "make soak    a steady load (SOAK_ARGS=\"--duration S --rate R\"), exact, memory within a budget"
 	@echo "make bench   benchmarks and the capacity planner, written to docs/benchmarks.md"
 	@echo "make settings-reference  regenerate docs/settings.md from stacks/settings.py (a test fails when it is stale)"
+	@echo "make conformance  moto's own DynamoDB, Streams, Kinesis and S3 tests on plain and on patched moto (docs/moto-upstream.md)"
 
 # Supply chain: every Python package is installed from a lock with hashes (`--require-hashes`:
 # pip refuses a file whose SHA-256 the lock does not list, and any package the lock does not pin),
@@ -148,6 +149,13 @@ bench: install
 # docs/settings.md is generated from stacks/settings.py; tests/stacks/test_settings_reference.py fails when it is stale.
 settings-reference: $(BIN)/.installed
 	$(BIN)/python -m stacks.settings_reference --write
+
+# moto's own test suites (its sdist at the pinned version, fetched by SHA-256) run on plain moto
+# and with every patch of local/emulator; fails on a test only plain moto passes unless
+# docs/moto-upstream.md lists it (local/conformance). About 16 minutes on 2 cores, 8 once plain
+# moto's outcomes are kept in .local/conformance (until the sdist or a lock changes; CONFORMANCE_ARGS=--fresh).
+conformance: $(BIN)/.installed
+	$(BIN)/python -m local.conformance $(CONFORMANCE_ARGS)
 
 clean:
 	rm -rf cdk.out .local .pytest_cache .mypy_cache .ruff_cache

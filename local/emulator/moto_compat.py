@@ -488,6 +488,7 @@ _HANDLER_METHODS = {
     "UpdateItem": "update_item",
     "DeleteItem": "delete_item",
     "GetItem": "get_item",
+    "Query": "query",
 }
 """The DynamoHandler method serving each item operation a statement translates to."""
 
@@ -495,10 +496,15 @@ _HANDLER_METHODS = {
 def _run_statement(
     handler: DynamoHandler, statement: partiql_statements.Statement, on_condition_failure: str | None
 ) -> list[dict[str, Any]]:
-    """Run one parsed statement as the item request it is (moto's own handler method); the items it read."""
+    """Run one parsed statement as the item request it is (moto's own handler method); the items it read.
+
+    `partiql_statements.NotUnderstood` (a read of more than one item by its key) passes through.
+    """
     table = handler.dynamodb_backend.get_table(statement.table)
     try:
         operation, request = partiql_statements.item_request(statement, _key_names(table))
+    except partiql_statements.NotUnderstood:
+        raise
     except partiql_statements.PartiQLValidationError as error:
         raise MockValidationException(str(error)) from error
     if on_condition_failure not in (None, "NONE", "ALL_OLD"):
@@ -517,15 +523,98 @@ def _run_statement(
         raise
     finally:
         handler.body = outer_body
+    if operation == "Query":
+        items: list[dict[str, Any]] = result.result.get("Items") or []
+        return items
     item = result.result.get("Item") if operation == "GetItem" else None
     return [item] if item else []
 
 
-def _parsed(request: dict[str, Any]) -> partiql_statements.Statement:
+def _parsed(request: dict[str, Any]) -> partiql_statements.Statement | partiql_statements.NotUnderstood:
+    """The statement of `request`, or what is not understood in it when it is outside the single-item subset."""
     try:
         return partiql_statements.parse(request.get("Statement", ""), request.get("Parameters") or [])
+    except partiql_statements.NotUnderstood as outside:
+        return outside
     except partiql_statements.PartiQLValidationError as error:
         raise MockValidationException(str(error)) from error
+
+
+def _not_well_formed(error: Exception, outside: partiql_statements.NotUnderstood | None) -> MockValidationException:
+    """What DynamoDB answers to a statement it cannot parse, for an exception of moto's PartiQL engine: the
+    fast path's account of what it did not understand when it has one (it says where), else the engine's."""
+    if outside is not None:
+        return MockValidationException(str(outside))
+    return MockValidationException(f"Statement wasn't well formed, can't be processed: {error or type(error).__name__}")
+
+
+def _by_moto(
+    original: Callable[[DynamoHandler], Any], handler: DynamoHandler, outside: partiql_statements.NotUnderstood | None
+) -> DynamoResult:
+    """moto's own ExecuteStatement; an exception of its PartiQL engine is DynamoDB's ValidationException."""
+    outer_body = handler.body
+    handler.body = {**outer_body, "Statement": partiql_statements.for_moto(str(outer_body.get("Statement", "")))}
+    try:
+        result: DynamoResult = original(handler)
+    except JsonRESTError:
+        raise
+    except Exception as error:  # py-partiql-parser's errors: a statement it cannot parse
+        raise _not_well_formed(error, outside) from error
+    finally:
+        handler.body = outer_body
+    return result
+
+
+def _one_by_moto(
+    handler: DynamoHandler, request: dict[str, Any], outside: partiql_statements.NotUnderstood | None
+) -> dict[str, Any]:
+    """moto's own answer to one statement of a batch (its per-statement rules: ResourceNotFound, a SELECT
+    without the key), a statement its engine cannot parse answered as DynamoDB does (ValidationError)."""
+    try:
+        statement = {**request, "Statement": partiql_statements.for_moto(str(request.get("Statement", "")))}
+        (response,) = handler.dynamodb_backend.batch_execute_statement([statement])
+    except JsonRESTError as error:
+        return {"Error": _batch_error(error)}
+    except Exception as error:  # py-partiql-parser's errors: a statement it cannot parse
+        return {"Error": _batch_error(_not_well_formed(error, outside))}
+    return dict(response)
+
+
+def _batch_response(
+    handler: DynamoHandler,
+    request: dict[str, Any],
+    statement: partiql_statements.Statement | partiql_statements.NotUnderstood | MockValidationException,
+) -> dict[str, Any]:
+    """The `BatchStatementResponse` of one statement of a batch, run on the fast path or by moto."""
+    if isinstance(statement, partiql_statements.NotUnderstood):
+        return _one_by_moto(handler, request, statement)
+    if isinstance(statement, MockValidationException):
+        return {"Error": _batch_error(statement)}
+    table = handler.dynamodb_backend.tables.get(statement.table)
+    if (
+        isinstance(statement, partiql_statements.Select)
+        and table is not None
+        and not partiql_statements.names_one_item(statement, _key_names(table))
+    ):
+        return _one_by_moto(handler, request, None)  # its rule: "Select statements ... must specify the primary key"
+    try:
+        items = _run_statement(handler, statement, request.get("ReturnValuesOnConditionCheckFailure"))
+    except partiql_statements.NotUnderstood as outside:
+        return _one_by_moto(handler, request, outside)
+    except JsonRESTError as error:
+        return {"TableName": statement.table, "Error": _batch_error(error)}
+    return {"TableName": statement.table, **({"Item": items[0]} if items else {})}
+
+
+def _reads(
+    request: dict[str, Any], statement: partiql_statements.Statement | partiql_statements.NotUnderstood
+) -> bool | None:
+    """Whether a batch statement reads (None: its text says nothing, it fails on its own)."""
+    if not isinstance(statement, partiql_statements.NotUnderstood):
+        return partiql_statements.is_read(statement)
+    words = str(request.get("Statement", "")).split(maxsplit=1)
+    verb = words[0].upper() if words else ""
+    return True if verb == "SELECT" else False if verb in ("INSERT", "UPDATE", "DELETE") else None
 
 
 def _refuse_duplicate_items(handler: DynamoHandler, statements: list[partiql_statements.Statement]) -> None:
@@ -602,13 +691,17 @@ def fix_partiql_single_item_statements() -> None:
     batch holds 1 to 25 statements, all reads or all writes, each succeeding or failing on its
     own, one response per statement in order with its TableName. moto converts every item of
     every table to JSON for every statement (time grows with the data) and has no conditions,
-    no DuplicateItem and no ALL_OLD. Here each statement is parsed
+    no DuplicateItem and no ALL_OLD. Here each statement of the single-item subset is parsed
     (`local.emulator.partiql_statements`) and run as the equivalent PutItem / UpdateItem /
     DeleteItem / GetItem through moto's own handler, so condition evaluation, validation, item
     size, stream records and the other fixes apply and the cost is one item's. Two statements
     on one item in a batch are refused as BatchWriteItem and BatchGetItem (which the batch
-    documentation says it uses) refuse them: ValidationException, nothing run. Patches
-    `DynamoHandler.execute_statement` and `DynamoHandler.batch_execute_statement`.
+    documentation says it uses) refuse them: ValidationException, nothing run. Every other
+    statement (a SELECT of several items, of an index, with functions or ``IN`` ...: "If you
+    omit the WHERE clause, then all of the items in the table will be retrieved") goes to moto's
+    own PartiQL implementation, with its per-statement batch rules; an exception of its engine
+    is DynamoDB's ValidationException. Patches `DynamoHandler.execute_statement` and
+    `DynamoHandler.batch_execute_statement`.
     """
     original = DynamoHandler.execute_statement
     if getattr(original, "_compat_fix", False):
@@ -617,9 +710,13 @@ def fix_partiql_single_item_statements() -> None:
     @functools.wraps(original)
     def execute_statement(self: DynamoHandler) -> DynamoResult:
         statement = _parsed(self.body)
-        return DynamoResult(
-            {"Items": _run_statement(self, statement, self.body.get("ReturnValuesOnConditionCheckFailure"))}
-        )
+        if isinstance(statement, partiql_statements.NotUnderstood):
+            return _by_moto(original, self, statement)
+        try:
+            items = _run_statement(self, statement, self.body.get("ReturnValuesOnConditionCheckFailure"))
+        except partiql_statements.NotUnderstood as outside:
+            return _by_moto(original, self, outside)
+        return DynamoResult({"Items": items})
 
     @functools.wraps(DynamoHandler.batch_execute_statement)
     def batch_execute_statement(self: DynamoHandler) -> DynamoResult:
@@ -630,14 +727,19 @@ def fix_partiql_single_item_statements() -> None:
                 f"length less than or equal to {BATCH_STATEMENT_LIMIT} and greater than or equal to 1 "
                 f"(it has {len(requests)})"
             )
-        parsed: list[partiql_statements.Statement | MockValidationException] = []
+        parsed: list[partiql_statements.Statement | partiql_statements.NotUnderstood | MockValidationException] = []
         for request in requests:
             try:
                 parsed.append(_parsed(request))
             except MockValidationException as error:
                 parsed.append(error)
-        statements = [statement for statement in parsed if not isinstance(statement, MockValidationException)]
-        if len({partiql_statements.is_read(statement) for statement in statements}) > 1:
+        statements = [statement for statement in parsed if isinstance(statement, partiql_statements.Statement)]
+        kinds = {
+            _reads(request, statement)
+            for request, statement in zip(requests, parsed, strict=True)
+            if not isinstance(statement, MockValidationException)
+        }
+        if len(kinds - {None}) > 1:
             raise MockValidationException("The entire batch must consist of either read statements or write statements")
         _refuse_duplicate_items(self, statements)
         faults = _statement_faults.get() or injected_faults.StatementFaults({}, run_first=False)
@@ -645,24 +747,15 @@ def fix_partiql_single_item_statements() -> None:
         for index, (request, statement) in enumerate(zip(requests, parsed, strict=True)):
             injected = faults.codes.get(index)
             if injected is not None and not faults.run_first:  # a throttle: not run (nor validated)
-                table = {} if isinstance(statement, MockValidationException) else {"TableName": statement.table}
+                table = {"TableName": statement.table} if isinstance(statement, partiql_statements.Statement) else {}
                 responses.append(table | {"Error": injected_faults.statement_error(injected)})
                 faults.answered += 1
                 continue
-            if isinstance(statement, MockValidationException):
-                responses.append({"Error": _batch_error(statement)})
-                continue
-            response: dict[str, Any] = {"TableName": statement.table}
-            try:
-                items = _run_statement(self, statement, request.get("ReturnValuesOnConditionCheckFailure"))
-            except JsonRESTError as error:
-                response["Error"] = _batch_error(error)
-            else:
-                if items:
-                    response["Item"] = items[0]
-                if injected is not None:  # a lost response: applied, answered with a server error
-                    response = {"TableName": statement.table, "Error": injected_faults.statement_error(injected)}
-                    faults.answered += 1
+            response = _batch_response(self, request, statement)
+            if injected is not None and "Error" not in response:  # a lost response: applied, answered an error
+                table = {"TableName": response["TableName"]} if "TableName" in response else {}
+                response = table | {"Error": injected_faults.statement_error(injected)}
+                faults.answered += 1
             responses.append(response)
         return DynamoResult({"Responses": responses})
 

@@ -20,9 +20,13 @@ order; numbers stay their exact text); `item_request` turns it, given the table'
 names, into the equivalent request body with a ConditionExpression and expression
 attribute names and values, which `local.emulator.moto_compat` hands to moto's own
 PutItem / UpdateItem / DeleteItem / GetItem. Anything outside this subset (functions,
-``BETWEEN``, ``IN``, ``RETURNING``, reads without the full key, arithmetic in SET) raises
-`PartiQLValidationError` naming what was not understood: never a silently different
-answer. The module is pure (no moto).
+``BETWEEN``, ``IN``, ``RETURNING``, a ``SELECT`` without ``WHERE``, with a filter beyond the key,
+or on an index, arithmetic in SET, an unquoted table name with a hyphen) raises `NotUnderstood`
+naming what: `local.emulator.moto_compat` then hands the statement to moto's own PartiQL
+implementation, which answers it as moto does. What DynamoDB refuses in a statement this module
+does understand (a write whose WHERE clause does not name the full key, an INSERT without the
+key, a parameter count that does not match) raises `PartiQLValidationError`, AWS's
+ValidationException. The module is pure (no moto).
 
 Conditions are evaluated by DynamoDB's condition-expression rules, to which they translate
 one for one: a comparison with a missing attribute is false, and ``NOT`` of it true. PartiQL's
@@ -43,7 +47,11 @@ AttributeValue = dict[str, Any]
 
 
 class PartiQLValidationError(ValueError):
-    """A statement DynamoDB refuses (or the emulator does not understand): a ValidationException."""
+    """A statement DynamoDB refuses: a ValidationException."""
+
+
+class NotUnderstood(PartiQLValidationError):
+    """A statement outside the single-item subset this module translates: for moto's own PartiQL engine."""
 
 
 # ------------------------------------------------------------------------- tokens
@@ -88,7 +96,7 @@ def _tokens(statement: str) -> list[_Token]:
         match = _TOKEN.match(statement, position)
         if match is None or match.lastgroup is None:
             snippet = statement[position : position + 20].strip()
-            raise PartiQLValidationError(f"Statement wasn't well formed, can't be processed: unexpected {snippet!r}")
+            raise NotUnderstood(f"Statement wasn't well formed, can't be processed: unexpected {snippet!r}")
         tokens.append(_Token(match.lastgroup, match.group(match.lastgroup), match.start(match.lastgroup)))
         position = match.end()
     tokens.append(_Token("end", "", len(statement)))
@@ -188,10 +196,10 @@ class _Parser:
     def current(self) -> _Token:
         return self.tokens[self.index]
 
-    def fail(self, expected: str) -> PartiQLValidationError:
+    def fail(self, expected: str) -> NotUnderstood:
         token = self.current
         found = "the end of the statement" if token.kind == "end" else repr(token.text)
-        return PartiQLValidationError(
+        return NotUnderstood(
             f"Statement wasn't well formed, can't be processed: expected {expected} at {found} "
             f"(position {token.position}; the emulator understands DynamoDB's single-item INSERT, "
             "UPDATE, DELETE and SELECT)"
@@ -231,7 +239,7 @@ class _Parser:
         else:
             raise self.fail("INSERT, UPDATE, DELETE or SELECT")
         if self.at_keyword("RETURNING"):
-            raise PartiQLValidationError("RETURNING is not supported by the emulator")
+            raise NotUnderstood("RETURNING is not in the single-item subset")
         if self.current.kind != "end":
             raise self.fail("the end of the statement")
         if self.bound != len(self.parameters):
@@ -262,9 +270,9 @@ class _Parser:
                 if clause == "SET":
                     self.symbol("=")
                     if not self.at_value():
-                        raise PartiQLValidationError(
-                            "the emulator supports SET <path> = <value> only (a parameter or a literal): it does not "
-                            f"evaluate expressions, functions or other attributes in SET (at {self.current.text!r})"
+                        raise NotUnderstood(
+                            "the single-item subset has SET <path> = <value> only (a parameter or a literal), "
+                            f"not expressions, functions or other attributes in SET (at {self.current.text!r})"
                         )
                     assignments.append((path, self.value()))
                 else:
@@ -295,7 +303,7 @@ class _Parser:
         self.keyword("FROM")
         table = self.table()
         if self.at_symbol("."):
-            raise PartiQLValidationError("reading an index is not supported by the emulator; read the table by its key")
+            raise NotUnderstood("reading an index is not in the single-item subset")
         self.keyword("WHERE")
         return Select(table, tuple(projection), self.condition())
 
@@ -419,14 +427,14 @@ class _Parser:
                 self.advance()
             self.keyword("MISSING")
             if not isinstance(left, Path):
-                raise PartiQLValidationError("IS [NOT] MISSING applies to an attribute path")
+                raise NotUnderstood("IS [NOT] MISSING of a value is not in the single-item subset")
             return Missing(left, negated)
         if not self.at_symbol("=", "<>", "!=", "<", "<=", ">", ">="):
             raise self.fail("a comparison (= <> < <= > >=) or IS [NOT] MISSING")
         operator = self.advance().text
         right = self.operand()
         if not isinstance(left, Path) and not isinstance(right, Path):
-            raise PartiQLValidationError("a comparison needs an attribute path on at least one side")
+            raise NotUnderstood("a comparison of two values is not in the single-item subset")
         return Comparison(left, "<>" if operator == "!=" else operator, right)
 
 
@@ -440,11 +448,22 @@ def _set_of(members: list[AttributeValue]) -> AttributeValue:
 
 
 def parse(statement: str, parameters: Sequence[AttributeValue] = ()) -> Statement:
-    """`statement` with its ``?`` parameters bound in order; `PartiQLValidationError` if it is not understood."""
+    """`statement` with its ``?`` parameters bound in order.
+
+    `NotUnderstood` if it is outside the single-item subset; `PartiQLValidationError` if DynamoDB refuses it.
+    """
     return _Parser(statement, parameters).statement()
 
 
 # ------------------------------------------------------------------- translation
+
+_QUOTED_INDEX = re.compile(r'(?i)(\bFROM\s+)"((?:[^"]|"")*)"\s*\.\s*"((?:[^"]|"")*)"')
+
+
+def for_moto(statement: str) -> str:
+    """`statement` as moto's PartiQL engine reads it: an index named ``"Table"."Index"`` (the Developer
+    Guide's form, ql-reference.select) as ``"Table.Index"``, the one key moto gives an index's items."""
+    return _QUOTED_INDEX.sub(lambda match: f'{match[1]}"{match[2]}.{match[3]}"', statement)
 
 
 def split_key(where: Condition, key_names: Sequence[str]) -> tuple[dict[str, AttributeValue], Condition | None]:
@@ -453,6 +472,14 @@ def split_key(where: Condition, key_names: Sequence[str]) -> tuple[dict[str, Att
     DynamoDB: the condition "must resolve to a single primary key value"; a WHERE clause
     that does not name every key attribute with ``=`` is refused.
     """
+    key, rest = _key_and_rest(where, key_names)
+    if set(key) != set(key_names):
+        raise PartiQLValidationError("Where clause does not contain a mandatory equality on all key attributes")
+    return key, rest
+
+
+def _key_and_rest(where: Condition, key_names: Sequence[str]) -> tuple[dict[str, AttributeValue], Condition | None]:
+    """The equalities on key attributes ANDed at the top of `where` (some or all), and the rest of it."""
     conjuncts = list(where.parts) if isinstance(where, Junction) and where.operator == "AND" else [where]
     key: dict[str, AttributeValue] = {}
     rest: list[Condition] = []
@@ -462,8 +489,6 @@ def split_key(where: Condition, key_names: Sequence[str]) -> tuple[dict[str, Att
             rest.append(conjunct)
         else:
             key[equality[0]] = equality[1]
-    if set(key) != set(key_names):
-        raise PartiQLValidationError("Where clause does not contain a mandatory equality on all key attributes")
     if not rest:
         return key, None
     return key, rest[0] if len(rest) == 1 else Junction("AND", tuple(rest))
@@ -538,13 +563,41 @@ def item_key(statement: Statement, key_names: Sequence[str]) -> dict[str, Attrib
     return split_key(statement.where, key_names)[0]
 
 
+def names_one_item(statement: Statement, key_names: Sequence[str]) -> bool:
+    """Whether `statement` names one item: an INSERT, or a WHERE clause with an equality on every key attribute."""
+    return isinstance(statement, Insert) or set(_key_and_rest(statement.where, key_names)[0]) == set(key_names)
+
+
+def _read_request(statement: Select, key_names: Sequence[str], expression: _Expression) -> tuple[str, dict[str, Any]]:
+    """A GetItem (the full key, nothing else) or a Query (the partition key, and anything else as a filter)."""
+    if any(len(path.segments) > 1 for path in statement.projection):
+        raise NotUnderstood("a projection of nested paths is not in the single-item subset")
+    key, rest = _key_and_rest(statement.where, key_names)
+    if key_names[0] not in key:
+        raise NotUnderstood("a read without an equality on the partition key is not in the single-item subset")
+    request: dict[str, Any] = {"TableName": statement.table}
+    if statement.projection:
+        request["ProjectionExpression"] = ", ".join(expression.path(path) for path in statement.projection)
+    if set(key) == set(key_names) and rest is None:
+        request["Key"] = key
+        return "GetItem", expression.into(request)
+    request["KeyConditionExpression"] = " AND ".join(
+        f"{expression.name(name)} = {expression.value(value)}" for name, value in key.items()
+    )
+    if rest is not None:
+        request["FilterExpression"] = expression.condition(rest)
+    return "Query", expression.into(request)
+
+
 def item_request(statement: Statement, key_names: Sequence[str]) -> tuple[str, dict[str, Any]]:
     """The DynamoDB operation and request body doing exactly what `statement` does.
 
     `key_names`: the table's partition key name, then its sort key name if it has one.
     INSERT: PutItem if the key is not there; UPDATE: UpdateItem of an existing item that
     satisfies the rest of the WHERE clause; DELETE: DeleteItem, of a missing item (a no-op)
-    or of one that satisfies the rest; SELECT: GetItem.
+    or of one that satisfies the rest; SELECT: GetItem by the full key, or a Query of the
+    partition (and sort) key equalities filtered by the rest of the WHERE clause (DynamoDB's
+    PartiQL reads a partition with a Query). `NotUnderstood` for a SELECT of anything else.
     """
     expression = _Expression()
     if isinstance(statement, Insert):
@@ -553,18 +606,10 @@ def item_request(statement: Statement, key_names: Sequence[str]) -> tuple[str, d
         return "PutItem", expression.into(
             {"TableName": statement.table, "Item": statement.item, "ConditionExpression": condition}
         )
-    key, rest = split_key(statement.where, key_names)
-    request: dict[str, Any] = {"TableName": statement.table, "Key": key}
     if isinstance(statement, Select):
-        if rest is not None:
-            raise PartiQLValidationError(
-                "the emulator reads by the full key only: SELECT ... WHERE <each key attribute> = <value>"
-            )
-        if any(len(path.segments) > 1 for path in statement.projection):
-            raise PartiQLValidationError("the emulator projects top-level attributes only: SELECT * or SELECT a, b")
-        if statement.projection:
-            request["ProjectionExpression"] = ", ".join(expression.path(path) for path in statement.projection)
-        return "GetItem", expression.into(request)
+        return _read_request(statement, key_names, expression)
+    key, rest = split_key(statement.where, key_names)
+    request = {"TableName": statement.table, "Key": key}
     if isinstance(statement, Update):
         clauses = []
         if statement.assignments:

@@ -19,12 +19,14 @@ import binascii
 import copy
 import datetime
 import functools
+import importlib
 import io
 import json
 import re
 import string
 import sys
 import threading
+import weakref
 import zlib
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
@@ -1344,6 +1346,11 @@ def keep_kinesis_records_compact() -> None:
         _name_everywhere(original, CompactKinesisRecord)
 
 
+_S3_FILE_OWNERS: dict[type, weakref.WeakSet[Any]] = {}
+"""The live S3 objects holding a file (keys, their versions and parts; multipart uploads), by class:
+what `S3Backend.reset` closes, without keeping any of them alive."""
+
+
 def keep_no_register_of_every_model_instance() -> None:
     """A moto object lives as long as something uses it, not for the life of the server.
 
@@ -1356,8 +1363,13 @@ def keep_no_register_of_every_model_instance() -> None:
     `__new__` creates the instance exactly as moto does, without the register: objects
     still stored (table items, stream records, bucket keys) are kept by their stores;
     a copy nothing references is freed. Nothing a client can call reads the register
-    except moto's dashboard, which then lists no instances; S3's reset still disposes the
-    keys of every bucket it holds.
+    except moto's dashboard, which then lists no instances.
+
+    S3's reset reads it to close the file of every key and multipart upload moto ever made,
+    the superseded versions of an object and the parts of a pending upload included (the
+    buckets list only an object's latest version). So S3's two classes keep a weak register
+    (`_S3_FILE_OWNERS`: it frees what nothing else uses, as before) and `S3Backend.reset`
+    closes every one still alive before moto's own reset, as moto's register would have it.
     """
     if getattr(BaseModel.__new__, "_speedup", False):
         return
@@ -1365,8 +1377,27 @@ def keep_no_register_of_every_model_instance() -> None:
     def new_untracked(cls: type[BaseModel], *args: Any, **kwargs: Any) -> BaseModel:
         return super(BaseModel, cls).__new__(cls)
 
+    def new_weakly_tracked(cls: type[BaseModel], *args: Any, **kwargs: Any) -> BaseModel:
+        instance = super(BaseModel, cls).__new__(cls)
+        _S3_FILE_OWNERS.setdefault(cls, weakref.WeakSet()).add(instance)
+        return instance
+
+    # Imported by name only: mypy reading moto's S3 models changes how it types moto's other modules.
+    s3_models: Any = importlib.import_module("moto.s3.models")
+    original_reset = s3_models.S3Backend.reset
+
+    @functools.wraps(original_reset)
+    def reset(self: Any) -> None:
+        for owners in list(_S3_FILE_OWNERS.values()):
+            for owner in list(owners):
+                owner.dispose()
+        original_reset(self)
+
     new_untracked._speedup = True  # type: ignore[attr-defined]
     BaseModel.__new__ = staticmethod(new_untracked)  # type: ignore[method-assign]
+    for owner_class in (s3_models.FakeKey, s3_models.FakeMultipart):
+        owner_class.__new__ = staticmethod(new_weakly_tracked)
+    s3_models.S3Backend.reset = reset
 
 
 def keep_attribute_values_in_slots() -> None:

@@ -51,7 +51,9 @@ from moto.kinesis.models import Shard
 from moto.kinesis.responses import KinesisResponse
 from moto.moto_api._internal import mock_random
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+from moto.s3.models import FakeKey, S3Backend
 from moto.s3.responses import S3Response
+from moto.utilities.utils import CaseInsensitiveDict
 from werkzeug.serving import make_server
 from werkzeug.test import Client
 
@@ -1128,3 +1130,36 @@ def test_a_chunked_request_is_answered_and_its_connection_closed(keep_alive_serv
     response = connection.getresponse()
     assert response.status == 200 and "TableNames" in json.loads(response.read())
     assert response.getheader("Connection") == "close"
+
+
+def test_s3_s_reset_still_closes_superseded_versions_and_the_parts_of_pending_uploads() -> None:
+    """moto's reset closed every key it ever made through its register; without the register, the
+    buckets list only each object's latest version, so the superseded ones stayed open until collected."""
+    speedups.keep_no_register_of_every_model_instance()
+    backend = S3Backend("us-east-1", "123456789012")
+    backend.create_bucket("versioned", "us-east-1")
+    backend.put_bucket_versioning("versioned", "Enabled")
+    versions = [backend.put_object("versioned", "k", body) for body in (b"one", b"two", b"three")]
+    upload = backend.create_multipart_upload("versioned", "big", CaseInsensitiveDict(), "STANDARD", {}, None, "", "")
+    parts = [backend.upload_part("versioned", upload.id, number, b"x" * 10) for number in (1, 2)]
+    assert not any(key._value_buffer.closed for key in (*versions, *parts))
+
+    backend.reset()
+
+    assert [key._value_buffer.closed for key in versions] == [True, True, True]
+    assert [part._value_buffer.closed for part in parts] == [True, True]
+
+
+def test_s3_objects_nothing_uses_are_still_freed() -> None:
+    """The S3 register is weak: a version nothing holds is freed, not kept for the reset."""
+    speedups.keep_no_register_of_every_model_instance()
+    backend = S3Backend("us-east-1", "123456789012")
+    backend.create_bucket("plain", "us-east-1")
+    name = f"k-{uuid.uuid4().hex}"
+    for body in (b"one", b"two", b"three"):
+        backend.put_object("plain", name, body)  # each replaces the last (no versioning)
+
+    gc.collect()
+    live = [thing for thing in gc.get_objects() if isinstance(thing, FakeKey) and thing.name == name]
+    assert len(live) == 1
+    backend.reset()
