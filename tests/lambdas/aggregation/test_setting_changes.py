@@ -19,15 +19,7 @@ from aggregation.setting_changes import (
     update_refusal,
 )
 from aggregation.value_domain import DEFAULT_VALUE_DOMAIN, MIN_SUM_HEADROOM_DIGITS, ValueDomain
-
-DEPLOYED = StateSettings(
-    hierarchy_levels=("RiskType", "TradeDesk", "Region"),
-    value_domain=DEFAULT_VALUE_DOMAIN,
-    marker_ttl_days=7,
-    reduce_idempotency=TOKEN_AND_MARKERS,
-    reduce_batch_size=10,
-    reduce_parallelization_factor=1,
-)
+from tests.lambdas.settings_guard_function.refusals import DEPLOYED
 
 
 def one_line(refusal: str | None) -> str:
