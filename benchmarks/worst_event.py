@@ -35,6 +35,7 @@ from benchmarks.stubbed_dynamodb import SimulatedRoundTrip
 from function_support import aws
 from local.runner.inprocess import LambdaContextStub, Pipeline, trade_message
 from planner.inputs import LAMBDA_INVOCATION_PAYLOAD_BYTES, ServiceTimes, cpu_slowdown
+from producer.kpl import length_delimited, varint
 from stacks.settings import STATE_MEMORY_MB
 from stacks.stages import STATE_TIMEOUT_SECONDS
 from state_function import handler as state_handler
@@ -70,26 +71,13 @@ class WorstEvent:
         return self.modelled_seconds(times) <= STATE_TIMEOUT_SECONDS / 2
 
 
-def _varint(number: int) -> bytes:
-    out = bytearray()
-    while True:
-        low, number = number & 0x7F, number >> 7
-        out.append(low | (0x80 if number else 0))
-        if not number:
-            return bytes(out)
-
-
-def _field(number: int, content: bytes) -> bytes:
-    return _varint(number << 3 | 2) + _varint(len(content)) + content
-
-
 def _aggregate(user_data: Callable[[int], bytes], max_bytes: int) -> bytes:
     """A KPL aggregate of as many user records `user_data(n)` as fit `max_bytes`, under one key."""
-    body = bytearray(_field(1, b"pk"))
+    body = bytearray(length_delimited(1, b"pk"))
     overhead = len(MAGIC) + DIGEST_BYTES
     n = 0
     while True:
-        record = _field(3, _varint(1 << 3) + _varint(0) + _field(3, user_data(n)))
+        record = length_delimited(3, varint(1 << 3) + varint(0) + length_delimited(3, user_data(n)))
         if overhead + len(body) + len(record) > max_bytes:
             break
         body += record

@@ -21,22 +21,10 @@ from aggregation.item_size import MAX_ITEM_BYTES, item_size_bytes
 from aggregation.kpl import DIGEST_BYTES, MAGIC
 from function_support import aws
 from local.runner.inprocess import Pipeline, trade_message
+from producer.kpl import length_delimited, varint
 from state_function.quarantine import MAX_PARTITION_KEY_CHARACTERS
 
 TRADE_NUMBERS = itertools.count()
-
-
-def varint(number: int) -> bytes:
-    out = bytearray()
-    while True:
-        low, number = number & 0x7F, number >> 7
-        out.append(low | (0x80 if number else 0))
-        if not number:
-            return bytes(out)
-
-
-def length_delimited(field_number: int, content: bytes) -> bytes:
-    return varint(field_number << 3 | 2) + varint(len(content)) + content
 
 
 def user_record(key_index: int, data: bytes, tags: list[tuple[bytes, bytes]]) -> bytes:
