@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,32 @@ from local.runner.stats import RunnerStats
 from tests.local.runner.test_runner_pollers import ScriptedShard, mapping
 
 KEYS = "abcdefg"
+
+
+def run_to_the_end(
+    tmp_path: Path,
+    shard: ScriptedShard,
+    invoke: Callable[[Mapping[str, Any]], InvocationResult],
+    *,
+    lanes: int,
+    batch_size: int,
+    stats: RunnerStats | None = None,
+) -> ShardPoller:
+    """A poller of `shard` with `lanes` lanes, run until it stops (a closed shard: at its end)."""
+    poller = ShardPoller(
+        mapping=mapping(parallelization_factor=lanes, batch_size=batch_size),
+        shard_id="shard-0",
+        reader=shard,
+        invoke=invoke,
+        checkpoints=CheckpointStore(tmp_path / "checkpoints.json"),
+        stats=stats or RunnerStats(None),
+        stop=threading.Event(),
+        poll_interval_seconds=0.005,
+        min_read_interval_seconds=0.0,
+    )
+    poller.start()
+    poller.join(30)
+    return poller
 
 
 def keyed_record(sequence_number: int, key: str) -> dict[str, Any]:
@@ -214,19 +240,7 @@ def test_the_lanes_of_one_shard_run_their_batches_at_once(tmp_path: Path) -> Non
         together.wait()  # breaks (and the test fails) unless all three lanes are in flight
         return InvocationResult(payload=None)
 
-    poller = ShardPoller(
-        mapping=mapping(parallelization_factor=lanes, batch_size=1),
-        shard_id="shard-0",
-        reader=shard,
-        invoke=invoke,
-        checkpoints=CheckpointStore(tmp_path / "checkpoints.json"),
-        stats=stats,
-        stop=threading.Event(),
-        poll_interval_seconds=0.005,
-        min_read_interval_seconds=0.0,
-    )
-    poller.start()
-    poller.join(30)
+    poller = run_to_the_end(tmp_path, shard, invoke, lanes=lanes, batch_size=1, stats=stats)
     assert poller.finished and not together.broken
     assert poller.shard_stats.peak_batches_in_flight == lanes
     assert poller.checkpoints.get("m", "shard-0") == "5"
@@ -249,19 +263,7 @@ def test_a_lane_that_crashes_restarts_the_shard_from_its_checkpoint_and_nothing_
         delivered.extend(records)
         return InvocationResult(payload=None)
 
-    poller = ShardPoller(
-        mapping=mapping(parallelization_factor=3, batch_size=2),
-        shard_id="shard-0",
-        reader=shard,
-        invoke=invoke,
-        checkpoints=CheckpointStore(tmp_path / "checkpoints.json"),
-        stats=RunnerStats(None),
-        stop=threading.Event(),
-        poll_interval_seconds=0.005,
-        min_read_interval_seconds=0.0,
-    )
-    poller.start()
-    poller.join(30)
+    poller = run_to_the_end(tmp_path, shard, invoke, lanes=3, batch_size=2)
     assert crashed.is_set() and poller.finished
     assert set(delivered) == set(range(12)), "every record delivered after the restart"
     assert poller.checkpoints.get("m", "shard-0") == "11"
@@ -304,18 +306,6 @@ def test_after_a_lane_crashes_no_key_is_sent_again_while_its_invocation_is_in_fl
             with lock:
                 in_flight.difference_update(batch_keys)
 
-    poller = ShardPoller(
-        mapping=mapping(parallelization_factor=2, batch_size=1),
-        shard_id="shard-0",
-        reader=shard,
-        invoke=invoke,
-        checkpoints=CheckpointStore(tmp_path / "checkpoints.json"),
-        stats=RunnerStats(None),
-        stop=threading.Event(),
-        poll_interval_seconds=0.005,
-        min_read_interval_seconds=0.0,
-    )
-    poller.start()
-    poller.join(30)
+    poller = run_to_the_end(tmp_path, shard, invoke, lanes=2, batch_size=1)
     assert crashed.is_set() and poller.finished
     assert overlaps == [], f"key(s) {overlaps} sent while their invocation was in flight"
