@@ -21,6 +21,11 @@ export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
 PYTEST_ARGS ?=
+# `make test` runs pytest in one worker process per core (pytest-xdist; PYTEST_WORKERS=0: in one
+# process). Each worker starts its own emulators on free ports and keeps its files in its own
+# temporary directories; `--dist loadfile` keeps a test file on one worker, so a module's emulator
+# or browser starts once.
+PYTEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 1)
 PREFLIGHT_ARGS ?=
 SOAK_ARGS ?=
 UPGRADE_ARGS ?=
@@ -98,7 +103,7 @@ typecheck: $(BIN)/.installed
 	$(BIN)/mypy .
 
 unit: install system-packages
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest --numprocesses $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 test: lint typecheck unit
 
