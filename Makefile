@@ -35,7 +35,7 @@ help:
 	@echo "make preflight  check the AWS account and region before the first deploy (PREFLIGHT_ARGS=\"--region R\")"
 	@echo "make up      start the local emulator + runner and deploy the stack into it"
 	@echo "make down    stop everything make up started"
-	@echo "make status  per-function invocations, errors, retries and iterator lag"
+	@echo "make status  per-function invocations, errors, retries, records dropped and iterator lag; an ALARM line when records were lost"
 	@echo "make chaos   every failure at once, 20,000 messages, plus the unsafe negative control; then KPL aggregates, a quarter hostile"
 	@echo "make upgrade each earlier release (local/upgrade/releases.py) upgraded in place mid-stream, exact; and its negative control"
 	@echo "make soak    a steady load (SOAK_ARGS=\"--duration S --rate R\"), exact, memory within a budget"
