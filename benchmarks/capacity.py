@@ -32,12 +32,12 @@ from toolkit.node_runtime import silence_node_banners
 silence_node_banners()  # before `stacks` imports the CDK, whose jsii runtime would print them as bytes
 from planner.ingest import PROVISIONED_SHARD_UTILIZATION  # noqa: E402
 from planner.inputs import MAX_PARALLELIZATION_FACTOR, ServiceTimes, Settings, Workload  # noqa: E402
-from planner.model import OURS, CapacityPlan, plan_capacity, plan_design, reducers_that_keep_up  # noqa: E402
+from planner.model import ORIGINAL, OURS, CapacityPlan, plan_capacity, plan_design, reducers_that_keep_up  # noqa: E402
 from planner.plan import DesignPlan  # noqa: E402
 from planner.prices import DEFAULT_PRICE_TABLE, PriceTable, load_price_table  # noqa: E402
 from planner.reduce import BUSY_LIMIT  # noqa: E402
 from planner.scale_out import cheapest_settings, describe_choice  # noqa: E402
-from planner.state import lambda_state_rate  # noqa: E402
+from planner.state import lambda_state_rate, state_shards_needed  # noqa: E402
 from planner.tables import PIPELINE_TABLES, TableModes, break_even_utilization  # noqa: E402
 from stacks.settings import PipelineSettings, SettingsError, planned_settings  # noqa: E402
 from toolkit.cli import OneLineArgumentParser, bounded  # noqa: E402
@@ -71,15 +71,21 @@ def pipeline_settings(overrides: Mapping[str, Any], cdk_json: Path = CDK_JSON) -
     return PipelineSettings.from_context(context.get)
 
 
+def _state_needs(plan: CapacityPlan, original: bool = False) -> str:
+    """A design's state executions and the parallelization it needs; from a KPL-aggregating producer,
+    which gets no parallelization factor (`planner.state.state_lanes_per_shard`), the shards instead."""
+    design, ran = (ORIGINAL, plan.original) if original else (OURS, plan.ours)
+    if not plan.workload.aggregated:
+        return f"{ran.state_executions:,.1f} (x{ran.state_parallelization_needed})"
+    shards = state_shards_needed(plan.workload, design.state_rate(plan.times, plan.settings))
+    return f"{ran.state_executions:,.1f} (x1, {shards:,} shards)"
+
+
 def _rows(plan: CapacityPlan) -> list[tuple[str, str, str]]:
     ours, original = plan.ours, plan.original
     rows = [
         ("Kinesis shards (write limits)", f"{ours.kinesis_shards}", f"{original.kinesis_shards}"),
-        (
-            "state executions (parallelization needed)",
-            f"{ours.state_executions:,.1f} (x{ours.state_parallelization_needed})",
-            f"{original.state_executions:,.1f} (x{original.state_parallelization_needed})",
-        ),
+        ("state executions (parallelization needed)", _state_needs(plan), _state_needs(plan, original=True)),
         ("map executions", f"{ours.map_executions:,.1f}", f"{original.map_executions:,.1f}"),
         ("effective map batch (records)", f"{ours.effective_map_batch:,.0f}", f"{original.effective_map_batch:,.0f}"),
         ("delta batches/s", f"{ours.delta_batches_per_second:,.1f}", f"{original.delta_batches_per_second:,.1f}"),
@@ -254,7 +260,7 @@ def _aggregation_row(label: str, plan: CapacityPlan) -> tuple[str, ...]:
         f"{plan.stream.on_demand_usd:,.0f}",
         f"{plan.stream.provisioned_usd:,.0f} ({plan.stream.provisioned_shards})",
         f"{workload.kinesis_records_per_second / full_batch:,.1f}",
-        f"{ours.state_executions:,.1f} (x{ours.state_parallelization_needed})",
+        _state_needs(plan),
         f"{full_batch_seconds:,.1f}",
         f"{state_cost:,.0f}",
         f"{ours.monthly_usd:,.0f}",
@@ -295,7 +301,9 @@ AGGREGATION_NOTE = (
     "aggregate by its bytes. The state function is invoked per batch of Kinesis records but works and is "
     "billed per message: its executions stay, its invocations drop, and a shard's messages arrive in fewer, "
     "larger batches, of at most `stateBatchSize` records or what Lambda's 6 MB event holds base64-encoded "
-    "(the state function's timeout is 900 s)."
+    "(the state function's timeout is 900 s). The parallelization factor does not work with Kinesis "
+    "aggregation (Lambda Developer Guide), so aggregated a shard runs one state batch at a time: the state "
+    "stage needs shards, as many as keep one lane each within 70 % busy (x1, N shards)."
 )
 
 
@@ -634,11 +642,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def recommended(plan: CapacityPlan) -> Settings:
-    """The plan's settings with what its flags ask for applied: the state lanes a shard needs, and
-    the least change that lets the reducers keep up (`reducers_that_keep_up`)."""
+    """The plan's settings with what its flags ask for applied: the state lanes a shard needs (not
+    from a KPL-aggregating producer, whose flag asks for shards: no factor works there), and the
+    least change that lets the reducers keep up (`reducers_that_keep_up`)."""
     settings = plan.settings
     ours = plan.ours
-    if ours.state_parallelization_needed > settings.state_parallelization_factor:
+    if not plan.workload.aggregated and ours.state_parallelization_needed > settings.state_parallelization_factor:
         factor = min(MAX_PARALLELIZATION_FACTOR, ours.state_parallelization_needed)
         settings = replace(settings, state_parallelization_factor=factor)
     if ours.reduce_busy_fraction > BUSY_LIMIT:

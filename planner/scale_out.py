@@ -23,7 +23,9 @@ its own set of transactions), and `archiveRegistryShards` (raised to the fewest 
 busiest registry shard within the target when the setting's do not; shards cost no requests,
 each invocation updates one) with `archiveParallelizationFactor` (more archive lanes when the
 object writes keep them too busy).
-Tables keep their capacity modes; the plan prices both.
+Tables keep their capacity modes; the plan prices both. From a KPL-aggregating producer the
+state factor is always 1 (it does not work with Kinesis aggregation) and the stream is given the
+shards its one state lane a shard needs instead (`planner.state.state_lanes_per_shard`).
 """
 
 from __future__ import annotations
@@ -32,11 +34,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 from planner.archive import archive_factor_needed, registry_shards_needed
-from planner.ingest import stream_modes, suggested_provisioned_shards
+from planner.ingest import kinesis_shards, stream_modes, suggested_provisioned_shards
 from planner.inputs import MAX_PARALLELIZATION_FACTOR, ServiceTimes, Settings, StreamCapacity, Workload
 from planner.model import OURS, REDUCE_MEMORY_CANDIDATES, plan_design, reduce_memory_candidates
 from planner.plan import STAGE_BUSY_TARGET, DesignPlan
 from planner.prices import PriceTable
+from planner.state import state_shards_needed
 
 HOTTEST_ITEM_TARGET = 500.0
 SCALE_OUT_RATE = 250_000
@@ -162,6 +165,12 @@ def settings_for_rate(
     one write of the totals (at 50,000 msg/s batches of 100 let one reducer lane a shard, on one
     slice, carry what batches of 10 need 128 slices and five lanes for).
 
+    From a KPL-aggregating producer the state factor is always 1: the factor does not work with
+    Kinesis aggregation (`planner.state.KINESIS_AGGREGATION_RULE`), so the state lanes are the
+    stream's shards, which stay as set; the reducers are then chosen as if the stream had as many
+    as those lanes need (the shards change no other stage), and the capacity check asks for them
+    when a shard's lane cannot keep up.
+
     A larger batch can cost latency: fewer lanes gather for longer (at 250,000 msg/s batches of
     1,000 would model a p50 of 3.4 s). So when the batch size is left to the planner the choice is
     also held to a modelled p50 within `AUTO_LATENCY_LIMIT_SECONDS` (the issue's "p50 at 50,000
@@ -178,6 +187,8 @@ def settings_for_rate(
     """
     if state_parallelization:
         settings = _least_state_parallelization(workload, settings, times, prices)
+    # Aggregated: the reducers chosen as if the stream had the shards the state lanes need.
+    given_stream, settings = settings.stream, _stream_carrying_the_state(workload, settings, times)
     every_factor = tuple(range(1, MAX_PARALLELIZATION_FACTOR + 1))
     grid = _ReduceGrid(
         slice_counts=SLICE_CANDIDATES if slices else (settings.aggregate_slices,),
@@ -200,6 +211,7 @@ def settings_for_rate(
         )
     else:
         settings = best.settings
+    settings = replace(settings, stream=given_stream)
     if archive_parallelization:
         settings = _least_archive_parallelization(workload, settings, times, prices)
     return settings
@@ -250,16 +262,46 @@ def _stream_and_state(
     workload: Workload, settings: Settings, times: ServiceTimes, prices: PriceTable, *, choose_stream: bool
 ) -> Settings:
     """The cheaper stream mode, then the least state parallelization within the busy target."""
-    cheaper = stream_modes(workload, replace(settings, stream=StreamCapacity()), prices).cheaper
-    if choose_stream and cheaper == "provisioned":
-        settings = replace(settings, stream=StreamCapacity("provisioned", suggested_provisioned_shards(workload)))
+    if choose_stream and workload.aggregated:
+        settings = replace(settings, stream=_aggregated_stream(workload, settings, times, prices))
+    elif choose_stream:
+        cheaper = stream_modes(workload, replace(settings, stream=StreamCapacity()), prices).cheaper
+        if cheaper == "provisioned":
+            settings = replace(settings, stream=StreamCapacity("provisioned", suggested_provisioned_shards(workload)))
     return _least_state_parallelization(workload, settings, times, prices)
+
+
+def _aggregated_stream(
+    workload: Workload, settings: Settings, times: ServiceTimes, prices: PriceTable
+) -> StreamCapacity:
+    """A KPL-aggregating producer's stream: the cheaper of on-demand (only if the shards its writes
+    fill are enough state lanes) and provisioned with the shards the state lanes, one a shard, need
+    (at least `MIN_LANES`, and at least what the writes fill to 70 %)."""
+    needed = max(MIN_LANES, state_shards_needed(workload, OURS.state_rate(times, settings)))
+    provisioned = StreamCapacity("provisioned", max(needed, suggested_provisioned_shards(workload)))
+    modes = stream_modes(workload, replace(settings, stream=provisioned), prices)
+    if kinesis_shards(workload) >= needed and modes.cheaper == "on-demand":
+        return StreamCapacity()
+    return provisioned
+
+
+def _stream_carrying_the_state(workload: Workload, settings: Settings, times: ServiceTimes) -> Settings:
+    """`settings`, with a provisioned stream of the shards a KPL-aggregating producer's state lanes
+    need (one a shard) when its own has fewer."""
+    if not workload.aggregated:
+        return settings
+    needed = state_shards_needed(workload, OURS.state_rate(times, settings))
+    shards = settings.stream.shard_count if settings.stream.provisioned else kinesis_shards(workload)
+    return settings if shards >= needed else replace(settings, stream=StreamCapacity("provisioned", needed))
 
 
 def _least_state_parallelization(
     workload: Workload, settings: Settings, times: ServiceTimes, prices: PriceTable
 ) -> Settings:
-    """The least state parallelization factor within `STAGE_BUSY_TARGET` (or the largest)."""
+    """The least state parallelization factor within `STAGE_BUSY_TARGET` (or the largest); 1 from a
+    KPL-aggregating producer, whose factor would not work (`planner.state.KINESIS_AGGREGATION_RULE`)."""
+    if workload.aggregated:
+        return replace(settings, state_parallelization_factor=1)
     return _least_factor(
         workload,
         settings,

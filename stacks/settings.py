@@ -100,7 +100,8 @@ AUTO: Final = "auto"
 `archiveParallelizationFactor` default to it.
 Synthesis replaces it with what `planner.scale_out.settings_for_rate` chooses for
 `targetMessagesPerSecond` with the other settings as set: the least state parallelization that
-keeps the state lanes within 70 % busy,
+keeps the state lanes within 70 % busy (1 with `producerAggregation`: the factor does not work
+with Kinesis aggregation, and the capacity check asks for shards instead),
 the cheapest slices, reduce parallelization, reduce memory (256 to 1,769 MB) and reduce batch size
 (10 to 1,000) that keep the reducers within 70 % busy, the hottest aggregate item within 500 write
 units a second (half a partition's 1,000, the margin for slices a hash loads unevenly) and, since a
@@ -262,7 +263,8 @@ SETTING_MEANINGS: Final[Mapping[str, str]] = {
     "stateParallelizationFactor": (
         "concurrent state batches per shard; order per TradeID is kept because the partition key is the TradeID "
         "and versions are compared; `auto`: the least that keeps the state lanes within 70 % busy at "
-        "`targetMessagesPerSecond`"
+        "`targetMessagesPerSecond`; with `producerAggregation` 1 (Lambda: the factor does not work with Kinesis "
+        "aggregation; above 1 is refused)"
     ),
     "stateWriteConcurrency": (
         "bounded pool of concurrent `batch_execute_statement` calls (up to 25 conditional writes each) inside one "
@@ -350,7 +352,9 @@ SETTING_MEANINGS: Final[Mapping[str, str]] = {
     ),
     "producerAggregation": (
         "`true`: producers send KPL aggregates, so the capacity check plans full aggregates (shards by bytes, a state "
-        "batch of aggregates holds thousands of messages: more state lanes per shard)"
+        "batch of aggregates holds thousands of messages) with one state lane a shard: Lambda's parallelization "
+        "factor does not work with Kinesis aggregation, so `stateParallelizationFactor` is 1 and more shards "
+        '(`streamMode` `{"mode": "provisioned", "shardCount": N}`) carry a higher rate'
     ),
     "alarmEmail": (
         "an address subscribed to the alarm topic (AWS mails a confirmation link first); empty: none (subscribe "
@@ -573,6 +577,7 @@ class PipelineSettings:
             **_customer_managed_key(raw),
             upgrade_drained=_boolean("upgradeDrained", raw("upgradeDrained")),
         )
+        _refuse_a_state_factor_with_aggregation(settings)
         auto = {key for key, value in planned.items() if value is None}
         return settings.planned_for_declared_rate(auto, service_times or ServiceTimes())
 
@@ -617,6 +622,23 @@ prices, and the `auto` keys): a pure function, whose search (some 2,800 plans wi
 size among them, a few tenths of a second) every synthesis, settings read and capacity check of a
 process would otherwise repeat for the same cdk.json. The inputs' dataclasses hold dicts, so they
 are not hashable themselves; their reprs name every field."""
+
+
+def _refuse_a_state_factor_with_aggregation(settings: PipelineSettings) -> None:
+    """`stateParallelizationFactor` above 1 with `producerAggregation`: a setting Lambda does not honour.
+
+    The Lambda Developer Guide's Kinesis page (`planner.state.KINESIS_AGGREGATION_RULE`): "Note
+    that parallelization factor will not work if you are using Kinesis aggregation." A stack that
+    counted on the factor's lanes would fall behind with no error anyone sees, so the factor is
+    refused rather than deployed; `auto` plans 1 there, and the capacity check asks for shards.
+    """
+    factor = settings.state_parallelization_factor
+    if settings.producer_aggregation and factor > 1:
+        raise SettingsError(
+            f"cdk.json context 'stateParallelizationFactor' must be 1 or {AUTO!r} with producerAggregation true "
+            f"(Lambda: the parallelization factor does not work with Kinesis aggregation; add shards: streamMode "
+            f'{{"mode": "provisioned", "shardCount": N}}), got {factor}'
+        )
 
 
 def declared_workload(settings: PipelineSettings) -> Workload:

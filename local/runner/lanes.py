@@ -16,11 +16,13 @@ only per key: per partition key on Kinesis, per item (partition and sort key) on
   record while the other lanes go on, so a restart re-delivers from there, records that other
   lanes had finished included (at least once, as in Lambda).
 
-With one lane (ParallelizationFactor 1, or any mapping with a tumbling window, whose `state`
-Lambda carries per shard) the shard poller runs its lane inline and everything is as it was: one
-batch of the shard at a time, in sequence order, and a batch interrupted by a stopped runner is
-re-delivered identically. With several lanes each runs in a thread of its own, and an
-interrupted batch is re-formed from the checkpoint on restart (Lambda promises no more).
+With one lane (ParallelizationFactor 1, any mapping with a tumbling window, whose `state`
+Lambda carries per shard, or a Kinesis shard once it carries KPL aggregates, with which the
+factor does not work: `ShardPoller.one_lane_for_aggregates`) the shard poller runs its lane
+inline and everything is as it was: one batch of the shard at a time, in sequence order, and a
+batch interrupted by a stopped runner is re-delivered identically. With several lanes each runs
+in a thread of its own, and an interrupted batch is re-formed from the checkpoint on restart
+(Lambda promises no more).
 """
 
 from __future__ import annotations

@@ -6,7 +6,10 @@ What the exactly-once design relies on, and this module implements:
   same shard never overtakes another); with ParallelizationFactor N > 1, in N lanes
   (`local.runner.lanes`): a key's records are all in one lane, delivered in order, up to N
   batches of the shard at once, and the checkpoint never passes a record its lane has not
-  finished;
+  finished; but not once a Kinesis shard carries KPL aggregates ("Note that parallelization
+  factor will not work if you are using Kinesis aggregation", Lambda Developer Guide, the
+  Kinesis page): from the first one read, the shard runs one lane, one batch at a time, from
+  its checkpoint on (`ShardPoller.one_lane_for_aggregates`);
 - a batch is up to BatchSize records *that pass FilterCriteria* (filtered-out records are
   checkpointed and never delivered; a batch that is entirely filtered is not invoked),
   sent as soon as records are there or, with MaximumBatchingWindowInSeconds, when the
@@ -225,6 +228,10 @@ def pause_after_empty_reads(empty_reads: int | None, *, active_seconds: float, i
     return min(idle_seconds, active_seconds * 2.0 ** min(empty_reads - 1, 32))
 
 
+class AggregatesInShard(Exception):
+    """A read of a shard run in several lanes returned a KPL aggregate: its lanes give way to one."""
+
+
 class ShardPoller(threading.Thread):
     """Reads one shard for one mapping and delivers its batches to the function, lane by lane, forever."""
 
@@ -413,10 +420,13 @@ class ShardPoller(threading.Thread):
         return sum(len(lane.buffer) for lane in self._lanes)
 
     def _dispatch(self, records: list[dict[str, Any]]) -> None:
-        """Hand the records read to their lanes, in shard order."""
+        """Hand the records read to their lanes, in shard order; `AggregatesInShard` (none handed
+        over) when there are several lanes and the records hold a KPL aggregate."""
         if self.lane_count == 1:
             self._lanes[0].add(records)
             return
+        if self.mapping.source_kind == "kinesis" and any(events.is_kpl_aggregate(record) for record in records):
+            raise AggregatesInShard(self.name)
         routed: list[list[dict[str, Any]]] = [[] for _ in self._lanes]
         with self._commit_lock:
             for record in records:
@@ -567,11 +577,37 @@ class ShardPoller(threading.Thread):
         while not self.stop_event.is_set() and not self.finished:
             try:
                 self._run()
+            except AggregatesInShard:
+                self.one_lane_for_aggregates()
             except Exception:
                 log.exception("%s failed; resuming from the last checkpoint", self.name)
                 self._last_read, self._iterator = None, None
                 self._lanes = self._new_lanes()
                 self.stop_event.wait(RETRY_BACKOFF_CAP_SECONDS)
+
+    def one_lane_for_aggregates(self) -> None:
+        """Run the shard in one lane from its checkpoint on: it carries KPL aggregates.
+
+        The Lambda Developer Guide's Kinesis page: "Note that parallelization factor will not work
+        if you are using Kinesis aggregation." An aggregate travels under one partition key, the
+        producer's choice, while its user records are other keys' (TradeIDs), so the lanes that
+        keep order per partition key would not keep it per user record. The stack refuses a state
+        factor above 1 with `producerAggregation`; a producer that aggregates without the stack
+        being told (`make chaos --aggregate` on the defaults) meets this. Called once every lane
+        thread has returned, its invocation in flight ended (`_run_lanes`): the one lane re-sends
+        from the checkpoint, so what other lanes had finished past it comes again (at least once).
+        """
+        log.warning(
+            "%s: KPL aggregates in the shard: ParallelizationFactor %d does not work with Kinesis aggregation "
+            "(Lambda Developer Guide); one batch of the shard at a time from its checkpoint on",
+            self.name,
+            self.mapping.parallelization_factor,
+        )
+        self.lane_count = 1
+        with self.stats.lock:
+            self.shard_stats.lanes = 1
+        self._last_read, self._iterator = None, None
+        self._lanes = self._new_lanes()
 
     def _run(self) -> None:
         if self._iterator is None:
