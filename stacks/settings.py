@@ -370,8 +370,8 @@ SETTING_MEANINGS: Final[Mapping[str, str]] = {
         "many days"
     ),
     "customerManagedKey": (
-        "`true`: one customer-managed KMS key (rotated) for the stream, tables, archive, log groups and alarm topic; "
-        "needs `keyAdminRoleArn`"
+        "`true`: one customer-managed KMS key (rotated) for the stream, tables, archive, log groups, the functions' "
+        "environment variables and the alarm topic; needs `keyAdminRoleArn`"
     ),
     "keyAdminRoleArn": "the IAM role administering the customer-managed key",
     "keyUserRoleArns": (
