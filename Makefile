@@ -96,7 +96,10 @@ cdk.out/manifest.json: $(CDK_SOURCES) $(BIN)/.installed node_modules/.installed
 	$(BIN)/python -m local synth
 	touch $@
 
-install: $(BIN)/.installed $(CHECKOV_VENV)/.installed node_modules/.installed cdk.out/manifest.json
+# What running the pipeline needs; `install` adds checkov, which only `make synth` and the tests use,
+# so a newcomer's first `make demo` does not wait for its venv.
+RUNTIME := $(BIN)/.installed node_modules/.installed cdk.out/manifest.json
+install: $(RUNTIME) $(CHECKOV_VENV)/.installed
 
 # Debian's chromium for the browser tests (apt-get when root; otherwise says what to install).
 system-packages:
@@ -135,7 +138,7 @@ synth: $(BIN)/.installed $(CHECKOV_VENV)/.installed node_modules/.installed
 preflight: $(BIN)/.installed
 	$(BIN)/python -m deploy preflight $(PREFLIGHT_ARGS)
 
-up: install
+up: $(RUNTIME)
 	$(BIN)/python -m local up
 
 down: $(BIN)/.installed
@@ -144,10 +147,10 @@ down: $(BIN)/.installed
 status: $(BIN)/.installed
 	$(BIN)/python -m local status
 
-demo: install
+demo: $(RUNTIME)
 	$(BIN)/python -m local demo
 
-chaos: install
+chaos: $(RUNTIME)
 	$(BIN)/python -m local chaos $(CHAOS_ARGS)
 	$(BIN)/python -m local chaos --aggregate --hostile-aggregates 25 --count 6000 --no-control $(CHAOS_ARGS)
 	INTERLEAVING_EXAMPLES=300 $(BIN)/python -m pytest -q -p no:cacheprovider tests/lambdas/reduce_function/test_interleavings.py
@@ -159,15 +162,15 @@ chaos: install
 # exactly; then the negative control (the new reducer in mode unsafe-add must be caught).
 # In mode crt, the upgrade from the release before the guard must be refused mid-stream and
 # exact once drained (README, "Upgrading in place").
-upgrade: install
+upgrade: $(RUNTIME)
 	$(BIN)/python -m local upgrade --negative-control $(UPGRADE_ARGS)
 	$(BIN)/python -m local upgrade --from stop-17 --reduce-mode crt
 	$(BIN)/python -m local upgrade --from stop-17 --reduce-mode crt --drained
 
-soak: install
+soak: $(RUNTIME)
 	$(BIN)/python -m local soak $(SOAK_ARGS)
 
-bench: install
+bench: $(RUNTIME)
 	$(BIN)/python -m benchmarks run --output docs/benchmarks.md
 
 # docs/settings.md is generated from stacks/settings.py; tests/stacks/test_settings_reference.py fails when it is stale.
