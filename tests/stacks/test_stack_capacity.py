@@ -135,9 +135,9 @@ def test_a_provisioned_stack_is_cdk_nag_clean(provisioned: tuple[ExactlyOnceAggr
     ("key", "value", "message"),
     [
         ("stateTableCapacity", {"mode": "provisioned", "maxWriteCapacity": 4}, "'stateTableCapacity.maxWriteCapacity'"),
-        ("deltaTableCapacity", {"mode": "PROVISIONED"}, "'deltaTableCapacity' must be an object with 'mode'"),
-        ("deltaTableCapacity", "provisioned", "'deltaTableCapacity' must be an object with 'mode'"),
-        ("aggregateTableCapacity", {"mode": "provisioned", "maxWCU": 9}, "must be an object with 'mode'"),
+        ("deltaTableCapacity", {"mode": "PROVISIONED"}, "'deltaTableCapacity' must be 'auto' or an object with 'mode'"),
+        ("deltaTableCapacity", "provisioned", "'deltaTableCapacity' must be 'auto' or an object with 'mode'"),
+        ("aggregateTableCapacity", {"mode": "provisioned", "maxWCU": 9}, "must be 'auto' or an object with 'mode'"),
         ("aggregateTableCapacity", {"mode": "provisioned", "targetUtilizationPercent": 95}, "from 20 to 90"),
         ("aggregateTableCapacity", {"mode": "provisioned", "minReadCapacity": 0}, "'aggregateTableCapacity.minRead"),
         ("stateTableCapacity", {"mode": "provisioned", "minReadCapacity": 5, "maxReadCapacity": 4}, "at least min"),
