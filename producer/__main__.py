@@ -260,7 +260,7 @@ def run_send(arguments: argparse.Namespace, console: Console, status: Console) -
     figures = watch.stop()
     render_pipeline_summary(figures, settled, dashboard, time.monotonic() - started, console)
     # Nothing applied (or, locally, still applying at the deadline): a stopped pipeline, or a slow one?
-    waiting = f"the {summary.messages_sent:,} messages sent wait in the stream"
+    waiting = f"the {summary.messages_sent:,} messages sent wait in the stream until it runs"
     if (
         summary.messages_sent
         and (figures.applied == 0 or (target.is_local and not settled))
@@ -281,7 +281,7 @@ def said_the_pipeline_is_stopped(target: PipelineTarget, consequence: str) -> bo
     if answer.running is not False:
         return False
     print(
-        f"{PROGRAM}: the pipeline is not running: {printable(answer.reason)}; {consequence} until it runs",
+        f"{PROGRAM}: the pipeline is not running: {printable(answer.reason)}; {consequence}",
         file=sys.stderr,
     )
     return True
@@ -309,10 +309,14 @@ def run_verify(arguments: argparse.Namespace, console: Console, status: Console)
 
 def run_clear(arguments: argparse.Namespace, console: Console, status: Console) -> int:
     target = _target(arguments)
-    with ClearProgressDisplay(status, _show_progress(arguments)) as display:
-        summary = clear_pipeline(
-            target, arguments.ledger, timeout=arguments.timeout, poll_interval=arguments.poll, progress=display
-        )
+    try:
+        with ClearProgressDisplay(status, _show_progress(arguments)) as display:
+            summary = clear_pipeline(
+                target, arguments.ledger, timeout=arguments.timeout, poll_interval=arguments.poll, progress=display
+            )
+    except ClearTimeout:
+        said_the_pipeline_is_stopped(target, "the deleted trades leave the totals only then: clear again once it runs")
+        raise
     render_clear_summary(summary, console)
     return 0
 

@@ -111,7 +111,7 @@ def test_send_verify_clear_from_the_command_line(
     assert stopped.returncode == 1, stopped.stderr
     assert "MISMATCH" in stopped.stdout
     assert stopped.stderr.count("\n") == 1 and "the pipeline is not running" in stopped.stderr, stopped.stderr
-    assert f"pid {GONE_PID}" in stopped.stderr and "verify again once it runs" in stopped.stderr
+    assert f"pid {GONE_PID}" in stopped.stderr and stopped.stderr.rstrip().endswith("verify again once it runs")
     (tmp_path / ".local" / "runner.pid").unlink()
 
     fill_tables(pipeline, ledger)
@@ -128,6 +128,15 @@ def test_send_verify_clear_from_the_command_line(
     assert "Traceback" not in cleared.stderr
     assert not ledger_path.exists(), "the ledger described state items that are gone"
     assert pipeline.dynamodb().scan(TableName=pipeline.state_table)["Count"] == 0
+    assert client_items(pipeline, pipeline.aggregate_table) == aggregate_items
+
+    # The same timeout with a runner that is gone: the operator is told why nothing moved.
+    (tmp_path / ".local" / "runner.pid").write_text(str(GONE_PID))
+    stopped_clear = run_cli("clear", "--timeout", "1", "--poll", "0.2", "--no-progress", cwd=tmp_path)
+    assert stopped_clear.returncode == 1, stopped_clear.stdout + stopped_clear.stderr
+    lines = stopped_clear.stderr.splitlines()
+    assert len(lines) == 2 and "the pipeline is not running" in lines[0] and "nodes not at zero" in lines[1], lines
+    assert f"pid {GONE_PID}" in lines[0] and lines[0].endswith("clear again once it runs")
     assert client_items(pipeline, pipeline.aggregate_table) == aggregate_items
 
 
