@@ -45,6 +45,8 @@ Fixes (see each function):
 - `fix_cloudformation_updates_tables_in_place`: a stack update changes a table's in-place
   properties (deletion protection, TTL, encryption, ...) on the existing table, items kept, and
   refuses a change AWS makes by replacement (moto had no table update: the stack update failed).
+- `fix_capacity_mode_switches_are_limited`: a table switches from provisioned to on-demand at
+  most four times in 24 hours (compat clock), by UpdateTable or a stack update; moto had no limit.
 - `fix_cloudformation_function_update_sets_reserved_concurrency`: a stack update sets (or
   removes) a function's reserved concurrency as the template says (moto kept the old one).
 - `fix_cloudformation_metadata_changes_update_no_resource`: a resource whose only change is its
@@ -1362,8 +1364,11 @@ def update_table_in_place(table: Table, properties: dict[str, Any], account_id: 
             )
             raise CloudFormationValidationError(message=f"table {table.name}: a change of {name} {how}")
     backend = dynamodb_backends[account_id][region_name]
+    billing_mode = "PAY_PER_REQUEST" if properties.get("BillingMode") == "PAY_PER_REQUEST" else "PROVISIONED"
+    if refusal := capacity_mode_switch_refusal(table, billing_mode):
+        raise CloudFormationValidationError(message=refusal)
     table.deletion_protection_enabled = _is_true(properties.get("DeletionProtectionEnabled", False))
-    table.billing_mode = "PAY_PER_REQUEST" if properties.get("BillingMode") == "PAY_PER_REQUEST" else "PROVISIONED"
+    table.billing_mode = billing_mode
     if throughput := properties.get("ProvisionedThroughput"):
         table.throughput = {**throughput, "NumberOfDecreasesToday": table.throughput.get("NumberOfDecreasesToday", 0)}
     time_to_live = properties.get("TimeToLiveSpecification")
@@ -1381,6 +1386,58 @@ def update_table_in_place(table: Table, properties: dict[str, Any], account_id: 
     )
     table.tags = list(properties.get("Tags") or [])
     return table
+
+
+ON_DEMAND_SWITCHES_PER_DAY = 4
+"""AWS (DynamoDB Developer Guide, "Considerations when switching capacity modes"): "You can switch
+tables from provisioned capacity mode to on-demand mode up to four times in a 24-hour rolling
+window. You can switch tables from on-demand mode to provisioned capacity mode at any time.\""""
+
+_SWITCH_WINDOW_SECONDS = 24 * 3600
+
+
+class CapacityModeSwitchLimitExceeded(JsonRESTError):
+    """UpdateTable's documented limit error, for a fifth switch to on-demand within 24 hours."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("LimitExceededException", message)
+
+
+def capacity_mode_switch_refusal(table: Table, billing_mode: str) -> str | None:
+    """Why `table` may not switch to `billing_mode` now, or None (and then the switch is counted).
+
+    moto switches a table's capacity mode any number of times, so a release whose `loadProfile`
+    or `auto` capacity flips a table back and forth would deploy locally and fail on AWS, where
+    the fifth switch to on-demand in a day fails the update (CloudFormation rolls it back).
+    Switches are timed on the compat clock, so a test can move past the window.
+    """
+    if billing_mode != "PAY_PER_REQUEST" or table.billing_mode == "PAY_PER_REQUEST":
+        return None
+    now = clock.now()
+    recent = [at for at in getattr(table, "_compat_on_demand_switches", []) if now - at < _SWITCH_WINDOW_SECONDS]
+    if len(recent) >= ON_DEMAND_SWITCHES_PER_DAY:
+        return (
+            f"table {table.name}: Subscriber limit exceeded: a table switches from provisioned to on-demand "
+            f"at most {ON_DEMAND_SWITCHES_PER_DAY} times in 24 hours"
+        )
+    table._compat_on_demand_switches = [*recent, now]  # type: ignore[attr-defined]
+    return None
+
+
+def fix_capacity_mode_switches_are_limited() -> None:
+    """UpdateTable refuses a fifth switch to on-demand within 24 hours (`capacity_mode_switch_refusal`)."""
+    original = DynamoDBBackend.update_table
+    if getattr(original, "_compat_fix", False):
+        return
+
+    def update_table(self: DynamoDBBackend, name: str, *args: Any, **kwargs: Any) -> Table:
+        billing_mode = kwargs.get("billing_mode")
+        if billing_mode and (refusal := capacity_mode_switch_refusal(self.get_table(name), billing_mode)):
+            raise CapacityModeSwitchLimitExceeded(refusal)
+        return original(self, name, *args, **kwargs)
+
+    update_table._compat_fix = True  # type: ignore[attr-defined]
+    DynamoDBBackend.update_table = update_table  # type: ignore[method-assign]
 
 
 def fix_cloudformation_updates_tables_in_place() -> None:
@@ -2054,6 +2111,7 @@ FIXES: tuple[Callable[[], None], ...] = (
     fix_cloudwatch_metric_data_reads_its_namespace,
     fix_stream_records_expire_after_the_retention_period,
     fix_cloudformation_updates_tables_in_place,
+    fix_capacity_mode_switches_are_limited,
     fix_cloudformation_function_update_sets_reserved_concurrency,
     fix_cloudformation_metadata_changes_update_no_resource,
     fix_s3_object_requests_are_atomic_per_key,

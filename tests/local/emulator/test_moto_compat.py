@@ -23,6 +23,7 @@ from botocore.exceptions import ClientError
 from moto.dynamodb import models as moto_models
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType
+from moto.dynamodb.models.table import Table
 from moto.kinesis.models import KinesisBackend
 
 from benchmarks.emulator_transactions import scratch_table
@@ -637,16 +638,18 @@ def test_an_ssm_typed_stack_parameter_resolves_the_parameter_given_not_its_defau
     assert copied_value(f"default-{suffix}") == "the default value"
 
 
-def table_template(*, protected: bool, ttl: bool = False, sort_key: bool = False) -> str:
-    """A stack of one streamed table, its name as output (deletion protection, TTL and key shape as given)."""
+def table_template(*, protected: bool, ttl: bool = False, sort_key: bool = False, provisioned: bool = False) -> str:
+    """A stack of one streamed table, its name as output (protection, TTL, key shape and capacity mode as given)."""
     keys = [("Id", "HASH"), *([("At", "RANGE")] if sort_key else [])]
     properties: dict[str, Any] = {
         "KeySchema": [{"AttributeName": name, "KeyType": kind} for name, kind in keys],
         "AttributeDefinitions": [{"AttributeName": name, "AttributeType": "S"} for name, _ in keys],
-        "BillingMode": "PAY_PER_REQUEST",
+        "BillingMode": "PROVISIONED" if provisioned else "PAY_PER_REQUEST",
         "StreamSpecification": {"StreamViewType": "NEW_AND_OLD_IMAGES"},
         "DeletionProtectionEnabled": protected,
     }
+    if provisioned:
+        properties["ProvisionedThroughput"] = {"ReadCapacityUnits": 5, "WriteCapacityUnits": 5}
     if ttl:
         properties["TimeToLiveSpecification"] = {"AttributeName": "ExpiresAt", "Enabled": True}
     return json.dumps(
@@ -705,6 +708,52 @@ def test_a_stack_update_that_would_replace_a_table_fails_and_leaves_it(aws_clien
         {"AttributeName": "Id", "KeyType": "HASH"}
     ]
     assert "Item" in dynamodb.get_item(TableName=table, Key={"Id": {"S": "kept"}})
+
+
+def test_a_fifth_switch_to_on_demand_in_a_day_is_refused_by_update_table_and_by_a_stack_update(
+    aws_client: AwsClientFactory,
+) -> None:
+    """AWS: provisioned to on-demand up to four times in a 24-hour rolling window; to provisioned at any time."""
+    cloudformation, dynamodb = aws_client("cloudformation"), aws_client("dynamodb")
+    stack_name = f"table-{uuid.uuid4().hex[:12]}"
+    cloudformation.create_stack(StackName=stack_name, TemplateBody=table_template(protected=False, provisioned=True))
+    table = cloudformation.describe_stacks(StackName=stack_name)["Stacks"][0]["Outputs"][0]["OutputValue"]
+    throughput = {"ReadCapacityUnits": 5, "WriteCapacityUnits": 5}
+    for _ in range(moto_compat.ON_DEMAND_SWITCHES_PER_DAY):
+        dynamodb.update_table(TableName=table, BillingMode="PAY_PER_REQUEST")
+        dynamodb.update_table(TableName=table, BillingMode="PROVISIONED", ProvisionedThroughput=throughput)
+
+    with pytest.raises(ClientError) as by_api:
+        dynamodb.update_table(TableName=table, BillingMode="PAY_PER_REQUEST")
+    with pytest.raises(ClientError, match="Subscriber limit exceeded"):
+        cloudformation.update_stack(StackName=stack_name, TemplateBody=table_template(protected=False))
+
+    assert by_api.value.response["Error"]["Code"] == "LimitExceededException"
+    described = dynamodb.describe_table(TableName=table)["Table"]
+    assert described.get("BillingModeSummary", {}).get("BillingMode", "PROVISIONED") == "PROVISIONED"
+
+
+def test_switches_to_on_demand_leave_the_window_after_24_hours(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The window is rolling: a switch counts for 24 hours of the compat clock, then no more."""
+    clock = moto_compat.CompatClock()
+    monkeypatch.setattr(moto_compat, "clock", clock)
+    table = Table(  # type: ignore[abstract]  # moto's CloudFormation hooks are not used here
+        "switching",
+        account_id="123456789012",
+        region="us-east-1",
+        schema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        attr=[{"AttributeName": "pk", "AttributeType": "S"}],
+    )
+    refusals = []
+    for hour in range(6):
+        table.billing_mode = "PROVISIONED"
+        refusals.append(moto_compat.capacity_mode_switch_refusal(table, "PAY_PER_REQUEST"))
+        if refusals[-1] is None:
+            table.billing_mode = "PAY_PER_REQUEST"
+        clock.advance(3600 if hour < 4 else 20 * 3600 + 1)
+    assert [refusal is None for refusal in refusals] == [True, True, True, True, False, True]
+    table.billing_mode = "PAY_PER_REQUEST"
+    assert moto_compat.capacity_mode_switch_refusal(table, "PROVISIONED") is None, "to provisioned: any time"
 
 
 def test_a_stack_update_that_drops_reserved_concurrency_removes_it(aws_client: AwsClientFactory) -> None:
