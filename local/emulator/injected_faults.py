@@ -398,7 +398,7 @@ def identify(environ: dict[str, Any]) -> RequestInfo | None:
         return _s3_request(environ)
     if not target:
         return RequestInfo(service, _query_action(environ))
-    body = _json_object(_read_body(environ))
+    body = _json_object(read_body(environ))
     transact_items: list[Any] = body["TransactItems"] if isinstance(body.get("TransactItems"), list) else []
     statement_tables = tuple(_statement_tables(body))
     resources = [*_named_resources(body, transact_items), *filter(None, statement_tables)]
@@ -466,7 +466,7 @@ def _s3_request(environ: dict[str, Any]) -> RequestInfo:
     return RequestInfo("s3", "PutObject" if is_put_object else "", (f"{bucket}/{key}",) if bucket else ())
 
 
-def _read_body(environ: dict[str, Any]) -> bytes:
+def read_body(environ: dict[str, Any]) -> bytes:
     length = int(environ.get("CONTENT_LENGTH") or 0)
     raw: bytes = environ["wsgi.input"].read(length) if length else b""
     environ["wsgi.input"] = io.BytesIO(raw)
@@ -475,7 +475,7 @@ def _read_body(environ: dict[str, Any]) -> bytes:
 
 def request_json(environ: dict[str, Any]) -> dict[str, Any]:
     """A JSON-protocol request's body as an object (left readable for moto); {} if not JSON."""
-    return _json_object(_read_body(environ))
+    return _json_object(read_body(environ))
 
 
 def _json_object(raw: bytes) -> dict[str, Any]:
@@ -489,7 +489,7 @@ def _json_object(raw: bytes) -> dict[str, Any]:
 def _query_action(environ: dict[str, Any]) -> str:
     actions = urllib.parse.parse_qs(environ.get("QUERY_STRING", "")).get("Action")
     if not actions and "x-www-form-urlencoded" in environ.get("CONTENT_TYPE", ""):
-        actions = urllib.parse.parse_qs(_read_body(environ).decode("utf-8", "replace")).get("Action")
+        actions = urllib.parse.parse_qs(read_body(environ).decode("utf-8", "replace")).get("Action")
     return actions[0] if actions else ""
 
 
@@ -640,7 +640,7 @@ def throttle_reply(fault: Fault, environ: dict[str, Any], start_response: StartR
         reasons[0] = {"Code": "ThrottlingError", "Message": "Throughput exceeds the current capacity of your table."}
         return cancellation_reply(environ, start_response, reasons)
     payload: dict[str, Any] = {"message": _THROTTLE_MESSAGES.get(code, "Rate exceeded")}
-    return _error_reply(environ, start_response, "400 Bad Request", code, payload)
+    return error_reply(environ, start_response, "400 Bad Request", code, payload)
 
 
 def cancellation_reply(
@@ -652,7 +652,7 @@ def cancellation_reply(
         "message": f"Transaction cancelled, please refer cancellation reasons for specific reasons [{codes}]",
         "CancellationReasons": reasons,
     }
-    return _error_reply(environ, start_response, "400 Bad Request", "TransactionCanceledException", payload)
+    return error_reply(environ, start_response, "400 Bad Request", "TransactionCanceledException", payload)
 
 
 _THROTTLE_MESSAGES = {
@@ -702,7 +702,7 @@ def lose_response(fault: Fault, environ: dict[str, Any], start_response: StartRe
     if rule.variant == "error":
         code = "InternalServerError" if fault.request.service.startswith("dynamodb") else "InternalFailure"
         payload = {"message": "Internal server error"}
-        return _error_reply(environ, start_response, "500 Internal Server Error", code, payload)
+        return error_reply(environ, start_response, "500 Internal Server Error", code, payload)
     if rule.variant == "timeout":
         time.sleep(rule.hold_seconds)
     connection = environ.get("werkzeug.socket")
@@ -713,7 +713,7 @@ def lose_response(fault: Fault, environ: dict[str, Any], start_response: StartRe
     raise ConnectionAbortedError(f"injected fault: response to {fault.request.operation} dropped")
 
 
-def _error_reply(
+def error_reply(
     environ: dict[str, Any], start_response: StartResponse, status: str, code: str, payload: dict[str, Any]
 ) -> list[bytes]:
     request_id = str(uuid.uuid4())

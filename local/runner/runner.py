@@ -22,6 +22,7 @@ from local.runner.discovery import MappingConfig, discover_mappings, fetch_funct
 from local.runner.execution_environment import InvocationResult
 from local.runner.invoker import (
     FunctionInvoker,
+    RoleCredentials,
     assume_execution_role,
     fault_injection_overrides,
     function_environment,
@@ -68,6 +69,7 @@ class Runner:
         self.mappings: list[MappingConfig] = []
         self.pollers: dict[str, ShardPoller] = {}
         self._readers: dict[str, ShardReader] = {}
+        self._roles: dict[str, RoleCredentials] = {}
         self._background: list[threading.Thread] = []
 
     # ----------------------------------------------------------- start-up
@@ -124,14 +126,14 @@ class Runner:
 
     def _invoker_for(self, function_name: str) -> FunctionInvoker:
         function = fetch_function(self.deployment, function_name, self.paths.functions_dir)
+        role = assume_execution_role(aws_client("sts", self.deployment.endpoint_url, self.deployment.region), function)
+        self._roles[function_name] = role
         environment = function_environment(
             function,
             endpoint_url=self.deployment.endpoint_url,
             region=self.deployment.region,
             overrides=self.overrides,
-            credentials=assume_execution_role(
-                aws_client("sts", self.deployment.endpoint_url, self.deployment.region), function
-            ),
+            credentials=role,
         )
         invoker = FunctionInvoker(function, environment=environment, stats=self.stats, log_file=self.worker_log)
         self.stats.function(function_name)
@@ -153,10 +155,13 @@ class Runner:
         return None if self.redelivery is None else self.redelivery.for_service(service)
 
     def _reader_for(self, mapping: MappingConfig) -> ShardReader:
+        """The mapping's reader, calling as the function's execution role, as Lambda's event source
+        mapping reads a stream with the role's permissions (so a missing grant fails locally too)."""
         endpoint, region = self.deployment.endpoint_url, self.deployment.region
+        role = self._roles[mapping.function_name]
         if mapping.source_kind == "kinesis":
-            return KinesisShardReader(aws_client("kinesis", endpoint, region), mapping.event_source_arn, region)
-        return DynamoDBShardReader(aws_client("dynamodbstreams", endpoint, region), mapping.event_source_arn, region)
+            return KinesisShardReader(role.client("kinesis", endpoint, region), mapping.event_source_arn, region)
+        return DynamoDBShardReader(role.client("dynamodbstreams", endpoint, region), mapping.event_source_arn, region)
 
     def _start_new_shards(self, mapping: MappingConfig) -> None:
         """Start a poller for every shard not yet polled whose parent (if polled) is done."""
