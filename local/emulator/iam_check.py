@@ -10,14 +10,17 @@ module, used by `moto_compat.CompatMiddleware` in front of moto, does it for one
 - **Who is checked.** A request signed (SigV4, in the ``Authorization`` header or a presigned
   URL) with the access key of an assumed-role session the emulator's STS issued: the runner
   assumes each function's execution role and gives the worker its credentials, and reads the
-  function's streams with them as Lambda's event source mapping does (`local.runner.invoker`).
+  function's streams with them as Lambda's event source mapping does (`local.runner.invoker`),
+  and sends a discarded batch's record to the mapping's on-failure destination with them, as
+  Lambda does with the execution role (`local.runner.expiry`).
   Every other caller (dummy credentials: the deployer, the producer, the tests) is not checked.
 - **What a request needs.** `authorizations` maps the request to the IAM actions and resource
   ARNs AWS authorises it by, for the APIs the functions and their mappings call: DynamoDB items,
   queries, batches, transactions (one action per contained request, with
   ``dynamodb:EnclosingOperation``) and PartiQL (one action per statement, by its verb, on the
   table or index it names); DynamoDB Streams and Kinesis reads; S3 objects and listings
-  (``s3:prefix``); ``sts:GetCallerIdentity``, which needs no permission. A request it cannot map
+  (``s3:prefix``); an on-failure destination's ``sqs:SendMessage`` and ``sns:Publish``;
+  ``sts:GetCallerIdentity``, which needs no permission. A request it cannot map
   is refused, saying so, never let through.
 - **The decision** (IAM User Guide, "Policy evaluation logic", within one account): an explicit
   Deny in any of the role's policies wins; otherwise the role's identity policies (inline and
@@ -28,16 +31,19 @@ module, used by `moto_compat.CompatMiddleware` in front of moto, does it for one
   `CONTEXT_KEYS`. A policy element, operator, key or policy variable outside these makes the call
   **refused**, with a message naming what could not be evaluated, and logged as an error: never
   silently allowed, never silently denied for an unrelated reason.
-- **The answer**, as the service gives it: DynamoDB, DynamoDB Streams and Kinesis
-  ``AccessDeniedException`` (HTTP 400); in a BatchExecuteStatement each denied statement gets its
-  own ``AccessDenied`` error (BatchStatementError) and the others run; S3 ``AccessDenied`` (HTTP
-  403), and a GET or HEAD of a missing key answers 403 instead of 404 when the role may not list
-  the bucket (S3 API Reference, GetObject, "Permissions"). The message is AWS's ("User: <session
+- **The answer**, as the service gives it: DynamoDB, DynamoDB Streams, Kinesis and SQS
+  ``AccessDeniedException`` (HTTP 400), SNS ``AuthorizationError`` (HTTP 403); in a
+  BatchExecuteStatement each denied statement gets its own ``AccessDenied`` error
+  (BatchStatementError) and the others run; S3 ``AccessDenied`` (HTTP 403), and a GET or HEAD
+  of a missing key answers 403 instead of 404 when the role may not list the bucket (S3 API
+  Reference, GetObject, "Permissions"). The message is AWS's ("User: <session
   ARN> is not authorized to perform: <action> on resource: <ARN> because no identity-based policy
   allows the <action> action").
 
 Not enforced (docs/design.md, "IAM, locally"): resource policies (bucket, key and topic policies),
-SCPs and RCPs, KMS key use through the services (moto encrypts nothing with KMS), signatures,
+SCPs and RCPs, KMS (moto encrypts nothing with KMS: no key use through the services, and no
+decryption of a function's environment under a customer-managed key, which Lambda does, not the
+handler, so nothing reaches this check), signatures,
 session tokens and their expiry, any caller other than an assumed-role session, and the settings
 guard's role (the deployer runs its handler). ``EMULATOR_IAM=off`` turns the check off; ``GET
 /_compat/iam`` reports what was checked and denied.
@@ -60,7 +66,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from local.emulator.control import IAM_CONTROL_PATH
-from local.emulator.injected_faults import TARGET_PREFIXES, error_reply, read_body
+from local.emulator.injected_faults import TARGET_PREFIXES, error_reply, query_parameters, read_body
 
 log = logging.getLogger(__name__)
 
@@ -663,6 +669,27 @@ def _s3(request: Request) -> Needed:
     return Needed(tuple(needed), missing_object_listing=listing)
 
 
+def _sqs(request: Request) -> Needed:
+    """A message sent to a queue: ``sqs:SendMessage`` on the queue, also for a batch (the SQS
+    Developer Guide's "Amazon SQS API permissions"). The queue is named by its URL
+    (``<endpoint>/<account>/<name>``) or, as SQS also accepts, its name."""
+    operation, queue_url = request.operation, request.body.get("QueueUrl")
+    if operation not in ("SendMessage", "SendMessageBatch") or not isinstance(queue_url, str):
+        raise Unmapped(f"the SQS operation {operation}")
+    parts = urllib.parse.urlsplit(queue_url).path.strip("/").split("/") if "/" in queue_url else [queue_url]
+    account = parts[-2] if len(parts) >= 2 else request.account
+    queue_arn = f"arn:{request.partition}:sqs:{request.region}:{account}:{parts[-1]}"
+    return Needed((Authorization("sqs:SendMessage", queue_arn),))
+
+
+def _sns(request: Request) -> Needed:
+    """A message published to a topic: ``sns:Publish`` on the topic (``TopicArn``, or ``TargetArn``)."""
+    topic = request.body.get("TopicArn") or request.body.get("TargetArn")
+    if request.operation != "Publish" or not isinstance(topic, str):
+        raise Unmapped(f"the SNS operation {request.operation}")
+    return Needed((Authorization("sns:Publish", topic),))
+
+
 def _sts(request: Request) -> Needed:
     if request.operation == "GetCallerIdentity":
         return Needed()  # "No permissions are required to perform this operation" (STS API Reference)
@@ -674,6 +701,8 @@ _MAPPERS: dict[str, Callable[[Request], Needed]] = {
     "dynamodbstreams": _dynamodb_streams,
     "kinesis": _kinesis,
     "s3": _s3,
+    "sqs": _sqs,
+    "sns": _sns,
     "sts": _sts,
 }
 
@@ -705,7 +734,8 @@ def read_request(environ: dict[str, Any], region: str, account: str, partition: 
             return Request(service, operation, region, account, partition, unreadable=True)
         return Request(service, operation, region, account, partition, body=body)
     if service != "s3":
-        return Request(service, _form_action(environ), region, account, partition)
+        parameters = query_parameters(environ)
+        return Request(service, parameters.get("Action", ""), region, account, partition, body=parameters)
     return Request(
         "s3",
         "",
@@ -717,13 +747,6 @@ def read_request(environ: dict[str, Any], region: str, account: str, partition: 
         query=urllib.parse.parse_qs(str(environ.get("QUERY_STRING", "")), keep_blank_values=True),
         headers={name[5:].replace("_", "-").lower(): str(v) for name, v in environ.items() if name.startswith("HTTP_")},
     )
-
-
-def _form_action(environ: dict[str, Any]) -> str:
-    query = urllib.parse.parse_qs(str(environ.get("QUERY_STRING", "")))
-    if "Action" not in query:
-        query = urllib.parse.parse_qs(read_body(environ).decode("utf-8", "replace"))
-    return (query.get("Action") or [""])[0]
 
 
 # ------------------------------------------------------------------------- the check
@@ -872,6 +895,8 @@ def refusal(verdict: Verdict, denial: Denial, environ: dict[str, Any], start_res
     """The service's AccessDenied answer to the whole request."""
     if verdict.service == "s3":
         return s3_access_denied(denial.message, environ, start_response)
+    if verdict.service == "sns":  # SNS API Reference, Publish: AuthorizationError, HTTP 403
+        return error_reply(environ, start_response, "403 Forbidden", "AuthorizationError", {"message": denial.message})
     if not environ.get("HTTP_X_AMZ_TARGET"):  # query protocol (STS): XML
         return error_reply(environ, start_response, "403 Forbidden", "AccessDenied", {"message": denial.message})
     return error_reply(environ, start_response, "400 Bad Request", "AccessDeniedException", {"message": denial.message})

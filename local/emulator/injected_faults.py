@@ -403,7 +403,7 @@ def identify(environ: dict[str, Any]) -> RequestInfo | None:
     if service == "s3":  # REST: no Action, no JSON body
         return _s3_request(environ)
     if not target:
-        return RequestInfo(service, _query_action(environ))
+        return RequestInfo(service, query_parameters(environ).get("Action", ""))
     body = _json_object(read_body(environ))
     transact_items: list[Any] = body["TransactItems"] if isinstance(body.get("TransactItems"), list) else []
     statement_tables = tuple(_statement_tables(body))
@@ -492,11 +492,13 @@ def _json_object(raw: bytes) -> dict[str, Any]:
     return parsed if isinstance(parsed, dict) else {}
 
 
-def _query_action(environ: dict[str, Any]) -> str:
-    actions = urllib.parse.parse_qs(environ.get("QUERY_STRING", "")).get("Action")
-    if not actions and "x-www-form-urlencoded" in environ.get("CONTENT_TYPE", ""):
-        actions = urllib.parse.parse_qs(read_body(environ).decode("utf-8", "replace")).get("Action")
-    return actions[0] if actions else ""
+def query_parameters(environ: dict[str, Any]) -> dict[str, str]:
+    """A query-protocol request's parameters (SNS, STS: ``Action=Publish&TopicArn=...``), each name's
+    first value: from the URL's query, or from a form-encoded body (left readable for moto)."""
+    parameters = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""))
+    if "Action" not in parameters and "x-www-form-urlencoded" in environ.get("CONTENT_TYPE", ""):
+        parameters = urllib.parse.parse_qs(read_body(environ).decode("utf-8", "replace"))
+    return {name: values[0] for name, values in parameters.items()}
 
 
 # ------------------------------------------------------------------------ injector

@@ -86,7 +86,8 @@ class RoleCredentials:
 
     def client(self, service: str, endpoint_url: str, region: str) -> Any:
         """A boto3 client calling as the role: what the event source mapping reads the function's
-        stream with (Lambda uses the execution role's permissions to read it)."""
+        stream with (Lambda uses the execution role's permissions to read it), and sends a discarded
+        batch's record to the mapping's on-failure destination with (`local.runner.expiry`)."""
         return boto3.client(
             service,  # type: ignore[call-overload]  # any service, by name
             endpoint_url=endpoint_url,

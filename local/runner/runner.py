@@ -116,7 +116,6 @@ class Runner:
                     mapping.maximum_record_age_seconds,
                     MINIMUM_RECORD_AGE_SECONDS,
                 )
-            self._destinations[mapping.uuid] = self._destination_for(mapping)
             if mapping.parallelization_factor > 1 and mapping.tumbling_window_seconds > 0:
                 log.warning(
                     "%s: ParallelizationFactor %d with a tumbling window runs one lane per shard locally "
@@ -129,6 +128,7 @@ class Runner:
         self._warm_up(list(self.invokers.values()))
         for mapping in self.mappings:
             self._readers[mapping.uuid] = self._reader_for(mapping)
+            self._destinations[mapping.uuid] = self._destination_for(mapping)
             self._start_new_shards(mapping)
         self._spawn(self._discover_shards_forever, "shard-discovery")
         self._spawn(self._write_stats_forever, "stats-writer")
@@ -190,12 +190,14 @@ class Runner:
         return DynamoDBShardReader(role.client("dynamodbstreams", endpoint, region), mapping.event_source_arn, region)
 
     def _destination_for(self, mapping: MappingConfig) -> OnFailureDestination | None:
-        """The mapping's on-failure destination, with clients of the emulator; None without one."""
+        """The mapping's on-failure destination, sent to as the function's execution role, as Lambda
+        sends ("Your execution role must have permissions for the destination"); None without one."""
         if mapping.on_failure_destination is None:
             return None
         endpoint, region = self.deployment.endpoint_url, self.deployment.region
+        role = self._roles[mapping.function_name]
         return OnFailureDestination(
-            mapping.on_failure_destination, lambda service: aws_client(service, endpoint, region)
+            mapping.on_failure_destination, lambda service: role.client(service, endpoint, region)
         )
 
     def _start_new_shards(self, mapping: MappingConfig) -> None:

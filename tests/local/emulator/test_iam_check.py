@@ -334,9 +334,31 @@ def test_s3_requests_name_their_object_or_bucket_and_the_listing_prefix() -> Non
         authorizations(s3("PUT", "/archive", "lifecycle="))
 
 
+def test_an_on_failure_destination_is_sent_to_with_send_message_or_publish_on_the_queue_or_topic() -> None:
+    queue = f"arn:aws:sqs:us-east-1:{ACCOUNT}:failed"
+    for queue_url in (
+        f"http://localhost:4566/{ACCOUNT}/failed",
+        f"https://sqs.us-east-1.amazonaws.com/{ACCOUNT}/failed",
+    ):
+        for operation in ("SendMessage", "SendMessageBatch"):
+            assert needed(dynamodb(operation, {"QueueUrl": queue_url}, service="sqs")) == [
+                ("sqs:SendMessage", queue, {})
+            ]
+    other_account = needed(dynamodb("SendMessage", {"QueueUrl": "http://localhost/210987654321/q"}, service="sqs"))
+    assert other_account == [("sqs:SendMessage", "arn:aws:sqs:us-east-1:210987654321:q", {})]
+    topic = f"arn:aws:sns:eu-west-1:{ACCOUNT}:failed"
+    assert needed(dynamodb("Publish", {"Action": "Publish", "TopicArn": topic}, service="sns")) == [
+        ("sns:Publish", topic, {})
+    ]
+
+
 def test_other_services_are_refused_rather_than_let_through() -> None:
-    with pytest.raises(Unmapped, match="sqs"):
-        authorizations(Request("sqs", "SendMessage", "us-east-1", ACCOUNT, "aws"))
+    with pytest.raises(Unmapped, match="the SQS operation ReceiveMessage"):
+        authorizations(Request("sqs", "ReceiveMessage", "us-east-1", ACCOUNT, "aws", body={"QueueUrl": "q"}))
+    with pytest.raises(Unmapped, match="the SNS operation Subscribe"):
+        authorizations(Request("sns", "Subscribe", "us-east-1", ACCOUNT, "aws", body={"TopicArn": "t"}))
+    with pytest.raises(Unmapped, match="requests to lambda"):
+        authorizations(Request("lambda", "", "us-east-1", ACCOUNT, "aws"))
     assert authorizations(Request("sts", "GetCallerIdentity", "us-east-1", ACCOUNT, "aws")).whole == ()
 
 

@@ -189,12 +189,45 @@ def test_s3_refuses_other_keys_and_tells_a_missing_key_only_to_a_role_that_may_l
         role.grant()
 
 
+def test_the_role_sends_to_the_queue_and_topic_it_is_granted_and_is_refused_any_other(
+    role: Role, aws_client: AwsClientFactory
+) -> None:
+    """What the runner needs of the role for an on-failure destination (`local.runner.expiry`):
+    ``sqs:SendMessage`` on the queue, ``sns:Publish`` on the topic, each refused as its service
+    refuses (SQS ``AccessDeniedException``, SNS ``AuthorizationError``)."""
+    sqs, sns = aws_client("sqs"), aws_client("sns")
+    queues = {name: sqs.create_queue(QueueName=name)["QueueUrl"] for name in ("failed", "elsewhere")}
+    topics = {name: sns.create_topic(Name=name)["TopicArn"] for name in ("failed", "elsewhere")}
+    queue_arn = f"arn:aws:sqs:us-east-1:{ACCOUNT}:failed"
+    role.grant(
+        {"Effect": "Allow", "Action": "sqs:SendMessage", "Resource": queue_arn},
+        {"Effect": "Allow", "Action": "sns:Publish", "Resource": topics["failed"]},
+    )
+    try:
+        role.client("sqs").send_message(QueueUrl=queues["failed"], MessageBody="{}")
+        role.client("sns").publish(TopicArn=topics["failed"], Message="{}")
+        error = denied(lambda: role.client("sqs").send_message(QueueUrl=queues["elsewhere"], MessageBody="{}"))
+        assert error == {
+            "Code": "AccessDeniedException",
+            "Message": not_authorized("sqs:SendMessage", queue_arn.replace("failed", "elsewhere")),
+        }
+        error = denied(lambda: role.client("sns").publish(TopicArn=topics["elsewhere"], Message="{}"))
+        assert (error["Code"], error["Message"]) == (
+            "AuthorizationError",
+            not_authorized("sns:Publish", topics["elsewhere"]),
+        )
+        assert [m["Body"] for m in sqs.receive_message(QueueUrl=queues["failed"])["Messages"]] == ["{}"]
+        assert "Messages" not in sqs.receive_message(QueueUrl=queues["elsewhere"]), "nothing of the refused send"
+    finally:
+        role.grant()
+
+
 def test_an_api_the_check_cannot_map_is_refused_by_name_and_the_report_counts_what_was_checked(
     role: Role, module_emulator: EmulatorProcess
 ) -> None:
     before = iam_report(module_emulator.endpoint_url)
     error = denied(lambda: role.client("sqs").list_queues())
-    assert "the local IAM check cannot map requests to sqs (ListQueues)" in error["Message"]
+    assert "the local IAM check cannot map the SQS operation ListQueues" in error["Message"]
     denied(lambda: role.client("dynamodb").put_item(TableName="Other", Item={"pk": {"S": "a"}}))
     role.client("dynamodb").put_item(TableName="Granted", Item={"pk": {"S": "a"}})
     report = iam_report(module_emulator.endpoint_url)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -89,9 +89,11 @@ def stream_stack_template(
     reserved_concurrency: int | None = None,
     table_mapping: Mapping[str, Any] | None = None,
     extra_resources: Mapping[str, Any] | None = None,
+    extra_statements: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """Kinesis stream -> recorder function (and optionally DynamoDB table stream -> same function);
-    `extra_resources`: more resources for the template (an on-failure destination's queue)."""
+    `extra_resources`: more resources for the template (an on-failure destination's queue), and
+    `extra_statements` more of the role's policy (``sqs:SendMessage`` on that queue)."""
     function: dict[str, Any] = {
         "Type": "AWS::Lambda::Function",
         "Properties": {
@@ -115,6 +117,7 @@ def stream_stack_template(
             {"Effect": "Allow", "Action": STREAM_MAPPING_ACTIONS, "Resource": {"Fn::GetAtt": ["Table", "StreamArn"]}},
             {"Effect": "Allow", "Action": "dynamodb:PutItem", "Resource": {"Fn::GetAtt": ["Table", "Arn"]}},
         ]
+    statements += [dict(statement) for statement in extra_statements]
     resources: dict[str, Any] = {
         "Role": {
             "Type": "AWS::IAM::Role",
