@@ -61,7 +61,7 @@ import threading
 import urllib.parse
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -205,20 +205,23 @@ def _value_matches(base: str, expected: str, actual: str) -> bool:
     return comparisons[base](left, right)
 
 
-def condition_holds(operator: str, key: str, expected: Any, context: Mapping[str, str]) -> bool:
+def condition_holds(
+    operator: str, key: str, expected: Any, context: Mapping[str, str], known_keys: Container[str] = CONTEXT_KEYS
+) -> bool:
     """One operator on one key (IAM User Guide, "Condition operators").
 
     A key absent from the request: ``...IfExists`` holds; a negated operator (``StringNotLike``,
     ``ArnNotEquals`` ...) holds ("If the key ... is not present ... the condition is true" for
     operators that require the key not to match); any other does not. Several values: any of them
-    matches (a negated operator: none does).
+    matches (a negated operator: none does). `known_keys` (lower-cased): the keys whose absence
+    from `context` means absence from the request; any other is `Unevaluable`.
     """
     if ":" in operator:  # ForAllValues: / ForAnyValue: (multivalued keys)
         raise Unevaluable(f"the condition operator {operator}")
     base = operator.removesuffix("IfExists")
     if base not in OPERATORS or (base == "Null" and base != operator):
         raise Unevaluable(f"the condition operator {operator}")
-    if key.lower() not in CONTEXT_KEYS:
+    if key.lower() not in known_keys:
         raise Unevaluable(f"the condition key {key}")
     values = [value if isinstance(value, str) else json.dumps(value) for value in _as_list(expected)]
     _no_variables(values, f"{operator} {key}")
@@ -234,11 +237,18 @@ def condition_holds(operator: str, key: str, expected: Any, context: Mapping[str
 _STATEMENT_ELEMENTS = frozenset({"Sid", "Effect", "Action", "NotAction", "Resource", "NotResource", "Condition"})
 
 
-def statement_applies(statement: Mapping[str, Any], authorization: Authorization, context: Mapping[str, str]) -> bool:
+def statement_applies(
+    statement: Mapping[str, Any],
+    authorization: Authorization,
+    context: Mapping[str, str],
+    known_keys: Container[str] = CONTEXT_KEYS,
+) -> bool:
     """Whether an identity-policy statement covers this action on this resource in this context.
 
     Its conditions are evaluated only when its actions and resources cover the request, so a
-    statement about something else never makes an unrelated call unevaluable.
+    statement about something else never makes an unrelated call unevaluable. `context` and
+    `known_keys` as `condition_holds` takes them (the policy tests' evaluator,
+    `tests/stacks/policy_evaluator.py`, passes the keys of a request it states in full).
     """
     if not isinstance(statement, Mapping) or set(statement) - _STATEMENT_ELEMENTS:
         raise Unevaluable(
@@ -259,7 +269,7 @@ def statement_applies(statement: Mapping[str, Any], authorization: Authorization
     if not isinstance(conditions, Mapping) or not all(isinstance(keys, Mapping) for keys in conditions.values()):
         raise Unevaluable(f"the Condition {conditions!r}")
     return all(
-        condition_holds(operator, key, expected, context)
+        condition_holds(operator, key, expected, context, known_keys)
         for operator, keys in conditions.items()
         for key, expected in keys.items()
     )
