@@ -115,7 +115,8 @@ RESOURCE_TYPES_THAT_MAY_BE_MISSING = frozenset(
         "AWS::Lambda::LayerVersion",  # Powertools comes from the runner's Python locally
         "AWS::S3::BucketPolicy",  # the emulator enforces no resource policies
         "AWS::SNS::TopicPolicy",  # (the alarm topic's: TLS only, CloudWatch may publish)
-        "AWS::IAM::Policy",  # nor IAM
+        # Not AWS::IAM::Policy: the emulator enforces the functions' roles' policies
+        # (`local.emulator.iam_check`), so a role without its policy would be a different pipeline.
         # Auto scaling of provisioned tables (`stateTableCapacity` ...): moto's CloudFormation
         # knows neither type, and its DynamoDB never throttles on provisioned capacity, so
         # there is nothing for auto scaling to adjust; the tables are created provisioned.

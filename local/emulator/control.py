@@ -27,6 +27,7 @@ import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from local.memory import MALLOC_ENVIRONMENT
 from local.paths import REPO_ROOT
@@ -124,6 +125,18 @@ def transaction_figures(endpoint_url: str) -> dict[str, int]:
     with the same parameters, or with others)."""
     with urllib.request.urlopen(endpoint_url + TRANSACTIONS_CONTROL_PATH, timeout=10) as response:
         return {name: int(value) for name, value in json.loads(response.read()).items()}
+
+
+IAM_CONTROL_PATH = "/_compat/iam"
+
+
+def iam_report(endpoint_url: str) -> dict[str, Any]:
+    """What the emulator's IAM check saw since it started (``GET /_compat/iam``, `local.emulator.iam_check`):
+    its `mode` (``enforce`` or ``off``), `requests_checked` (requests of the functions' roles), `denied` (calls
+    refused, `unevaluable` of them for want of evaluating a policy) and `denials` (message -> count)."""
+    with urllib.request.urlopen(endpoint_url + IAM_CONTROL_PATH, timeout=10) as response:
+        report: dict[str, Any] = json.loads(response.read())
+    return report
 
 
 def transaction_conflicts(endpoint_url: str) -> int:

@@ -403,8 +403,8 @@ def identify(environ: dict[str, Any]) -> RequestInfo | None:
     if service == "s3":  # REST: no Action, no JSON body
         return _s3_request(environ)
     if not target:
-        return RequestInfo(service, _query_action(environ))
-    body = _json_object(_read_body(environ))
+        return RequestInfo(service, query_parameters(environ).get("Action", ""))
+    body = _json_object(read_body(environ))
     transact_items: list[Any] = body["TransactItems"] if isinstance(body.get("TransactItems"), list) else []
     statement_tables = tuple(_statement_tables(body))
     resources = [*_named_resources(body, transact_items), *filter(None, statement_tables)]
@@ -472,7 +472,7 @@ def _s3_request(environ: dict[str, Any]) -> RequestInfo:
     return RequestInfo("s3", "PutObject" if is_put_object else "", (f"{bucket}/{key}",) if bucket else ())
 
 
-def _read_body(environ: dict[str, Any]) -> bytes:
+def read_body(environ: dict[str, Any]) -> bytes:
     length = int(environ.get("CONTENT_LENGTH") or 0)
     raw: bytes = environ["wsgi.input"].read(length) if length else b""
     environ["wsgi.input"] = io.BytesIO(raw)
@@ -481,7 +481,7 @@ def _read_body(environ: dict[str, Any]) -> bytes:
 
 def request_json(environ: dict[str, Any]) -> dict[str, Any]:
     """A JSON-protocol request's body as an object (left readable for moto); {} if not JSON."""
-    return _json_object(_read_body(environ))
+    return _json_object(read_body(environ))
 
 
 def _json_object(raw: bytes) -> dict[str, Any]:
@@ -492,11 +492,13 @@ def _json_object(raw: bytes) -> dict[str, Any]:
     return parsed if isinstance(parsed, dict) else {}
 
 
-def _query_action(environ: dict[str, Any]) -> str:
-    actions = urllib.parse.parse_qs(environ.get("QUERY_STRING", "")).get("Action")
-    if not actions and "x-www-form-urlencoded" in environ.get("CONTENT_TYPE", ""):
-        actions = urllib.parse.parse_qs(_read_body(environ).decode("utf-8", "replace")).get("Action")
-    return actions[0] if actions else ""
+def query_parameters(environ: dict[str, Any]) -> dict[str, str]:
+    """A query-protocol request's parameters (SNS, STS: ``Action=Publish&TopicArn=...``), each name's
+    first value: from the URL's query, or from a form-encoded body (left readable for moto)."""
+    parameters = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""))
+    if "Action" not in parameters and "x-www-form-urlencoded" in environ.get("CONTENT_TYPE", ""):
+        parameters = urllib.parse.parse_qs(read_body(environ).decode("utf-8", "replace"))
+    return {name: values[0] for name, values in parameters.items()}
 
 
 # ------------------------------------------------------------------------ injector
@@ -655,7 +657,7 @@ def throttle_reply(fault: Fault, environ: dict[str, Any], start_response: StartR
         reasons[0] = {"Code": "ThrottlingError", "Message": "Throughput exceeds the current capacity of your table."}
         return cancellation_reply(environ, start_response, reasons)
     payload: dict[str, Any] = {"message": _THROTTLE_MESSAGES.get(code, "Rate exceeded")}
-    return _error_reply(environ, start_response, "400 Bad Request", code, payload)
+    return error_reply(environ, start_response, "400 Bad Request", code, payload)
 
 
 def cancellation_reply(
@@ -667,7 +669,7 @@ def cancellation_reply(
         "message": f"Transaction cancelled, please refer cancellation reasons for specific reasons [{codes}]",
         "CancellationReasons": reasons,
     }
-    return _error_reply(environ, start_response, "400 Bad Request", "TransactionCanceledException", payload)
+    return error_reply(environ, start_response, "400 Bad Request", "TransactionCanceledException", payload)
 
 
 _THROTTLE_MESSAGES = {
@@ -717,7 +719,7 @@ def lose_response(fault: Fault, environ: dict[str, Any], start_response: StartRe
     if rule.variant == "error":
         code = "InternalServerError" if fault.request.service.startswith("dynamodb") else "InternalFailure"
         payload = {"message": "Internal server error"}
-        return _error_reply(environ, start_response, "500 Internal Server Error", code, payload)
+        return error_reply(environ, start_response, "500 Internal Server Error", code, payload)
     if rule.variant == "timeout":
         time.sleep(rule.hold_seconds)
     connection = environ.get("werkzeug.socket")
@@ -728,7 +730,7 @@ def lose_response(fault: Fault, environ: dict[str, Any], start_response: StartRe
     raise ConnectionAbortedError(f"injected fault: response to {fault.request.operation} dropped")
 
 
-def _error_reply(
+def error_reply(
     environ: dict[str, Any], start_response: StartResponse, status: str, code: str, payload: dict[str, Any]
 ) -> list[bytes]:
     request_id = str(uuid.uuid4())

@@ -59,9 +59,13 @@ Fixes (see each function):
   loopback with the server's port (a web page whose DNS name was rebound to 127.0.0.1 sends
   its own name, and gets 421), and no cross-origin browser request (an ``Origin`` other than
   the emulator's own, or ``Sec-Fetch-Site`` other than ``same-origin`` or ``none``: 403). AWS
-  checks a signature on every request; the emulator checks none, so without this any page in
+  checks a signature on every request; the emulator verifies none, so without this any page in
   the user's browser that found the port could create tables and write records.
   `disable_global_cors` turns off moto's answer to every CORS preflight.
+- `CompatMiddleware` holds the functions' execution-role sessions to their roles' policies
+  before anything else (`local.emulator.iam_check`): a call no statement allows gets the
+  service's AccessDenied, a refused PartiQL statement of a batch its own ``AccessDenied``
+  (`denied_statements`), and a GET or HEAD of a missing S3 key 403 without ``s3:ListBucket``.
 - `CompatMiddleware` serialises DynamoDB and Kinesis requests: conditional writes and
   transactions are atomic and isolated (moto's rollback of a cancelled transaction
   otherwise discards writes made concurrently by other requests), and concurrent Kinesis
@@ -76,8 +80,9 @@ every call reaches moto's streams backend. tests/local/emulator/test_moto_compat
 
 Control endpoints (served by `CompatMiddleware`, never forwarded to moto):
 
-- ``GET  /_compat/health``        -> ``{"status": "ok", "fixes": [...]}``: readiness, and
-  proof that the fixes are installed.
+- ``GET  /_compat/health``        -> ``{"status": "ok", "fixes": [...], "iam": "enforce"}``:
+  readiness, proof that the fixes are installed, and whether IAM is enforced (``EMULATOR_IAM``).
+- ``GET  /_compat/iam``           -> the IAM check's counters and denials (`iam_check.IamCheck.report`).
 - ``GET  /_compat/clock``         -> ``{"now": <seconds>}``: the compatibility clock.
 - ``POST /_compat/clock/advance`` with ``{"seconds": <number >= 0>}`` -> ``{"now": ...}``:
   moves the clock forward, so a test talking to the server process can expire
@@ -142,7 +147,7 @@ from moto.moto_server import werkzeug_app
 from moto.s3.responses import S3Response
 from moto.sqs.models import sqs_backends
 
-from local.emulator import injected_faults, partiql_statements
+from local.emulator import iam_check, injected_faults, partiql_statements
 from local.emulator.control import TRANSACTIONS_CONTROL_PATH
 from toolkit.hosts import HostAllowlist
 
@@ -673,6 +678,25 @@ _statement_faults: contextvars.ContextVar[injected_faults.StatementFaults | None
 `CompatMiddleware` around the request (`injected_faults.STATEMENTS`)."""
 
 
+_denied_statements: contextvars.ContextVar[dict[int, iam_check.Denial]] = contextvars.ContextVar(
+    "denied_statements",
+    default={},  # noqa: B039 (never mutated: each request sets its own)
+)
+"""The statements of the BatchExecuteStatement being served that IAM refused, by index
+(`iam_check`), set by `CompatMiddleware` around the request."""
+
+
+@contextlib.contextmanager
+def denied_statements(denials: dict[int, iam_check.Denial]) -> Iterator[None]:
+    """Within: the BatchExecuteStatement served in this thread answers these statements with
+    AccessDenied instead of running them."""
+    token = _denied_statements.set(denials)
+    try:
+        yield
+    finally:
+        _denied_statements.reset(token)
+
+
 @contextlib.contextmanager
 def faulting_statements(faults: injected_faults.StatementFaults) -> Iterator[None]:
     """Within: the BatchExecuteStatement served in this thread answers the statements `faults` drew
@@ -747,8 +771,13 @@ def fix_partiql_single_item_statements() -> None:
             raise MockValidationException("The entire batch must consist of either read statements or write statements")
         _refuse_duplicate_items(self, statements)
         faults = _statement_faults.get() or injected_faults.StatementFaults({}, run_first=False)
+        denied = _denied_statements.get()
         responses: list[dict[str, Any]] = []
         for index, (request, statement) in enumerate(zip(requests, parsed, strict=True)):
+            if index in denied:  # IAM refused it (`iam_check`): not run
+                table = {"TableName": statement.table} if isinstance(statement, partiql_statements.Statement) else {}
+                responses.append(table | {"Error": iam_check.statement_error(denied[index])})
+                continue
             injected = faults.codes.get(index)
             if injected is not None and not faults.run_first:  # a throttle: not run (nor validated)
                 table = {"TableName": statement.table} if isinstance(statement, partiql_statements.Statement) else {}
@@ -1673,9 +1702,13 @@ class CompatMiddleware:
     services pass through untouched (an SQS long poll must not hold a lock).
     """
 
-    def __init__(self, app: WsgiApp, faults: injected_faults.FaultConfig | None = None) -> None:
-        """`faults` None reads ``EMULATOR_FAULTS`` (ValueError when it is invalid)."""
+    def __init__(
+        self, app: WsgiApp, faults: injected_faults.FaultConfig | None = None, iam: iam_check.IamCheck | None = None
+    ) -> None:
+        """`faults` None reads ``EMULATOR_FAULTS`` (ValueError when it is invalid); `iam` None reads
+        ``EMULATOR_IAM`` (enforced unless ``off``: `iam_check`)."""
         self.app = app
+        self.iam = iam_check.IamCheck.from_environment(os.environ) if iam is None else iam
         self.service_locks = {service: threading.RLock() for service in SERIALISED_TARGET_PREFIXES.values()}
         self.transactions_in_flight = TransactionsInFlight()
         self.faults = injected_faults.FaultInjector(
@@ -1693,7 +1726,25 @@ class CompatMiddleware:
             if path == "/moto-api/reset":
                 client_request_tokens.clear()
             return self.app(environ, start_response)
-        # Fault injection (`local.emulator.injected_faults`): one decision per request, here.
+        # IAM (`local.emulator.iam_check`): a function role's request is authorised before anything else.
+        verdict = self.iam.check(environ)
+        if verdict is None:
+            return self._serve(environ, start_response)
+        if verdict.refused is not None:
+            return iam_check.refusal(verdict, verdict.refused, environ, start_response)
+        with denied_statements(dict(verdict.statement_denials)):
+            if verdict.missing_object_denied is None:
+                return self._consumed(self._serve(environ, start_response))
+            captured = _CapturedStart()
+            body = self._consumed(self._serve(environ, captured))
+        if captured.status.startswith("404"):  # S3 answers 403 to a role that may not list the bucket
+            self.iam.record(verdict.missing_object_denied)
+            return iam_check.s3_access_denied(verdict.missing_object_denied.message, environ, start_response)
+        start_response(captured.status, captured.headers)
+        return body
+
+    def _serve(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        """moto's answer, with the injected faults (`local.emulator.injected_faults`): one decision per request."""
         fault, request = None, None
         if self.faults.active and (request := injected_faults.identify(environ)) is not None:
             fault = self.faults.decide(request)
@@ -1784,7 +1835,10 @@ class CompatMiddleware:
         method: str = environ.get("REQUEST_METHOD", "GET")
         try:
             if path == "/_compat/health" and method == "GET":
-                return _json_reply(start_response, "200 OK", {"status": "ok", "fixes": applied_fixes()})
+                health = {"status": "ok", "fixes": applied_fixes(), "iam": self.iam.mode}
+                return _json_reply(start_response, "200 OK", health)
+            if path == iam_check.CONTROL_PATH and method == "GET":
+                return _json_reply(start_response, "200 OK", self.iam.report())
             if path == "/_compat/clock" and method == "GET":
                 return _json_reply(start_response, "200 OK", {"now": clock.now()})
             if path == "/_compat/clock/advance" and method == "POST":

@@ -28,7 +28,9 @@ do for each sentence:
   For Amazon S3 destinations, Lambda also sends the entire invocation record along with the
   metadata"; "The actual records aren't included": `invocation_record` builds that document as
   the pages' example shows it, `OnFailureDestination` sends it to the SQS queue, SNS topic or S3
-  bucket the mapping's `DestinationConfig.OnFailure` names.
+  bucket the mapping's `DestinationConfig.OnFailure` names, as the function's execution role ("Your
+  execution role must have permissions for the destination": for SQS ``sqs:SendMessage``, for SNS
+  ``sns:Publish``, for S3 ``s3:PutObject`` and ``s3:ListBucket``).
 
 The `condition` of a batch discarded after its retries is the pages' `RetryAttemptsExhausted`;
 the pages show no record of a batch discarded for its age, and `RecordAgeExceeded` is the name
@@ -43,7 +45,6 @@ import datetime
 import itertools
 import json
 import logging
-import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -170,9 +171,12 @@ def s3_object_key(mapping_uuid: str, shard_id: str, at: float) -> str:
 class OnFailureDestination:
     """The SQS queue, SNS topic or S3 bucket of a mapping's `DestinationConfig.OnFailure`.
 
-    `client(service)` makes a client of the emulator for `sqs`, `sns` or `s3`. SQS and SNS get the
-    invocation record as the message; S3 gets it with `payload`, the invocation event of the
-    discarded records, under `s3_object_key`.
+    `client(service)` makes a client of the emulator for `sqs`, `sns` or `s3`; the runner's call as
+    the function's execution role, as Lambda's do ("Your execution role must have permissions for
+    the destination": ``sqs:SendMessage``, ``sns:Publish``, ``s3:PutObject``), so the emulator's IAM
+    check refuses a delivery the role may not make. SQS and SNS get the invocation record as the
+    message; S3 gets it with `payload`, the invocation event of the discarded records, under
+    `s3_object_key`.
     """
 
     SERVICES = ("sqs", "sns", "s3")
@@ -183,17 +187,12 @@ class OnFailureDestination:
         if self.service not in self.SERVICES:
             raise ValueError(f"on-failure destination {arn}: Lambda sends stream records to SQS, SNS or S3 only")
         self._client = client(self.service)
-        self._queue_url: str | None = None
-        self._lock = threading.Lock()
 
     def _url(self) -> str:
-        with self._lock:
-            if self._queue_url is None:
-                _, _, _, _, account, name = self.arn.split(":", 5)
-                self._queue_url = str(
-                    self._client.get_queue_url(QueueName=name, QueueOwnerAWSAccountId=account)["QueueUrl"]
-                )
-            return self._queue_url
+        """The queue's URL, ``<SQS endpoint>/<account>/<name>``, made from its ARN without a call:
+        Lambda needs only ``sqs:SendMessage`` of the execution role, so no ``GetQueueUrl`` either."""
+        _, _, _, _, account, name = self.arn.split(":", 5)
+        return f"{self._client.meta.endpoint_url}/{account}/{name}"
 
     def send(
         self, record: Mapping[str, Any], *, event: Mapping[str, Any], mapping_uuid: str, shard_id: str, at: float

@@ -18,6 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Final
 
+import boto3
+
+from local.deploy.deployer import CLIENT_CONFIG
 from local.runner.discovery import FunctionConfig
 from local.runner.execution_environment import ExecutionEnvironment, InvocationResult
 from local.runner.lambda_packages import import_directories, runtime_directory
@@ -81,6 +84,20 @@ class RoleCredentials:
     secret_access_key: str
     session_token: str
 
+    def client(self, service: str, endpoint_url: str, region: str) -> Any:
+        """A boto3 client calling as the role: what the event source mapping reads the function's
+        stream with (Lambda uses the execution role's permissions to read it), and sends a discarded
+        batch's record to the mapping's on-failure destination with (`local.runner.expiry`)."""
+        return boto3.client(
+            service,  # type: ignore[call-overload]  # any service, by name
+            endpoint_url=endpoint_url,
+            region_name=region,
+            aws_access_key_id=self.access_key_id,
+            aws_secret_access_key=self.secret_access_key,
+            aws_session_token=self.session_token,
+            config=CLIENT_CONFIG,
+        )
+
 
 @functools.cache
 def _runtime_directory() -> Path:
@@ -89,8 +106,9 @@ def _runtime_directory() -> Path:
 
 def assume_execution_role(sts: Any, function: FunctionConfig) -> RoleCredentials:
     """The function's execution role assumed as Lambda assumes it, the session named after the
-    function (the role's identity is ``assumed-role/<role>/<function>``): with IAM enforced, the
-    emulator allows the worker what the role's policies allow (docs/design.md, "IAM")."""
+    function (the role's identity is ``assumed-role/<role>/<function>``): the emulator allows the
+    worker, and the mapping reading its stream, what the role's policies allow
+    (`local.emulator.iam_check`; docs/design.md, "IAM, locally")."""
     if not function.role_arn:
         raise LookupError(f"function {function.name}: the Lambda service reports no execution role")
     session = function.name[:64]  # STS allows 64 characters; Lambda function names are at most 64

@@ -24,6 +24,7 @@ from local.runner.execution_environment import InvocationResult
 from local.runner.expiry import OnFailureDestination
 from local.runner.invoker import (
     FunctionInvoker,
+    RoleCredentials,
     assume_execution_role,
     fault_injection_overrides,
     function_environment,
@@ -74,6 +75,7 @@ class Runner:
         self.mappings: list[MappingConfig] = []
         self.pollers: dict[str, ShardPoller] = {}
         self._readers: dict[str, ShardReader] = {}
+        self._roles: dict[str, RoleCredentials] = {}
         self._destinations: dict[str, OnFailureDestination | None] = {}
         self._background: list[threading.Thread] = []
 
@@ -114,7 +116,6 @@ class Runner:
                     mapping.maximum_record_age_seconds,
                     MINIMUM_RECORD_AGE_SECONDS,
                 )
-            self._destinations[mapping.uuid] = self._destination_for(mapping)
             if mapping.parallelization_factor > 1 and mapping.tumbling_window_seconds > 0:
                 log.warning(
                     "%s: ParallelizationFactor %d with a tumbling window runs one lane per shard locally "
@@ -127,6 +128,7 @@ class Runner:
         self._warm_up(list(self.invokers.values()))
         for mapping in self.mappings:
             self._readers[mapping.uuid] = self._reader_for(mapping)
+            self._destinations[mapping.uuid] = self._destination_for(mapping)
             self._start_new_shards(mapping)
         self._spawn(self._discover_shards_forever, "shard-discovery")
         self._spawn(self._write_stats_forever, "stats-writer")
@@ -142,14 +144,14 @@ class Runner:
 
     def _invoker_for(self, function_name: str) -> FunctionInvoker:
         function = fetch_function(self.deployment, function_name, self.paths.functions_dir)
+        role = assume_execution_role(aws_client("sts", self.deployment.endpoint_url, self.deployment.region), function)
+        self._roles[function_name] = role
         environment = function_environment(
             function,
             endpoint_url=self.deployment.endpoint_url,
             region=self.deployment.region,
             overrides=self.overrides,
-            credentials=assume_execution_role(
-                aws_client("sts", self.deployment.endpoint_url, self.deployment.region), function
-            ),
+            credentials=role,
         )
         invoker = FunctionInvoker(function, environment=environment, stats=self.stats, log_file=self.worker_log)
         self.stats.function(function_name)
@@ -179,18 +181,23 @@ class Runner:
         return None if self.redelivery is None else self.redelivery.for_service(service)
 
     def _reader_for(self, mapping: MappingConfig) -> ShardReader:
+        """The mapping's reader, calling as the function's execution role, as Lambda's event source
+        mapping reads a stream with the role's permissions (so a missing grant fails locally too)."""
         endpoint, region = self.deployment.endpoint_url, self.deployment.region
+        role = self._roles[mapping.function_name]
         if mapping.source_kind == "kinesis":
-            return KinesisShardReader(aws_client("kinesis", endpoint, region), mapping.event_source_arn, region)
-        return DynamoDBShardReader(aws_client("dynamodbstreams", endpoint, region), mapping.event_source_arn, region)
+            return KinesisShardReader(role.client("kinesis", endpoint, region), mapping.event_source_arn, region)
+        return DynamoDBShardReader(role.client("dynamodbstreams", endpoint, region), mapping.event_source_arn, region)
 
     def _destination_for(self, mapping: MappingConfig) -> OnFailureDestination | None:
-        """The mapping's on-failure destination, with clients of the emulator; None without one."""
+        """The mapping's on-failure destination, sent to as the function's execution role, as Lambda
+        sends ("Your execution role must have permissions for the destination"); None without one."""
         if mapping.on_failure_destination is None:
             return None
         endpoint, region = self.deployment.endpoint_url, self.deployment.region
+        role = self._roles[mapping.function_name]
         return OnFailureDestination(
-            mapping.on_failure_destination, lambda service: aws_client(service, endpoint, region)
+            mapping.on_failure_destination, lambda service: role.client(service, endpoint, region)
         )
 
     def _start_new_shards(self, mapping: MappingConfig) -> None:

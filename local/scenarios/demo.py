@@ -37,6 +37,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from local.deploy import lifecycle
+from local.emulator.control import iam_report
 from local.paths import REPO_ROOT, LocalPaths
 from local.runner.stats import read_stats
 from producer.display import render_pipeline_summary
@@ -149,6 +150,14 @@ def wait_for_drain(paths: LocalPaths, console: Console, sent: int, timeout_secon
     return False
 
 
+def iam_line(report: dict[str, Any]) -> str:
+    """One line on the emulator's IAM check (`local.emulator.iam_check`), and any call it denied."""
+    if report.get("mode") != "enforce":
+        return "IAM: not enforced (EMULATOR_IAM=off)"
+    line = f"IAM: {report['requests_checked']:,} requests of the functions' roles checked, {report['denied']:,} denied"
+    return "\n".join([line, *(f"  {count} x {message}" for message, count in report["denials"].items())])
+
+
 def show_read_back(reader: PipelineReader, console: Console, seconds: float, drained: bool) -> None:
     """What the pipeline applied since `reader` was made, and its latency (`producer send`'s read-back
     table); the rate over `seconds`, from the start of the send to the end of the drain."""
@@ -189,7 +198,7 @@ def run_demo(
             f"beside it in {paths.state_dir}, on its own port"
         )
     console.rule("[bold]1. up[/] (emulator, deploy, runner)")
-    lifecycle.up(paths, environment=environment, report=console.print)
+    deployment = lifecycle.up(paths, environment=environment, report=console.print)
     try:
         before = kinesis_records_done(read_stats(paths.runner_stats) or {})
         console.rule(f"[bold]2. send[/] {count} messages")
@@ -212,6 +221,7 @@ def run_demo(
             console.print(f"[yellow]not drained after {drain_timeout_seconds:.0f} s; verifying anyway[/]")
         console.rule("[bold]4. verify[/]")
         verdict = _producer(["verify", "--timeout", "120", "--settle", "3", "--no-progress", *where], environment)
+        console.print(iam_line(iam_report(deployment.endpoint_url)), markup=False, highlight=False)
     finally:
         if not keep_running:
             console.rule("[bold]5. down[/]")

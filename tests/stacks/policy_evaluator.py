@@ -1,12 +1,14 @@
-"""A small, honest evaluator for the subset of IAM policy semantics the archive's policies use.
+"""The archive's bucket and role policies decided for a request, as AWS decides within one account.
 
-Supported: Effect Allow/Deny; Principal ``*`` / ``{"AWS": "*"}`` / ``{"AWS": <arn or list>}``;
-Action and Resource with ``*`` and ``?`` wildcards (actions case-insensitively); condition
-operators ``Null``, ``Bool``, ``StringEquals``, ``StringLikeIfExists``, ``ArnNotEquals``,
-``NumericLessThan`` (several keys in one operator, and several operators, must all hold; a list
-of values means any of them, and for the negated ``ArnNotEquals`` none of them). The request's
-principal is its ``aws:PrincipalArn``. Anything
-else raises `UnsupportedPolicy` instead of being silently ignored.
+Action, Resource and Condition are matched by the local IAM check's own evaluation
+(`local.emulator.iam_check.statement_applies`: ``*`` and ``?`` wildcards, actions
+case-insensitively, its condition operators with ``IfExists``, a negated operator holding on an
+absent key), so the tests and the emulator share one implementation. This module adds what the
+emulator's check leaves out: a resource policy's ``Principal`` (``*``, ``{"AWS": "*"}``,
+``{"AWS": <arn or list>}``), and the decision over a resource policy and an identity policy
+together. The request states its context in full: a key it does not give is absent (so any key a
+statement names can be evaluated); the request's principal is its ``aws:PrincipalArn``. Anything
+else raises `UnsupportedPolicy` (or the check's `Unevaluable`) instead of being silently ignored.
 
 Decision order as AWS documents it for one account: an explicit Deny in any policy wins; else
 an Allow in any policy allows; else the request is implicitly denied.
@@ -14,10 +16,11 @@ an Allow in any policy allows; else the request is implicitly denied.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from local.emulator import iam_check
 
 EXPLICIT_DENY = "ExplicitDeny"
 ALLOW = "Allow"
@@ -61,11 +64,6 @@ def _as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
 
 
-def wildcard_matches(pattern: str, value: str, ignore_case: bool = False) -> bool:
-    regex = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
-    return re.fullmatch(regex, value, re.IGNORECASE if ignore_case else 0) is not None
-
-
 def _principal_matches(statement: Mapping[str, Any], request: Request, identity_policy: bool) -> bool:
     if identity_policy:
         return "Principal" not in statement  # an identity policy applies to its own role
@@ -77,41 +75,16 @@ def _principal_matches(statement: Mapping[str, Any], request: Request, identity_
     return any(candidate in ("*", request.principal) for candidate in _as_list(principal["AWS"]))
 
 
-def _condition_holds(operator: str, key: str, expected: Any, context: Mapping[str, str]) -> bool:
-    present = key in context
-    values = [str(v) for v in _as_list(expected)]
-    if operator == "Null":
-        return any((value.lower() == "true") == (not present) for value in values)
-    if operator == "StringLikeIfExists":
-        return not present or any(wildcard_matches(value, context[key]) for value in values)
-    if not present:
-        return False  # a condition on an absent key does not hold (negated operators included)
-    actual = context[key]
-    if operator == "ArnNotEquals":
-        return all(actual != value for value in values)
-    if operator == "Bool":
-        return any(actual.lower() == value.lower() for value in values)
-    if operator == "StringEquals":
-        return actual in values
-    if operator == "NumericLessThan":
-        return any(float(actual) < float(value) for value in values)
-    raise UnsupportedPolicy(f"condition operator {operator}")
-
-
 def statement_applies(statement: Mapping[str, Any], request: Request, identity_policy: bool = False) -> bool:
-    if set(statement) - {"Sid", "Effect", "Principal", "Action", "Resource", "Condition"}:
-        raise UnsupportedPolicy(f"statement elements {sorted(statement)}")
     if not _principal_matches(statement, request, identity_policy):
         return False
-    if not any(wildcard_matches(a, request.action, ignore_case=True) for a in _as_list(statement["Action"])):
-        return False
-    if not any(wildcard_matches(r, request.resource) for r in _as_list(statement["Resource"])):
-        return False
-    context = {"aws:PrincipalArn": request.principal, **request.context}
-    return all(
-        _condition_holds(operator, key, expected, context)
-        for operator, keys in statement.get("Condition", {}).items()
-        for key, expected in keys.items()
+    context = {key.lower(): value for key, value in {"aws:PrincipalArn": request.principal, **request.context}.items()}
+    stated_keys = {key.lower() for keys in statement.get("Condition", {}).values() for key in keys}
+    return iam_check.statement_applies(
+        {element: value for element, value in statement.items() if element != "Principal"},
+        iam_check.Authorization(request.action, request.resource),
+        context,
+        known_keys=stated_keys,
     )
 
 

@@ -1,8 +1,9 @@
 """The audit archive in the template: function, mapping, bucket, bucket policy, grants, output.
 
-The emulator does not evaluate bucket policies, so the policy's logic is proven here with a
-small evaluator (`policy_evaluator`) run over the synthesized statements, against the very
-requests the archive function sends (recorded on the wire against the emulator's S3).
+The emulator does not evaluate bucket policies, so the policy's logic is proven here with an
+evaluator (`policy_evaluator`: the emulator's IAM statement matching, plus the bucket policy's
+Principal) run over the synthesized statements, against the very requests the archive function
+sends (recorded on the wire against the emulator's S3).
 """
 
 from __future__ import annotations

@@ -218,6 +218,14 @@ class RunFigures:
     elapsed_seconds: float = 0.0
     transaction_conflicts: int = 0
     """Reduce transactions the emulator cancelled because another reducer was writing one of their items."""
+    iam: dict[str, Any] = field(default_factory=dict)
+    """The emulator's IAM check (`local.emulator.control.iam_report`): requests of the functions'
+    roles checked against their policies, and the calls denied (none, when the grants suffice)."""
+
+    @property
+    def iam_enforced_and_sufficient(self) -> bool:
+        """The functions ran as their roles with IAM enforced, and no call of theirs was denied."""
+        return self.iam.get("mode") == "enforce" and self.iam.get("requests_checked", 0) > 0 and not self.iam["denied"]
 
     @property
     def counts(self) -> LedgerCounts:

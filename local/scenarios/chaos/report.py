@@ -86,6 +86,12 @@ def _row_values(figures: RunFigures, settings: ChaosSettings) -> list[tuple[str,
         ),
         ("reduce transactions cancelled by a conflict, resent", f"{figures.transaction_conflicts:,}"),
         (
+            "requests of the functions' roles checked by IAM (denied)",
+            f"{figures.iam.get('requests_checked', 0):,} ({figures.iam.get('denied', 0):,})"
+            if figures.iam.get("mode") == "enforce"
+            else "IAM not enforced",
+        ),
+        (
             "records quarantined (expected: malformed + conflicts)",
             f"{figures.quarantine.records:,} ({counts.malformed + counts.conflicting_duplicates:,})",
         ),
@@ -130,9 +136,11 @@ def quarantine_matches(figures: RunFigures) -> bool:
 
 
 def run_passed(figures: RunFigures) -> bool:
-    """The real run: exact, the archive agrees, every bad record quarantined once."""
+    """The real run: exact, the archive agrees, every bad record quarantined once, and every call
+    of the functions' roles allowed by their policies with IAM enforced."""
     return (
         figures.verified_exact
+        and figures.iam_enforced_and_sufficient
         and figures.discrepancies.exact
         and figures.reconcile_exit_code == 0
         and quarantine_matches(figures)

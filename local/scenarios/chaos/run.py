@@ -13,7 +13,9 @@ from rich.console import Console
 
 from aggregation.names import TOKEN_AND_MARKERS, UNSAFE_ADD
 from local.deploy import lifecycle
-from local.emulator.control import transaction_conflicts
+from local.emulator.control import iam_report, transaction_conflicts
+from local.emulator.iam_check import ENFORCE as IAM_ENFORCE
+from local.emulator.iam_check import ENVIRONMENT_VARIABLE as IAM_ENVIRONMENT_VARIABLE
 from local.emulator.injected_faults import clear_faults, configure_faults
 from local.paths import REPO_ROOT, LocalPaths
 from local.scenarios.chaos.figures import (
@@ -53,6 +55,7 @@ def run_pipeline(
         **settings.function_fault_environment(),
         **settings.runner_environment(),
         **settings.concurrency_environment(),
+        IAM_ENVIRONMENT_VARIABLE: IAM_ENFORCE,  # the run proves the roles' grants suffice (`local.emulator.iam_check`)
     }
     environment.pop("REDUCE_IDEMPOTENCY", None)
     if reduce_mode is not None:
@@ -74,6 +77,7 @@ def run_pipeline(
         restarts.finish()
         figures.emulator_faults = emulator_fault_figures(clear_faults(deployment.endpoint_url))
         figures.transaction_conflicts = transaction_conflicts(deployment.endpoint_url)
+        figures.iam = iam_report(deployment.endpoint_url)
         console.print(f"{label}: verifying the aggregates against the ledger")
         report = verify_pipeline(target, paths.ledger, timeout=120.0, settle_seconds=5.0)
         figures.discrepancies = report_discrepancies(report)
@@ -206,6 +210,10 @@ def run_chaos(paths: LocalPaths, console: Console, settings: ChaosSettings) -> i
         if real.reconcile_exit_code != 0:
             console.rule("audit reconcile of the chaos run")
             console.print(real.reconcile_report, markup=False, highlight=False)
+        if not real.iam_enforced_and_sufficient:
+            console.rule("IAM: calls of the functions' roles their policies did not allow")
+            for message, count in real.iam.get("denials", {}).items():
+                console.print(f"{count:>6} x {message}", markup=False, highlight=False)
     if control is not None and not control_caught(control):
         failures.append("the negative control was NOT caught: the verifier cannot see an over-count")
     for failure in failures:

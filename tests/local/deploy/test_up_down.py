@@ -104,6 +104,12 @@ def send_round_and_await_exact_totals(
     records, expected_of_round = round_of_messages
     for key, total in expected_of_round.items():
         expected[key] = expected.get(key, 0) + total
+    put_records(deployment, records)
+    await_totals(deployment, expected, timeout)
+
+
+def put_records(deployment: Deployment, records: list[bytes]) -> None:
+    """Put the records on the deployment's stream (with dummy credentials: the producer's)."""
     kinesis = aws_client("kinesis", deployment.endpoint_url)
     for start in range(0, len(records), 100):
         response = kinesis.put_records(
@@ -111,6 +117,10 @@ def send_round_and_await_exact_totals(
             Records=[{"Data": data, "PartitionKey": str(hash(data))} for data in records[start : start + 100]],
         )
         assert response["FailedRecordCount"] == 0
+
+
+def await_totals(deployment: Deployment, expected: dict[str, Decimal | int], timeout: float) -> None:
+    """Wait until the aggregate table holds exactly `expected`."""
     deadline = time.monotonic() + timeout
     while actual_aggregates(deployment) != expected and time.monotonic() < deadline:
         time.sleep(1)

@@ -4,7 +4,8 @@
 asset directory), so the runner tests exercise the same path as `make up`: publish the
 asset zip, create the stack in the emulator's CloudFormation, read it back, discover the
 mappings and run the deployed code. `stream_stack_template` is one Kinesis stream (and,
-optionally, a DynamoDB table with a stream) feeding the `recorder` test function.
+optionally, a DynamoDB table with a stream) feeding the `recorder` test function, whose role may
+read them and put items into the table, as CDK would grant (the emulator enforces IAM).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,18 @@ def write_cloud_assembly(out_dir: Path, stack_name: str, template: Mapping[str, 
     return out_dir
 
 
+KINESIS_MAPPING_ACTIONS = [
+    "kinesis:DescribeStream",
+    "kinesis:DescribeStreamSummary",
+    "kinesis:GetRecords",
+    "kinesis:GetShardIterator",
+    "kinesis:ListShards",
+]
+"""What CDK grants a function's role for a Kinesis event source (the runner reads as the role)."""
+STREAM_MAPPING_ACTIONS = ["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"]
+"""... and for a DynamoDB stream, besides ``dynamodb:ListStreams`` on ``*``."""
+
+
 def stream_stack_template(
     *,
     record_log: Path,
@@ -76,9 +89,11 @@ def stream_stack_template(
     reserved_concurrency: int | None = None,
     table_mapping: Mapping[str, Any] | None = None,
     extra_resources: Mapping[str, Any] | None = None,
+    extra_statements: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """Kinesis stream -> recorder function (and optionally DynamoDB table stream -> same function);
-    `extra_resources`: more resources for the template (an on-failure destination's queue)."""
+    `extra_resources`: more resources for the template (an on-failure destination's queue), and
+    `extra_statements` more of the role's policy (``sqs:SendMessage`` on that queue)."""
     function: dict[str, Any] = {
         "Type": "AWS::Lambda::Function",
         "Properties": {
@@ -93,6 +108,16 @@ def stream_stack_template(
     }
     if reserved_concurrency is not None:
         function["Properties"]["ReservedConcurrentExecutions"] = reserved_concurrency
+    statements: list[dict[str, Any]] = [
+        {"Effect": "Allow", "Action": KINESIS_MAPPING_ACTIONS, "Resource": {"Fn::GetAtt": ["Stream", "Arn"]}}
+    ]
+    if table_mapping is not None:
+        statements += [
+            {"Effect": "Allow", "Action": "dynamodb:ListStreams", "Resource": "*"},
+            {"Effect": "Allow", "Action": STREAM_MAPPING_ACTIONS, "Resource": {"Fn::GetAtt": ["Table", "StreamArn"]}},
+            {"Effect": "Allow", "Action": "dynamodb:PutItem", "Resource": {"Fn::GetAtt": ["Table", "Arn"]}},
+        ]
+    statements += [dict(statement) for statement in extra_statements]
     resources: dict[str, Any] = {
         "Role": {
             "Type": "AWS::IAM::Role",
@@ -107,6 +132,14 @@ def stream_stack_template(
                         }
                     ],
                 }
+            },
+        },
+        "RolePolicy": {  # what the mappings read and the recorder writes: the emulator enforces IAM
+            "Type": "AWS::IAM::Policy",
+            "Properties": {
+                "PolicyName": "RecorderPolicy",
+                "Roles": [{"Ref": "Role"}],
+                "PolicyDocument": {"Version": "2012-10-17", "Statement": statements},
             },
         },
         "Stream": {"Type": "AWS::Kinesis::Stream", "Properties": {"ShardCount": shard_count}},

@@ -260,21 +260,30 @@ def test_a_batch_is_skipped_loudly_once_maximum_retry_attempts_are_spent(
     assert invocations[0]["ids"] == invocations[1]["ids"] != invocations[2]["ids"]
 
 
+def expiring_to_a_queue(*, may_send: bool) -> dict[str, Any]:
+    """A recorder stack whose batches always fail and expire after 2 s (MaximumRecordAgeInSeconds;
+    Lambda accepts 60 or more) to an SQS on-failure destination; the role granted
+    ``sqs:SendMessage`` on it if `may_send` (Lambda sends as the execution role, and the emulator
+    enforces IAM)."""
+    queue_arn = {"Fn::GetAtt": ["FailedBatches", "Arn"]}
+    return {
+        "mapping": {"MaximumRecordAgeInSeconds": 2, "DestinationConfig": {"OnFailure": {"Destination": queue_arn}}},
+        "function_environment": {"FAIL_FIRST_N": "1000"},
+        "extra_resources": {"FailedBatches": {"Type": "AWS::SQS::Queue", "Properties": {}}},
+        "extra_statements": [{"Effect": "Allow", "Action": "sqs:SendMessage", "Resource": queue_arn}]
+        if may_send
+        else [],
+    }
+
+
 def test_a_batch_that_always_fails_expires_and_the_operator_is_told(
     deploy_recorder: Deployer, run: Callable[..., Runner], caplog: pytest.LogCaptureFixture
 ) -> None:
-    """MaximumRecordAgeInSeconds (2 s here; Lambda accepts 60 or more) and an SQS on-failure
-    destination, read from the deployed mapping: a batch that always fails is retried until its
-    records are older than that, then discarded, not retried for ever. The operator is told: one
-    `LOST` line, the invocation record in the queue, `make status`'s alarm; the shard goes on."""
-    deployment, record_log, paths = deploy_recorder(
-        mapping={
-            "MaximumRecordAgeInSeconds": 2,
-            "DestinationConfig": {"OnFailure": {"Destination": {"Fn::GetAtt": ["FailedBatches", "Arn"]}}},
-        },
-        function_environment={"FAIL_FIRST_N": "1000"},
-        extra_resources={"FailedBatches": {"Type": "AWS::SQS::Queue", "Properties": {}}},
-    )
+    """MaximumRecordAgeInSeconds and an SQS on-failure destination, read from the deployed mapping:
+    a batch that always fails is retried until its records are older than that, then discarded,
+    not retried for ever. The operator is told: one `LOST` line, the invocation record in the queue
+    (sent as the function's role), `make status`'s alarm; the shard goes on."""
+    deployment, record_log, paths = deploy_recorder(**expiring_to_a_queue(may_send=True))
     function = deployment.physical_id("Recorder")
     with caplog.at_level(logging.ERROR, logger="local.runner.expiry"):
         runner = run(deployment, paths)
@@ -320,6 +329,31 @@ def test_a_batch_that_always_fails_expires_and_the_operator_is_told(
         1,
         0,
     )
+
+
+def test_a_destination_the_role_may_not_send_to_gets_nothing_and_the_loss_is_still_reported(
+    deploy_recorder: Deployer, run: Callable[..., Runner], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Without ``sqs:SendMessage`` on the queue the delivery is refused, as on AWS ("Your execution
+    role must have permissions for the destination"): the queue gets nothing, the `LOST` line names
+    the refusal, the failed delivery is counted, and the records are still counted dropped."""
+    deployment, _record_log, paths = deploy_recorder(**expiring_to_a_queue(may_send=False))
+    function = deployment.physical_id("Recorder")
+    with caplog.at_level(logging.ERROR, logger="local.runner.expiry"):
+        runner = run(deployment, paths)
+        [mapping] = runner.mappings
+        put(deployment, [{"n": 0}], partition_key="same")
+        wait_for(lambda: runner.stats.function(function).records_dropped == 1, timeout_seconds=20, what="the expiry")
+        runner.stop()
+
+    [lost] = [m for m in caplog.messages if "LOST" in m]
+    assert f"NOT delivered to {mapping.on_failure_destination}" in lost
+    assert f"is not authorized to perform: sqs:SendMessage on resource: {mapping.on_failure_destination}" in lost
+    counters = runner.stats.function(function)
+    assert (counters.destination_deliveries, counters.destination_delivery_failures) == (0, 1)
+    sqs = aws_client("sqs", deployment.endpoint_url)
+    queue_url = sqs.get_queue_url(QueueName=(mapping.on_failure_destination or "").rsplit(":", 1)[1])["QueueUrl"]
+    assert "Messages" not in sqs.receive_message(QueueUrl=queue_url, WaitTimeSeconds=0)
 
 
 def test_an_sns_or_s3_on_failure_destination_gets_the_invocation_record(

@@ -256,6 +256,8 @@ def test_a_small_chaos_run_is_exact_under_real_faults_and_the_unsafe_control_is_
     assert sum(c.get("again_after_success", 0) for c in real.functions.values()) > 0, "successes came again"
     assert chaos.quarantine_matches(real) and real.quarantine.truncated == 1
     assert real.discrepancies.exact and real.verified_exact and real.reconcile_exit_code == 0
+    assert real.iam["mode"] == "enforce" and real.iam["requests_checked"] > 0, "the functions ran as their roles"
+    assert real.iam["denied"] == 0, f"the roles' grants suffice: {real.iam['denials']}"
     assert chaos.run_passed(real)
 
     # The control's double count is deterministic (its reduce fails after its first commit in every
