@@ -127,6 +127,7 @@ chaos: install
 	$(BIN)/python -m local chaos $(CHAOS_ARGS)
 	$(BIN)/python -m local chaos --aggregate --hostile-aggregates 25 --count 6000 --no-control $(CHAOS_ARGS)
 	INTERLEAVING_EXAMPLES=300 $(BIN)/python -m pytest -q -p no:cacheprovider tests/lambdas/reduce_function/test_interleavings.py
+	ARCHIVE_PROPERTY_EXAMPLES=200 $(BIN)/python -m pytest -q -p no:cacheprovider tests/lambdas/archive_function/test_archive_property.py
 	CLI_PROPERTY_EXAMPLES=1500 $(BIN)/python -m pytest -q -p no:cacheprovider tests/toolkit/test_command_line_property.py
 	$(MAKE) --no-print-directory upgrade
 

@@ -133,6 +133,12 @@ def _rows(plan: CapacityPlan) -> list[tuple[str, str, str]]:
             f"{ours.hottest_item_write_units_per_second:,.0f}",
             f"{original.hottest_item_write_units_per_second:,.0f}",
         ),
+        (
+            "archive objects/s (delta items each), S3 PUTs/msg",
+            f"{ours.archive_objects_per_second:,.1f} ({_archive_batch(ours):,.0f}), "
+            f"{ours.archive_puts_per_message:.5f}",
+            "-",
+        ),
     ]
     rows.append(("latency p50 (model, s)", _seconds(ours.latency_p50_seconds), _seconds(original.latency_p50_seconds)))
     theirs = {component.name: component for component in original.components}
@@ -145,6 +151,11 @@ def _rows(plan: CapacityPlan) -> list[tuple[str, str, str]]:
         ("$ per million messages", f"{ours.monthly_usd / per_million:.3f}", f"{original.monthly_usd / per_million:.3f}")
     )
     return rows
+
+
+def _archive_batch(plan: DesignPlan) -> float:
+    """Delta items an archive invocation takes (one batch object each)."""
+    return next((timing.batch for timing in plan.timings if timing.stage == "archive"), 0.0)
 
 
 def _seconds(value: float) -> str:
@@ -704,7 +715,7 @@ SCENARIO_COLUMNS = (
     "hottest item WU/s",
     "AggregateTable WU/msg",
     "same in 1 slice",
-    "archive busy (lanes / registry)",
+    "archive busy / PUTs per msg",
 )
 
 
@@ -732,7 +743,7 @@ def render_scenarios_markdown(scenarios: Sequence[Scenario]) -> str:
                     f"{ours.hottest_item_write_units_per_second:,.0f}",
                     f"{ours.aggregate_write_units_per_second / rate:.3f}",
                     f"{item.one_slice.aggregate_write_units_per_second / rate:.3f}",
-                    f"{ours.archive_lane_busy:.0%} / {ours.archive_registry_busy:.0%}",
+                    f"{ours.archive_lane_busy:.0%} / {ours.archive_puts_per_message:.5f}",
                 )
             )
             + " |"

@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from aggregation.names import TOKEN_AND_MARKERS, TOKEN_ONLY
+from benchmarks import capacity
+from benchmarks.archive_cost import DECLARED_RATES
 from benchmarks.capacity import Scenario, render_aggregation_markdown, render_markdown, render_scenarios_markdown
 from benchmarks.emulator_transactions import OURS, EmulatorTransactionsResult
 from benchmarks.end_to_end import MARKER_POLL_SECONDS, EndToEndResult, EndToEndSkipped
@@ -17,10 +19,11 @@ from benchmarks.state_throughput import ThroughputAtRoundTrip
 from benchmarks.worst_event import WorstEvent, worst_event_section
 from benchmarks.write_cost import LARGE_MAP_BATCH_SIZE, LARGE_MAP_LABEL, MODES, REDUCE_BATCH_SIZE, WriteCostResult
 from benchmarks.write_units import StageWriteCost
-from planner.inputs import ServiceTimes, Settings
-from planner.model import CapacityPlan
+from planner.inputs import ServiceTimes, Settings, Workload
+from planner.model import CapacityPlan, plan_capacity
 from planner.reduce import BUSY_LIMIT, transactions_per_delta_batch
 from planner.tables import break_even_utilization
+from stacks.settings import planned_settings
 
 ORIGINAL_STATE_MESSAGES_PER_SECOND = 100.0
 COMMAND = ".venv/bin/python -m benchmarks run --output docs/benchmarks.md"
@@ -307,13 +310,14 @@ def scale_out_section(at_planned: Sequence[Scenario], at_scale: Sequence[Scenari
         "`planner/scale_out.py` searches the settings a deployment changes in cdk.json (stream mode and "
         "shards, state lanes, map batching, reducers, `reduceBatchSize`, `reduceMemoryMb`, `aggregateSlices`, and "
         "the archive's "
-        "`archiveParallelizationFactor` and `archiveRegistryShards`) for the cheapest plan in which every stage "
-        "on the way to the totals is at most 70 % busy on at least two lanes, the archive's lanes and its "
-        "busiest registry shard are at most 70 % busy too (no hot object), the hottest aggregate item takes at "
+        "`archiveParallelizationFactor`) for the cheapest plan in which every stage "
+        "on the way to the totals is at most 70 % busy on at least two lanes, the archive's lanes are at most "
+        "70 % busy too (they share no key, so no object is hot), the hottest aggregate item takes at "
         "most 500 write units a second, and the modelled p50 stays within a bound. Starting from what the flags "
         "above ask for (first row); each row's changes are against it. "
         '"Same in 1 slice": the AggregateTable write units of the same settings with `aggregateSlices` 1, '
-        'what the slices add. "Archive busy": its lanes, then its busiest registry shard.',
+        'what the slices add. "Archive busy / PUTs per msg": how busy its lanes are, and its S3 PUTs per message '
+        "(a batch object and its receipt per invocation).",
         "",
         render_scenarios_markdown(at_planned),
         f"### The {scale_rate:,.0f} msg/s plan",
@@ -336,6 +340,59 @@ def scale_out_section(at_planned: Sequence[Scenario], at_scale: Sequence[Scenari
 def _cost_cells(result: WriteCostResult, cost: StageWriteCost) -> tuple[str, str]:
     requests, units = result.per_message(cost)
     return f"{requests:.4f}", f"{units:.4f}"
+
+
+def archive_cost_lines(result: WriteCostResult) -> list[str]:
+    """Section 1's archive part: S3 PUTs per message, counted (`benchmarks.archive_cost`)."""
+    if not result.archive:
+        return []
+    planned = {rate: _planned_puts_per_message(rate) for rate in DECLARED_RATES}
+    lines = [
+        "",
+        "The archive, counted the same way: the same delta items through the real archive handler against the "
+        "emulator's S3, every `PutObject` it sent (a 412 is billed too), per ingested message. One batch object "
+        "and its receipt an invocation, so its PUTs fall with the items an invocation holds; the earlier layout "
+        "(one object per delta item, a registry claim and settle per invocation) is computed for the same "
+        "invocations. The plan's batch is what the capacity plan's archive takes at that rate (`auto` settings, "
+        "`archiveBatchSize` and `archiveBatchingWindowSeconds` as cdk.json has them); this workload's "
+        f"{result.delta_batches} delta items fill less than one such invocation.",
+        "",
+        "| archive invocations of | invocations | PUTs | PUTs per message | earlier layout's PUTs per message "
+        "| exact |",
+        "| --- | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for run in result.archive:
+        lines.append(
+            f"| {run.label} ({run.batch} delta items) | {run.invocations} | {run.puts} | "
+            f"{run.puts / result.messages:.5f} | {run.earlier_layout_puts / result.messages:.5f} | "
+            f"{'yes' if run.exact else '**NO**'} |"
+        )
+    lines += [
+        "",
+        "The capacity plans' own figure, with full batches of items as large as the declared rate's: "
+        + ", ".join(f"{rate:,} msg/s {puts:.5f}" for rate, puts in planned.items())
+        + " PUTs per message (at most 0.001 is the target: issue 37).",
+    ]
+    return lines
+
+
+def _archive_summary(result: WriteCostResult) -> list[str]:
+    """The summary's archive line: PUTs per message counted in section 1, and the plans'."""
+    if not result.archive:
+        return []
+    counted = min(run.puts for run in result.archive) / result.messages
+    planned = max(_planned_puts_per_message(rate) for rate in DECLARED_RATES)
+    return [
+        f"- **Archive S3 PUTs per message**: {counted:.5f} counted (section 1: one batch object and its receipt "
+        f"an invocation), at most {planned:.5f} in the plans at "
+        + ", ".join(f"{rate:,}" for rate in DECLARED_RATES)
+        + " msg/s, against one PUT per delta item and two registry updates an invocation before."
+    ]
+
+
+def _planned_puts_per_message(rate: int) -> float:
+    settings = planned_settings(capacity.pipeline_settings({"targetMessagesPerSecond": rate}))
+    return plan_capacity(Workload(rate=rate), settings).ours.archive_puts_per_message
 
 
 def _write_cost_section(result: WriteCostResult) -> list[str]:
@@ -432,6 +489,7 @@ def _write_cost_section(result: WriteCostResult) -> list[str]:
         f"- Cross-check: the emulator's `ReturnConsumedCapacity` reported {state.reported_capacity:g} units for "
         f"{state.reported_requests:,} successful state updates, a constant per call whatever the size, and nothing "
         "for transactions — which is why units are computed from item sizes.",
+        *archive_cost_lines(result),
         "",
     ]
     return lines
@@ -667,6 +725,7 @@ def render(run: BenchmarkRun, hand_written: str = "") -> str:
         f"{_capacity_modes(recommended)}.",
         scale_out_summary(run.scenarios, run.scale_out_scenarios),
         *service_times_summary(defaults.times, ServiceTimes()),
+        *_archive_summary(write_cost),
         "- **Guarantee**: the original's reduce is exactly-once only for replays within 10 minutes; ours "
         "(`crt+marker`) for ever, at the price of the `#applied#` marker writes counted below "
         "(`crt+marker` against `crt`).",

@@ -28,6 +28,7 @@ from typing import Any
 from aggregation.delta_items import CREATED_AT, PRODUCER_TIMESTAMPS, RECORD_COUNT, decode_delta_batch
 from aggregation.item_size import item_size_bytes
 from aggregation.names import EXPIRES_AT, TOKEN_AND_MARKERS, TOKEN_ONLY
+from benchmarks.archive_cost import ArchiveRun, run_archive_cost
 from benchmarks.harness import (
     all_stream_records,
     chunks,
@@ -93,6 +94,7 @@ class WriteCostResult:
     delta_item_bytes_median: float
     original_oversized_transactions: int
     events: WorkloadEvents
+    archive: list[ArchiveRun] = field(default_factory=list)  # the archive's PUTs, per invocation size
 
     def per_message(self, cost: StageWriteCost) -> tuple[float, float]:
         return cost.requests / self.messages, cost.write_units / self.messages
@@ -140,10 +142,13 @@ def _original_design(
     return {"state": state, "map": map_cost, "reduce": reduce_cost}, oversized
 
 
+def _ground_truth(generator: MessageGenerator) -> dict[str, tuple[Decimal, int]]:
+    return expected_totals({tid: (s.value, s.hierarchy) for tid, s in generator.trades.items()})
+
+
 def _exact(pipeline_aggregates: dict[str, tuple[Decimal, int]], generator: MessageGenerator) -> bool:
-    expected = expected_totals({tid: (s.value, s.hierarchy) for tid, s in generator.trades.items()})
     actual = {k: v for k, v in pipeline_aggregates.items() if v != (Decimal(0), 0)}
-    return actual == expected
+    return actual == _ground_truth(generator)
 
 
 def _larger_map_batches(
@@ -200,6 +205,8 @@ def run_write_cost(message_count: int, progress: Progress) -> WriteCostResult:
                 pipeline.run_map(records)
                 progress("map", index / len(events.map_batches))
         events.reduce_batches = chunks(all_stream_records(pipeline, "delta"), REDUCE_BATCH_SIZE)
+        delta_records = [record for batch in events.reduce_batches for record in batch]
+        archive = run_archive_cost(delta_records, _ground_truth(generator), progress)
         for mode in MODES:
             role = f"aggregate-{mode}"
             # Tokens are per account and region, not per table: without this, the second
@@ -238,4 +245,5 @@ def run_write_cost(message_count: int, progress: Progress) -> WriteCostResult:
         delta_item_bytes_median=median(delta_sizes),
         original_oversized_transactions=oversized,
         events=events,
+        archive=archive,
     )

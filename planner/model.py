@@ -42,7 +42,7 @@ for settings that keep up:
 - `planner.ingest`: the Kinesis stream; `planner.state`: the state function and StateTable;
 - `planner.map`: map batches and delta items; `planner.reduce`: reducers, slices, transactions;
 - `planner.tables`: each table's units in either capacity mode, quotas and maxima;
-- `planner.archive`: the archive's S3 requests, registry, storage and access logs;
+- `planner.archive`: the archive's lanes, S3 requests, storage and access logs;
 - `planner.scale_out`: the cheapest settings within the busy, hot-item and latency targets.
 
 Why a model and not a load test: the pipeline cannot be run at 50,000 messages/s on a
@@ -135,7 +135,9 @@ def plan_design(
     if plan.hottest_item_write_units_per_second > PER_ITEM_WRITE_UNITS_PER_SECOND:
         plan.flags.append(hot_item_flag(plan, given, suggest=suggest))
     archive = (
-        plan_archive(plan, object_bytes=plan.delta_item_bytes, settings=settings, times=times, prices=prices)
+        plan_archive(
+            plan, item_bytes=plan.delta_item_bytes, rate=workload.rate, settings=settings, times=times, prices=prices
+        )
         if design.archives
         else []
     )

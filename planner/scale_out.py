@@ -5,8 +5,8 @@ can change in `cdk.json` for the cheapest plan (this pipeline's monthly cost) in
 
 - every stage on the way to the totals uses at most `STAGE_BUSY_TARGET` of what its lanes
   carry (`StageTiming.busy`), runs on at least `MIN_LANES` lanes, and none is flagged as
-  unable to keep up; the archive, a side consumer, is held to the same busy target, its
-  busiest registry shard included (no hot object: `within_targets`);
+  unable to keep up; the archive, a side consumer, is held to the same busy target
+  (`within_targets`; it shares no key between lanes, so no object is hot);
 - the hottest aggregate item takes at most `HOTTEST_ITEM_TARGET` write units a second (half
   of a partition's 1,000: hashes spread slices evenly only on average);
 - optionally, the modelled p50 latency stays within a bound.
@@ -19,10 +19,8 @@ gather more delta batches per invocation, which share transactions; a larger bat
 them) and `reduceMemoryMb` (CPU scales with memory: at the default 256 MB building a
 transaction's actions takes about as long as its round trip), `aggregateSlices` (the fewest
 that keep the hottest item within its target: each slice an invocation's batches fall in is
-its own set of transactions), and `archiveRegistryShards` (raised to the fewest that keep the
-busiest registry shard within the target when the setting's do not; shards cost no requests,
-each invocation updates one) with `archiveParallelizationFactor` (more archive lanes when the
-object writes keep them too busy).
+its own set of transactions), and `archiveParallelizationFactor` (more archive lanes when
+archiving the delta items keeps them too busy).
 Tables keep their capacity modes; the plan prices both.
 """
 
@@ -31,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
-from planner.archive import archive_factor_needed, registry_shards_needed
+from planner.archive import archive_factor_needed
 from planner.ingest import stream_modes, suggested_provisioned_shards
 from planner.inputs import MAX_PARALLELIZATION_FACTOR, ServiceTimes, Settings, StreamCapacity, Workload
 from planner.model import OURS, REDUCE_MEMORY_CANDIDATES, plan_design, reduce_memory_candidates
@@ -69,7 +67,7 @@ class Choice:
 
 def within_targets(plan: DesignPlan, latency_limit_seconds: float | None, *, min_lanes: int = MIN_LANES) -> bool:
     """Every stage a total waits for within `STAGE_BUSY_TARGET` on at least `min_lanes` lanes,
-    the archive (its lanes and its busiest registry shard) within `STAGE_BUSY_TARGET` too, the
+    the archive's lanes within `STAGE_BUSY_TARGET` too, the
     hottest item within its target, and the p50 within `latency_limit_seconds` (if given).
 
     The archive waits on no total, so its lane count is not held to `MIN_LANES` (it has the
@@ -91,11 +89,11 @@ def _totals_within_targets(plan: DesignPlan, latency_limit_seconds: float | None
 
 
 def _archive_within_targets(plan: DesignPlan) -> bool:
-    """`within_targets` for the archive: its lanes and its busiest registry shard, none flagged."""
+    """`within_targets` for the archive: its lanes, none flagged."""
     side = [timing for timing in plan.timings if not timing.on_latency_path]
     if any(flag.blocking and flag.side_stage for flag in plan.flags):
         return False
-    return all(timing.busy <= STAGE_BUSY_TARGET for timing in side) and plan.archive_registry_busy <= STAGE_BUSY_TARGET
+    return all(timing.busy <= STAGE_BUSY_TARGET for timing in side)
 
 
 def cheapest_settings(
@@ -173,8 +171,7 @@ def settings_for_rate(
     `tests/planner/test_scale_out.py` checks the p50 at both rates. When
     nothing is within the targets the largest candidates are returned, and the capacity check
     (`stacks.capacity`) says what still cannot keep up. Unlike `cheapest_settings`, map batches,
-    windows, the stream and the registry shards stay as set: they change latency and what a
-    deployment pays at rest, or stored state.
+    windows and the stream stay as set: they change latency and what a deployment pays at rest.
     """
     if state_parallelization:
         settings = _least_state_parallelization(workload, settings, times, prices)
@@ -342,20 +339,15 @@ def _fewest_slices(
 def _archive_within_target(
     workload: Workload, settings: Settings, plan: DesignPlan, times: ServiceTimes, prices: PriceTable
 ) -> tuple[Settings, DesignPlan]:
-    """Raise `archiveParallelizationFactor` (lanes writing objects) and `archiveRegistryShards`
-    (keys taking their compare-and-swap updates) until the archive is within `STAGE_BUSY_TARGET`,
-    or they reach their ceilings; more lanes make more concurrent updates, so it repeats a few times.
-    Neither costs latency or requests."""
-    for _ in range(3):
-        factor = settings.archive_parallelization_factor
-        if plan.archive_lane_busy > STAGE_BUSY_TARGET and factor < MAX_PARALLELIZATION_FACTOR:
-            factor = max(factor + 1, archive_factor_needed(plan.archive_lane_busy, settings))
-        shards = settings.archive_registry_shards
-        if plan.archive_registry_busy > STAGE_BUSY_TARGET:
-            shards = max(shards, registry_shards_needed(plan, times))
-        if (factor, shards) == (settings.archive_parallelization_factor, settings.archive_registry_shards):
-            break
-        settings = replace(settings, archive_parallelization_factor=factor, archive_registry_shards=shards)
+    """Raise `archiveParallelizationFactor` (lanes archiving delta items) until the archive is within
+    `STAGE_BUSY_TARGET`, or it reaches its ceiling. It costs no latency, and no requests: an
+    invocation's two PUTs are the same however many lanes share the items."""
+    factor = settings.archive_parallelization_factor
+    if plan.archive_lane_busy > STAGE_BUSY_TARGET and factor < MAX_PARALLELIZATION_FACTOR:
+        settings = replace(
+            settings,
+            archive_parallelization_factor=max(factor + 1, archive_factor_needed(plan.archive_lane_busy, settings)),
+        )
         plan = plan_design(workload, settings, times, prices, OURS, suggest=False)
     return settings, plan
 
@@ -376,7 +368,6 @@ def describe_choice(before: Settings, after: Settings) -> list[str]:
         ("reduce_memory_mb", "reduceMemoryMb"),
         ("aggregate_slices", "aggregateSlices"),
         ("archive_parallelization_factor", "archiveParallelizationFactor"),
-        ("archive_registry_shards", "archiveRegistryShards"),
     )
     changes = [
         f"{name} {getattr(after, field):g}" for field, name in names if getattr(after, field) != getattr(before, field)

@@ -7,8 +7,8 @@ The event source mappings share one rule: **retry a failed batch, unchanged, unt
   function quarantines invalid input instead of failing on it.
 * `bisect_batch_on_error=False` and no `ReportBatchItemFailures`: nothing is gained by
   splitting a batch that fails as a whole. Exactness does not depend on it: map is
-  idempotent per stream position and reduce per delta item, whatever a retry's boundaries
-  (the archive's registry still counts per batch, see `ArchiveStage`).
+  idempotent per stream position, reduce per delta item, and the archive's readers count each
+  delta item once, whatever a retry's boundaries (`ArchiveStage`).
 """
 
 from __future__ import annotations

@@ -41,15 +41,18 @@ RELEASES: tuple[Release, ...] = (
     Release(
         name="stop-28",
         commit="cb98d6f",
-        why="the release before the registry shards and `auto` sizing: an archive registry in one object "
-        "(`metastore/registry.json`) the new archive must read as one more shard and sweep",
+        why="the release before the registry shards and `auto` sizing: an archive of one object per delta item "
+        "and a registry in one object (`metastore/registry.json`), which `audit` must read beside the batch "
+        "objects the new archive writes, each item counted once",
     ),
     Release(
         name="stop-29",
         commit="0d0e386",
         why="the latest release, and the last whose state function wrote with conditional `UpdateItem`s: state "
         "batches it committed are retried by the PartiQL writer, whose INSERT meets the old item and whose "
-        "UPDATE must recognise the old write by its `WrittenByEventId`",
+        "UPDATE must recognise the old write by its `WrittenByEventId`; its archive wrote one object per delta "
+        "item and counted them in registry shards (`metastore/registry/<k>.json`), read by `audit` after the "
+        "upgrade, the items the new archive writes again counted once",
     ),
 )
 

@@ -83,9 +83,9 @@ def test_the_summary_names_each_choice_with_its_cost_and_latency(
 
 
 def test_a_plan_whose_only_stall_is_the_archive_keeps_the_totals_up() -> None:
-    """What the flags ask for keeps the totals up; with one registry key the archive alone falls behind."""
+    """What the flags ask for keeps the totals up; with one archive lane a shard the archive alone falls behind."""
     keeping_up = capacity.recommended(plan_capacity(Workload(rate=50_000), SIXTEEN_SLICES, TIMES, PRICES))
-    plan = plan_capacity(Workload(rate=50_000), replace(keeping_up, archive_registry_shards=1), TIMES, PRICES)
+    plan = plan_capacity(Workload(rate=50_000), replace(keeping_up, archive_parallelization_factor=1), TIMES, PRICES)
     assert plan.ours.stalls and all(flag.side_stage for flag in plan.ours.stalls)
     assert keeps_up(plan) == "; the totals keep up, the archive does not, see section 5"
     assert keeps_up(plan_capacity(Workload(rate=50_000), Settings(), TIMES, PRICES)).startswith(

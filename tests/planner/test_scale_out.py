@@ -44,7 +44,6 @@ def test_the_choice_is_within_every_target_and_no_stage_runs_alone(rate: float, 
     path = [timing for timing in plan.timings if timing.on_latency_path]
     assert [timing.stage for timing in path] == ["state", "map", "reduce"]
     assert all(timing.busy <= STAGE_BUSY_TARGET for timing in plan.timings), "the archive included"
-    assert plan.archive_registry_busy <= STAGE_BUSY_TARGET, "no hot registry object"
     assert all(timing.lanes > 1 for timing in path), "no stage limited to one concurrent execution"
     assert plan.hottest_item_write_units_per_second <= HOTTEST_ITEM_TARGET
     assert plan.latency_p50_seconds <= latency
@@ -100,17 +99,17 @@ def test_the_changes_are_named_as_cdk_json_settings() -> None:
     ]
 
 
-def test_the_search_raises_the_registry_shards_when_one_would_be_hot() -> None:
-    one_key = Settings(archive_registry_shards=1)
+def test_the_search_raises_the_archive_lanes_when_they_would_be_too_busy() -> None:
+    one_lane = Settings(archive_parallelization_factor=1)
     workload = Workload(rate=250_000)
-    choice = cheapest_settings(workload, one_key, TIMES, PRICES, latency_limit_seconds=4.0)
-    assert choice is not None and choice.settings.archive_registry_shards > 1
-    assert f"archiveRegistryShards {choice.settings.archive_registry_shards}" in describe_choice(
-        one_key, choice.settings
+    choice = cheapest_settings(workload, one_lane, TIMES, PRICES, latency_limit_seconds=4.0)
+    assert choice is not None and choice.settings.archive_parallelization_factor > 1
+    assert f"archiveParallelizationFactor {choice.settings.archive_parallelization_factor}" in describe_choice(
+        one_lane, choice.settings
     )
-    assert choice.plan.archive_registry_busy <= STAGE_BUSY_TARGET
-    hot = plan_design(workload, replace(choice.settings, archive_registry_shards=1), TIMES, PRICES, OURS)
-    assert hot.archive_registry_busy > 1 and not within_targets(hot, None)
+    assert choice.plan.archive_lane_busy <= STAGE_BUSY_TARGET
+    busy = plan_design(workload, replace(choice.settings, archive_parallelization_factor=1), TIMES, PRICES, OURS)
+    assert busy.archive_lane_busy > STAGE_BUSY_TARGET and not within_targets(busy, None)
 
 
 def planned_for(
