@@ -30,6 +30,7 @@ from benchmarks import REPOSITORY_ROOT
 from toolkit.node_runtime import silence_node_banners
 
 silence_node_banners()  # before `stacks` imports the CDK, whose jsii runtime would print them as bytes
+from planner.archive import archive_factor_needed  # noqa: E402
 from planner.ingest import PROVISIONED_SHARD_UTILIZATION  # noqa: E402
 from planner.inputs import MAX_PARALLELIZATION_FACTOR, ServiceTimes, Settings, Workload  # noqa: E402
 from planner.model import OURS, CapacityPlan, plan_capacity, plan_design, reducers_that_keep_up  # noqa: E402
@@ -645,8 +646,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def recommended(plan: CapacityPlan) -> Settings:
-    """The plan's settings with what its flags ask for applied: the state lanes a shard needs, and
-    the least change that lets the reducers keep up (`reducers_that_keep_up`)."""
+    """The plan's settings with what its flags ask for applied: the state lanes a shard needs, the
+    least change that lets the reducers keep up (`reducers_that_keep_up`), and the archive lanes
+    that relieve the archive (`archive_factor_needed`)."""
     settings = plan.settings
     ours = plan.ours
     if ours.state_parallelization_needed > settings.state_parallelization_factor:
@@ -655,6 +657,10 @@ def recommended(plan: CapacityPlan) -> Settings:
     if ours.reduce_busy_fraction > BUSY_LIMIT:
         keeping_up = reducers_that_keep_up(plan.workload, settings, plan.times, plan.prices, OURS)
         settings = keeping_up or settings
+    if ours.archive_lane_busy > 1:
+        settings = replace(
+            settings, archive_parallelization_factor=archive_factor_needed(ours.archive_lane_busy, settings)
+        )
     return settings
 
 
