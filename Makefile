@@ -21,6 +21,11 @@ export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
 PYTEST_ARGS ?=
+# `make test` runs pytest in one worker process per core (pytest-xdist; PYTEST_WORKERS=0: in one
+# process). Each worker starts its own emulators on free ports and keeps its files in its own
+# temporary directories; `--dist loadfile` keeps a test file on one worker, so a module's emulator
+# or browser starts once.
+PYTEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 1)
 PREFLIGHT_ARGS ?=
 SOAK_ARGS ?=
 UPGRADE_ARGS ?=
@@ -31,11 +36,11 @@ help:
 	@echo "make demo    run the whole pipeline locally with faults and prove it exact"
 	@echo "make test    ruff, mypy and the whole test suite"
 	@echo "make lock    regenerate requirements*.lock (hashes) after a pin changed"
-	@echo "make synth   synthesize the CDK app to cdk.out/ (cdk-nag AwsSolutions and cfn-lint applied)"
+	@echo "make synth   synthesize the CDK app to cdk.out/ (cdk-nag AwsSolutions, cfn-lint and checkov applied)"
 	@echo "make preflight  check the AWS account and region before the first deploy (PREFLIGHT_ARGS=\"--region R\")"
 	@echo "make up      start the local emulator + runner and deploy the stack into it"
 	@echo "make down    stop everything make up started"
-	@echo "make status  per-function invocations, errors, retries and iterator lag"
+	@echo "make status  per-function invocations, errors, retries, records dropped and iterator lag; an ALARM line when records were lost"
 	@echo "make chaos   every failure at once, 20,000 messages, plus the unsafe negative control; then KPL aggregates, a quarter hostile"
 	@echo "make upgrade each earlier release (local/upgrade/releases.py) upgraded in place mid-stream, exact; and its negative control"
 	@echo "make soak    a steady load (SOAK_ARGS=\"--duration S --rate R\"), exact, memory within a budget"
@@ -60,10 +65,22 @@ $(BIN)/.installed: requirements-pip.lock requirements.lock pyproject.toml
 	$(PIP) install --no-deps --no-build-isolation --editable .
 	touch $@
 
+# checkov (`make synth`, stacks/template_scan.py) gets a venv of its own, from its own hashed lock:
+# it pins boto3 1.35 (so botocore 1.35), networkx < 2.7 and packaging < 24, which cannot share
+# .venv with our boto3/botocore 1.44.5, networkx 3 and packaging 26 (requirements-checkov.in).
+# Wheels only: nothing is built, so no build backend is fetched unhashed.
+CHECKOV_VENV := .venv-checkov
+CHECKOV_PIP := $(CHECKOV_VENV)/bin/python -m pip --quiet --disable-pip-version-check
+$(CHECKOV_VENV)/.installed: requirements-pip.lock requirements-checkov.lock
+	test -x $(CHECKOV_VENV)/bin/python || $(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_PIP) install --require-hashes -r requirements-pip.lock
+	$(CHECKOV_PIP) install --require-hashes --only-binary=:all: -r requirements-checkov.lock
+	touch $@
+
 lock:
 	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv
 	.lock-venv/bin/python -m pip --quiet install pip-tools==$(PIP_TOOLS_VERSION)
-	for lock in requirements-pip requirements; do \
+	for lock in requirements-pip requirements requirements-checkov; do \
 		input=$$lock.in; [ $$lock = requirements ] && input=requirements-lock.in; \
 		env -u PIP_FIND_LINKS -u PIP_INDEX_URL -u PIP_EXTRA_INDEX_URL PIP_CONFIG_FILE=/dev/null .lock-venv/bin/pip-compile --quiet --generate-hashes \
 			--allow-unsafe --strip-extras --no-emit-index-url \
@@ -84,7 +101,10 @@ cdk.out/manifest.json: $(CDK_SOURCES) $(BIN)/.installed node_modules/.installed
 	$(BIN)/python -m local synth
 	touch $@
 
-install: $(BIN)/.installed node_modules/.installed cdk.out/manifest.json
+# What running the pipeline needs; `install` adds checkov, which only `make synth` and the tests use,
+# so a newcomer's first `make demo` does not wait for its venv.
+RUNTIME := $(BIN)/.installed node_modules/.installed cdk.out/manifest.json
+install: $(RUNTIME) $(CHECKOV_VENV)/.installed
 
 # Debian's chromium for the browser tests (apt-get when root; otherwise says what to install).
 system-packages:
@@ -98,20 +118,32 @@ typecheck: $(BIN)/.installed
 	$(BIN)/mypy .
 
 unit: install system-packages
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest --numprocesses $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 test: lint typecheck unit
 
-synth: $(BIN)/.installed node_modules/.installed
+# Two templates, each through cfn-lint and checkov (cdk-nag runs inside both syntheses): the default
+# one, and cdk.out/hardened with the customer-managed key and every other optional protection on
+# (stacks/template_scan.py, HARDENED_CONTEXT; a test keeps the two lists equal).
+HARDENED_CONTEXT := -c customerManagedKey=true \
+	-c keyAdminRoleArn=arn:aws:iam::111122223333:role/KeyAdmin \
+	-c keyUserRoleArns=arn:aws:iam::111122223333:role/Producer \
+	-c archiveObjectLockDays=365 \
+	-c breakGlassRoleArn=arn:aws:iam::111122223333:role/BreakGlass \
+	-c alarmEmail=oncall@example.com
+synth: $(BIN)/.installed $(CHECKOV_VENV)/.installed node_modules/.installed
 	rm -rf cdk.out
 	cdk synth --quiet
+	cdk synth --quiet --output cdk.out/hardened $(HARDENED_CONTEXT)
 	$(BIN)/python -m stacks.template_lint cdk.out
+	$(BIN)/python -m stacks.template_lint cdk.out/hardened
+	$(BIN)/python -m stacks.template_scan cdk.out cdk.out/hardened
 
 # Reads the account with the SDK's credentials and region; PREFLIGHT_ARGS="--region eu-west-1 -c key=value".
 preflight: $(BIN)/.installed
 	$(BIN)/python -m deploy preflight $(PREFLIGHT_ARGS)
 
-up: install
+up: $(RUNTIME)
 	$(BIN)/python -m local up
 
 down: $(BIN)/.installed
@@ -120,10 +152,10 @@ down: $(BIN)/.installed
 status: $(BIN)/.installed
 	$(BIN)/python -m local status
 
-demo: install
+demo: $(RUNTIME)
 	$(BIN)/python -m local demo
 
-chaos: install
+chaos: $(RUNTIME)
 	$(BIN)/python -m local chaos $(CHAOS_ARGS)
 	$(BIN)/python -m local chaos --aggregate --hostile-aggregates 25 --count 6000 --no-control $(CHAOS_ARGS)
 	INTERLEAVING_EXAMPLES=300 $(BIN)/python -m pytest -q -p no:cacheprovider tests/lambdas/reduce_function/test_interleavings.py
@@ -136,15 +168,15 @@ chaos: install
 # exactly; then the negative control (the new reducer in mode unsafe-add must be caught).
 # In mode crt, the upgrade from the release before the guard must be refused mid-stream and
 # exact once drained (README, "Upgrading in place").
-upgrade: install
+upgrade: $(RUNTIME)
 	$(BIN)/python -m local upgrade --negative-control $(UPGRADE_ARGS)
 	$(BIN)/python -m local upgrade --from stop-17 --reduce-mode crt
 	$(BIN)/python -m local upgrade --from stop-17 --reduce-mode crt --drained
 
-soak: install
+soak: $(RUNTIME)
 	$(BIN)/python -m local soak $(SOAK_ARGS)
 
-bench: install
+bench: $(RUNTIME)
 	$(BIN)/python -m benchmarks run --output docs/benchmarks.md
 
 # docs/settings.md is generated from stacks/settings.py; tests/stacks/test_settings_reference.py fails when it is stale.

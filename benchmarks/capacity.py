@@ -7,7 +7,9 @@ module reads the settings exactly as the stack does, from cdk.json's context val
 `stacks.settings.PipelineSettings`, with command-line overrides in cdk's own spelling
 (`-c key=value`, or the named options below), and prints the plan for this pipeline and
 the original design side by side, each DynamoDB table priced in both capacity modes, and
-what cannot keep up.
+what cannot keep up; then the plan of each load profile (`loadProfile`: spiky or unknown load,
+everything on-demand; steady load, each table and the stream in its cheaper mode) as `cdk synth`
+sizes it for the rate, and when to choose which.
 """
 
 from __future__ import annotations
@@ -33,13 +35,25 @@ silence_node_banners()  # before `stacks` imports the CDK, whose jsii runtime wo
 from planner.archive import archive_factor_needed  # noqa: E402
 from planner.ingest import PROVISIONED_SHARD_UTILIZATION  # noqa: E402
 from planner.inputs import MAX_PARALLELIZATION_FACTOR, ServiceTimes, Settings, Workload  # noqa: E402
-from planner.model import OURS, CapacityPlan, plan_capacity, plan_design, reducers_that_keep_up  # noqa: E402
+from planner.load_profile import (  # noqa: E402
+    EVERY,
+    KEEP,
+    LOAD_PROFILES,
+    CapacityChoice,
+    LoadProfile,
+    steady_break_even_share,
+)
+from planner.model import ORIGINAL, OURS, CapacityPlan, plan_capacity, plan_design, reducers_that_keep_up  # noqa: E402
 from planner.plan import DesignPlan  # noqa: E402
 from planner.prices import DEFAULT_PRICE_TABLE, PriceTable, load_price_table  # noqa: E402
 from planner.reduce import BUSY_LIMIT  # noqa: E402
-from planner.scale_out import cheapest_settings, describe_choice  # noqa: E402
-from planner.state import lambda_state_rate  # noqa: E402
-from planner.tables import PIPELINE_TABLES, TableModes, break_even_utilization  # noqa: E402
+from planner.scale_out import (  # noqa: E402
+    cheapest_settings,
+    describe_choice,
+    describe_stream_capacity,
+)
+from planner.state import lambda_state_rate, state_shards_needed  # noqa: E402
+from planner.tables import PIPELINE_TABLES, TABLE_SETTINGS, TableModes, break_even_utilization  # noqa: E402
 from stacks.settings import PipelineSettings, SettingsError, planned_settings  # noqa: E402
 from toolkit.cli import OneLineArgumentParser, bounded  # noqa: E402
 from toolkit.untrusted import printable, untrusted_text  # noqa: E402
@@ -72,15 +86,21 @@ def pipeline_settings(overrides: Mapping[str, Any], cdk_json: Path = CDK_JSON) -
     return PipelineSettings.from_context(context.get)
 
 
+def _state_needs(plan: CapacityPlan, original: bool = False) -> str:
+    """A design's state executions and the parallelization it needs; from a KPL-aggregating producer,
+    which gets no parallelization factor (`planner.state.state_lanes_per_shard`), the shards instead."""
+    design, ran = (ORIGINAL, plan.original) if original else (OURS, plan.ours)
+    if not plan.workload.aggregated:
+        return f"{ran.state_executions:,.1f} (x{ran.state_parallelization_needed})"
+    shards = state_shards_needed(plan.workload, design.state_rate(plan.times, plan.settings))
+    return f"{ran.state_executions:,.1f} (x1, {shards:,} shards)"
+
+
 def _rows(plan: CapacityPlan) -> list[tuple[str, str, str]]:
     ours, original = plan.ours, plan.original
     rows = [
         ("Kinesis shards (write limits)", f"{ours.kinesis_shards}", f"{original.kinesis_shards}"),
-        (
-            "state executions (parallelization needed)",
-            f"{ours.state_executions:,.1f} (x{ours.state_parallelization_needed})",
-            f"{original.state_executions:,.1f} (x{original.state_parallelization_needed})",
-        ),
+        ("state executions (parallelization needed)", _state_needs(plan), _state_needs(plan, original=True)),
         ("map executions", f"{ours.map_executions:,.1f}", f"{original.map_executions:,.1f}"),
         ("effective map batch (records)", f"{ours.effective_map_batch:,.0f}", f"{original.effective_map_batch:,.0f}"),
         ("delta batches/s", f"{ours.delta_batches_per_second:,.1f}", f"{original.delta_batches_per_second:,.1f}"),
@@ -266,7 +286,7 @@ def _aggregation_row(label: str, plan: CapacityPlan) -> tuple[str, ...]:
         f"{plan.stream.on_demand_usd:,.0f}",
         f"{plan.stream.provisioned_usd:,.0f} ({plan.stream.provisioned_shards})",
         f"{workload.kinesis_records_per_second / full_batch:,.1f}",
-        f"{ours.state_executions:,.1f} (x{ours.state_parallelization_needed})",
+        _state_needs(plan),
         f"{full_batch_seconds:,.1f}",
         f"{state_cost:,.0f}",
         f"{ours.monthly_usd:,.0f}",
@@ -307,7 +327,9 @@ AGGREGATION_NOTE = (
     "aggregate by its bytes. The state function is invoked per batch of Kinesis records but works and is "
     "billed per message: its executions stay, its invocations drop, and a shard's messages arrive in fewer, "
     "larger batches, of at most `stateBatchSize` records or what Lambda's 6 MB event holds base64-encoded "
-    "(the state function's timeout is 900 s)."
+    "(the state function's timeout is 900 s). The parallelization factor does not work with Kinesis "
+    "aggregation (Lambda Developer Guide), so aggregated a shard runs one state batch at a time: the state "
+    "stage needs shards, as many as keep one lane each within 70 % busy (x1, N shards)."
 )
 
 
@@ -621,11 +643,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         ),
         prices,
     )
+    profiles = load_profile_plans(overrides, plan.workload, plan.times, prices, what_if)
     if arguments.scale_out:
         scenarios = scale_out_scenarios(
             plan.workload, plan.settings, plan.times, plan.prices, start_label="these settings"
         )
         print(render_scenarios_markdown(scenarios), end="")
+        print("\n" + render_profiles_markdown(profiles), end="")
         return 0
     plain = (
         plan_capacity(replace(plan.workload, aggregated=False), plan.settings, plan.times, plan.prices)
@@ -637,21 +661,166 @@ def main(argv: Sequence[str] | None = None) -> int:
         if plain is not None:
             print("\nOne record per message against KPL-aggregated (this pipeline):\n")
             print(render_aggregation_markdown(plain, plan), end="")
+        print("\n" + render_profiles_markdown(profiles), end="")
     else:
         console = Console()
         render_rich(plan, console)
         if plain is not None:
             render_aggregation_rich(plain, plan, console)
+        render_profiles_rich(profiles, console)
     return 0
 
 
+@dataclass(frozen=True)
+class ProfilePlan:
+    """One load profile's plan: the settings `cdk synth` sizes for the rate with `loadProfile` set to it."""
+
+    profile: LoadProfile
+    settings: Settings
+    plan: DesignPlan
+    workload: Workload
+    prices: PriceTable
+
+    @property
+    def per_million_usd(self) -> float:
+        return self.plan.monthly_usd / (self.prices.seconds_per_month * self.workload.rate / 1e6)
+
+
+@dataclass(frozen=True)
+class ProfilePlans:
+    """The spiky and the steady plan at one rate, and the share of that rate above which steady costs less."""
+
+    spiky: ProfilePlan
+    steady: ProfilePlan
+    break_even_share: float
+
+
+PROFILE_NAMES: dict[LoadProfile, str] = {"spiky": "spiky or unknown load", "steady": "steady load"}
+
+
+def load_profile_plans(
+    overrides: Mapping[str, Any],
+    workload: Workload,
+    times: ServiceTimes,
+    prices: PriceTable,
+    what_if: Mapping[str, Any] | None = None,
+) -> ProfilePlans:
+    """Each `loadProfile`'s plan: cdk.json's settings with `overrides`, read as `cdk synth` reads them
+    with that profile (its `auto` settings and capacity modes chosen for `targetMessagesPerSecond`)."""
+    plans = {}
+    for profile in LOAD_PROFILES:
+        settings = replace(
+            planned_settings(pipeline_settings({**overrides, "loadProfile": profile})), **(what_if or {})
+        )
+        plan = plan_design(workload, settings, times, prices, OURS)
+        plans[profile] = ProfilePlan(profile, settings, plan, workload, prices)
+
+    def monthly_usd(settings: Settings, rate: float) -> float:
+        return plan_design(replace(workload, rate=rate), settings, times, prices, OURS, suggest=False).monthly_usd
+
+    share = steady_break_even_share(monthly_usd, plans["spiky"].settings, plans["steady"].settings, rate=workload.rate)
+    return ProfilePlans(plans["spiky"], plans["steady"], share)
+
+
+PROFILE_COLUMNS = ("loadProfile", "capacity modes", "$/month", "$ per million msg", "p50 s", "busiest stage", "auto")
+
+
+def describe_capacity_modes(settings: Settings) -> str:
+    """The stream's and each table's capacity mode, briefly: provisioned ones with their shards or minimums."""
+    capacities = [settings.table_capacity(table) for table in PIPELINE_TABLES]
+    if not settings.stream.provisioned and not any(capacity.provisioned for capacity in capacities):
+        return "all on-demand"
+    parts = [f"stream {describe_stream_capacity(settings.stream).replace('provisioned with ', '')}"]
+    for table, capacity in zip(PIPELINE_TABLES, capacities, strict=True):
+        if not capacity.provisioned:
+            parts.append(f"{table} on-demand")
+            continue
+        reads = f" / {capacity.min_read_capacity:,} RCU" if capacity.min_read_capacity > 1 else ""
+        parts.append(
+            f"{table} from {capacity.min_write_capacity:,} WCU{reads} at {capacity.target_utilization_percent} %"
+        )
+    return ", ".join(parts)
+
+
+def _profile_rows(profiles: ProfilePlans) -> list[tuple[str, ...]]:
+    return [
+        (
+            f"{item.profile} ({PROFILE_NAMES[item.profile]})",
+            describe_capacity_modes(item.settings),
+            f"{item.plan.monthly_usd:,.0f}",
+            f"{item.per_million_usd:.3f}",
+            _seconds(item.plan.latency_p50_seconds),
+            f"{item.plan.busiest_stage.stage} {item.plan.busiest_stage.busy:.0%}",
+            _auto_choices(item.settings),
+        )
+        for item in (profiles.spiky, profiles.steady)
+    ]
+
+
+def _auto_choices(settings: Settings) -> str:
+    return (
+        f"state x{settings.state_parallelization_factor}, reduce x{settings.reduce_parallelization_factor}, "
+        f"{settings.aggregate_slices} slice{'s' if settings.aggregate_slices > 1 else ''}, "
+        f"{settings.reduce_memory_mb} MB, batches of {settings.reduce_batch_size}, "
+        f"archive x{settings.archive_parallelization_factor}"
+    )
+
+
+def when_to_choose(profiles: ProfilePlans) -> str:
+    """One line: when the steady plan is the one to deploy, and when the spiky one."""
+    rate = profiles.spiky.workload.rate
+    share = profiles.break_even_share
+    if share >= 1.0:
+        return (
+            f"At {rate:,.0f} msg/s no capacity mode is cheaper provisioned than on-demand: deploy "
+            "`loadProfile` spiky whatever the load."
+        )
+    below = "whatever the load's share of it" if share <= 0.0 else f"while the rate averages at least {share:.0%} of it"
+    return (
+        f"Choose `loadProfile` steady for a load that stays near the declared {rate:,.0f} msg/s around the clock "
+        f"(its provisioned minimums and shards are billed whether used or not; it costs less {below}, and a "
+        "burst above them is throttled until auto scaling adds table capacity, minutes, or someone reshards the "
+        "stream); choose spiky, the default, for spiky or unknown load and for a trial (on-demand follows any "
+        "burst at once and bills next to nothing at rest)."
+    )
+
+
+def render_profiles_markdown(profiles: ProfilePlans) -> str:
+    """The spiky and the steady plan side by side, and when to choose which."""
+    rate = profiles.spiky.workload.rate
+    lines = [
+        f"Load profiles (`loadProfile`), each as `cdk synth` sizes it for {rate:,.0f} msg/s:",
+        "",
+        "| " + " | ".join(PROFILE_COLUMNS) + " |",
+        "| --- | --- | ---: | ---: | ---: | --- | --- |",
+        *("| " + " | ".join(row) + " |" for row in _profile_rows(profiles)),
+        "",
+        when_to_choose(profiles),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def render_profiles_rich(profiles: ProfilePlans, console: Console) -> None:
+    """`render_profiles_markdown` as a rich table."""
+    rate = profiles.spiky.workload.rate
+    table = Table(title=f"Load profiles (loadProfile), each as cdk synth sizes it for {rate:,.0f} msg/s")
+    table.title_justify = "left"
+    for index, column in enumerate(PROFILE_COLUMNS):
+        table.add_column(column, justify="right" if 2 <= index <= 4 else "left", no_wrap=True)
+    for row in _profile_rows(profiles):
+        table.add_row(*map(untrusted_text, row))
+    print_whole(console, table)
+    console.print(untrusted_text(when_to_choose(profiles).replace("`", "")))
+
+
 def recommended(plan: CapacityPlan) -> Settings:
-    """The plan's settings with what its flags ask for applied: the state lanes a shard needs, the
-    least change that lets the reducers keep up (`reducers_that_keep_up`), and the archive lanes
-    that relieve the archive (`archive_factor_needed`)."""
+    """The plan's settings with what its flags ask for applied: the state lanes a shard needs (not
+    from a KPL-aggregating producer, whose flag asks for shards: no factor works there), the least
+    change that lets the reducers keep up (`reducers_that_keep_up`), and the archive lanes that
+    relieve the archive (`archive_factor_needed`)."""
     settings = plan.settings
     ours = plan.ours
-    if ours.state_parallelization_needed > settings.state_parallelization_factor:
+    if not plan.workload.aggregated and ours.state_parallelization_needed > settings.state_parallelization_factor:
         factor = min(MAX_PARALLELIZATION_FACTOR, ours.state_parallelization_needed)
         settings = replace(settings, state_parallelization_factor=factor)
     if ours.reduce_busy_fraction > BUSY_LIMIT:
@@ -672,13 +841,14 @@ class Scenario:
     before: Settings
     plan: CapacityPlan
     one_slice: DesignPlan
+    profile: LoadProfile = "spiky"
 
 
-def scenario(label: str, before: Settings, plan: CapacityPlan) -> Scenario:
+def scenario(label: str, before: Settings, plan: CapacityPlan, profile: LoadProfile = "spiky") -> Scenario:
     one_slice = plan_design(
         plan.workload, replace(plan.settings, aggregate_slices=1), plan.times, plan.prices, OURS, suggest=False
     )
-    return Scenario(label, before, plan, one_slice)
+    return Scenario(label, before, plan, one_slice, profile)
 
 
 def scale_out_scenarios(
@@ -686,17 +856,21 @@ def scale_out_scenarios(
 ) -> list[Scenario]:
     """`start` and the searches' choices from it (`planner.scale_out`).
 
-    With the packing suggestion alone (slices and stream mode kept, p50 within 1 s), then the
-    cheapest within a 1 s and a 4 s p50 (the reference design's 3-4 s) with slices and the
-    stream mode chosen too. A search that finds nothing within its targets is left out.
+    For spiky or unknown load (the stream and tables keep their modes, on-demand by default): the
+    packing suggestion alone (slices kept, p50 within 1 s), then the cheapest within a 1 s and a
+    4 s p50 (the reference design's 3-4 s) with the slices chosen too. For steady load, the same
+    two searches with each table and the stream in its cheaper capacity mode. A search that finds
+    nothing within its targets is left out.
     """
     scenarios = [scenario(start_label, start, plan_capacity(workload, start, times, prices))]
-    searches = (
-        (f"packing, {start.aggregate_slices} slices and stream kept, p50 ≤ 1 s", 1.0, start.aggregate_slices, False),
-        ("cheapest, p50 ≤ 1 s", 1.0, None, True),
-        ("cheapest, p50 ≤ 4 s", 4.0, None, True),
+    searches: tuple[tuple[str, float, int | None, CapacityChoice], ...] = (
+        (f"spiky: packing, {start.aggregate_slices} slices kept, p50 ≤ 1 s", 1.0, start.aggregate_slices, KEEP),
+        ("spiky: cheapest, p50 ≤ 1 s", 1.0, None, KEEP),
+        ("spiky: cheapest, p50 ≤ 4 s", 4.0, None, KEEP),
+        ("steady: cheapest, p50 ≤ 1 s", 1.0, None, EVERY),
+        ("steady: cheapest, p50 ≤ 4 s", 4.0, None, EVERY),
     )
-    for label, latency, slices, stream in searches:
+    for label, latency, slices, capacity in searches:
         choice = cheapest_settings(
             workload,
             start,
@@ -704,10 +878,12 @@ def scale_out_scenarios(
             prices,
             latency_limit_seconds=latency,
             aggregate_slices=slices,
-            choose_stream=stream,
+            capacity=capacity,
         )
         if choice is not None:
-            scenarios.append(scenario(label, start, plan_capacity(workload, choice.settings, times, prices)))
+            profile: LoadProfile = "steady" if capacity == EVERY else "spiky"
+            plan = plan_capacity(workload, choice.settings, times, prices)
+            scenarios.append(scenario(label, start, plan, profile))
     return scenarios
 
 
@@ -736,6 +912,10 @@ def render_scenarios_markdown(scenarios: Sequence[Scenario]) -> str:
         ours, rate = item.plan.ours, item.plan.workload.rate
         per_million = item.plan.prices.seconds_per_month * rate / 1e6
         changes = describe_choice(item.before, item.plan.settings)
+        if item.profile == "steady":  # the capacity modes are the profile's: named once, briefly
+            capacity_settings = ("streamMode", *TABLE_SETTINGS.values())
+            changes = [change for change in changes if not change.startswith(capacity_settings)]
+            changes.insert(0, f"loadProfile steady ({describe_capacity_modes(item.plan.settings)})")
         lines.append(
             "| "
             + " | ".join(

@@ -8,7 +8,14 @@ from dataclasses import dataclass
 from aggregation.names import TOKEN_AND_MARKERS, TOKEN_ONLY
 from benchmarks import capacity
 from benchmarks.archive_cost import DECLARED_RATES
-from benchmarks.capacity import Scenario, render_aggregation_markdown, render_markdown, render_scenarios_markdown
+from benchmarks.capacity import (
+    ProfilePlans,
+    Scenario,
+    render_aggregation_markdown,
+    render_markdown,
+    render_profiles_markdown,
+    render_scenarios_markdown,
+)
 from benchmarks.emulator_transactions import OURS, EmulatorTransactionsResult
 from benchmarks.end_to_end import MARKER_POLL_SECONDS, EndToEndResult, EndToEndSkipped
 from benchmarks.handler_overhead import OverheadResult
@@ -48,6 +55,7 @@ class BenchmarkRun:
     scale_out_scenarios: list[Scenario]  # the same at SCALE_OUT_RATE
     producer: list[ProducerRun]
     worst_events: list[WorstEvent]
+    profiles: ProfilePlans | None = None  # each `loadProfile`'s `auto` plan at the planned rate
 
 
 def _ratio(ours: float, theirs: float) -> str:
@@ -281,6 +289,37 @@ def scale_out_summary(at_planned: Sequence[Scenario], at_scale: Sequence[Scenari
     )
 
 
+def profiles_summary(profiles: ProfilePlans | None) -> list[str]:
+    """The summary's bullet: the spiky and the steady `auto` plan at the planned rate."""
+    if profiles is None:
+        return []
+    spiky, steady = profiles.spiky, profiles.steady
+    return [
+        f"- **Load profiles at {spiky.workload.rate:,.0f} msg/s** (`loadProfile`, each as `auto` sizes it, section "
+        f"5): spiky or unknown load, everything on-demand, ${spiky.plan.monthly_usd:,.0f} a month "
+        f"(${spiky.per_million_usd:.3f} per million messages, p50 {spiky.plan.latency_p50_seconds:.2f} s); steady "
+        f"load, each table and the stream in its cheaper mode, ${steady.plan.monthly_usd:,.0f} "
+        f"(${steady.per_million_usd:.3f} per million, p50 {steady.plan.latency_p50_seconds:.2f} s), the cheaper "
+        f"while the rate averages at least {profiles.break_even_share:.0%} of the declared one."
+    ]
+
+
+def profiles_section(profiles: ProfilePlans | None) -> list[str]:
+    """Section 5's load profiles: each `loadProfile`'s `auto` plan at the planned rate, and when to choose which."""
+    if profiles is None:
+        return []
+    return [
+        f"### Load profiles at {profiles.spiky.workload.rate:,.0f} msg/s",
+        "",
+        "The same cdk.json with `loadProfile` spiky (the default: spiky or unknown load, every table and the "
+        "stream on-demand) and steady (each table and the stream in the cheaper mode at the declared rate, "
+        "provisioned tables with auto scaling from minimums that carry it at 70 %), each with its `auto` settings "
+        "as synthesis chooses them, planned with this run's measurements.",
+        "",
+        render_profiles_markdown(profiles),
+    ]
+
+
 def aggregation_section(plain: CapacityPlan, aggregated: CapacityPlan) -> list[str]:
     """The same plan from a producer that sends KPL aggregates (`send --aggregate`), beside one record per message."""
     return [
@@ -307,10 +346,11 @@ def scale_out_section(at_planned: Sequence[Scenario], at_scale: Sequence[Scenari
     lines = [
         f"### What the planner suggests at {rate:,.0f} msg/s",
         "",
-        "`planner/scale_out.py` searches the settings a deployment changes in cdk.json (stream mode and "
-        "shards, state lanes, map batching, reducers, `reduceBatchSize`, `reduceMemoryMb`, `aggregateSlices`, and "
-        "the archive's "
-        "`archiveParallelizationFactor`) for the cheapest plan in which every stage "
+        "`planner/scale_out.py` searches the settings a deployment changes in cdk.json (state lanes, map "
+        "batching, reducers, `reduceBatchSize`, `reduceMemoryMb`, `aggregateSlices`, and the archive's "
+        "`archiveParallelizationFactor`; for steady load also each table's and the "
+        "stream's capacity mode, the cheaper at the plan's load, which `loadProfile` steady deploys; for spiky or "
+        "unknown load they stay on-demand) for the cheapest plan in which every stage "
         "on the way to the totals is at most 70 % busy on at least two lanes, the archive's lanes are at most "
         "70 % busy too (they share no key, so no object is hot), the hottest aggregate item takes at "
         "most 500 write units a second, and the modelled p50 stays within a bound. Starting from what the flags "
@@ -724,6 +764,7 @@ def render(run: BenchmarkRun, hand_written: str = "") -> str:
         f"{_defaults_at_50000(defaults, recommended, run.recommended_change)} "
         f"{_capacity_modes(recommended)}.",
         scale_out_summary(run.scenarios, run.scale_out_scenarios),
+        *profiles_summary(run.profiles),
         *service_times_summary(defaults.times, ServiceTimes()),
         *_archive_summary(write_cost),
         "- **Guarantee**: the original's reduce is exactly-once only for replays within 10 minutes; ours "
@@ -745,7 +786,7 @@ def render(run: BenchmarkRun, hand_written: str = "") -> str:
         f"{write_cost.transaction_ms_median / defaults.times.transaction_round_trip_ms:.1f}x busier. "
         "The settings are cdk.json's, read as `cdk synth` reads them; every change the planner asks for is a "
         "cdk.json setting (`-c key=value`; a `mapBatchingWindowSeconds` window adds at most that many seconds "
-        "of latency). Each table is priced in both capacity modes (`stateTableCapacity`, ...).",
+        "of latency). Each table is priced in both capacity modes (`loadProfile`, `stateTableCapacity`, ...).",
         "",
         *service_times_check(defaults.times, ServiceTimes()),
         *_model_check(run),
@@ -760,6 +801,7 @@ def render(run: BenchmarkRun, hand_written: str = "") -> str:
             if recommended.settings == defaults.settings
             else [f"### With {run.recommended_change}", "", render_markdown(recommended)]
         ),
+        *profiles_section(run.profiles),
         *aggregation_section(recommended, run.plan_aggregated),
         *scale_out_section(run.scenarios, run.scale_out_scenarios),
         *_emulator_transactions_section(run.emulator_transactions),

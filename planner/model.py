@@ -42,6 +42,7 @@ for settings that keep up:
 - `planner.ingest`: the Kinesis stream; `planner.state`: the state function and StateTable;
 - `planner.map`: map batches and delta items; `planner.reduce`: reducers, slices, transactions;
 - `planner.tables`: each table's units in either capacity mode, quotas and maxima;
+- `planner.load_profile`: the capacity modes a load profile chooses (steady: each the cheaper);
 - `planner.archive`: the archive's lanes, S3 requests, storage and access logs;
 - `planner.scale_out`: the cheapest settings within the busy, hot-item and latency targets.
 

@@ -11,8 +11,7 @@ can change in `cdk.json` for the cheapest plan (this pipeline's monthly cost) in
   of a partition's 1,000: hashes spread slices evenly only on average);
 - optionally, the modelled p50 latency stays within a bound.
 
-What it chooses: the stream's mode (the cheaper one, with a shard count that fills each
-provisioned shard to 70 %), the state parallelization factor (the least that keeps the state
+What it chooses: the state parallelization factor (the least that keeps the state
 lanes within the target), map batching (batch size and window: fuller delta batches cost a
 window's wait), the reducers (`reduceParallelizationFactor`), `reduceBatchSize` (fewer lanes
 gather more delta batches per invocation, which share transactions; a larger batch size lets
@@ -21,7 +20,17 @@ transaction's actions takes about as long as its round trip), `aggregateSlices` 
 that keep the hottest item within its target: each slice an invocation's batches fall in is
 its own set of transactions), and `archiveParallelizationFactor` (more archive lanes when
 archiving the delta items keeps them too busy).
-Tables keep their capacity modes; the plan prices both.
+
+Capacity modes (`planner.load_profile`): for spiky or unknown load the tables and the stream keep
+the modes the settings give them (on-demand by default); for steady load (`CapacityChoice` `EVERY`)
+each table takes the cheaper of on-demand and provisioned with auto scaling at the plan's load, and
+the stream the cheaper of on-demand and provisioned with shards filled to 70 %. Every candidate is
+ranked by what it costs with its tables in their cheaper modes, so the search weighs, say, more
+AggregateTable writes at the provisioned price; both stream modes are searched, since more shards
+mean idler state lanes whose records wait longer for Lambda's next read.
+From a KPL-aggregating producer the state factor is always 1 (it does not work with Kinesis
+aggregation) and the stream is given the shards its one state lane a shard needs instead
+(`planner.state.state_lanes_per_shard`), whatever the load profile.
 """
 
 from __future__ import annotations
@@ -30,11 +39,20 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 from planner.archive import archive_factor_needed
-from planner.ingest import stream_modes, suggested_provisioned_shards
-from planner.inputs import MAX_PARALLELIZATION_FACTOR, ServiceTimes, Settings, StreamCapacity, Workload
+from planner.ingest import kinesis_shards, stream_modes, suggested_provisioned_shards
+from planner.inputs import MAX_PARALLELIZATION_FACTOR, ServiceTimes, Settings, StreamCapacity, TableCapacity, Workload
+from planner.load_profile import (
+    KEEP,
+    CapacityChoice,
+    monthly_usd_with_cheaper_tables,
+    stream_candidates,
+    with_cheaper_tables,
+)
 from planner.model import OURS, REDUCE_MEMORY_CANDIDATES, plan_design, reduce_memory_candidates
 from planner.plan import STAGE_BUSY_TARGET, DesignPlan
 from planner.prices import PriceTable
+from planner.state import state_shards_needed
+from planner.tables import PIPELINE_TABLES, TABLE_SETTINGS
 
 HOTTEST_ITEM_TARGET = 500.0
 SCALE_OUT_RATE = 250_000
@@ -104,30 +122,52 @@ def cheapest_settings(
     *,
     latency_limit_seconds: float | None = None,
     aggregate_slices: int | None = None,
-    choose_stream: bool = True,
+    capacity: CapacityChoice = KEEP,
 ) -> Choice | None:
     """The cheapest settings within the targets (`within_targets`), or None when none is.
 
     `aggregate_slices` fixes the slice count instead of choosing it (to price a deployment
-    whose slices are set: they cannot change over stored totals); `choose_stream` False keeps
-    the stream's mode as `settings` has it.
+    whose slices are set: they cannot change over stored totals); `capacity` names the tables
+    and whether the stream whose capacity mode the search chooses (the cheaper one for a steady
+    load, `planner.load_profile`); the others keep the mode `settings` gives them.
     """
-    base = _stream_and_state(workload, settings, times, prices, choose_stream=choose_stream)
     best: Choice | None = None
-    for trial in _candidates(base):
-        choice = _fewest_slices(
-            workload,
-            trial,
-            times,
-            prices,
-            aggregate_slices=aggregate_slices,
-            latency_limit_seconds=latency_limit_seconds,
-        )
-        if choice is not None and (best is None or _rank(choice) < _rank(best)):
-            best = choice
+    for stream in _streams(workload, settings, times, prices, capacity, aggregated_shards=True):
+        base = _least_state_parallelization(workload, replace(settings, stream=stream), times, prices)
+        for trial in _candidates(base):
+            choice = _fewest_slices(
+                workload,
+                trial,
+                times,
+                prices,
+                aggregate_slices=aggregate_slices,
+                latency_limit_seconds=latency_limit_seconds,
+            )
+            if choice is not None and (best is None or _rank(choice, prices, capacity) < _rank(best, prices, capacity)):
+                best = choice
     if best is None:
         return None
-    return Choice(best.settings, plan_design(workload, best.settings, times, prices, OURS))
+    chosen = with_cheaper_tables(best.settings, best.plan, prices, capacity.tables)
+    return Choice(chosen, plan_design(workload, chosen, times, prices, OURS))
+
+
+def _streams(
+    workload: Workload,
+    settings: Settings,
+    times: ServiceTimes,
+    prices: PriceTable,
+    capacity: CapacityChoice,
+    *,
+    aggregated_shards: bool = False,
+) -> tuple[StreamCapacity, ...]:
+    """The stream as set, or, when its mode is the planner's, on-demand and (if cheaper) provisioned.
+
+    A KPL-aggregating producer's stream, when its mode is the planner's or `aggregated_shards` (the
+    cheapest-settings search) asks, is the one its one state lane a shard needs (`_aggregated_stream`):
+    an on-demand stream adds shards for writes, not for readers."""
+    if workload.aggregated and (capacity.stream or aggregated_shards):
+        return (_aggregated_stream(workload, settings, times, prices),)
+    return stream_candidates(workload, settings, prices) if capacity.stream else (settings.stream,)
 
 
 def settings_for_rate(
@@ -142,6 +182,7 @@ def settings_for_rate(
     archive_parallelization: bool,
     reduce_memory: bool,
     reduce_batch: bool,
+    capacity: CapacityChoice = KEEP,
 ) -> Settings:
     """The settings a deployment leaves to the planner (`auto` in cdk.json), chosen for its rate.
 
@@ -160,6 +201,12 @@ def settings_for_rate(
     one write of the totals (at 50,000 msg/s batches of 100 let one reducer lane a shard, on one
     slice, carry what batches of 10 need 128 slices and five lanes for).
 
+    From a KPL-aggregating producer the state factor is always 1: the factor does not work with
+    Kinesis aggregation (`planner.state.KINESIS_AGGREGATION_RULE`), so the state lanes are the
+    stream's shards, which stay as set; the reducers are then chosen as if the stream had as many
+    as those lanes need (the shards change no other stage), and the capacity check asks for them
+    when a shard's lane cannot keep up.
+
     A larger batch can cost latency: fewer lanes gather for longer (at 250,000 msg/s batches of
     1,000 would model a p50 of 3.4 s). So when the batch size is left to the planner the choice is
     also held to a modelled p50 within `AUTO_LATENCY_LIMIT_SECONDS` (the issue's "p50 at 50,000
@@ -172,9 +219,62 @@ def settings_for_rate(
     nothing is within the targets the largest candidates are returned, and the capacity check
     (`stacks.capacity`) says what still cannot keep up. Unlike `cheapest_settings`, map batches,
     windows and the stream stay as set: they change latency and what a deployment pays at rest.
+
+    Capacity modes: `capacity` names the tables, and whether the stream, whose mode is the planner's
+    (a steady `loadProfile`; `planner.load_profile`). Each such table takes the cheaper of on-demand
+    and provisioned with auto scaling at the chosen plan's load, its minimums carrying that load at
+    the target utilisation; the reduce choices are ranked by what they cost with the tables so
+    priced. The whole choice is made with the stream on-demand and, when cheaper, provisioned with
+    shards filled to 70 %, and the cheaper of the two within the targets is kept.
     """
+    choices = [
+        _settings_for_rate_and_stream(
+            workload,
+            replace(settings, stream=stream),
+            times,
+            prices,
+            state_parallelization=state_parallelization,
+            reduce_parallelization=reduce_parallelization,
+            slices=slices,
+            archive_parallelization=archive_parallelization,
+            reduce_memory=reduce_memory,
+            reduce_batch=reduce_batch,
+            tables=capacity.tables,
+        )
+        for stream in _streams(workload, settings, times, prices, capacity)
+    ]
+    return min(choices, key=lambda choice: _auto_rank(workload, choice, times, prices, reduce_batch=reduce_batch))
+
+
+def _auto_rank(
+    workload: Workload, settings: Settings, times: ServiceTimes, prices: PriceTable, *, reduce_batch: bool
+) -> tuple[bool, float, float]:
+    """Within the targets first (the p50 bound included when the batch size is `auto`), then cheaper, then faster."""
+    plan = plan_design(workload, settings, times, prices, OURS, suggest=False)
+    limit = AUTO_LATENCY_LIMIT_SECONDS if reduce_batch else None
+    within = _totals_within_targets(plan, limit, min_lanes=1) and _archive_within_targets(plan)
+    return not within, plan.monthly_usd, plan.latency_p50_seconds
+
+
+def _settings_for_rate_and_stream(
+    workload: Workload,
+    settings: Settings,
+    times: ServiceTimes,
+    prices: PriceTable,
+    *,
+    state_parallelization: bool,
+    reduce_parallelization: bool,
+    slices: bool,
+    archive_parallelization: bool,
+    reduce_memory: bool,
+    reduce_batch: bool,
+    tables: frozenset[str],
+) -> Settings:
+    """`settings_for_rate` with the stream as `settings` has it."""
     if state_parallelization:
         settings = _least_state_parallelization(workload, settings, times, prices)
+    # Aggregated: the reducers chosen as if the stream had the shards the state lanes need.
+    given_stream, settings = settings.stream, _stream_carrying_the_state(workload, settings, times)
     every_factor = tuple(range(1, MAX_PARALLELIZATION_FACTOR + 1))
     grid = _ReduceGrid(
         slice_counts=SLICE_CANDIDATES if slices else (settings.aggregate_slices,),
@@ -183,10 +283,10 @@ def settings_for_rate(
         batches=REDUCE_BATCH_CANDIDATES if reduce_batch else (settings.reduce_batch_size,),
     )
     limit = AUTO_LATENCY_LIMIT_SECONDS if reduce_batch else None
-    best = _cheapest_reducers(workload, settings, times, prices, grid, latency_limit_seconds=limit)
+    best = _cheapest_reducers(workload, settings, times, prices, grid, latency_limit_seconds=limit, tables=tables)
     if best is None and reduce_batch:
         grid = replace(grid, batches=REDUCE_BATCH_CANDIDATES[:1])
-        best = _cheapest_reducers(workload, settings, times, prices, grid, latency_limit_seconds=None)
+        best = _cheapest_reducers(workload, settings, times, prices, grid, latency_limit_seconds=None, tables=tables)
     if best is None:
         settings = replace(
             settings,
@@ -195,8 +295,10 @@ def settings_for_rate(
             reduce_memory_mb=grid.memories[-1],
             reduce_batch_size=grid.batches[-1],
         )
-    else:
-        settings = best.settings
+        best = Choice(settings, plan_design(workload, settings, times, prices, OURS, suggest=False))
+    # The archive's lanes write S3, not the tables: the tables' load is the reducers' choice.
+    settings = with_cheaper_tables(best.settings, best.plan, prices, tables)
+    settings = replace(settings, stream=given_stream)
     if archive_parallelization:
         settings = _least_archive_parallelization(workload, settings, times, prices)
     return settings
@@ -220,10 +322,12 @@ def _cheapest_reducers(
     grid: _ReduceGrid,
     *,
     latency_limit_seconds: float | None,
+    tables: frozenset[str],
 ) -> Choice | None:
     """The cheapest (then faster) of `grid` within the targets for the reducers and the hottest
     item, the p50 within `latency_limit_seconds` if given; the first such in `grid`'s order on a
-    tie (smaller batches first); None when none is."""
+    tie (smaller batches first); None when none is. Each of `tables` is priced in its cheaper mode."""
+    capacity = CapacityChoice(tables=tables)
     best: Choice | None = None
     for batch in grid.batches:
         for count in grid.slice_counts:
@@ -238,25 +342,44 @@ def _cheapest_reducers(
                     )
                     plan = plan_design(workload, trial, times, prices, OURS, suggest=False)
                     within = _totals_within_targets(plan, latency_limit_seconds, min_lanes=1)
-                    if within and (best is None or _rank(Choice(trial, plan)) < _rank(best)):
+                    if within and (
+                        best is None or _rank(Choice(trial, plan), prices, capacity) < _rank(best, prices, capacity)
+                    ):
                         best = Choice(trial, plan)
     return best
 
 
-def _stream_and_state(
-    workload: Workload, settings: Settings, times: ServiceTimes, prices: PriceTable, *, choose_stream: bool
-) -> Settings:
-    """The cheaper stream mode, then the least state parallelization within the busy target."""
-    cheaper = stream_modes(workload, replace(settings, stream=StreamCapacity()), prices).cheaper
-    if choose_stream and cheaper == "provisioned":
-        settings = replace(settings, stream=StreamCapacity("provisioned", suggested_provisioned_shards(workload)))
-    return _least_state_parallelization(workload, settings, times, prices)
+def _aggregated_stream(
+    workload: Workload, settings: Settings, times: ServiceTimes, prices: PriceTable
+) -> StreamCapacity:
+    """A KPL-aggregating producer's stream: the cheaper of on-demand (only if the shards its writes
+    fill are enough state lanes) and provisioned with the shards the state lanes, one a shard, need
+    (at least `MIN_LANES`, and at least what the writes fill to 70 %)."""
+    needed = max(MIN_LANES, state_shards_needed(workload, OURS.state_rate(times, settings)))
+    provisioned = StreamCapacity("provisioned", max(needed, suggested_provisioned_shards(workload)))
+    modes = stream_modes(workload, replace(settings, stream=provisioned), prices)
+    if kinesis_shards(workload) >= needed and modes.cheaper == "on-demand":
+        return StreamCapacity()
+    return provisioned
+
+
+def _stream_carrying_the_state(workload: Workload, settings: Settings, times: ServiceTimes) -> Settings:
+    """`settings`, with a provisioned stream of the shards a KPL-aggregating producer's state lanes
+    need (one a shard) when its own has fewer."""
+    if not workload.aggregated:
+        return settings
+    needed = state_shards_needed(workload, OURS.state_rate(times, settings))
+    shards = settings.stream.shard_count if settings.stream.provisioned else kinesis_shards(workload)
+    return settings if shards >= needed else replace(settings, stream=StreamCapacity("provisioned", needed))
 
 
 def _least_state_parallelization(
     workload: Workload, settings: Settings, times: ServiceTimes, prices: PriceTable
 ) -> Settings:
-    """The least state parallelization factor within `STAGE_BUSY_TARGET` (or the largest)."""
+    """The least state parallelization factor within `STAGE_BUSY_TARGET` (or the largest); 1 from a
+    KPL-aggregating producer, whose factor would not work (`planner.state.KINESIS_AGGREGATION_RULE`)."""
+    if workload.aggregated:
+        return replace(settings, state_parallelization_factor=1)
     return _least_factor(
         workload,
         settings,
@@ -352,9 +475,10 @@ def _archive_within_target(
     return settings, plan
 
 
-def _rank(choice: Choice) -> tuple[float, float]:
-    """Cheaper first, then faster."""
-    return choice.plan.monthly_usd, choice.plan.latency_p50_seconds
+def _rank(choice: Choice, prices: PriceTable, capacity: CapacityChoice) -> tuple[float, float]:
+    """Cheaper first (each of `capacity`'s tables in its cheaper mode), then faster."""
+    cost = monthly_usd_with_cheaper_tables(choice.plan, choice.settings, prices, capacity.tables)
+    return cost, choice.plan.latency_p50_seconds
 
 
 def describe_choice(before: Settings, after: Settings) -> list[str]:
@@ -372,6 +496,28 @@ def describe_choice(before: Settings, after: Settings) -> list[str]:
     changes = [
         f"{name} {getattr(after, field):g}" for field, name in names if getattr(after, field) != getattr(before, field)
     ]
+    for table in reversed(PIPELINE_TABLES):
+        capacity = after.table_capacity(table)
+        if capacity != before.table_capacity(table):
+            changes.insert(0, f"{TABLE_SETTINGS[table]} {describe_table_capacity(capacity)}")
     if after.stream != before.stream:
-        changes.insert(0, f"streamMode provisioned with {after.stream.shard_count} shards")
+        changes.insert(0, f"streamMode {describe_stream_capacity(after.stream)}")
     return changes
+
+
+def describe_stream_capacity(stream: StreamCapacity) -> str:
+    """The stream's capacity as the plan's lines name it."""
+    if not stream.provisioned:
+        return "on-demand"
+    return f"provisioned with {stream.shard_count:,} shard{'s' if stream.shard_count > 1 else ''}"
+
+
+def describe_table_capacity(capacity: TableCapacity) -> str:
+    """A table's capacity as the plan's lines name it: `on-demand`, or provisioned with its auto scaling."""
+    if not capacity.provisioned:
+        return "on-demand"
+    return (
+        f"provisioned, {capacity.min_write_capacity:,}-{capacity.max_write_capacity:,} WCU and "
+        f"{capacity.min_read_capacity:,}-{capacity.max_read_capacity:,} RCU at "
+        f"{capacity.target_utilization_percent} %"
+    )

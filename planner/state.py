@@ -4,20 +4,26 @@ from __future__ import annotations
 
 import math
 
+from planner.ingest import suggested_provisioned_shards
 from planner.inputs import (
     KINESIS_POLL_SECONDS,
     KINESIS_READS_PER_SECOND,
     MAX_PARALLELIZATION_FACTOR,
     ServiceTimes,
     Settings,
+    Workload,
     cpu_slowdown,
     lambda_monthly_usd,
     steady_batch,
 )
 from planner.map import write_units_of
-from planner.plan import Component, DesignPlan, Flag, PlanInputs, StageTiming
+from planner.plan import STAGE_BUSY_TARGET, Component, DesignPlan, Flag, PlanInputs, StageTiming
 
 STATE_ITEM_OVERHEAD_BYTES = 110  # ContentDigest, attribute names, the Hierarchy map's overhead
+KINESIS_AGGREGATION_RULE = "Note that parallelization factor will not work if you are using Kinesis aggregation."
+"""The Lambda Developer Guide, "Using AWS Lambda with Amazon Kinesis" (the paragraph on
+`ParallelizationFactor`), word for word: why a KPL-aggregating producer's state stage runs one
+batch of a shard at a time (`state_lanes_per_shard`) and gets its concurrency from shards."""
 
 
 def lambda_state_rate(times: ServiceTimes, settings: Settings) -> float:
@@ -33,6 +39,38 @@ def original_state_rate(times: ServiceTimes, settings: Settings) -> float:
     return times.original_state_messages_per_second
 
 
+def state_lanes_per_shard(workload: Workload, settings: Settings) -> int:
+    """The state batches one Kinesis shard runs at once: `stateParallelizationFactor`, or 1 when the
+    producer sends KPL aggregates (`KINESIS_AGGREGATION_RULE`). Aggregated, the state stage's
+    concurrency is the stream's shards, one lane each (`state_shards_needed`)."""
+    return 1 if workload.aggregated else settings.state_parallelization_factor
+
+
+def state_lane_busy(workload: Workload, lanes: int, instance_rate: float) -> float:
+    """How busy each of `lanes` state lanes is: its Kinesis records' messages over what an instance does."""
+    per_lane = workload.kinesis_records_per_second / lanes
+    return per_lane * workload.messages_per_kinesis_record / instance_rate
+
+
+def state_shards_needed(workload: Workload, instance_rate: float) -> int:
+    """The fewest shards whose state lanes, one a shard (`state_lanes_per_shard` of an aggregating
+    producer), are each within `STAGE_BUSY_TARGET`."""
+    shards = max(1, math.ceil(workload.rate / (instance_rate * STAGE_BUSY_TARGET)))
+    while state_lane_busy(workload, shards, instance_rate) > STAGE_BUSY_TARGET:  # a float's last digit
+        shards += 1
+    return shards
+
+
+def _more_shards(given: PlanInputs, instance_rate: float) -> str:
+    """The change that lets an aggregating producer's state stage keep up: shards, as many as its
+    one lane a shard needs within the busy target, and at least what the writes fill."""
+    shards = max(state_shards_needed(given.workload, instance_rate), suggested_provisioned_shards(given.workload))
+    why = "KPL aggregates get no parallelization factor, one state lane a shard"
+    if given.settings.stream.provisioned:
+        return f"raise streamMode shardCount to {shards} ({why})"
+    return f'set streamMode to {{"mode": "provisioned", "shardCount": {shards}}} ({why})'
+
+
 def plan_state(
     plan: DesignPlan,
     given: PlanInputs,
@@ -42,9 +80,12 @@ def plan_state(
     instance_rate = given.design.state_rate(given.times, given.settings)
     plan.state_executions = rate / instance_rate
     per_shard_rate = rate / plan.kinesis_shards
+    lanes_per_shard = state_lanes_per_shard(given.workload, given.settings)
     plan.state_parallelization_needed = math.ceil(per_shard_rate / instance_rate)
-    if plan.state_parallelization_needed > given.settings.state_parallelization_factor:
-        if plan.state_parallelization_needed > MAX_PARALLELIZATION_FACTOR:
+    if plan.state_parallelization_needed > lanes_per_shard:
+        if given.workload.aggregated:
+            change = _more_shards(given, instance_rate)
+        elif plan.state_parallelization_needed > MAX_PARALLELIZATION_FACTOR:
             change = "more shards (provisioned mode) or a faster state function: no factor up to 10 suffices"
         else:
             change = f"set stateParallelizationFactor to {plan.state_parallelization_needed}"
@@ -65,7 +106,7 @@ def plan_state(
     records = given.workload.kinesis_records_per_second
     full_batch = given.workload.records_per_invocation(given.settings.state_batch_size)
     state_invocations = records / full_batch
-    lanes = plan.kinesis_shards * given.settings.state_parallelization_factor
+    lanes = plan.kinesis_shards * lanes_per_shard
     per_lane = records / lanes
     # Lambda reads a shard once a second, and again as soon as it has handed a batch over
     # while the shard fills batches faster (up to five reads a second).
@@ -78,7 +119,7 @@ def plan_state(
             batch=batch,
             interval_seconds=batch / per_lane,
             invocation_seconds=batch * messages_per_record / instance_rate,
-            busy=per_lane * messages_per_record / instance_rate,
+            busy=state_lane_busy(given.workload, lanes, instance_rate),
         )
     )
     return Component(

@@ -12,6 +12,9 @@ from planner.prices import SECONDS_PER_HOUR, PriceTable
 
 TABLE_WRITE_QUOTA_PER_SECOND = 40_000  # default on-demand per-table write request unit quota (adjustable)
 TABLE_READ_QUOTA_PER_SECOND = 40_000  # default on-demand per-table read request unit quota (adjustable)
+ACCOUNT_PROVISIONED_QUOTA = 80_000
+"""The default account-level quota on provisioned capacity in a region, for writes and for reads alike: the
+sum over every provisioned table of the account (adjustable; DynamoDB's "Service quotas" page)."""
 PIPELINE_TABLES = ("StateTable", "DeltaTable", "AggregateTable")
 """The tables whose capacity mode is a setting (the quarantine is always on-demand: it is
 written only for bad input, a load no one can plan)."""
@@ -99,6 +102,12 @@ def table_reads_monthly_usd(read_units_per_second: float, capacity: TableCapacit
     return reads_monthly_usd(read_units_per_second, prices)
 
 
+def table_monthly_usd(plan: DesignPlan, table: str, capacity: TableCapacity, prices: PriceTable) -> float:
+    """One of `PIPELINE_TABLES` in `capacity`'s mode: its writes and reads, as the plan's lines add them up."""
+    writes, reads = plan.write_units_per_second(table), plan.read_units_per_second(table)
+    return table_writes_monthly_usd(writes, capacity, prices) + table_reads_monthly_usd(reads, capacity, prices)
+
+
 def break_even_utilization(prices: PriceTable) -> float:
     """The average utilisation (consumed / provisioned) above which provisioned writes cost less.
 
@@ -140,14 +149,29 @@ def table_flags(plan: DesignPlan, settings: Settings) -> list[Flag]:
     it requests are throttled and the stage that makes them falls behind. The per-table
     quotas (40,000 write and 40,000 read units a second, on-demand request units or
     provisioned capacity) are adjustable: those flags ask for an increase rather than
-    another setting.
+    another setting; so is the account's quota on all its provisioned tables together (80,000
+    write and 80,000 read capacity units), which this stack's provisioned tables alone may pass.
     """
     flags = []
+    held = {"write": 0.0, "read": 0.0}
     for table in PIPELINE_TABLES:
         capacity = settings.table_capacity(table)
         writes, reads = plan.write_units_per_second(table), plan.read_units_per_second(table)
         flags += throughput_flags(table, "write", writes, capacity.max_write_capacity, capacity)
         flags += throughput_flags(table, "read", reads, capacity.max_read_capacity, capacity)
+        if capacity.provisioned:
+            held["write"] += provisioned_write_capacity(writes, capacity)
+            held["read"] += provisioned_read_capacity(reads, capacity)
+    for kind, units in held.items():
+        if units > ACCOUNT_PROVISIONED_QUOTA:
+            flags.append(
+                Flag(
+                    f"the provisioned tables hold {units:,.0f} {kind} capacity units, over the default account "
+                    f"quota of {ACCOUNT_PROVISIONED_QUOTA:,} in a region (every provisioned table's together)",
+                    f"request an account-level {kind} capacity quota increase before deploying",
+                    blocking=False,
+                )
+            )
     return flags
 
 
@@ -173,7 +197,8 @@ def throughput_flags(
             Flag(
                 f"{table} needs {used:,.0f} {kind} units/s ({capacity.mode}), over the default table quota "
                 f"of {quota:,}",
-                f"request a table-level {kind} throughput quota increase before going live",
+                f"request a table-level {kind} throughput quota increase before going live"
+                + (" (a provisioned table above it is refused at deploy)" if capacity.provisioned else ""),
                 blocking=False,
             )
         )

@@ -369,15 +369,19 @@ class Carriers:
     """For each trade, the partition key of the Kinesis record that carried its newest version accepted so far.
 
     Why: Lambda keeps a shard's records in order only per Kinesis partition key once the
-    mapping's ParallelizationFactor is above 1 (the deployed `stateParallelizationFactor` plans 2);
-    records of other keys are processed side by side, in either order. A plain record's key is
-    its TradeID, so a trade's messages keep their order. A KPL aggregate is sent under its first
-    message's key, so the other messages it carries travel under another trade's key, and a
-    conflicting duplicate in a later aggregate, under yet another key, could be stored before the
-    version it conflicts with: the pipeline's "the version stored first stands" would then keep
-    the conflict, while the ledger keeps the original. So a conflicting duplicate is sent under
-    the key of the record that carried the version it repeats (`route`, used by `pack`): one
-    key, one lane, behind that record. Thread-safe.
+    mapping's ParallelizationFactor is above 1 (`stateParallelizationFactor` `auto` plans 2 at the
+    default rate); records of other keys are processed side by side, in either order. A plain
+    record's key is its TradeID, so a trade's messages keep their order. With aggregates the factor
+    "will not work" (Lambda Developer Guide, Kinesis page): a stack told so (`producerAggregation`)
+    runs 1, and the local runner one lane a shard once it reads an aggregate; but what Lambda does
+    with aggregates under a factor above 1 is not documented further. Were it to run them in lanes
+    by their keys: a KPL aggregate is sent under its first message's key, so the other messages it
+    carries travel under another trade's key, and a conflicting duplicate in a later aggregate,
+    under yet another key, could be stored before the version it conflicts with: the pipeline's
+    "the version stored first stands" would then keep the conflict, while the ledger keeps the
+    original. So a conflicting duplicate is sent under the key of the record that carried the
+    version it repeats (`route`, used by `pack`): one key, one lane, behind that record, whichever
+    Lambda does. Thread-safe.
     """
 
     def __init__(self) -> None:

@@ -15,7 +15,8 @@ grant, and the policy forces write-once), but a person or another tool with broa
 could; versioning keeps what they removed recoverable (`python -m audit reconcile` finds a batch
 object gone missing by its receipt). Nothing is rewritten any more; the counting registry of
 earlier releases was, on every batch, so noncurrent versions under ``metastore/`` expire after 30
-days instead of accumulating.
+days instead of accumulating. The access-log bucket is versioned too, for the same reason: a
+server access log deleted before `archiveAccessLogRetentionDays` stays recoverable for 30 days.
 
 Why only the archive role may write or delete there (`deny_writes_but_the_archive_role`): `audit
 rebuild` trusts what it finds under ``deltas/`` and in the registry, so any principal of the
@@ -62,6 +63,8 @@ ACCESS_LOG_PREFIX: Final = "archive-bucket/"
 SUPERSEDED_REGISTRY_VERSION_DAYS: Final = 30
 ARCHIVE_MEMORY_MB: Final = 256
 """The archive function's memory (the planner's `planner.archive.ARCHIVE_MEMORY_MB`, a test keeps them equal)."""
+DELETED_ACCESS_LOG_DAYS: Final = 30
+"""How long an access log stays recoverable once deleted, or once `archiveAccessLogRetentionDays` expired it."""
 
 
 def written_object_arns(bucket: s3.IBucket) -> list[str]:
@@ -193,10 +196,17 @@ class ArchiveBuckets(Construct):
             enforce_ssl=True,
             minimum_tls_version=1.2,
             object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            # Versioned, so a log deleted before its time (covering someone's tracks) stays recoverable
+            # for DELETED_ACCESS_LOG_DAYS; S3 log delivery never overwrites an object, so versioning
+            # stores nothing more until a log is deleted or expires.
+            versioned=True,
             lifecycle_rules=[
                 s3.LifecycleRule(
-                    id="ExpireAccessLogs", expiration=Duration.days(settings.archive_access_log_retention_days)
-                )
+                    id="ExpireAccessLogs",
+                    expiration=Duration.days(settings.archive_access_log_retention_days),
+                    noncurrent_version_expiration=Duration.days(DELETED_ACCESS_LOG_DAYS),
+                ),
+                s3.LifecycleRule(id="RemoveExpiredDeleteMarkers", expired_object_delete_marker=True),
             ],
             removal_policy=RemovalPolicy.RETAIN,
         )

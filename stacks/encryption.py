@@ -8,18 +8,23 @@ CloudWatch (of this account only) encrypt the messages it publishes. Without
 account's IAM policies decide who else may use it.
 
 **The data key (`customerManagedKey: true`).** One customer-managed key, rotated yearly, for the
-Kinesis stream, the four tables, the archive bucket, every log group and the alarm topic (the
-archive's access-log bucket keeps SSE-S3: S3 server access log delivery supports nothing else).
+Kinesis stream, the four tables, the archive bucket, every log group, every function's environment
+variables and the alarm topic (the archive's access-log bucket keeps SSE-S3: S3 server access log
+delivery supports nothing else).
 Its policy does not trust the account: it names its principals, and nothing else may use it:
 
 * `keyAdminRoleArn`: administers the key (and may use it, to inspect and recover data);
-* each pipeline function's role: encrypt and decrypt through the services it calls;
+* each pipeline function's role: encrypt and decrypt through the services it calls; and every
+  function's role (the settings guard's provider included) decrypt through Lambda, which reads
+  the function's environment variables with it (Lambda also creates a grant for the role when
+  CloudFormation creates the function; the statement keeps a function startable if that grant is
+  ever lost, as when a role is replaced);
 * `keyUserRoleArns`: producers and readers (the producer writing to the encrypted stream, an
   operator running the frontend or `audit`), through Kinesis, DynamoDB and S3 only;
 * CDK's CloudFormation execution role: it creates, updates and schedules the deletion of the key
   (KMS refuses a key policy that would lock its creator out of `PutKeyPolicy`), so it administers
   the key; and creating the encrypted resources makes the services use the key on its behalf
-  (DynamoDB's grant, for one), through those services only;
+  (DynamoDB's and Lambda's grants, for two), through those services only;
 * the CloudWatch Logs service for this stack's account and region, and CloudWatch for the topic.
 
 The data key is always retained, whatever `removalPolicy` says: the archive bucket is retained
@@ -62,7 +67,7 @@ ADMINISTRATION_ACTIONS: Final[list[str]] = [
 ]
 """AWS's "key administrators" set: manage the key, never use it for data."""
 
-DATA_SERVICES: Final[tuple[str, ...]] = ("kinesis", "dynamodb", "s3", "logs", "sns")
+DATA_SERVICES: Final[tuple[str, ...]] = ("kinesis", "dynamodb", "s3", "logs", "sns", "lambda")
 
 
 def via(*services: str) -> dict[str, dict[str, list[str]]]:
@@ -81,7 +86,7 @@ class StackKeys(Construct):
             self.data_key = kms.Key(
                 self,
                 "DataKey",
-                description="Encrypts the pipeline's stream, tables, archive, logs and alarm topic",
+                description="Encrypts the pipeline's stream, tables, archive, logs, function settings and alarm topic",
                 enable_key_rotation=True,
                 # A policy of our own: CDK's default would trust the whole account.
                 policy=iam.PolicyDocument(
@@ -176,5 +181,19 @@ class StackKeys(Construct):
                 actions=USE_ACTIONS,
                 resources=["*"],
                 conditions=via(*services),
+            )
+        )
+
+    def allow_environment_decryption(self, roles: Iterable[iam.IRole]) -> None:
+        """Let the functions' `roles` decrypt their environment variables through Lambda (no-op without a data key)."""
+        if self.data_key is None:
+            return
+        self.data_key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="FunctionsReadTheirEnvironment",
+                principals=[iam.ArnPrincipal(role.role_arn) for role in roles],
+                actions=["kms:Decrypt"],
+                resources=["*"],
+                conditions=via("lambda"),
             )
         )

@@ -221,13 +221,18 @@ def require_supported_partitions(target_partitions: object, deployment_region: s
 
 
 class SharedFunctionAssets(Construct):
-    """The code asset, the Powertools layer and the log groups' key, created once and given to every function."""
+    """The code asset, the Powertools layer and the data key, created once and given to every function.
+
+    With `customerManagedKey` the data key encrypts each function's log group and its environment
+    variables; without it both keep the services' own encryption at rest.
+    """
 
     def __init__(
         self, scope: Construct, construct_id: str, *, settings: PipelineSettings, key: kms.IKey | None
     ) -> None:
         super().__init__(scope, construct_id)
         self.log_key = key
+        self.environment_key = key
         self.code: lambda_.Code = function_code()
         self.powertools_layer: lambda_.ILayerVersion = lambda_.LayerVersion.from_layer_version_arn(
             self, "PowertoolsLayer", powertools_layer_arn(self, settings)
@@ -285,6 +290,7 @@ class PipelineFunction(Construct):
             timeout=timeout,
             role=self.role,
             log_group=self.log_group,
+            environment_encryption=assets.environment_key,
             environment={
                 "POWERTOOLS_SERVICE_NAME": service,
                 "POWERTOOLS_METRICS_NAMESPACE": stack_metrics_namespace(Stack.of(self).stack_name),

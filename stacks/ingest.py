@@ -13,8 +13,9 @@ from stacks.settings import PipelineSettings
 class IngestStream(Construct):
     """An ON_DEMAND or PROVISIONED stream (`streamMode`), KMS-encrypted at rest with the AWS-managed `aws/kinesis` key.
 
-    ON_DEMAND (the default): capacity follows the producer; no shard count to plan or
-    re-shard. PROVISIONED with `shardCount` shards: a steady high rate costs several times
+    ON_DEMAND (the default, `loadProfile` spiky): capacity follows the producer; no shard count to plan or
+    re-shard. PROVISIONED with `shardCount` shards (`loadProfile` steady, when cheaper: the shards that
+    fill each to 70 % at the declared rate): a steady high rate costs several times
     less (shard-hours instead of every gigabyte in and out; `python -m benchmarks.capacity`
     prices both), but the shards are fixed and a rate above their write limits is throttled
     at the producer until someone reshards.

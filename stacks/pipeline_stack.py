@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Stack
+from aws_cdk import Aspects, Stack
 from constructs import Construct
 
 from stacks.archive import ArchiveStage
 from stacks.capacity import check_capacity
+from stacks.checkov_skips import CheckovSkips
 from stacks.dashboard import PipelineDashboard
 from stacks.encryption import StackKeys
 from stacks.functions import SharedFunctionAssets
@@ -51,6 +52,7 @@ class ExactlyOnceAggregationStack(Stack):
         self.archive_stage = ArchiveStage(
             self, "Archive", settings=settings, assets=assets, tables=self.tables, keys=self.keys
         )
+        stages = (self.state_stage, self.map_stage, self.reduce_stage, self.archive_stage)
         functions = {
             "state": self.state_stage.handler.function,
             "map": self.map_stage.handler.function,
@@ -95,6 +97,15 @@ class ExactlyOnceAggregationStack(Stack):
             self.reduce_stage.handler.function,
             self.archive_stage.handler.function,
         )
+        self.keys.allow_environment_decryption(
+            [
+                *(stage.handler.role for stage in stages),
+                self.settings_guard.handler.role,
+                self.settings_guard.framework_role,
+            ]
+        )
+        # checkov's accepted findings, each with its reason, in the resources' Metadata (stacks/checkov_skips.py).
+        Aspects.of(self).add(CheckovSkips(customer_managed_key=settings.customer_managed_key))
         PipelineOutputs(
             self,
             "Outputs",

@@ -38,6 +38,7 @@ from planner.inputs import (
     Workload,
 )
 from planner.inputs import Settings as PlannerSettings
+from planner.load_profile import LOAD_PROFILES, CapacityChoice, LoadProfile
 from planner.prices import load_price_table
 from planner.scale_out import AUTO_REDUCE_MEMORY_CANDIDATES, REDUCE_BATCH_CANDIDATES, settings_for_rate
 
@@ -99,15 +100,17 @@ AUTO: Final = "auto"
 `archiveParallelizationFactor` default to it.
 Synthesis replaces it with what `planner.scale_out.settings_for_rate` chooses for
 `targetMessagesPerSecond` with the other settings as set: the least state parallelization that
-keeps the state lanes within 70 % busy,
+keeps the state lanes within 70 % busy (1 with `producerAggregation`: the factor does not work
+with Kinesis aggregation, and the capacity check asks for shards instead),
 the cheapest slices, reduce parallelization, reduce memory (256 to 1,769 MB) and reduce batch size
 (10 to 1,000) that keep the reducers within 70 % busy, the hottest aggregate item within 500 write
 units a second (half a partition's 1,000, the margin for slices a hash loads unevenly) and, since a
 larger batch gathers for longer, the modelled p50 within 1 s (batches of 10 when none does), and the
 least archive parallelization that keeps the archive within 70 %. At the default 400 msg/s that is
 state 2, reduce 1, one slice, 256 MB, batches of 10 and archive 1; at 50,000 msg/s state 3, reduce 1,
-one slice, 1,024 MB, batches of 100 and archive 2 (`python -m benchmarks.capacity --rate 50000`
-prints the plan). An integer sets it
+one slice, 1,769 MB, batches of 100 and archive 2 (`python -m benchmarks.capacity --rate 50000`
+prints the plan). With `loadProfile` steady the capacity settings left `auto` (`CAPACITY_SETTINGS`)
+are chosen with them, and the reduce choices ranked at the provisioned prices. An integer sets it
 instead. A new rate can change the slices, the reduce lanes and batch size of a deployed stack:
 safe with `crt+marker` markers. In `crt` mode a reduce transaction's token is all that stops a
 retried batch from being applied twice, and it names the units the batch's delta items make, so
@@ -117,6 +120,18 @@ the settings guard refuses a change of any of them over stored state
 (`aggregation.setting_changes`): a new rate must not re-form the batches a deploy leaves in
 flight (issue 32). A rate they cannot carry fails the capacity check: set them explicitly on a
 new stack."""
+
+TABLE_CAPACITY_SETTINGS: Final[Mapping[str, str]] = {
+    "stateTableCapacity": "StateTable",
+    "deltaTableCapacity": "DeltaTable",
+    "aggregateTableCapacity": "AggregateTable",
+}
+"""The tables whose capacity mode is a setting, each to its table (`planner.tables.PIPELINE_TABLES`)."""
+
+CAPACITY_SETTINGS: Final[frozenset[str]] = frozenset({*TABLE_CAPACITY_SETTINGS, "streamMode"})
+"""The capacity settings `loadProfile` decides when they are `auto` (their default): on-demand for
+`spiky`, the planner's cheaper mode at `targetMessagesPerSecond` for `steady` (`planner.load_profile`).
+An object sets one instead, whatever the profile."""
 
 TRANSACTION_SHAPING: Final[frozenset[str]] = frozenset(
     {"reduceParallelizationFactor", "aggregateSlices", "reduceBatchSize"}
@@ -177,9 +192,10 @@ DEFAULT_CONTEXT: Final[Mapping[str, Any]] = {
     "powertoolsLayerVersion": POWERTOOLS_LAYER_FROM_SSM,
     "removalPolicy": "retain",
     "faultInjection": dict.fromkeys(FAULT_INJECTION_VARIABLES, 0),
-    "stateTableCapacity": {"mode": "on-demand"},
-    "deltaTableCapacity": {"mode": "on-demand"},
-    "aggregateTableCapacity": {"mode": "on-demand"},
+    "loadProfile": LOAD_PROFILES[0],
+    "stateTableCapacity": AUTO,
+    "deltaTableCapacity": AUTO,
+    "aggregateTableCapacity": AUTO,
     "mapBatchingWindowSeconds": 0,
     "reduceMemoryMb": AUTO,
     "stateVersionCacheSize": 100000,
@@ -188,7 +204,7 @@ DEFAULT_CONTEXT: Final[Mapping[str, Any]] = {
     "producerAggregation": False,
     "aggregateSlices": AUTO,
     "reduceParallelizationFactor": AUTO,
-    "streamMode": {"mode": "on-demand"},
+    "streamMode": AUTO,
     "archiveLifecycle": {"storageClass": "STANDARD"},
     "alarmEmail": "",
     "quarantineTtlDays": DEFAULT_QUARANTINE_TTL_DAYS,
@@ -251,7 +267,8 @@ SETTING_MEANINGS: Final[Mapping[str, str]] = {
     "stateParallelizationFactor": (
         "concurrent state batches per shard; order per TradeID is kept because the partition key is the TradeID "
         "and versions are compared; `auto`: the least that keeps the state lanes within 70 % busy at "
-        "`targetMessagesPerSecond`"
+        "`targetMessagesPerSecond`; with `producerAggregation` 1 (Lambda: the factor does not work with Kinesis "
+        "aggregation; above 1 is refused)"
     ),
     "stateWriteConcurrency": (
         "bounded pool of concurrent `batch_execute_statement` calls (up to 25 conditional writes each) inside one "
@@ -291,8 +308,8 @@ SETTING_MEANINGS: Final[Mapping[str, str]] = {
         "`aggregateSlices`, `reduceMemoryMb` and `reduceBatchSize`"
     ),
     "streamMode": (
-        "the Kinesis stream's capacity mode: provisioned for a fixed number of shards "
-        "([Capacity](deploy-and-operate.md#capacity-the-target-rate-and-on-demand-or-provisioned-tables))"
+        "the Kinesis stream's capacity mode: provisioned for a fixed number of shards; `auto`: as `loadProfile` "
+        "chooses ([Capacity](deploy-and-operate.md#capacity-the-target-rate-and-on-demand-or-provisioned-tables))"
     ),
     "removalPolicy": "what `cdk destroy` does to the tables and the stream key",
     "archiveBatchSize": "DeltaTable stream records per archive invocation",
@@ -309,8 +326,16 @@ SETTING_MEANINGS: Final[Mapping[str, str]] = {
         "moves archived batch objects of 128 KB and more to that class N days after they are written "
         "([Audit archive](how-exactly-once-works.md#audit-archive-s3))"
     ),
+    "loadProfile": (
+        "how the load behaves, which decides the capacity modes left `auto`: `spiky` (spiky or unknown load, a "
+        "trial): every table and the stream on-demand, next to nothing billed at rest; `steady` (a "
+        "rate that stays near `targetMessagesPerSecond` around the clock): each table and the stream in the "
+        "cheaper mode at that rate, provisioned tables with auto scaling from minimums that carry it at 70 % "
+        "utilisation ([Capacity](deploy-and-operate.md#capacity-the-target-rate-and-on-demand-or-provisioned-tables))"
+    ),
     "stateTableCapacity": (
-        "provisioned capacity with auto scaling, or on-demand; a provisioned table starts at its minimums "
+        "provisioned capacity with auto scaling, or on-demand; a provisioned table starts at its minimums; `auto`: "
+        "as `loadProfile` chooses "
         "([Capacity](deploy-and-operate.md#capacity-the-target-rate-and-on-demand-or-provisioned-tables))"
     ),
     "deltaTableCapacity": "as `stateTableCapacity`, for the DeltaTable",
@@ -339,7 +364,9 @@ SETTING_MEANINGS: Final[Mapping[str, str]] = {
     ),
     "producerAggregation": (
         "`true`: producers send KPL aggregates, so the capacity check plans full aggregates (shards by bytes, a state "
-        "batch of aggregates holds thousands of messages: more state lanes per shard)"
+        "batch of aggregates holds thousands of messages) with one state lane a shard: Lambda's parallelization "
+        "factor does not work with Kinesis aggregation, so `stateParallelizationFactor` is 1 and more shards "
+        '(`streamMode` `{"mode": "provisioned", "shardCount": N}`) carry a higher rate'
     ),
     "alarmEmail": (
         "an address subscribed to the alarm topic (AWS mails a confirmation link first); empty: none (subscribe "
@@ -356,8 +383,8 @@ SETTING_MEANINGS: Final[Mapping[str, str]] = {
         "many days"
     ),
     "customerManagedKey": (
-        "`true`: one customer-managed KMS key (rotated) for the stream, tables, archive, log groups and alarm topic; "
-        "needs `keyAdminRoleArn`"
+        "`true`: one customer-managed KMS key (rotated) for the stream, tables, archive, log groups, the functions' "
+        "environment variables and the alarm topic; needs `keyAdminRoleArn`"
     ),
     "keyAdminRoleArn": "the IAM role administering the customer-managed key",
     "keyUserRoleArns": (
@@ -430,6 +457,7 @@ class PipelineSettings:
     powertools_layer_version: int | None  # None: the public SSM parameter's ARN (`ssm`)
     removal_policy_name: str
     fault_injection: Mapping[str, float]
+    load_profile: LoadProfile
     state_table_capacity: TableCapacity
     delta_table_capacity: TableCapacity
     aggregate_table_capacity: TableCapacity
@@ -514,6 +542,9 @@ class PipelineSettings:
             # Records a DynamoDB stream batch may hold.
             "reduceBatchSize": _integer_or_auto(raw, "reduceBatchSize", *INTEGER_RANGES["reduceBatchSize"]),
         }
+        load_profile = _load_profile(raw("loadProfile"))
+        capacities = {key: _table_capacity_or_auto(raw, key) for key in TABLE_CAPACITY_SETTINGS}
+        stream_mode = None if raw("streamMode") == AUTO else _stream_mode(raw("streamMode"))
         settings = cls(
             stack_name=_stack_name(raw("stackName")),
             hierarchy_levels=_hierarchy_levels(raw("hierarchyLevels")),
@@ -538,9 +569,11 @@ class PipelineSettings:
             powertools_layer_version=_powertools_layer_version(raw("powertoolsLayerVersion")),
             removal_policy_name=_removal_policy(raw("removalPolicy")),
             fault_injection=_fault_injection(raw("faultInjection")),
-            state_table_capacity=_table_capacity(raw, "stateTableCapacity"),
-            delta_table_capacity=_table_capacity(raw, "deltaTableCapacity"),
-            aggregate_table_capacity=_table_capacity(raw, "aggregateTableCapacity"),
+            load_profile=load_profile,
+            # `auto` (None): on-demand, unless a steady profile's planning below chooses otherwise.
+            state_table_capacity=capacities["stateTableCapacity"] or TableCapacity(),
+            delta_table_capacity=capacities["deltaTableCapacity"] or TableCapacity(),
+            aggregate_table_capacity=capacities["aggregateTableCapacity"] or TableCapacity(),
             # Lambda's limit for MaximumBatchingWindowInSeconds.
             map_batching_window_seconds=_integer(
                 raw, "mapBatchingWindowSeconds", *INTEGER_RANGES["mapBatchingWindowSeconds"]
@@ -555,7 +588,7 @@ class PipelineSettings:
             producer_aggregation=_boolean("producerAggregation", raw("producerAggregation")),
             aggregate_slices=planned["aggregateSlices"] or 1,
             reduce_parallelization_factor=planned["reduceParallelizationFactor"] or 1,
-            stream_mode=_stream_mode(raw("streamMode")),
+            stream_mode=stream_mode or StreamCapacity(),
             archive_lifecycle=_archive_lifecycle(raw("archiveLifecycle")),
             alarm_email=_optional_email(raw("alarmEmail")),
             quarantine_ttl_days=_integer(raw, "quarantineTtlDays", *INTEGER_RANGES["quarantineTtlDays"]),
@@ -571,13 +604,18 @@ class PipelineSettings:
             **_customer_managed_key(raw),
             upgrade_drained=_boolean("upgradeDrained", raw("upgradeDrained")),
         )
+        _refuse_a_state_factor_with_aggregation(settings)
         auto = {key for key, value in planned.items() if value is None}
+        if load_profile == "steady":
+            auto |= {key for key, value in capacities.items() if value is None}
+            auto |= {"streamMode"} if stream_mode is None else set()
         return settings.planned_for_declared_rate(auto, service_times or ServiceTimes())
 
     def planned_for_declared_rate(self, auto: set[str], times: ServiceTimes) -> PipelineSettings:
         """These settings with the ones named in `auto` (cdk.json keys) chosen by the planner (`AUTO`)
         at `times`. In mode `crt` the ones that form a reduce transaction (`TRANSACTION_SHAPING`)
-        keep their fixed values instead (`AUTO`'s docstring)."""
+        keep their fixed values instead (`AUTO`'s docstring). The capacity settings (`CAPACITY_SETTINGS`)
+        are in `auto` only with a steady `loadProfile`: each then takes the planner's cheaper mode."""
         if self.reduce_idempotency == TOKEN_ONLY:
             auto = auto - TRANSACTION_SHAPING
         if not auto:
@@ -596,10 +634,18 @@ class PipelineSettings:
                 archive_parallelization="archiveParallelizationFactor" in auto,
                 reduce_memory="reduceMemoryMb" in auto,
                 reduce_batch="reduceBatchSize" in auto,
+                capacity=CapacityChoice(
+                    tables=frozenset(table for name, table in TABLE_CAPACITY_SETTINGS.items() if name in auto),
+                    stream="streamMode" in auto,
+                ),
             )
         chosen = _CHOSEN_FOR_RATE[key]
         return replace(
             self,
+            state_table_capacity=chosen.state_table,
+            delta_table_capacity=chosen.delta_table,
+            aggregate_table_capacity=chosen.aggregate_table,
+            stream_mode=chosen.stream,
             state_parallelization_factor=chosen.state_parallelization_factor,
             reduce_parallelization_factor=chosen.reduce_parallelization_factor,
             aggregate_slices=chosen.aggregate_slices,
@@ -615,6 +661,23 @@ prices, and the `auto` keys): a pure function, whose search (some 2,800 plans wi
 size among them, a few tenths of a second) every synthesis, settings read and capacity check of a
 process would otherwise repeat for the same cdk.json. The inputs' dataclasses hold dicts, so they
 are not hashable themselves; their reprs name every field."""
+
+
+def _refuse_a_state_factor_with_aggregation(settings: PipelineSettings) -> None:
+    """`stateParallelizationFactor` above 1 with `producerAggregation`: a setting Lambda does not honour.
+
+    The Lambda Developer Guide's Kinesis page (`planner.state.KINESIS_AGGREGATION_RULE`): "Note
+    that parallelization factor will not work if you are using Kinesis aggregation." A stack that
+    counted on the factor's lanes would fall behind with no error anyone sees, so the factor is
+    refused rather than deployed; `auto` plans 1 there, and the capacity check asks for shards.
+    """
+    factor = settings.state_parallelization_factor
+    if settings.producer_aggregation and factor > 1:
+        raise SettingsError(
+            f"cdk.json context 'stateParallelizationFactor' must be 1 or {AUTO!r} with producerAggregation true "
+            f"(Lambda: the parallelization factor does not work with Kinesis aggregation; add shards: streamMode "
+            f'{{"mode": "provisioned", "shardCount": N}}), got {factor}'
+        )
 
 
 def declared_workload(settings: PipelineSettings) -> Workload:
@@ -847,6 +910,22 @@ _TABLE_CAPACITY_FIELDS: Final[Mapping[str, str]] = {
 }
 
 
+def _load_profile(value: Any) -> LoadProfile:
+    if value not in LOAD_PROFILES:
+        raise _fail("loadProfile", " or ".join(repr(profile) for profile in LOAD_PROFILES), value)
+    return cast(LoadProfile, value)
+
+
+def _table_capacity_or_auto(raw: Callable[[str], Any], key: str) -> TableCapacity | None:
+    """A table's capacity, or None for `AUTO` (as `loadProfile` chooses)."""
+    if raw(key) == AUTO:
+        return None
+    try:
+        return _table_capacity(raw, key)
+    except SettingsError as error:
+        raise SettingsError(str(error).replace(" must be an object", f" must be {AUTO!r} or an object", 1)) from None
+
+
 def _table_capacity(raw: Callable[[str], Any], key: str) -> TableCapacity:
     """`{"mode": "on-demand"}`, or `{"mode": "provisioned", "minWriteCapacity": ..., ...}`.
 
@@ -886,7 +965,7 @@ MAX_STREAM_SHARDS = 10_000
 
 
 def _stream_mode(value: Any) -> StreamCapacity:
-    """`{"mode": "on-demand"}`, or `{"mode": "provisioned", "shardCount": N}`.
+    """`{"mode": "on-demand"}`, or `{"mode": "provisioned", "shardCount": N}` (`auto` is read before).
 
     A shard count is required with `provisioned` (the stream has exactly that many shards
     until someone reshards) and refused with `on-demand`, where Kinesis chooses the shards:
@@ -894,7 +973,11 @@ def _stream_mode(value: Any) -> StreamCapacity:
     """
     if isinstance(value, str):
         value = _json_or(value, lambda _text: None)
-    expected = '{"mode": "on-demand"} or {"mode": "provisioned", "shardCount": 1 to ' + f"{MAX_STREAM_SHARDS}}}"
+    expected = (
+        f"{AUTO!r}, "
+        + '{"mode": "on-demand"} or {"mode": "provisioned", "shardCount": 1 to '
+        + f"{MAX_STREAM_SHARDS}}}"
+    )
     if not isinstance(value, dict) or value.get("mode") not in CAPACITY_MODES or set(value) - {"mode", "shardCount"}:
         raise _fail("streamMode", expected, value)
     if value["mode"] == "on-demand":

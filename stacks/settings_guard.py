@@ -87,7 +87,9 @@ class SettingsGuard(Construct):
             on_event_handler=self.handler.function,
             framework_on_event_role=framework_role,
             log_group=framework_logs,
+            provider_function_env_encryption=assets.environment_key,
         )
+        self.framework_role = framework_role
         self.resource = CustomResource(
             self,
             "Resource",

@@ -22,7 +22,8 @@ from typing import Any, Final
 from aggregation.names import TOKEN_AND_MARKERS, TOKEN_ONLY
 from aggregation.setting_changes import StateSettings, change_refusal
 from aggregation.value_domain import ValueDomain
-from planner.inputs import ARCHIVE_STORAGE_CLASSES, TableCapacity
+from planner.inputs import ARCHIVE_STORAGE_CLASSES, StreamCapacity, TableCapacity
+from planner.load_profile import LOAD_PROFILES
 from stacks import settings as settings_module
 from stacks.settings import (
     _LOG_RETENTION_DAYS,
@@ -97,6 +98,7 @@ def _values(key: str) -> str:
         "reduceIdempotency": REDUCE_IDEMPOTENCY_MODES,
         "removalPolicy": tuple(REMOVAL_POLICIES),
         "capacityCheck": CAPACITY_CHECKS,
+        "loadProfile": LOAD_PROFILES,
     }
     if key in one_of:
         return " or ".join(f"`{value}`" for value in one_of[key])
@@ -114,15 +116,16 @@ def _values(key: str) -> str:
             + ")"
             for name, attribute in _TABLE_CAPACITY_FIELDS.items()
         )
-        return f"`mode` {' or '.join(f'`{mode}`' for mode in CAPACITY_MODES)}; with `provisioned`: {figures}"
+        modes = " or ".join(f"`{mode}`" for mode in CAPACITY_MODES)
+        return f"`{AUTO}`, or an object: `mode` {modes}; with `provisioned`: {figures}"
     shapes: Mapping[str, str] = {
         "stackName": "a letter, then up to 127 letters, digits and `-`",
         "hierarchyLevels": "a JSON list of level names, or `A,B,C` on the command line",
         "faultInjection": "an object keyed by "
         + ", ".join(f"`{name}`" for name in FAULT_INJECTION_VARIABLES)
         + ", each a percentage from 0 to 100",
-        "streamMode": '`{"mode": "on-demand"}` or `{"mode": "provisioned", "shardCount": N}`, N from 1 to '
-        + _number(MAX_STREAM_SHARDS),
+        "streamMode": f'`{AUTO}`, `{{"mode": "on-demand"}}` or `{{"mode": "provisioned", "shardCount": N}}`, N from 1 '
+        + f"to {_number(MAX_STREAM_SHARDS)}",
         "archiveLifecycle": '`{"storageClass": "STANDARD"}` or `{"storageClass": C, "afterDays": N}`, C one of '
         + ", ".join(f"`{name}`" for name in ARCHIVE_STORAGE_CLASSES[1:])
         + f", N from 1 to {_number(MAX_TRANSITION_DAYS)} ({INFREQUENT_ACCESS_MIN_DAYS} at least for `STANDARD_IA`)",
@@ -148,6 +151,41 @@ def _auto_choices() -> dict[str, str]:
         for key, attribute in _PLANNED.items():
             chosen[key].append(f"{_number(getattr(planned, attribute))} at {_number(rate)} msg/s")
     return {key: "`auto`: " + ", ".join(values) for key, values in chosen.items()}
+
+
+_CAPACITIES: Final[Mapping[str, str]] = {
+    "stateTableCapacity": "state_table_capacity",
+    "deltaTableCapacity": "delta_table_capacity",
+    "aggregateTableCapacity": "aggregate_table_capacity",
+    "streamMode": "stream_mode",
+}
+"""The capacity settings `loadProfile` decides when `auto` (cdk.json key: `PipelineSettings` field)."""
+
+
+def _capacity(value: TableCapacity | StreamCapacity) -> str:
+    """A capacity as the `auto` column shows it: `on-demand`, a stream's shards or a table's minimums."""
+    if not value.provisioned:
+        return "on-demand"
+    if isinstance(value, StreamCapacity):
+        return f"{_number(value.shard_count)} shard{'s' if value.shard_count > 1 else ''}"
+    return f"{_number(value.min_write_capacity)} WCU / {_number(value.min_read_capacity)} RCU"
+
+
+def _capacity_choices() -> dict[str, str]:
+    """What each capacity setting left `auto` becomes: on-demand with the default `loadProfile`, and with
+    `steady` the planner's choice at each of `AUTO_RATES`, every other setting at its default."""
+    chosen: dict[str, list[str]] = {key: [] for key in _CAPACITIES}
+    for rate in AUTO_RATES:
+        context = {**DEFAULT_CONTEXT, "targetMessagesPerSecond": rate, "loadProfile": LOAD_PROFILES[1]}
+        planned = PipelineSettings.from_context(context.get)
+        for key, attribute in _CAPACITIES.items():
+            chosen[key].append(f"{_capacity(getattr(planned, attribute))} at {_number(rate)} msg/s")
+    return {
+        key: f"`{AUTO}`: on-demand with `loadProfile` `{LOAD_PROFILES[0]}`; with `{LOAD_PROFILES[1]}`, the cheaper "
+        f"mode at the declared rate (provisioned: its {'shards' if key == 'streamMode' else 'minimums'}): "
+        + ", ".join(values)
+        for key, values in chosen.items()
+    }
 
 
 def _with(state: StateSettings, field_path: str, value: Any) -> StateSettings:
@@ -219,7 +257,7 @@ def render() -> str:
     unknown = set(DEFAULT_CONTEXT) ^ set(SETTING_MEANINGS)
     if unknown:
         raise KeyError(f"SETTING_MEANINGS and DEFAULT_CONTEXT differ: {sorted(unknown)}")
-    auto = _auto_choices()
+    auto = {**_auto_choices(), **_capacity_choices()}
     rows = [
         "| setting | default | values | `auto` | settings guard over stored state | meaning |",
         "| --- | --- | --- | --- | --- | --- |",

@@ -29,8 +29,8 @@ class PipelineTables(Construct):
     default whenever `removalPolicy` is `retain`: a table CloudFormation keeps is not one a stray
     `DeleteTable` should take) and server-side encryption with the AWS-managed DynamoDB key, or
     the stack's data key (`customerManagedKey`). StateTable, DeltaTable and AggregateTable are on-demand by default (the
-    load follows the producer, nothing to size) or provisioned with auto scaling
-    (`stateTableCapacity`, ...: cheaper under a steady load, see the planner); the
+    load follows the producer, nothing to size) or provisioned with auto scaling (`loadProfile` steady, which
+    sizes the minimums from the declared rate, or `stateTableCapacity`, ...: cheaper under a steady load); the
     quarantine is always on-demand, and its items expire `quarantineTtlDays` after they were
     written (the state function writes their `ExpiresAt`).
     """

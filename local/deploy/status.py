@@ -1,4 +1,5 @@
-"""`make status`: per-function counters and per-shard lag of the running local pipeline.
+"""`make status`: per-function counters and per-shard lag of the running local pipeline, and an
+`ALARM` line for each function that lost records (`alarms`: expired or retries spent).
 
 Reads `.local/runner-stats.json` (rewritten by the runner about once a second) and the
 pid files; never talks to the runner, so it works from any shell, even mid-demo. Every name
@@ -37,6 +38,7 @@ COUNTERS = (
     ("records", "records_processed", False),
     ("filtered", "records_filtered", False),
     ("batches skipped", "batches_skipped", True),
+    ("records dropped", "records_dropped", True),
     ("cold starts", "cold_starts", False),
     ("busy now", "in_flight", False),
 )
@@ -108,6 +110,32 @@ def shards_table(stats: dict[str, Any]) -> Table:
     return table
 
 
+def alarms(stats: dict[str, Any]) -> list[Text]:
+    """One line per function whose records were lost: the local stand-in of an alarm on Lambda's
+    `DroppedEventCount` (a batch discarded after its retries or its records' expiry), on
+    `DestinationDeliveryFailures` (its invocation record not delivered), and on a mapping whose
+    position the stream trimmed before it read on. Each names where the runner's log says more."""
+    lines = []
+    functions = {function_name(name): counters for name, counters in stats.get("functions", {}).items()}
+    for name in sorted(functions, key=_pipeline_order):
+        counters = functions[name]
+        dropped = int(counters.get("records_dropped", 0))
+        undelivered = int(counters.get("destination_delivery_failures", 0))
+        unread = int(counters.get("unread_records_trimmed", 0))
+        if not (dropped or undelivered or unread):
+            continue
+        what = []
+        if dropped:
+            what.append(f"{dropped:,d} record(s) dropped (expired, or retries spent)")
+        if unread:
+            what.append(f"records trimmed before they were read ({unread:,d} time(s))")
+        if undelivered:
+            what.append(f"{undelivered:,d} not sent to the on-failure destination")
+        detail = f": {'; '.join(what)}; LOST in runner.log"
+        lines.append(Text.assemble(("ALARM ", "bold red"), untrusted_text(name), detail))
+    return lines
+
+
 def render_status(paths: LocalPaths, console: Console) -> int:
     """Print the status; 0 when the runtime is up, 1 when it is not."""
     state = running_state(paths)
@@ -124,6 +152,8 @@ def render_status(paths: LocalPaths, console: Console) -> int:
         return 0 if state.complete else 1
     age = time.time() - float(stats.get("updated_at", 0))
     console.print(Text.assemble(f"statistics updated {age:.1f} s ago", (" (stale)" if age > 5 else "", "red")))
+    for line in alarms(stats):
+        console.print(line)
     console.print(functions_table(stats))
     console.print(shards_table(stats))
     return 0 if state.complete else 1

@@ -47,7 +47,9 @@ never faulted unless a rule names their operations; DynamoDB's writes include Pa
 ExecuteStatement and BatchExecuteStatement), ``table`` (a substring of a table or stream
 name or ARN the request names, or of the table a PartiQL statement names), ``variant`` and
 ``hold_seconds`` (lost responses; the delay of ``latency``; a throttle's ``variant`` is
-``error``, the default, or ``statements``), ``error`` (throttles) and ``max_injections``.
+``error``, the default, or ``statements``), ``error`` (throttles), ``max_injections`` and
+``min_injections`` (the first matching requests are faulted without a draw until this many
+faults have happened: a chaos run whose sites see few requests still exercises each one).
 The first matching rule whose draw succeeds decides. Control endpoints (``/_compat/``,
 ``/moto-api/``) are never faulted.
 
@@ -242,6 +244,7 @@ class FaultRule:
     hold_seconds: float = DEFAULT_HOLD_SECONDS
     error: str | None = None
     max_injections: int | None = None
+    min_injections: int = 0
 
     def targets(self, request: RequestInfo) -> bool:
         """Whether `request` is one this rule may fault (before the draw)."""
@@ -327,7 +330,10 @@ def _parse_rule(raw: Any, index: int) -> FaultRule:
     limit = raw.get("max_injections")
     if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
         raise ValueError(f"{where}: max_injections must be a non-negative integer")
-    return FaultRule(kind, service, float(percent), operations, table, variant, float(hold), error, limit)
+    least = raw.get("min_injections", 0)
+    if not isinstance(least, int) or isinstance(least, bool) or least < 0 or (limit is not None and least > limit):
+        raise ValueError(f"{where}: min_injections must be a non-negative integer no greater than max_injections")
+    return FaultRule(kind, service, float(percent), operations, table, variant, float(hold), error, limit, least)
 
 
 def _parse_operations(operations: Any, where: str, kind: str, service: str) -> tuple[str, ...]:
@@ -551,12 +557,21 @@ class FaultInjector:
                     if drawn := self._drawn_statements(rule, index, request):
                         return Fault(rule, index, request, drawn)
                     continue
-                if not self._exhausted(index) and self._random.uniform(0, 100) < rule.percent:
+                if self._drawn(index):
                     self._counters.by_rule[index] += 1  # reserved now, so max_injections holds under concurrency
                     if rule.kind in (THROTTLE, LATENCY):  # a lost response counts once its write is applied
                         _Counters.bump(self._counters.injected, rule.kind, request)
                     return Fault(rule, index, request)
         return None
+
+    def _drawn(self, index: int) -> bool:
+        """Whether rule `index` faults this request (or statement): below its minimum always, at its
+        maximum never, otherwise by the seeded draw. Reservations count, so concurrent requests
+        never overshoot either bound; a lost response whose write was not applied gives its back."""
+        rule, reserved = self._config.rules[index], self._counters.by_rule[index]
+        if self._exhausted(index):
+            return False
+        return reserved < rule.min_injections or self._random.uniform(0, 100) < rule.percent
 
     def _exhausted(self, index: int) -> bool:
         limit = self._config.rules[index].max_injections
@@ -568,7 +583,7 @@ class FaultInjector:
         for position, table in enumerate(request.statement_tables):
             if rule.table is not None and rule.table not in table:
                 continue
-            if not self._exhausted(index) and self._random.uniform(0, 100) < rule.percent:
+            if self._drawn(index):
                 self._counters.by_rule[index] += 1
                 if rule.kind == LOST_RESPONSE:
                     drawn.append((position, "InternalServerError"))
@@ -583,7 +598,7 @@ class FaultInjector:
                 if rule.kind != CANCELLED_TOKEN_KEPT or not rule.targets(request):
                     continue
                 _Counters.bump(self._counters.considered, rule.kind, request)
-                if not self._exhausted(index) and self._random.uniform(0, 100) < rule.percent:
+                if self._drawn(index):
                     self._counters.by_rule[index] += 1
                     _Counters.bump(self._counters.injected, rule.kind, request)
                     return True

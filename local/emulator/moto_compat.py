@@ -47,6 +47,8 @@ Fixes (see each function):
   refuses a change AWS makes by replacement (moto had no table update: the stack update failed).
 - `fix_cloudformation_function_update_sets_reserved_concurrency`: a stack update sets (or
   removes) a function's reserved concurrency as the template says (moto kept the old one).
+- `fix_cloudformation_metadata_changes_update_no_resource`: a resource whose only change is its
+  Metadata is not updated (moto replaced a log group by None, and the update failed on its GetAtt).
 - `fix_s3_object_requests_are_atomic_per_key`: an S3 conditional PUT (``If-Match``,
   ``If-None-Match``) checks and writes as one step, and a GetObject is never failed by a
   concurrent overwrite (moto checks, then writes later with no lock: two compare-and-swaps
@@ -1450,6 +1452,44 @@ def fix_cloudformation_function_update_sets_reserved_concurrency() -> None:
     LambdaFunction.update_from_cloudformation_json = classmethod(update_from_cloudformation_json)  # type: ignore[assignment,method-assign]
 
 
+def fix_cloudformation_metadata_changes_update_no_resource() -> None:
+    """A stack update whose only change to a resource is its Metadata leaves that resource be.
+
+    AWS (CloudFormation User Guide, "Metadata attribute"): Metadata is data about a resource
+    for tools (cdk's construct path, checkov's skips), not a property; an update that changes it
+    alongside other changes updates no physical resource. moto counts any difference in a
+    resource's JSON as a modification, and a type with no CloudFormation update (a log group)
+    then gets None in the stack's resource map, so the first `Fn::GetAtt` of it fails ("references
+    undefined resource"): adding checkov's skips to the log groups made every older release
+    impossible to upgrade. Only a change outside Metadata (the type, properties, condition,
+    policies or dependencies) is a modification here.
+    """
+    original = ResourceMap.build_resource_diff
+    if getattr(original, "_compat_fix", False):
+        return
+
+    def build_resource_diff(
+        self: ResourceMap, other_template: dict[str, Any], parameters: dict[str, Any] | None = None
+    ) -> dict[str, list[str]]:
+        names_by_action: dict[str, list[str]] = original(self, other_template, parameters)
+        old, new = self._resource_json_map, other_template["Resources"]
+        names_by_action["Modify"] = [
+            name
+            for name in names_by_action["Modify"]
+            if not _only_metadata_differs(old.get(name), new[name])  # a changed parameter keeps its resources
+        ]
+        return names_by_action
+
+    build_resource_diff._compat_fix = True  # type: ignore[attr-defined]
+    ResourceMap.build_resource_diff = build_resource_diff  # type: ignore[method-assign]
+
+
+def _only_metadata_differs(old: dict[str, Any] | None, new: dict[str, Any]) -> bool:
+    if old is None or old == new:
+        return False
+    return {k: v for k, v in old.items() if k != "Metadata"} == {k: v for k, v in new.items() if k != "Metadata"}
+
+
 # ------------------------------------------------------------------ middleware
 
 SERIALISED_TARGET_PREFIXES: dict[str, str] = {
@@ -2015,6 +2055,7 @@ FIXES: tuple[Callable[[], None], ...] = (
     fix_stream_records_expire_after_the_retention_period,
     fix_cloudformation_updates_tables_in_place,
     fix_cloudformation_function_update_sets_reserved_concurrency,
+    fix_cloudformation_metadata_changes_update_no_resource,
     fix_s3_object_requests_are_atomic_per_key,
 )
 _applied: list[str] = []

@@ -39,6 +39,7 @@ MAPPING_FIELD_DEFAULTS: Mapping[str, Any] = {
     "ParallelizationFactor": 1,
     "MaximumRecordAgeInSeconds": -1,
     "TumblingWindowInSeconds": 0,
+    "DestinationConfig": None,
     "Enabled": True,
 }
 """Lambda's defaults for stream event source mappings (AWS::Lambda::EventSourceMapping docs)."""
@@ -62,6 +63,14 @@ class MappingConfig:
     tumbling_window_seconds: int
     enabled: bool
     field_sources: Mapping[str, str] = field(default_factory=dict)
+    maximum_record_age_seconds: int = -1
+    """MaximumRecordAgeInSeconds: records older than this are discarded unsent (-1: only when the
+    stream's retention trims them; `local.runner.expiry`)."""
+    on_failure_destination: str | None = None
+    """DestinationConfig.OnFailure.Destination: the SQS queue, SNS topic or S3 bucket ARN that gets an
+    invocation record for every discarded batch (`local.runner.expiry.OnFailureDestination`)."""
+    function_arn: str = ""
+    """The mapping's FunctionArn, as an invocation record names the function."""
 
     @property
     def source_kind(self) -> str:
@@ -109,6 +118,20 @@ def _resolve_field(name: str, from_api: Mapping[str, Any], from_template: Mappin
     return MAPPING_FIELD_DEFAULTS[name], "default"
 
 
+def on_failure_destination_of(destination_config: Any) -> str | None:
+    """The ARN `DestinationConfig` names for discarded batches, if any (`{"OnFailure": {"Destination": arn}}`).
+
+    The emulator reports the deployed ARN; a template's value may still be an intrinsic function
+    (`Fn::GetAtt`), which names no resource the runner can reach: refused in one line.
+    """
+    destination = ((destination_config or {}).get("OnFailure") or {}).get("Destination")
+    if destination is None or destination == "":
+        return None
+    if not isinstance(destination, str) or not destination.startswith("arn:"):
+        raise ValueError(f"DestinationConfig.OnFailure.Destination {destination!r} is not an ARN")
+    return destination
+
+
 def discover_mappings(deployment: Deployment) -> list[MappingConfig]:
     """Every stream event source mapping the deployed stack created, in a stable order."""
     lambda_client = aws_client("lambda", deployment.endpoint_url, deployment.region)
@@ -146,6 +169,9 @@ def discover_mappings(deployment: Deployment) -> list[MappingConfig]:
                     tumbling_window_seconds=int(values["TumblingWindowInSeconds"]),
                     enabled=values["Enabled"] in (True, "true"),
                     field_sources=sources,
+                    maximum_record_age_seconds=int(values["MaximumRecordAgeInSeconds"]),
+                    on_failure_destination=on_failure_destination_of(values["DestinationConfig"]),
+                    function_arn=str(api["FunctionArn"]),
                 )
             )
     return sorted(mappings, key=lambda m: (m.function_name, m.event_source_arn))

@@ -9,11 +9,14 @@ has epoch seconds and base64 strings, so both are converted back here.
 from __future__ import annotations
 
 import base64
+import binascii
 import datetime
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from aggregation import kpl
 
 
 def _epoch_seconds(value: Any) -> float:
@@ -84,6 +87,19 @@ def sequence_number_of(record: Mapping[str, Any]) -> str:
     if "kinesis" in record:
         return str(record["kinesis"]["sequenceNumber"])
     return str(record["dynamodb"]["SequenceNumber"])
+
+
+def is_kpl_aggregate(record: Mapping[str, Any]) -> bool:
+    """Whether a Lambda-formatted record is a Kinesis record carrying a KPL aggregate: its data starts
+    with the format's magic (`aggregation.kpl.is_aggregate`, which the state function splits by)."""
+    kinesis = record.get("kinesis")
+    if not isinstance(kinesis, Mapping):
+        return False
+    head = str(kinesis.get("data", ""))[:8]  # 8 base64 characters are the data's first 6 bytes
+    try:
+        return kpl.is_aggregate(base64.b64decode(head, validate=True))
+    except binascii.Error:
+        return False
 
 
 def item_identifier_of(record: Mapping[str, Any]) -> str:

@@ -7,19 +7,22 @@ only per key: per partition key on Kinesis, per item (partition and sort key) on
 - every record of a shard goes to the lane its key hashes to (`lane_of`), so all the records of a
   key are in one lane, in shard order;
 - a `Lane` forms its batches from its own records only, with the mapping's BatchSize, batching
-  window, FilterCriteria, retries, BisectBatchOnFunctionError, ReportBatchItemFailures and
-  MaximumRetryAttempts, exactly as a shard with one lane is run (the same code), and delivers one
-  batch at a time: a key is never in two batches at once, nor a later record before an earlier one;
+  window, FilterCriteria, retries, BisectBatchOnFunctionError, ReportBatchItemFailures,
+  MaximumRetryAttempts and record expiry (`local.runner.expiry`), exactly as a shard with one
+  lane is run (the same code), and delivers one batch at a time: a key is never in two batches
+  at once, nor a later record before an earlier one;
 - the shard's checkpoint is the last record below which every record is finished by its lane
   (`ShardProgress`): a lane whose batch fails holds the checkpoint before its first unfinished
   record while the other lanes go on, so a restart re-delivers from there, records that other
   lanes had finished included (at least once, as in Lambda).
 
-With one lane (ParallelizationFactor 1, or any mapping with a tumbling window, whose `state`
-Lambda carries per shard) the shard poller runs its lane inline and everything is as it was: one
-batch of the shard at a time, in sequence order, and a batch interrupted by a stopped runner is
-re-delivered identically. With several lanes each runs in a thread of its own, and an
-interrupted batch is re-formed from the checkpoint on restart (Lambda promises no more).
+With one lane (ParallelizationFactor 1, any mapping with a tumbling window, whose `state`
+Lambda carries per shard, or a Kinesis shard once it carries KPL aggregates, with which the
+factor does not work: `ShardPoller.one_lane_for_aggregates`) the shard poller runs its lane
+inline and everything is as it was: one batch of the shard at a time, in sequence order, and a
+batch interrupted by a stopped runner is re-delivered identically. With several lanes each runs
+in a thread of its own, and an interrupted batch is re-formed from the checkpoint on restart
+(Lambda promises no more).
 """
 
 from __future__ import annotations
@@ -35,9 +38,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from local.runner import events, filters
+from botocore.exceptions import BotoCoreError, ClientError
+
+from local.runner import events, expiry, filters
 from local.runner.discovery import MappingConfig
 from local.runner.execution_environment import InvocationResult
+from local.runner.expiry import Discard, DiscardReporter
 from local.runner.redelivery import REORDERED, RedeliveryPolicy, out_of_order, reshape
 from local.runner.stats import FunctionStats, RunnerStats
 
@@ -131,9 +137,18 @@ class Lane:
         redelivery: RedeliveryPolicy | None = None,
         chooser: random.Random | None = None,
         retry_backoff_start_seconds: float = RETRY_BACKOFF_START_SECONDS,
+        discards: DiscardReporter | None = None,
+        oldest_kept: Callable[[], str | None] | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         """`redelivery` (with `chooser`, its random source): retries reshaped, out of order on a
-        mapping with a tumbling window, and successes delivered again (`local.runner.redelivery`)."""
+        mapping with a tumbling window, and successes delivered again (`local.runner.redelivery`).
+
+        Expiry (`local.runner.expiry`): `discards` logs, counts and reports each discarded batch to
+        the mapping's on-failure destination (by default it logs and counts); `oldest_kept` asks the
+        shard for the sequence number of its oldest record kept (None: it keeps none), which a batch
+        that keeps failing compares its records with; `clock` is the wall clock records' ages are
+        measured on."""
         self.name = name
         self.mapping = mapping
         self.shard_id = shard_id
@@ -164,6 +179,11 @@ class Lane:
         self._delivered: deque[Record] = deque(maxlen=mapping.batch_size)
         self.window: events.TumblingWindow | None = None  # the open tumbling window, if any
         self._window_state: dict[str, Any] = {}
+        self._discards = discards or DiscardReporter(name=name, mapping=mapping, shard_id=shard_id, stats=stats)
+        self._oldest_kept = oldest_kept
+        self._clock = clock
+        # The stream trimmed records of this lane's last batch: its next ones are checked against it too.
+        self._trim_suspected = False
 
     # ------------------------------------------------------------ records
 
@@ -382,7 +402,7 @@ class Lane:
         log.info("%s: delivering %d record(s) again after their success", self.name, len(succeeded))
         return out_of_order(succeeded, self._chooser) if self._reorders and len(succeeded) > 1 else list(succeeded)
 
-    def _deliver(self, records: list[Record]) -> list[Record] | None:
+    def _deliver(self, records: list[Record], invoked: int = 0) -> list[Record] | None:
         """Deliver `records` until done; the records of the attempt that ended it, in sequence
         order (None when stopping).
 
@@ -390,25 +410,38 @@ class Lane:
         when a retry was reshaped (`process` then drops the buffered records up to it). An
         attempt may send its records out of order (a reordered retry); what it finished is
         counted in sequence order, as Lambda checkpoints at the lowest sequence number a
-        response names as failed.
+        response names as failed. Records that expire on the way are discarded (`_expire`): the
+        checkpoint moves past them and the rest go on; when none are left, the discarded ones
+        end it. `invoked`: invocations that held these records already (a bisected half's).
         """
         counters = self.counters
         pending = records  # the next attempt's records, in the order it sends them
         failures = 0
+        invocations = invoked
+        last_result: InvocationResult | None = None
         backoff = self.retry_backoff_start_seconds
         delivered_again = False
+        again_now = False  # this attempt delivers a success once more: its records were sent and processed
         while pending:
             if self.stop_event.is_set():
                 return None
             in_order = sorted(pending, key=lambda record: int(events.sequence_number_of(record)))
+            expired = None if again_now else self._expire(in_order, failures, invocations, last_result)
+            again_now = False
+            if expired is not None:
+                lost, in_order = expired
+                if not in_order:
+                    return lost
+                pending = in_order  # the records left, from the first not discarded, in order
             state_before = self._window_state
-            result = self._invoke(pending)
+            result = last_result = self._invoke(pending)
+            invocations += 1
             if not result.failed:
                 first_failed = self._failed_item_index(in_order, result)
                 if first_failed is None:
                     again = None if delivered_again else self._again_after_success(in_order)
                     if again is not None:
-                        delivered_again = True
+                        delivered_again = again_now = True
                         self._window_state = state_before  # the checkpoint, with its state, did not move
                         pending = again
                         continue
@@ -425,41 +458,96 @@ class Lane:
             elif self.mapping.bisect_batch_on_function_error and len(in_order) > 1:
                 middle = len(in_order) // 2
                 log.info("%s: bisecting a failed batch of %d records", self.name, len(in_order))
-                first_half = self._deliver(in_order[:middle])
-                second_half = None if first_half is None else self._deliver(in_order[middle:])
+                first_half = self._deliver(in_order[:middle], invocations)
+                second_half = None if first_half is None else self._deliver(in_order[middle:], invocations)
                 return None if first_half is None or second_half is None else [*first_half, *second_half]
             failures += 1
-            limit = self.mapping.maximum_retry_attempts
-            if 0 <= limit < failures:
-                log.error(
-                    "%s: SKIPPING %d record(s) %s..%s after %d failed attempt(s) (MaximumRetryAttempts=%d): %s",
-                    self.name,
-                    len(in_order),
-                    events.sequence_number_of(in_order[0]),
-                    events.sequence_number_of(in_order[-1]),
-                    failures,
-                    limit,
-                    result.error,
-                )
-                with self.stats.lock:
-                    counters.batches_skipped += 1
-                self._commit(events.sequence_number_of(in_order[-1]))
+            if 0 <= self.mapping.maximum_retry_attempts < failures:
+                self._retries_spent(in_order, invocations, result)
                 return in_order
-            with self.stats.lock:
-                counters.retries += 1
-            log.info(
-                "%s: retrying %d record(s) from %s (attempt %d) after %s",
-                self.name,
-                len(in_order),
-                events.sequence_number_of(in_order[0]),
-                failures + 1,
-                (result.error or {}).get("errorType", "partial batch failure"),
-            )
-            if self.stop_event.wait(backoff):
+            if not self._wait_to_retry(in_order, failures, result, backoff):
                 return None
             backoff = min(backoff * 2, RETRY_BACKOFF_CAP_SECONDS)
             pending = self._next_attempt(in_order)
         return records
+
+    def _retries_spent(self, in_order: list[Record], invocations: int, result: InvocationResult) -> None:
+        """MaximumRetryAttempts retries of `in_order` have failed: discard them (`RetryAttemptsExhausted`)."""
+        with self.stats.lock:
+            self.counters.batches_skipped += 1
+        limit = self.mapping.maximum_retry_attempts
+        reason = f"MaximumRetryAttempts={limit} spent, the last attempt's error: {result.error}"
+        self._discard(in_order, expiry.RETRY_ATTEMPTS_EXHAUSTED, invocations, result, reason)
+
+    def _wait_to_retry(self, in_order: list[Record], failures: int, result: InvocationResult, backoff: float) -> bool:
+        """Count and log the retry of `in_order`, then pause `backoff`; False when stopping meanwhile."""
+        with self.stats.lock:
+            self.counters.retries += 1
+        log.info(
+            "%s: retrying %d record(s) from %s (attempt %d) after %s",
+            self.name,
+            len(in_order),
+            events.sequence_number_of(in_order[0]),
+            failures + 1,
+            (result.error or {}).get("errorType", "partial batch failure"),
+        )
+        return not self.stop_event.wait(backoff)
+
+    def _expire(
+        self,
+        in_order: list[Record],
+        failures: int,
+        invocations: int,
+        last_result: InvocationResult | None,
+    ) -> tuple[list[Record], list[Record]] | None:
+        """Discard the first records of an attempt that have expired (`local.runner.expiry`):
+        (those discarded, those left), or None when none has.
+
+        Expired: older than MaximumRecordAgeInSeconds, or below the oldest record the shard still
+        keeps (trimmed by its retention), which is asked from the `STREAM_CHECK_AFTER_FAILURES`-th
+        failure in a row on, and for every batch after one whose records were trimmed. Records of
+        the attempt at or before the checkpoint (a shifted retry's, finished before) are left out
+        of both. `invocations` and `last_result` describe the attempts so far, for the report.
+        """
+        ask_stream = failures >= expiry.STREAM_CHECK_AFTER_FAILURES or self._trim_suspected
+        committed = -1 if self.committed is None else int(self.committed)
+        new = [record for record in in_order if int(events.sequence_number_of(record)) > committed]
+        now = self._clock()
+        count = expiry.over_age(new, now=now, maximum_record_age_seconds=self.mapping.maximum_record_age_seconds)
+        reason = ""
+        if count:
+            oldest = now - events.arrival_seconds(new[0])
+            limit = self.mapping.maximum_record_age_seconds
+            reason = f"older than MaximumRecordAgeInSeconds={limit}, the first {oldest:.1f} s"
+        if ask_stream and self._oldest_kept is not None:
+            try:
+                oldest_kept = self._oldest_kept()
+            except (ClientError, BotoCoreError) as error:
+                log.warning("%s: could not ask the stream for its oldest record: %s", self.name, error)
+            else:
+                gone = expiry.trimmed(new, oldest_kept)
+                self._trim_suspected = gone > 0
+                if gone > count:
+                    count = gone
+                    reason = f"trimmed from the stream by its retention, the oldest record kept {oldest_kept or 'none'}"
+        if not count:
+            return None
+        lost = new[:count]
+        self._discard(lost, expiry.RECORD_AGE_EXCEEDED, invocations, last_result, reason)
+        return lost, new[count:]
+
+    def _discard(
+        self,
+        records: list[Record],
+        condition: str,
+        invocations: int,
+        last_result: InvocationResult | None,
+        reason: str,
+    ) -> None:
+        """Give up on `records` (in order) as Lambda does: report them, then checkpoint past the last."""
+        discard = Discard(records, condition, invocations, last_result, reason)
+        self._discards.report(discard)
+        self._commit(events.sequence_number_of(records[-1]))
 
     def _remember_delivered(self, records: Sequence[Record]) -> None:
         """Keep the last delivered records in stream order, once each (a replay adds nothing)."""

@@ -6,14 +6,21 @@ What the exactly-once design relies on, and this module implements:
   same shard never overtakes another); with ParallelizationFactor N > 1, in N lanes
   (`local.runner.lanes`): a key's records are all in one lane, delivered in order, up to N
   batches of the shard at once, and the checkpoint never passes a record its lane has not
-  finished;
+  finished; but not once a Kinesis shard carries KPL aggregates ("Note that parallelization
+  factor will not work if you are using Kinesis aggregation", Lambda Developer Guide, the
+  Kinesis page): from the first one read, the shard runs one lane, one batch at a time, from
+  its checkpoint on (`ShardPoller.one_lane_for_aggregates`);
 - a batch is up to BatchSize records *that pass FilterCriteria* (filtered-out records are
   checkpointed and never delivered; a batch that is entirely filtered is not invoked),
   sent as soon as records are there or, with MaximumBatchingWindowInSeconds, when the
   window since the first buffered record has passed;
 - on a function error the batch is retried with capped exponential backoff until it
-  succeeds or MaximumRetryAttempts retries have failed (-1: forever); then the batch is
-  skipped with a loud log line, as Lambda discards it. A retry re-delivers the identical
+  succeeds, MaximumRetryAttempts retries have failed (-1: no limit), or its records expire:
+  older than MaximumRecordAgeInSeconds (checked before every attempt, the first included), or
+  trimmed by the stream's retention (asked of the stream once the batch keeps failing). Then
+  the records are discarded as Lambda discards them (`local.runner.expiry`): one `LOST` log
+  line, the invocation record to the mapping's on-failure destination, the counters `make
+  status` raises its alarm on, and the checkpoint past them. A retry re-delivers the identical
   batch, or, for the services a `RedeliveryPolicy` names, the batch in other boundaries
   (`local.runner.redelivery`: grown, shrunk, shifted), which Lambda does not rule out, and
   on a mapping with a tumbling window out of order, which Lambda documents for retries there;
@@ -63,7 +70,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,6 +80,7 @@ from local.runner import events
 from local.runner.checkpoints import CheckpointStore
 from local.runner.discovery import MappingConfig
 from local.runner.execution_environment import InvocationResult
+from local.runner.expiry import DiscardReporter, OnFailureDestination
 from local.runner.lanes import (
     RETRY_BACKOFF_CAP_SECONDS,
     RETRY_BACKOFF_START_SECONDS,
@@ -130,6 +138,15 @@ class ShardReader:
 
     def read(self, shard_id: str, iterator: str, limit: int) -> ReadResult:
         raise NotImplementedError
+
+    def oldest_kept(self, shard_id: str) -> str | None:
+        """The sequence number of the oldest record the shard still holds (its TRIM_HORIZON); None
+        when it holds none. What a batch that keeps failing compares its records with
+        (`local.runner.expiry`): one record read from a TRIM_HORIZON iterator. The emulator returns
+        the oldest record kept to such a read; Kinesis on AWS may return none from a shard with
+        records, which the runner never reads."""
+        result = self.read(shard_id, self.iterator(shard_id, "TRIM_HORIZON"), 1)
+        return events.sequence_number_of(result.records[0]) if result.records else None
 
 
 class KinesisShardReader(ShardReader):
@@ -211,6 +228,10 @@ def pause_after_empty_reads(empty_reads: int | None, *, active_seconds: float, i
     return min(idle_seconds, active_seconds * 2.0 ** min(empty_reads - 1, 32))
 
 
+class AggregatesInShard(Exception):
+    """A read of a shard run in several lanes returned a KPL aggregate: its lanes give way to one."""
+
+
 class ShardPoller(threading.Thread):
     """Reads one shard for one mapping and delivers its batches to the function, lane by lane, forever."""
 
@@ -229,6 +250,8 @@ class ShardPoller(threading.Thread):
         redelivery: RedeliveryPolicy | None = None,
         retry_backoff_start_seconds: float = RETRY_BACKOFF_START_SECONDS,
         min_read_interval_seconds: float | None = None,
+        on_failure_destination: OnFailureDestination | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         """`min_read_interval_seconds`: between the starts of two reads; by default Lambda's
         (`LAMBDA_POLLS_PER_SECOND`: 0.25 s for DynamoDB Streams, 1 s for Kinesis).
@@ -237,7 +260,10 @@ class ShardPoller(threading.Thread):
         (`RedeliveryPolicy.for_service`: reshaped retries, out of order with a tumbling window, and
         successes delivered again). `poll_interval_seconds` is the pause after an empty read
         of an idle shard, `active_poll_interval_seconds` the first one after records (module
-        docstring); `retry_backoff_start_seconds` the first pause before a retry (it doubles)."""
+        docstring); `retry_backoff_start_seconds` the first pause before a retry (it doubles).
+        `on_failure_destination`: where discarded batches are reported (the mapping's
+        `DestinationConfig.OnFailure`, `local.runner.expiry`); `clock`: the wall clock records'
+        ages are measured on (MaximumRecordAgeInSeconds)."""
         super().__init__(name=f"poller-{mapping.function_name}-{shard_id}", daemon=True)
         self.mapping = mapping
         self.shard_id = shard_id
@@ -276,6 +302,8 @@ class ShardPoller(threading.Thread):
         self._iterator: str | None = None
         self._resume_at_trim_horizon = False  # the position was trimmed (`_resume_after_trim`)
         self._redelivery = redelivery
+        self._on_failure_destination = on_failure_destination
+        self._clock = clock
         self._commit_lock = threading.Lock()  # a lane's progress and the checkpoint it moves, together
         self._lane_failed = threading.Event()
         self._progress = ShardProgress()
@@ -306,6 +334,15 @@ class ShardPoller(threading.Thread):
                 redelivery=self._redelivery,
                 chooser=self._chooser(index),
                 retry_backoff_start_seconds=self.retry_backoff_start_seconds,
+                discards=DiscardReporter(
+                    name=self.name if inline else f"{self.name}-lane{index}",
+                    mapping=self.mapping,
+                    shard_id=self.shard_id,
+                    stats=self.stats,
+                    destination=self._on_failure_destination,
+                ),
+                oldest_kept=functools.partial(self.reader.oldest_kept, self.shard_id),
+                clock=self._clock,
             )
             for index in range(self.lane_count)
         ]
@@ -351,6 +388,8 @@ class ShardPoller(threading.Thread):
             self.name,
             position or "the mapping's start",
         )
+        with self.stats.lock:
+            self.stats.function(self.mapping.function_name).unread_records_trimmed += 1
         self._resume_at_trim_horizon = True
 
     def _replace_expired_iterator(self) -> None:
@@ -381,10 +420,13 @@ class ShardPoller(threading.Thread):
         return sum(len(lane.buffer) for lane in self._lanes)
 
     def _dispatch(self, records: list[dict[str, Any]]) -> None:
-        """Hand the records read to their lanes, in shard order."""
+        """Hand the records read to their lanes, in shard order; `AggregatesInShard` (none handed
+        over) when there are several lanes and the records hold a KPL aggregate."""
         if self.lane_count == 1:
             self._lanes[0].add(records)
             return
+        if self.mapping.source_kind == "kinesis" and any(events.is_kpl_aggregate(record) for record in records):
+            raise AggregatesInShard(self.name)
         routed: list[list[dict[str, Any]]] = [[] for _ in self._lanes]
         with self._commit_lock:
             for record in records:
@@ -535,11 +577,37 @@ class ShardPoller(threading.Thread):
         while not self.stop_event.is_set() and not self.finished:
             try:
                 self._run()
+            except AggregatesInShard:
+                self.one_lane_for_aggregates()
             except Exception:
                 log.exception("%s failed; resuming from the last checkpoint", self.name)
                 self._last_read, self._iterator = None, None
                 self._lanes = self._new_lanes()
                 self.stop_event.wait(RETRY_BACKOFF_CAP_SECONDS)
+
+    def one_lane_for_aggregates(self) -> None:
+        """Run the shard in one lane from its checkpoint on: it carries KPL aggregates.
+
+        The Lambda Developer Guide's Kinesis page: "Note that parallelization factor will not work
+        if you are using Kinesis aggregation." An aggregate travels under one partition key, the
+        producer's choice, while its user records are other keys' (TradeIDs), so the lanes that
+        keep order per partition key would not keep it per user record. The stack refuses a state
+        factor above 1 with `producerAggregation`; a producer that aggregates without the stack
+        being told (`make chaos --aggregate` on the defaults) meets this. Called once every lane
+        thread has returned, its invocation in flight ended (`_run_lanes`): the one lane re-sends
+        from the checkpoint, so what other lanes had finished past it comes again (at least once).
+        """
+        log.warning(
+            "%s: KPL aggregates in the shard: ParallelizationFactor %d does not work with Kinesis aggregation "
+            "(Lambda Developer Guide); one batch of the shard at a time from its checkpoint on",
+            self.name,
+            self.mapping.parallelization_factor,
+        )
+        self.lane_count = 1
+        with self.stats.lock:
+            self.shard_stats.lanes = 1
+        self._last_read, self._iterator = None, None
+        self._lanes = self._new_lanes()
 
     def _run(self) -> None:
         if self._iterator is None:

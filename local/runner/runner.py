@@ -13,6 +13,7 @@ import logging
 import os
 import threading
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any
 
 from local.deploy.deployer import Deployment, aws_client
@@ -20,6 +21,7 @@ from local.paths import LocalPaths
 from local.runner.checkpoints import CheckpointStore
 from local.runner.discovery import MappingConfig, discover_mappings, fetch_function
 from local.runner.execution_environment import InvocationResult
+from local.runner.expiry import OnFailureDestination
 from local.runner.invoker import (
     FunctionInvoker,
     assume_execution_role,
@@ -41,6 +43,10 @@ log = logging.getLogger(__name__)
 
 SHARD_DISCOVERY_INTERVAL_SECONDS = 5.0
 STATS_INTERVAL_SECONDS = 1.0
+MINIMUM_RECORD_AGE_SECONDS = 60
+"""The least MaximumRecordAgeInSeconds Lambda accepts besides -1 (Lambda API Reference, MaximumRecordAgeInSeconds:
+"The minimum valid value for maximum record age is 60s"); a smaller one deployed to the emulator (a test's) is
+honoured."""
 
 
 class Runner:
@@ -68,6 +74,7 @@ class Runner:
         self.mappings: list[MappingConfig] = []
         self.pollers: dict[str, ShardPoller] = {}
         self._readers: dict[str, ShardReader] = {}
+        self._destinations: dict[str, OnFailureDestination | None] = {}
         self._background: list[threading.Thread] = []
 
     # ----------------------------------------------------------- start-up
@@ -84,20 +91,30 @@ class Runner:
             log.info("%g %% of successful batches delivered again", self.redelivery.again_after_success_pct)
         for mapping in self.mappings:
             log.info(
-                "mapping %s -> %s: batch %d, window %.1fs, start %s, retries %d, bisect %s, "
-                "item failures %s, filters %s, parallelization %d; field sources %s",
+                "mapping %s -> %s: batch %d, window %.1fs, start %s, retries %d, record age %d s, bisect %s, "
+                "item failures %s, filters %s, parallelization %d, on failure %s; field sources %s",
                 mapping.event_source_arn,
                 mapping.function_name,
                 mapping.batch_size,
                 mapping.maximum_batching_window_seconds,
                 mapping.starting_position,
                 mapping.maximum_retry_attempts,
+                mapping.maximum_record_age_seconds,
                 mapping.bisect_batch_on_function_error,
                 mapping.report_batch_item_failures,
                 list(mapping.filter_patterns),
                 mapping.parallelization_factor,
+                mapping.on_failure_destination or "nothing",
                 dict(mapping.field_sources),
             )
+            if 0 <= mapping.maximum_record_age_seconds < MINIMUM_RECORD_AGE_SECONDS:
+                log.warning(
+                    "%s: MaximumRecordAgeInSeconds %d is honoured locally; Lambda accepts -1 or %d to 604,800 only",
+                    mapping.function_name,
+                    mapping.maximum_record_age_seconds,
+                    MINIMUM_RECORD_AGE_SECONDS,
+                )
+            self._destinations[mapping.uuid] = self._destination_for(mapping)
             if mapping.parallelization_factor > 1 and mapping.tumbling_window_seconds > 0:
                 log.warning(
                     "%s: ParallelizationFactor %d with a tumbling window runs one lane per shard locally "
@@ -107,6 +124,7 @@ class Runner:
                 )
             if mapping.function_name not in self.invokers:
                 self.invokers[mapping.function_name] = self._invoker_for(mapping.function_name)
+        self._warm_up(list(self.invokers.values()))
         for mapping in self.mappings:
             self._readers[mapping.uuid] = self._reader_for(mapping)
             self._start_new_shards(mapping)
@@ -135,7 +153,6 @@ class Runner:
         )
         invoker = FunctionInvoker(function, environment=environment, stats=self.stats, log_file=self.worker_log)
         self.stats.function(function_name)
-        invoker.warm_up()
         log.info(
             "function %s: handler %s, timeout %ds, reserved concurrency %s, code %s",
             function.name,
@@ -145,6 +162,15 @@ class Runner:
             function.code_dir,
         )
         return invoker
+
+    @staticmethod
+    def _warm_up(invokers: list[FunctionInvoker]) -> None:
+        """One warm execution environment of every function, all at once: each is a process of its own
+        whose Init (the handler's import) costs about half a second of CPU, so on two cores the four
+        overlap instead of keeping `make up` (and every runner restart) waiting for each in turn."""
+        with ThreadPoolExecutor(max_workers=max(1, len(invokers)), thread_name_prefix="warm-up") as pool:
+            for started in [pool.submit(invoker.warm_up) for invoker in invokers]:
+                started.result()
 
     def _redelivery_for(self, function_name: str) -> RedeliveryPolicy | None:
         """What of the redelivery policy applies to this function: reshaped retries if it names the
@@ -157,6 +183,15 @@ class Runner:
         if mapping.source_kind == "kinesis":
             return KinesisShardReader(aws_client("kinesis", endpoint, region), mapping.event_source_arn, region)
         return DynamoDBShardReader(aws_client("dynamodbstreams", endpoint, region), mapping.event_source_arn, region)
+
+    def _destination_for(self, mapping: MappingConfig) -> OnFailureDestination | None:
+        """The mapping's on-failure destination, with clients of the emulator; None without one."""
+        if mapping.on_failure_destination is None:
+            return None
+        endpoint, region = self.deployment.endpoint_url, self.deployment.region
+        return OnFailureDestination(
+            mapping.on_failure_destination, lambda service: aws_client(service, endpoint, region)
+        )
 
     def _start_new_shards(self, mapping: MappingConfig) -> None:
         """Start a poller for every shard not yet polled whose parent (if polled) is done."""
@@ -177,6 +212,7 @@ class Runner:
                 stop=self.stop_event,
                 poll_interval_seconds=self.poll_interval_seconds,
                 redelivery=self._redelivery_for(mapping.function_name),
+                on_failure_destination=self._destinations.get(mapping.uuid),
             )
             poller.prepare()
             self.pollers[key] = poller

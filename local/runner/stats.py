@@ -24,6 +24,11 @@ class FunctionStats:
     records_processed: int = 0  # records in batches the function completed
     records_filtered: int = 0  # records FilterCriteria dropped (checkpointed, never delivered)
     batches_skipped: int = 0  # batches given up after MaximumRetryAttempts
+    batches_expired: int = 0  # batches (or their first records) discarded: past MaximumRecordAgeInSeconds, or trimmed
+    records_dropped: int = 0  # records discarded unprocessed, for either reason (Lambda's DroppedEventCount)
+    destination_deliveries: int = 0  # invocation records of discarded batches sent to the on-failure destination
+    destination_delivery_failures: int = 0  # ... that could not be sent (Lambda's DestinationDeliveryFailures)
+    unread_records_trimmed: int = 0  # times a mapping's position was trimmed before it read on (records lost unseen)
     cold_starts: int = 0
     in_flight: int = 0
     peak_in_flight: int = 0  # the most invocations that ran at once (concurrent reducers, say)

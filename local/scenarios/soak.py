@@ -4,7 +4,9 @@
 2. `python -m producer send --duration S --rate R` (a subprocess), while a sampler reads
    the resident memory of the emulator, the runner and each of the runner's workers
    every few seconds (``/proc``), through the drain and the verification.
-3. Wait for the drain; `python -m producer verify` compares the aggregates with the ledger.
+3. Wait for the drain (the runner's checkpoints, as `make demo` waits: the send's own read-back
+   is off, and what the pipeline applied is read back after the drain); `python -m producer
+   verify` compares the aggregates with the ledger.
 4. `down`; print each process's memory at the start, its peak and its end, the total's
    peak, and the emulator's growth per message.
 
@@ -20,6 +22,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,6 +33,8 @@ from local.deploy import lifecycle
 from local.paths import REPO_ROOT, LocalPaths
 from local.runner.stats import read_stats
 from local.scenarios import demo
+from producer.watch import pipeline_reader
+from toolkit.pipeline import target_from_outputs
 
 DEFAULT_MEMORY_BUDGET_MB = 1024.0
 DEFAULT_SAMPLE_SECONDS = 5.0
@@ -163,7 +168,9 @@ def run_soak(
         before = demo.kinesis_records_done(read_stats(paths.runner_stats) or {})
         sent_before = messages_sent(paths.ledger)
         where = ["--outputs", str(paths.outputs), "--ledger", str(paths.ledger)]
-        send = ["send", "--duration", str(duration_seconds), "--rate", str(rate), "--seed", str(seed)]
+        send = ["send", "--duration", str(duration_seconds), "--rate", str(rate), "--seed", str(seed), "--watch", "0"]
+        applied = pipeline_reader(target_from_outputs(paths.outputs))
+        sending = time.monotonic()
         with Sampler(pid_of(paths.emulator_pid), pid_of(paths.runner_pid), sample_seconds) as sampler:
             console.rule(f"[bold]2. send[/] {rate:g} messages/s for {duration_seconds:g} s")
             code = subprocess.run(
@@ -176,7 +183,9 @@ def run_soak(
                 raise demo.DemoError("the producer failed to send (see above)")
             sent = messages_sent(paths.ledger) - sent_before
             console.rule(f"[bold]3. drain[/] and verify {sent} messages")
-            if not demo.wait_for_drain(paths, console, before + sent, DRAIN_TIMEOUT_SECONDS):
+            drained = demo.wait_for_drain(paths, console, before + sent, DRAIN_TIMEOUT_SECONDS)
+            demo.show_read_back(applied, console, time.monotonic() - sending, drained)
+            if not drained:
                 console.print(f"[yellow]not drained after {DRAIN_TIMEOUT_SECONDS:.0f} s; verifying anyway[/]")
             verify = ["verify", "--timeout", "120", "--settle", "3", "--no-progress", *where]
             exact = demo._producer(verify, environment) == 0

@@ -9,7 +9,8 @@ import pytest
 from benchmarks import capacity
 from benchmarks.handler_overhead import fit_reduce_cpu
 from benchmarks.harness import percentile
-from planner.inputs import Settings, Workload
+from benchmarks.report import profiles_section, profiles_summary
+from planner.inputs import ServiceTimes, Settings, StreamCapacity, Workload
 from planner.model import plan_capacity
 from planner.prices import DEFAULT_PRICE_TABLE, load_price_table
 from stacks.settings import planned_settings
@@ -110,3 +111,33 @@ def test_reduce_cpu_is_split_into_actions_and_messages() -> None:
     assert model.per_action_us == pytest.approx(50)
     assert model.per_message_us == pytest.approx(5)
     assert fit_reduce_cpu([(100.0, 1, 1), (200.0, 2, 2)]).per_message_us >= 0  # collinear: one term only
+
+
+def test_the_command_line_prints_both_load_profiles_and_when_to_choose_which(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 37: `python -m benchmarks.capacity --rate 50000` prints the steady-load plan beside the spiky one."""
+    assert capacity.main(["--rate", "50000", "--markdown"]) == 0
+    out = capsys.readouterr().out
+    assert "Load profiles (`loadProfile`), each as `cdk synth` sizes it for 50,000 msg/s:" in out
+    spiky_row = next(line for line in out.splitlines() if line.startswith("| spiky (spiky or unknown load) |"))
+    steady_row = next(line for line in out.splitlines() if line.startswith("| steady (steady load) |"))
+    assert "| all on-demand |" in spiky_row
+    assert "| stream 72 shards, StateTable from 71,429 WCU at 70 %, DeltaTable from " in steady_row
+    spiky_usd, steady_usd = (float(row.split(" | ")[2].replace(",", "")) for row in (spiky_row, steady_row))
+    assert steady_usd < spiky_usd / 2
+    (line,) = [line for line in out.splitlines() if line.startswith("Choose `loadProfile` steady")]
+    assert "choose spiky, the default, for spiky or unknown load and for a trial" in line
+
+
+def test_the_report_section_and_summary_name_both_profiles() -> None:
+    profiles = capacity.load_profile_plans({"targetMessagesPerSecond": 50_000}, STANDARD, ServiceTimes(), PRICES)
+    assert profiles.spiky.settings.stream == StreamCapacity() and profiles.steady.settings.stream.provisioned
+    assert 0.0 < profiles.break_even_share < 1.0
+    section = "\n".join(profiles_section(profiles))
+    assert section.startswith("### Load profiles at 50,000 msg/s")
+    assert "| steady (steady load) |" in section and "Choose `loadProfile` steady" in section
+    (bullet,) = profiles_summary(profiles)
+    assert bullet.startswith("- **Load profiles at 50,000 msg/s** (`loadProfile`") and "\n" not in bullet
+    assert f"at least {profiles.break_even_share:.0%} of the declared one" in bullet
+    assert profiles_section(None) == profiles_summary(None) == []

@@ -16,6 +16,19 @@ MEASURED_2026_11_25 = ServiceTimes(
     reduce_cpu_us_per_message=14.08,
 )
 """What `make bench` measured on 2026-11-25 23:53 UTC (docs/benchmarks.md, sections 2 and 3)."""
+SLOWEST_MEASURED = ServiceTimes(
+    state_messages_per_second=3079.0,
+    state_cpu_us_per_message=65.1,
+    map_cpu_us_per_record=56.9,
+    reduce_cpu_us_per_action=112.0,
+    reduce_cpu_us_per_message=16.25,
+)
+"""The slowest of each figure `make bench` measured of the handlers as they now are (docs/benchmarks.md's
+history since 2026-11-25 21:20 UTC: section 2 and 3 of 2026-11-26 02:08, the slowest run), and the 112 µs a
+transaction action `make bench` measured on a loaded machine (issue 37). `planner.inputs.ServiceTimes`
+names each."""
+DEFAULT_MARGIN = 1.1
+"""How much slower than the slowest measurement every default is, at least (issue 37: defaults with a margin)."""
 FORMER_DEFAULTS = replace(ServiceTimes(), reduce_cpu_us_per_action=50.0, reduce_cpu_us_per_message=1.0)
 """The defaults before they followed that run: the reduce's CPU below what it measured."""
 
@@ -46,7 +59,7 @@ def test_a_figure_is_flagged_exactly_when_it_was_measured_slower_than_its_defaul
 def test_the_section_shows_both_side_by_side_and_says_what_to_do_when_a_default_is_faster() -> None:
     flagged = "\n".join(service_times_check(MEASURED_2026_11_25, FORMER_DEFAULTS))
     assert "| reduce CPU µs per transaction action (section 3) | 50.00 | 67.40 | **no** |" in flagged
-    assert "| map CPU µs per state change (section 3) | 60.00 | 46.50 | yes |" in flagged
+    assert "| map CPU µs per state change (section 3) | 65.00 | 46.50 | yes |" in flagged
     assert "**2 measured slower than the planner's default**" in flagged and "planner/inputs.py" in flagged
     covered = "\n".join(service_times_check(MEASURED_2026_11_25, ServiceTimes()))
     assert "**no**" not in covered and "Every default is at least as slow" in covered
@@ -56,3 +69,13 @@ def test_the_summary_names_the_faster_defaults_and_is_silent_when_none_is() -> N
     (bullet,) = service_times_summary(MEASURED_2026_11_25, FORMER_DEFAULTS)
     assert bullet.startswith("- **The planner's defaults are below this run's measurements** (reduce CPU µs per")
     assert service_times_summary(MEASURED_2026_11_25, ServiceTimes()) == []
+
+
+def test_every_default_covers_the_slowest_measurement_with_a_margin() -> None:
+    """`auto` and the capacity check size deployments with the defaults: each is slower than anything
+    measured of the current handlers, by at least `DEFAULT_MARGIN`."""
+    assert slower_than_planned(SLOWEST_MEASURED, ServiceTimes()) == []
+    for field, label, higher_is_faster in SERVICE_FIGURES:
+        default, slowest = getattr(ServiceTimes(), field), getattr(SLOWEST_MEASURED, field)
+        margin = slowest / default if higher_is_faster else default / slowest
+        assert margin >= DEFAULT_MARGIN, (label, default, slowest)

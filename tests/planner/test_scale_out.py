@@ -56,9 +56,10 @@ def test_a_looser_latency_bound_never_costs_more() -> None:
     assert slow.plan.monthly_usd <= fast.plan.monthly_usd
 
 
-def test_fixed_slices_are_kept_and_the_choice_beats_the_flags_fix_alone() -> None:
-    """At 50,000 msg/s the flags alone ask for more reducers (`reducers_that_keep_up`); the search,
-    keeping 16 slices and a 1 s p50, also packs delta batches and is cheaper."""
+def test_fixed_slices_are_kept_and_the_choice_is_within_the_targets_the_flags_fix_misses() -> None:
+    """At 50,000 msg/s the flags alone ask for more reducers (`reducers_that_keep_up`, which holds them to
+    80 % busy); the search, keeping 16 slices, holds every stage to 70 % and the p50 to 1 s, packs delta
+    batches, and costs no more than the flags' fix whenever that is within the same targets."""
     workload = Workload(rate=50_000)
     flags_fix = reducers_that_keep_up(
         workload, Settings(state_parallelization_factor=3, aggregate_slices=16), TIMES, PRICES, OURS
@@ -66,8 +67,9 @@ def test_fixed_slices_are_kept_and_the_choice_beats_the_flags_fix_alone() -> Non
     assert flags_fix is not None
     choice = cheapest_settings(workload, flags_fix, TIMES, PRICES, latency_limit_seconds=1.0, aggregate_slices=16)
     assert choice is not None and choice.settings.aggregate_slices == 16
+    assert within_targets(choice.plan, 1.0)
     before = plan_design(workload, flags_fix, TIMES, PRICES, OURS)
-    assert choice.plan.monthly_usd < before.monthly_usd
+    assert choice.plan.monthly_usd < before.monthly_usd or not within_targets(before, 1.0)
     assert (
         choice.plan.aggregate_write_units_per_second / choice.plan.reduce_transactions_per_second
         >= before.aggregate_write_units_per_second / before.reduce_transactions_per_second * 0.5
@@ -169,8 +171,8 @@ def test_at_250000_auto_finds_reducers_slices_and_memory_within_the_targets() ->
 
 def test_with_memory_set_and_nothing_within_the_targets_auto_takes_the_largest_candidates() -> None:
     """256 MB and batches of 10 set at 250,000 msg/s: no reducer and slice count is within 70 % busy, so
-    `auto` takes the largest, which keep up (nothing stalls, so synthesis accepts it); the capacity check
-    says the rest."""
+    `auto` takes the largest; at the default service times even those fall behind, and the capacity
+    check names the memory that would let them keep up."""
     workload = Workload(rate=250_000)
     chosen = planned_for(250_000, reduce_memory=False, reduce_batch=False)
     assert (chosen.reduce_parallelization_factor, chosen.aggregate_slices, chosen.reduce_memory_mb) == (
@@ -178,7 +180,8 @@ def test_with_memory_set_and_nothing_within_the_targets_auto_takes_the_largest_c
         SLICE_CANDIDATES[-1],
         256,
     )
-    assert not plan_design(workload, chosen, TIMES, PRICES, OURS).stalls
+    stalls = plan_design(workload, chosen, TIMES, PRICES, OURS).stalls
+    assert all("reduceMemoryMb" in flag.change for flag in stalls)
 
 
 def test_at_50000_auto_batches_fold_more_delta_batches_into_one_write_of_the_totals() -> None:

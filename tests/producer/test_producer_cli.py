@@ -17,6 +17,7 @@ from aggregation.names import LEGACY_METRICS_NAMESPACE
 from producer.cleanup import RESTART_AFTER_CLEAR, ClearStatus, ClearTimeout, clear_pipeline, nonzero_nodes
 from producer.ledger import Ledger
 from producer.targets import resolve_target
+from tests.toolkit.test_liveness import GONE_PID
 from toolkit.pipeline import PipelineTarget, TargetError
 
 REPOSITORY = Path(__file__).resolve().parents[2]
@@ -101,6 +102,17 @@ def test_send_verify_clear_from_the_command_line(
     mismatch = run_cli("verify", "--timeout", "5", "--settle", "0.5", "--poll", "0.2", cwd=tmp_path)
     assert mismatch.returncode == 1, mismatch.stderr
     assert "MISMATCH" in mismatch.stdout
+    assert "not running" not in mismatch.stderr  # no runner.pid: nothing says whether it runs
+
+    # A runner that `make up` started and that is gone: the mismatch is a stopped pipeline, and
+    # the operator is told so in one line instead of being left to hunt for a defect.
+    (tmp_path / ".local" / "runner.pid").write_text(str(GONE_PID))
+    stopped = run_cli("verify", "--timeout", "5", "--settle", "0.5", "--poll", "0.2", "--no-progress", cwd=tmp_path)
+    assert stopped.returncode == 1, stopped.stderr
+    assert "MISMATCH" in stopped.stdout
+    assert stopped.stderr.count("\n") == 1 and "the pipeline is not running" in stopped.stderr, stopped.stderr
+    assert f"pid {GONE_PID}" in stopped.stderr and "verify again once it runs" in stopped.stderr
+    (tmp_path / ".local" / "runner.pid").unlink()
 
     fill_tables(pipeline, ledger)
     exact = run_cli("verify", "--timeout", "5", "--settle", "0.5", cwd=tmp_path)

@@ -161,6 +161,8 @@ ARCHIVE_HANDLER = "archive_function.handler.lambda_handler"
 HANDLERS = {"state": STATE_HANDLER, "map": MAP_HANDLER, "reduce": REDUCE_HANDLER, "archive": ARCHIVE_HANDLER}
 SETTINGS_GUARD_HANDLER = "settings_guard_function.handler.lambda_handler"
 """Not a pipeline stage: the custom resource handler of the settings guard (`stacks/settings_guard.py`)."""
+PROVIDER_HANDLER = "framework.onEvent"
+"""CDK's provider function, which CloudFormation calls for the settings guard and which calls its handler."""
 
 
 @functools.cache

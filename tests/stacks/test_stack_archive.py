@@ -41,10 +41,11 @@ CREATE = {**SECURE, "s3:ObjectCreationOperation": "true"}
 
 
 def archive_bucket_id(template: Template) -> str:
+    """The archive bucket: the one whose server access logs go to the other (both are versioned)."""
     (bucket_id,) = [
         logical_id
         for logical_id, bucket in resources_of_type(template, "AWS::S3::Bucket").items()
-        if "VersioningConfiguration" in bucket["Properties"]
+        if "LoggingConfiguration" in bucket["Properties"]
     ]
     return bucket_id
 
@@ -139,6 +140,21 @@ def test_bucket_is_private_encrypted_versioned_logged_and_retained(template: Tem
     rules = {rule["Id"]: rule for rule in properties["LifecycleConfiguration"]["Rules"]}
     assert rules["ExpireSupersededRegistryVersions"]["Prefix"] == "metastore/"
     assert "ExpirationInDays" not in rules["ExpireSupersededRegistryVersions"]  # current objects are kept
+
+
+def test_the_access_log_bucket_is_versioned_and_keeps_a_deleted_log_30_days(template: Template) -> None:
+    """checkov's CKV_AWS_21: a server access log deleted early (or expired) stays recoverable for a while."""
+    archive = resources_of_type(template, "AWS::S3::Bucket")[archive_bucket_id(template)]
+    log_bucket_id = archive["Properties"]["LoggingConfiguration"]["DestinationBucketName"]["Ref"]
+    log_bucket = resources_of_type(template, "AWS::S3::Bucket")[log_bucket_id]
+    properties = log_bucket["Properties"]
+    assert properties["VersioningConfiguration"] == {"Status": "Enabled"}
+    assert "ObjectLockEnabled" not in properties
+    rules = {rule["Id"]: rule for rule in properties["LifecycleConfiguration"]["Rules"]}
+    assert rules["ExpireAccessLogs"]["ExpirationInDays"] == 365
+    assert rules["ExpireAccessLogs"]["NoncurrentVersionExpiration"] == {"NoncurrentDays": 30}
+    assert rules["RemoveExpiredDeleteMarkers"]["ExpiredObjectDeleteMarker"] is True
+    assert log_bucket["DeletionPolicy"] == "Retain"
 
 
 def test_archive_function_is_built_like_the_others(template: Template) -> None:

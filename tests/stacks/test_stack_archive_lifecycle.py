@@ -13,7 +13,7 @@ from tests.stacks.stack_helpers import resources_of_type, synthesize
 
 def archive_rules(template: Template) -> dict[str, Any]:
     buckets = resources_of_type(template, "AWS::S3::Bucket")
-    (archive,) = [b for b in buckets.values() if b["Properties"].get("VersioningConfiguration")]
+    (archive,) = [b for b in buckets.values() if b["Properties"].get("LoggingConfiguration")]
     return {rule["Id"]: rule for rule in archive["Properties"]["LifecycleConfiguration"]["Rules"]}
 
 

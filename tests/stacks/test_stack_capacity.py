@@ -135,9 +135,9 @@ def test_a_provisioned_stack_is_cdk_nag_clean(provisioned: tuple[ExactlyOnceAggr
     ("key", "value", "message"),
     [
         ("stateTableCapacity", {"mode": "provisioned", "maxWriteCapacity": 4}, "'stateTableCapacity.maxWriteCapacity'"),
-        ("deltaTableCapacity", {"mode": "PROVISIONED"}, "'deltaTableCapacity' must be an object with 'mode'"),
-        ("deltaTableCapacity", "provisioned", "'deltaTableCapacity' must be an object with 'mode'"),
-        ("aggregateTableCapacity", {"mode": "provisioned", "maxWCU": 9}, "must be an object with 'mode'"),
+        ("deltaTableCapacity", {"mode": "PROVISIONED"}, "'deltaTableCapacity' must be 'auto' or an object with 'mode'"),
+        ("deltaTableCapacity", "provisioned", "'deltaTableCapacity' must be 'auto' or an object with 'mode'"),
+        ("aggregateTableCapacity", {"mode": "provisioned", "maxWCU": 9}, "must be 'auto' or an object with 'mode'"),
         ("aggregateTableCapacity", {"mode": "provisioned", "targetUtilizationPercent": 95}, "from 20 to 90"),
         ("aggregateTableCapacity", {"mode": "provisioned", "minReadCapacity": 0}, "'aggregateTableCapacity.minRead"),
         ("stateTableCapacity", {"mode": "provisioned", "minReadCapacity": 5, "maxReadCapacity": 4}, "at least min"),
@@ -242,15 +242,47 @@ def test_a_provisioned_maximum_below_the_target_s_load_is_refused() -> None:
         synthesize({"stateTableCapacity": small})
 
 
-def test_aggregated_producers_need_more_state_lanes_for_the_same_rate() -> None:
-    """Full KPL aggregates put 147 messages in a record: 15 shards carry 50,000 msg/s instead of 50,
-    so each shard's state function has three times the messages and needs more lanes."""
-    context = following_the_refusal({**MAP_BATCHED_50000, **UNPLANNED})
-    assert [flag for flag in capacity_flags(settings_from(context)) if flag.blocking] == []
-    aggregated = [flag for flag in capacity_flags(settings_from({**context, "producerAggregation": True}))]
-    assert any(flag.blocking and "stateParallelizationFactor" in flag.change for flag in aggregated)
+STREAM_SET_TO = re.compile(r"set streamMode to (\{.*?\}) \(")
+
+
+def test_aggregated_producers_get_more_shards_not_more_state_lanes() -> None:
+    """The Lambda Developer Guide's Kinesis page: "Note that parallelization factor will not work if
+    you are using Kinesis aggregation." Full KPL aggregates put 147 messages in a record, so 15 shards
+    carry 50,000 msg/s: a state factor above 1 is refused, `auto` plans 1, and the capacity check asks
+    for the shards one state lane each needs; with them every stage keeps up."""
+    plain = following_the_refusal({**MAP_BATCHED_50000, **UNPLANNED})
+    assert plain["stateParallelizationFactor"] > 1
+    assert [flag for flag in capacity_flags(settings_from(plain)) if flag.blocking] == []
+
+    with pytest.raises(SettingsError) as raised:
+        settings_from({**plain, "producerAggregation": True})
+    text = str(raised.value)
+    assert "\n" not in text
+    assert text.startswith("cdk.json context 'stateParallelizationFactor' must be 1 or 'auto' with producerAggregation")
+    assert "does not work with Kinesis aggregation" in text
+
+    aggregated = {**plain, "producerAggregation": True, "stateParallelizationFactor": "auto"}
+    assert settings_from(aggregated).state_parallelization_factor == 1
+    assert settings_from({**aggregated, "stateParallelizationFactor": 1}).state_parallelization_factor == 1
+    stalls = [flag for flag in capacity_flags(settings_from(aggregated)) if flag.blocking]
+    (state,) = [flag for flag in stalls if flag.problem.startswith("one state instance")]
+    assert "stateParallelizationFactor" not in state.change
+    (stream,) = STREAM_SET_TO.findall(state.change)
+    assert json.loads(stream)["mode"] == "provisioned"
+
+    more_shards = {**aggregated, "streamMode": stream}  # as `-c streamMode='{...}'` passes it
+    settings = settings_from(more_shards)
+    assert settings.state_parallelization_factor == 1
+    assert settings.stream_mode.shard_count == json.loads(stream)["shardCount"] > 15
+    assert [flag for flag in capacity_flags(settings) if flag.blocking] == []
     with pytest.raises(SettingsError, match="'producerAggregation' must be true or false"):
         settings_from({"producerAggregation": "sometimes"})
+
+
+def test_an_aggregated_stack_deploys_one_state_lane_a_shard() -> None:
+    """Synthesized with `producerAggregation`, the state mapping's ParallelizationFactor is 1."""
+    _stack, template = synthesize({"producerAggregation": True})
+    assert event_source_mapping(template, STATE_HANDLER)["ParallelizationFactor"] == 1
 
 
 @pytest.mark.parametrize("rate", [50_000, 250_000])

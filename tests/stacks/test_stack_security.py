@@ -17,8 +17,10 @@ from stacks import ExactlyOnceAggregationStack
 from stacks.template_lint import lint_template
 from tests.stacks.stack_helpers import (
     HANDLERS,
+    PROVIDER_HANDLER,
     SETTINGS_GUARD_HANDLER,
     STATE_HANDLER,
+    as_list,
     function_properties,
     resources_of_type,
     role_statements,
@@ -163,7 +165,7 @@ def test_object_lock_is_off_by_default_and_on_for_the_archive_bucket_when_set(
         if "ObjectLockEnabled" in b["Properties"]
     ]
     assert len(locked) == 1 and locked[0]["ObjectLockEnabled"] is True
-    assert "VersioningConfiguration" in locked[0]  # the archive bucket
+    assert "LoggingConfiguration" in locked[0]  # the archive bucket (its access is logged)
     archive = [
         h
         for h in HANDLERS.values()
@@ -199,7 +201,7 @@ def test_the_data_key_encrypts_stream_tables_archive_logs_and_topic(
     (archive,) = [
         b
         for b in resources_of_type(template, "AWS::S3::Bucket").values()
-        if "VersioningConfiguration" in b["Properties"]
+        if "LoggingConfiguration" in b["Properties"]  # the archive bucket, not the access-log bucket
     ]
     (rule,) = archive["Properties"]["BucketEncryption"]["ServerSideEncryptionConfiguration"]
     assert rule["ServerSideEncryptionByDefault"] == {"KMSMasterKeyID": arn, "SSEAlgorithm": "aws:kms"}
@@ -220,14 +222,15 @@ def test_the_key_policy_names_only_the_stacks_roles_an_administrator_and_the_con
     assert admin["Action"] == "kms:*"
     role_ids = {
         function_properties(template, handler)["Role"]["Fn::GetAtt"][0]: handler
-        for handler in [*HANDLERS.values(), SETTINGS_GUARD_HANDLER]
+        for handler in [*HANDLERS.values(), SETTINGS_GUARD_HANDLER, PROVIDER_HANDLER]
     }
     named_roles = {
-        s["Principal"]["AWS"]["Fn::GetAtt"][0]
+        principal["Fn::GetAtt"][0]
         for s in statements
-        if isinstance(s["Principal"].get("AWS"), dict) and "Fn::GetAtt" in s["Principal"]["AWS"]
+        for principal in as_list(s["Principal"].get("AWS", []))
+        if isinstance(principal, dict) and "Fn::GetAtt" in principal
     }
-    assert named_roles == set(role_ids), "exactly the four pipeline functions' roles and the guard's (it reads a table)"
+    assert named_roles == set(role_ids), "exactly the six functions' roles (data, or only their own environment)"
     for statement in statements:
         if statement["Principal"] in ({"AWS": ADMIN},) or "Service" in statement["Principal"]:
             continue
@@ -240,6 +243,31 @@ def test_the_key_policy_names_only_the_stacks_roles_an_administrator_and_the_con
     assert services == {json.dumps("cloudwatch.amazonaws.com"), json.dumps(logs)}
 
 
+def test_the_data_key_encrypts_every_functions_environment_and_each_role_may_decrypt_its_own(
+    hardened: tuple[ExactlyOnceAggregationStack, Template],
+) -> None:
+    """checkov's CKV_AWS_173 with `customerManagedKey`: the environment variables under the stack's key.
+
+    CloudFormation's role has Lambda encrypt them and create the roles' grant (kms:ViaService lambda);
+    the roles may decrypt through Lambda only, and nothing more than decrypt.
+    """
+    template = hardened[1]
+    key_id, statements = key_policy(template)
+    functions = resources_of_type(template, "AWS::Lambda::Function")
+    assert len(functions) == 6
+    for logical_id, function in functions.items():
+        assert function["Properties"]["KmsKeyArn"] == {"Fn::GetAtt": [key_id, "Arn"]}, logical_id
+    (read,) = [s for s in statements if s.get("Sid") == "FunctionsReadTheirEnvironment"]
+    assert read["Action"] == "kms:Decrypt"
+    roles = {principal["Fn::GetAtt"][0] for principal in read["Principal"]["AWS"]}
+    assert roles == {function["Properties"]["Role"]["Fn::GetAtt"][0] for function in functions.values()}
+    lambda_service = {"Fn::Join": ["", ["lambda.", {"Ref": "AWS::Region"}, ".amazonaws.com"]]}
+    assert read["Condition"] == {"StringEquals": {"kms:ViaService": [lambda_service]}}
+    (deploy,) = [s for s in statements if s.get("Sid") == "CloudFormationCreatesEncryptedResources"]
+    assert lambda_service in deploy["Condition"]["StringEquals"]["kms:ViaService"]
+    assert {"kms:Encrypt", "kms:CreateGrant"} <= set(deploy["Action"])
+
+
 def test_without_the_setting_nothing_but_the_topic_uses_a_customer_managed_key(template: Template) -> None:
     _key_id, statements = key_policy(template)
     assert {s.get("Sid") for s in statements} >= {"CloudWatchPublishesAlarms"}
@@ -249,6 +277,8 @@ def test_without_the_setting_nothing_but_the_topic_uses_a_customer_managed_key(t
         assert "KMSMasterKeyId" not in table["Properties"]["SSESpecification"]
     for group in resources_of_type(template, "AWS::Logs::LogGroup").values():
         assert "KmsKeyId" not in group["Properties"]
+    for function in resources_of_type(template, "AWS::Lambda::Function").values():
+        assert "KmsKeyArn" not in function["Properties"]  # Lambda's own key for the environment
     for handler in HANDLERS.values():
         assert not [s for s in role_statements(template, handler) if "kms:" in json.dumps(s["Action"])]
 

@@ -143,7 +143,7 @@ def test_the_reservation_setting_of_earlier_releases_is_refused_whatever_its_val
         ),
         ("faultInjection", {"FAILURE_MAP_LAMBDA_PCT": -1}, "from 0 to 100"),
         ("faultInjection", {"FAILURE_MAP_LAMBDA_PCT": "NaN"}, "from 0 to 100"),
-        ("streamMode", "provisioned", '\'streamMode\' must be {"mode": "on-demand"} or'),
+        ("streamMode", "provisioned", "'streamMode' must be 'auto', {\"mode\": \"on-demand\"} or"),
         ("streamMode", {"mode": "provisioned"}, '"shardCount": 1 to 10000}'),
         ("streamMode", {"mode": "on-demand", "shardCount": 4}, "an on-demand stream chooses its own shards"),
         ("streamMode", {"mode": "provisioned", "shardCount": 0}, "'streamMode.shardCount' must be an integer"),

@@ -46,7 +46,7 @@ def test_the_lock_pins_exactly_what_constraints_txt_pins_plus_the_build_backend(
 
 
 def test_every_locked_package_carries_its_hashes() -> None:
-    for lock in ("requirements.lock", "requirements-pip.lock"):
+    for lock in ("requirements.lock", "requirements-pip.lock", "requirements-checkov.lock"):
         entries = lock_entries((ROOT / lock).read_text())
         assert entries, lock
         for name, entry in entries.items():

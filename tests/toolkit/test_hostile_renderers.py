@@ -30,7 +30,7 @@ from benchmarks.capacity import render_rich
 from frontend.snapshot import LedgerState, SnapshotBuilder, StatsRecord, TableReading
 from frontend.terminal import render_snapshot
 from frontend.web import snapshot_document
-from local.deploy.status import functions_table, shards_table
+from local.deploy.status import alarms, functions_table, shards_table
 from planner.inputs import Workload
 from planner.model import plan_capacity
 from planner.prices import load_price_table
@@ -194,6 +194,7 @@ def test_make_status_shows_hostile_function_and_shard_names() -> None:
                     "records_processed",
                     "records_filtered",
                     "batches_skipped",
+                    "records_dropped",
                     "cold_starts",
                     "in_flight",
                 ),
@@ -217,6 +218,8 @@ def test_make_status_shows_hostile_function_and_shard_names() -> None:
     }
 
     def render(console: Console) -> None:
+        for line in alarms(stats):
+            console.print(line)
         console.print(functions_table(stats))
         console.print(shards_table(stats))
 

@@ -175,7 +175,9 @@ class ChaosSettings:
 def emulator_fault_config(settings: ChaosSettings, outputs: Mapping[str, str], seed: int) -> dict[str, Any]:
     """The `/_compat/faults` configuration: lost responses per write site and of the state function's
     batch statements one by one, then throttling (reduce transactions cancelled, the state function's
-    batch statements refused one by one, then whole requests: each at `throttle_pct`), then kept tokens."""
+    batch statements refused one by one, then whole requests: each at `throttle_pct`), then kept tokens.
+    Every rule faults its first request without a draw: a small run whose site sees a few dozen
+    requests still exercises each fault at least once."""
     rules: list[dict[str, Any]] = []
     if settings.lost_response_pct:
         for _stage, operation, table_key, variant in WRITE_SITES:
@@ -236,4 +238,4 @@ def emulator_fault_config(settings: ChaosSettings, outputs: Mapping[str, str], s
         rules.append(
             {"kind": CANCELLED_TOKEN_KEPT, "service": "dynamodb", "percent": 100, "table": outputs["aggregate_table"]}
         )
-    return {"seed": seed, "rules": rules}
+    return {"seed": seed, "rules": [rule | {"min_injections": 1} for rule in rules]}

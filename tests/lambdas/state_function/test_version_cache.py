@@ -1,6 +1,7 @@
 """The state function's version cache against real tables: fewer writes, the same outcomes, exact totals."""
 
 import json
+import threading
 from decimal import Decimal
 from typing import Any
 
@@ -79,19 +80,29 @@ def test_a_write_whose_outcome_is_unknown_is_never_remembered(pipeline: Pipeline
     """The call writing `lost` is applied but its caller sees an error (a response lost beyond the SDK's
     retries): every statement of that call is unknown, `kept`'s in another call is not."""
     events = aws.state_update_client().meta.events
+    kept_sent = threading.Event()
+
+    def note_the_kept_call(context: dict[str, Any], **_: Any) -> None:
+        if "kept" in context["trade_ids"]:
+            kept_sent.set()
 
     def lose_the_response(context: dict[str, Any], **_: Any) -> None:
         if "lost" in context["trade_ids"]:
+            # The calls run in two lanes, and no lane takes another call once one has failed: the
+            # failure waits until the other lane has sent its call, as it would on a busy machine.
+            assert kept_sent.wait(30), "the call writing `kept` was never sent"
             raise ClientError({"Error": {"Code": "InternalServerError", "Message": "lost"}}, "BatchExecuteStatement")
 
     lost = [trade_message(f"lost-{n}" if n else "lost", 1, "1") for n in range(MAX_STATEMENTS_PER_CALL)]
     event = pipeline.kinesis_event([*lost, trade_message("kept", 1, "2")])  # 26 writes: two calls of 13
+    events.register("before-call.dynamodb.BatchExecuteStatement", note_the_kept_call)
     events.register("after-call.dynamodb.BatchExecuteStatement", lose_the_response)
     try:
         with pytest.raises(ClientError, match="lost"):
             state_handler.lambda_handler(event, LambdaContextStub())
     finally:
         events.unregister("after-call.dynamodb.BatchExecuteStatement", lose_the_response)
+        events.unregister("before-call.dynamodb.BatchExecuteStatement", note_the_kept_call)
     assert len(pipeline.scan("state")) == MAX_STATEMENTS_PER_CALL + 1, "every statement was applied"
     assert cached(pipeline, "lost") is None, "an unknown outcome teaches nothing"
     assert cached(pipeline, "kept") == 1

@@ -6,7 +6,7 @@ import re
 
 from rich.console import Console
 
-from local.deploy.status import functions_table, shards_table
+from local.deploy.status import alarms, functions_table, shards_table
 from local.runner.stats import RunnerStats
 
 STACK = "ExactlyOnceAggregation"
@@ -56,3 +56,22 @@ def test_status_names_the_functions_and_sources_as_users_know_them_and_fits_80_c
     assert re.search(r"^ *records( +9,876,543,210){4} *$", text, re.MULTILINE)
     for short, source in (("state", "ingest stream"), ("map", "state table"), ("reduce", "delta table")):
         assert re.search(rf"^ *{short} +{source} +\w{{8}} +9,876,543,210 +1,234,567 +86,400,000 *$", text, re.MULTILINE)
+
+
+def test_status_raises_an_alarm_for_each_function_that_lost_records_and_none_otherwise() -> None:
+    stats = busy_runner()
+    assert alarms(stats.snapshot()) == []
+    stats.function(FUNCTIONS["map"]).records_dropped = 12_345
+    stats.function(FUNCTIONS["map"]).destination_delivery_failures = 2
+    stats.function(FUNCTIONS["state"]).unread_records_trimmed = 1
+    console = Console(record=True, width=80, color_system=None)
+    for line in alarms(stats.snapshot()):
+        console.print(line)
+    console.print(functions_table(stats.snapshot()))
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    words = " ".join(text.split())
+    assert words.index("ALARM state:") < words.index("ALARM map:"), "in pipeline order, named as users know them"
+    assert "ALARM map: 12,345 record(s) dropped (expired, or retries spent); 2 not sent to the on-failure" in words
+    assert "ALARM state: records trimmed before they were read (1 time(s)); LOST in runner.log" in words
+    assert re.search(r"^ *records dropped +0 +12,345 +0 +0 *$", text, re.MULTILINE)

@@ -201,6 +201,32 @@ def test_a_failed_write_is_not_lost_its_error_goes_through_uncounted(
     assert report["total_injected"] == 0 and report["considered"][LOST_RESPONSE]["dynamodb:PutItem"] == 1
 
 
+def test_min_injections_faults_the_first_requests_without_a_draw_and_a_write_not_applied_does_not_count(
+    dynamodb: DynamoDBClient, emulator_faults: FaultControl
+) -> None:
+    """A chaos site that sees a handful of requests is still exercised: the minimum is met first, then 0 %."""
+    table = new_table(dynamodb)
+    dynamodb.put_item(TableName=table, Item={"pk": {"S": "taken"}})
+    emulator_faults.configure(lost("dynamodb", "PutItem", table=table, percent=0, min_injections=2))
+
+    with pytest.raises(ClientError) as refused:  # not applied: its reservation is given back
+        dynamodb.put_item(TableName=table, Item={"pk": {"S": "taken"}}, ConditionExpression="attribute_not_exists(pk)")
+    answers = []
+    for key in ("a", "b", "c"):
+        try:
+            dynamodb.put_item(TableName=table, Item={"pk": {"S": key}})
+            answers.append("ok")
+        except ClientError as error:
+            answers.append(error.response["Error"]["Code"])
+
+    assert error_of(refused) == ("ConditionalCheckFailedException", 400)
+    assert answers == ["InternalServerError", "InternalServerError", "ok"]
+    assert all(item_exists(dynamodb, table, key) for key in ("a", "b", "c"))
+    assert emulator_faults.injected(LOST_RESPONSE, "dynamodb", "PutItem") == 2
+    with pytest.raises(ValueError, match="no greater than max_injections"):
+        parse_config({"rules": [lost("dynamodb", "PutItem", min_injections=3, max_injections=2)]})
+
+
 def new_bucket(aws_client: AwsClientFactory) -> str:
     bucket = f"faults-{uuid.uuid4().hex[:12]}"
     aws_client("s3").create_bucket(Bucket=bucket)
@@ -675,6 +701,7 @@ def test_control_endpoint_validates_reports_and_clears(emulator_endpoint: str, e
         "hold_seconds": 11.0,
         "error": None,
         "max_injections": None,
+        "min_injections": 0,
         "injected": 0,
     }
     assert emulator_faults.report()["rules"] == report["rules"]

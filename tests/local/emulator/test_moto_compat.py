@@ -743,6 +743,40 @@ def test_a_stack_update_that_drops_reserved_concurrency_removes_it(aws_client: A
     assert "Concurrency" not in lambda_client.get_function(FunctionName=f"compat-{suffix}")
 
 
+def test_a_stack_update_that_changes_only_a_log_groups_metadata_keeps_it_and_its_attributes(
+    aws_client: AwsClientFactory,
+) -> None:
+    """AWS: Metadata is not a property; a release adding checkov's skips to a log group upgrades in place."""
+    cloudformation, logs = aws_client("cloudformation"), aws_client("logs")
+    suffix = uuid.uuid4().hex[:12]
+
+    def template(metadata: dict[str, Any], retention: int = 30) -> str:
+        log_group = {
+            "Type": "AWS::Logs::LogGroup",
+            "Properties": {"LogGroupName": f"/compat/{suffix}", "RetentionInDays": retention},
+            "Metadata": metadata,
+        }
+        return json.dumps(
+            {
+                "Resources": {"LogGroup": log_group},
+                "Outputs": {"Arn": {"Value": {"Fn::GetAtt": ["LogGroup", "Arn"]}}},
+            }
+        )
+
+    cloudformation.create_stack(StackName=f"logs-{suffix}", TemplateBody=template({"aws:cdk:path": "a"}))
+    arn = cloudformation.describe_stacks(StackName=f"logs-{suffix}")["Stacks"][0]["Outputs"][0]["OutputValue"]
+
+    skips = {"aws:cdk:path": "a", "checkov": {"skip": [{"id": "CKV_AWS_158", "comment": "reason"}]}}
+    cloudformation.update_stack(StackName=f"logs-{suffix}", TemplateBody=template(skips))
+
+    assert stack_status(cloudformation, f"logs-{suffix}") == "UPDATE_COMPLETE"
+    assert cloudformation.describe_stacks(StackName=f"logs-{suffix}")["Stacks"][0]["Outputs"][0]["OutputValue"] == arn
+    described = cloudformation.get_template(StackName=f"logs-{suffix}")["TemplateBody"]
+    assert described["Resources"]["LogGroup"]["Metadata"] == skips
+    (group,) = logs.describe_log_groups(logGroupNamePrefix=f"/compat/{suffix}")["logGroups"]
+    assert group["retentionInDays"] == 30
+
+
 # ----------------------------------------------------------------- request isolation
 
 

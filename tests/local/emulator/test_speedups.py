@@ -16,13 +16,14 @@ import gc
 import http.client
 import json
 import re
+import statistics
 import sys
 import threading
 import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -880,6 +881,14 @@ def stored_item(key: str) -> Item:
     return next(thing for thing in live_moto_items() if thing.hash_key == wanted)
 
 
+def item_in_table(table: str, key: str) -> Item:
+    """The moto `Item` `table` stores under ``{"S": key}``, taken from moto's backend: `stored_item`'s
+    walk of every live object (a full `gc.collect` first) costs most of a second in a process this
+    size, and a property test asks once per example."""
+    items = moto_backends.get_backend("dynamodb")["123456789012"]["us-east-1"].get_table(table).items
+    return cast(Item, items[DynamoType({"S": key})])
+
+
 def put_update_and_read(moto: Moto, table: str, item: dict[str, Any], added: dict[str, Any]) -> Any:
     """PutItem `item`, then UpdateItem it with ``SET added = <the AttributeValue added>``, and GetItem it."""
     key = {"pk": item["pk"]}
@@ -990,7 +999,7 @@ def test_every_attribute_value_in_slots_reads_back_as_moto_s(moto: Moto, value: 
         moto.call("DynamoDB_20120810.PutItem", {"TableName": table, "Item": {**slotted_key, **item}})
         read = moto.call("DynamoDB_20120810.GetItem", {"TableName": table, "Key": slotted_key})["Item"]
         assert {**read, "pk": None} == {**moto_s_read, "pk": None}
-        assert not hasattr(stored_item(slotted_key["pk"]["S"]).attrs["v"], "__dict__")
+        assert not hasattr(item_in_table(table, slotted_key["pk"]["S"]).attrs["v"], "__dict__")
 
 
 def kinesis_shard(records: int) -> Shard:
@@ -1107,15 +1116,20 @@ def test_a_client_s_requests_share_one_connection(keep_alive_server: tuple[str, 
 def test_a_kept_connection_answers_without_waiting_for_the_client_s_delayed_ack(
     keep_alive_server: tuple[str, int],
 ) -> None:
-    """With Nagle's algorithm on, each answer's body waited for the client's delayed ACK (about 40 ms)."""
+    """With Nagle's algorithm on, each answer's body waited for the client's delayed ACK (about 40 ms).
+
+    The median request, not the mean: on a busy machine (the suite's other worker, say) a request now
+    and then waits for a core, while with Nagle's algorithm every one waits (44-68 ms each, measured)."""
     connection = http.client.HTTPConnection(*keep_alive_server, timeout=10)
     post(connection, "DynamoDB_20120810.ListTables", b"{}").read()
-    started = time.perf_counter()
+    durations = []
     for _ in range(20):
+        started = time.perf_counter()
         response = post(connection, "DynamoDB_20120810.ListTables", b"{}")
         assert response.status == 200
         response.read()
-    assert (time.perf_counter() - started) / 20 < 0.02
+        durations.append(time.perf_counter() - started)
+    assert statistics.median(durations) < 0.02, durations
 
 
 def test_a_chunked_request_is_answered_and_its_connection_closed(keep_alive_server: tuple[str, int]) -> None:

@@ -28,6 +28,7 @@ from local.emulator.moto_compat import DYNAMODB_STREAM_RETENTION_SECONDS, TRIM_G
 from local.runner.checkpoints import CheckpointStore
 from local.runner.discovery import MappingConfig
 from local.runner.execution_environment import InvocationResult
+from local.runner.expiry import STREAM_CHECK_AFTER_FAILURES
 from local.runner.pollers import DynamoDBShardReader, KinesisShardReader, ShardPoller
 from local.runner.stats import RunnerStats
 from tests.local.runner.runner_harness import wait_for
@@ -246,6 +247,59 @@ def test_a_poller_whose_position_was_trimmed_goes_on_from_trim_horizon_and_says_
             stop.set()
             poller.join(timeout=5)
     assert any(f"LOST records after {processed}" in message for message in caplog.messages)
+
+
+def test_a_batch_that_keeps_failing_is_discarded_once_the_stream_s_retention_trims_its_records(
+    dynamodb: DynamoDBClient,
+    streams: DynamoDBStreamsClient,
+    emulator_endpoint: str,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """MaximumRecordAgeInSeconds -1, as the stack's mappings have it: Lambda retries "until the record
+    expires", here when the stream's 24 hours trim it while its batch is still failing. The batch
+    is then discarded, loudly, and the records written since are delivered."""
+    table = StreamTable(dynamodb, streams)
+    table.put("failing-1", "failing-2")
+    attempts: list[list[str]] = []
+
+    def invoke(event: Mapping[str, Any]) -> InvocationResult:
+        keys = [r["dynamodb"]["Keys"]["pk"]["S"] for r in event["Records"]]
+        attempts.append(keys)
+        if keys == ["fresh"]:
+            return InvocationResult(payload=None)
+        if len(attempts) == STREAM_CHECK_AFTER_FAILURES:  # asked before the next retry: kept until now
+            advance_clock(emulator_endpoint, PAST_RETENTION)
+            table.put("fresh")  # its write trims the failing records
+        return InvocationResult(error={"errorType": "Planned", "errorMessage": "always"})
+
+    stop = threading.Event()
+    stats = RunnerStats(None)
+    checkpoints = CheckpointStore(tmp_path / "checkpoints.json")
+    poller = ShardPoller(
+        mapping=mapping_of(table.stream_arn),
+        shard_id=table.shard["ShardId"],
+        reader=DynamoDBShardReader(streams, table.stream_arn, "us-east-1"),
+        invoke=invoke,
+        checkpoints=checkpoints,
+        stats=stats,
+        stop=stop,
+        poll_interval_seconds=0.01,
+        retry_backoff_start_seconds=0.01,
+    )
+    with caplog.at_level(logging.ERROR, logger="local.runner.expiry"):
+        poller.start()
+        try:
+            wait_for(lambda: ["fresh"] in attempts, timeout_seconds=10, what="the record written after the trim")
+        finally:
+            stop.set()
+            poller.join(timeout=5)
+    assert attempts == [["failing-1", "failing-2"]] * STREAM_CHECK_AFTER_FAILURES + [["fresh"]]
+    [lost] = caplog.messages
+    assert "LOST 2 record(s)" in lost and "(RecordAgeExceeded: trimmed from the stream by its retention" in lost
+    assert stats.function("f").records_dropped == 2
+    fresh = table.read()[0]["dynamodb"]["SequenceNumber"]
+    wait_for(lambda: checkpoints.get("retention", table.shard["ShardId"]) == fresh, what="the checkpoint past it all")
 
 
 def test_a_poller_whose_kinesis_iterator_expired_goes_on_at_once_from_the_last_record_read(

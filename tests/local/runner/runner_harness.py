@@ -75,8 +75,10 @@ def stream_stack_template(
     shard_count: int = 1,
     reserved_concurrency: int | None = None,
     table_mapping: Mapping[str, Any] | None = None,
+    extra_resources: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Kinesis stream -> recorder function (and optionally DynamoDB table stream -> same function)."""
+    """Kinesis stream -> recorder function (and optionally DynamoDB table stream -> same function);
+    `extra_resources`: more resources for the template (an on-failure destination's queue)."""
     function: dict[str, Any] = {
         "Type": "AWS::Lambda::Function",
         "Properties": {
@@ -155,6 +157,7 @@ def stream_stack_template(
             },
         }
         outputs["StateTableName"] = {"Value": {"Ref": "Table"}}
+    resources.update(extra_resources or {})
     return {"Resources": resources, "Outputs": outputs}
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -22,8 +23,10 @@ from typing import Any
 import pytest
 
 from local.deploy.deployer import Deployment, aws_client, deploy
+from local.deploy.status import alarms
 from local.emulator.control import EmulatorProcess
 from local.paths import REPO_ROOT, LocalPaths
+from local.runner.expiry import OnFailureDestination
 from local.runner.runner import Runner
 from tests.local.runner.runner_harness import (
     read_invocations,
@@ -255,6 +258,94 @@ def test_a_batch_is_skipped_loudly_once_maximum_retry_attempts_are_spent(
     invocations = read_invocations(record_log)
     assert len(invocations) == 3, "one attempt and one retry, then the next batch"
     assert invocations[0]["ids"] == invocations[1]["ids"] != invocations[2]["ids"]
+
+
+def test_a_batch_that_always_fails_expires_and_the_operator_is_told(
+    deploy_recorder: Deployer, run: Callable[..., Runner], caplog: pytest.LogCaptureFixture
+) -> None:
+    """MaximumRecordAgeInSeconds (2 s here; Lambda accepts 60 or more) and an SQS on-failure
+    destination, read from the deployed mapping: a batch that always fails is retried until its
+    records are older than that, then discarded, not retried for ever. The operator is told: one
+    `LOST` line, the invocation record in the queue, `make status`'s alarm; the shard goes on."""
+    deployment, record_log, paths = deploy_recorder(
+        mapping={
+            "MaximumRecordAgeInSeconds": 2,
+            "DestinationConfig": {"OnFailure": {"Destination": {"Fn::GetAtt": ["FailedBatches", "Arn"]}}},
+        },
+        function_environment={"FAIL_FIRST_N": "1000"},
+        extra_resources={"FailedBatches": {"Type": "AWS::SQS::Queue", "Properties": {}}},
+    )
+    function = deployment.physical_id("Recorder")
+    with caplog.at_level(logging.ERROR, logger="local.runner.expiry"):
+        runner = run(deployment, paths)
+        [mapping] = runner.mappings
+        destination = mapping.on_failure_destination or ""
+        assert (mapping.maximum_record_age_seconds, destination.split(":")[2]) == (2, "sqs")
+        sources = mapping.field_sources
+        assert sources["DestinationConfig"] == sources["MaximumRecordAgeInSeconds"] == "emulator", "as deployed"
+        sequence_numbers = put(deployment, [{"n": n} for n in range(3)], partition_key="same")
+        wait_for(lambda: runner.stats.function(function).records_dropped == 3, timeout_seconds=20, what="the expiry")
+        [later] = put(deployment, [{"n": 3}], partition_key="same")
+        wait_for(lambda: any(later in i for i in delivered_ids(record_log)), what="the next record, after the discard")
+        runner.stop()  # before the next record expires too (it fails as well)
+
+    attempts = [i["ids"] for i in read_invocations(record_log) if later not in "".join(i["ids"])]
+    assert len(attempts) >= 2 and all(ids == attempts[0] for ids in attempts), "retried, identically, until expired"
+    assert [event_id.split(":")[1] for event_id in attempts[0]] == sequence_numbers
+
+    sqs = aws_client("sqs", deployment.endpoint_url)
+    queue_url = sqs.get_queue_url(QueueName=destination.rsplit(":", 1)[1])["QueueUrl"]
+    [message] = sqs.receive_message(QueueUrl=queue_url, WaitTimeSeconds=1)["Messages"]
+    sent = json.loads(message["Body"])
+    assert sent["requestContext"]["condition"] == "RecordAgeExceeded"
+    assert sent["requestContext"]["approximateInvokeCount"] == len(attempts)
+    assert sent["requestContext"]["functionArn"].endswith(f":function:{function}")
+    assert sent["responseContext"] == {"statusCode": 200, "executedVersion": "$LATEST", "functionError": "Unhandled"}
+    info = sent["KinesisBatchInfo"]
+    assert (info["startSequenceNumber"], info["endSequenceNumber"], info["batchSize"]) == (
+        sequence_numbers[0],
+        sequence_numbers[-1],
+        3,
+    )
+    assert (info["streamArn"], info["shardId"]) == (mapping.event_source_arn, attempts[0][0].split(":")[0])
+
+    [lost] = [m for m in caplog.messages if "LOST" in m]
+    assert f"LOST 3 record(s) {sequence_numbers[0]}..{sequence_numbers[-1]} (RecordAgeExceeded" in lost
+    assert f"invocation record sent to {destination}" in lost
+    [alarm] = alarms(runner.stats.snapshot())
+    assert str(alarm).startswith("ALARM ") and "3 record(s) dropped" in str(alarm)
+    counters = runner.stats.function(function)
+    assert (counters.batches_expired, counters.destination_deliveries, counters.destination_delivery_failures) == (
+        1,
+        1,
+        0,
+    )
+
+
+def test_an_sns_or_s3_on_failure_destination_gets_the_invocation_record(
+    aws_client: Callable[[str], Any],
+) -> None:
+    """SNS: the record is the message; S3: the record with `payload`, under Lambda's key."""
+    record = {"requestContext": {"condition": "RecordAgeExceeded"}, "version": "1.0"}
+    event = {"Records": [{"eventID": "shardId-000000000000:1"}]}
+    sns, sqs, s3 = aws_client("sns"), aws_client("sqs"), aws_client("s3")
+    topic = sns.create_topic(Name="failed-batches")["TopicArn"]
+    queue_url = sqs.create_queue(QueueName="failed-batches-copy")["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn, Attributes={"RawMessageDelivery": "true"})
+    s3.create_bucket(Bucket="failed-batches")
+    for arn in (topic, "arn:aws:s3:::failed-batches"):
+        OnFailureDestination(arn, aws_client).send(
+            record, event=event, mapping_uuid="uuid-1", shard_id="shardId-000000000000", at=1_573_691_886.0
+        )
+    [message] = sqs.receive_message(QueueUrl=queue_url, WaitTimeSeconds=1)["Messages"]
+    assert json.loads(message["Body"]) == record
+    [stored] = s3.list_objects_v2(Bucket="failed-batches")["Contents"]
+    assert stored["Key"].startswith("aws/lambda/uuid-1/shardId-000000000000/2019/11/14/2019-11-14T00.38.06-")
+    body = json.loads(s3.get_object(Bucket="failed-batches", Key=stored["Key"])["Body"].read())
+    assert body == {**record, "payload": event}
+    with pytest.raises(ValueError, match="SQS, SNS or S3 only"):
+        OnFailureDestination("arn:aws:lambda:us-east-1:123456789012:function:f", aws_client)
 
 
 def test_reserved_concurrency_one_serialises_invocations_across_shards(

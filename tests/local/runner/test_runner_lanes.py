@@ -4,6 +4,8 @@ A scripted in-memory DynamoDB stream shard (`ScriptedShard`) feeds the poller; t
 the test's own `invoke`, which fails records on purpose and logs every delivery and every
 checkpoint under one lock, so the promises Lambda makes for concurrent batches per shard
 (Lambda Developer Guide, "Concurrent batches per shard") are checked on the log afterwards.
+A scripted Kinesis shard checks what the Kinesis page says of KPL aggregates: "Note that
+parallelization factor will not work if you are using Kinesis aggregation."
 """
 
 from __future__ import annotations
@@ -19,18 +21,21 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from local.runner import pollers
+from aggregation.kpl import MAGIC
+from local.runner import events, pollers
 from local.runner.checkpoints import CheckpointStore
 from local.runner.execution_environment import InvocationResult
 from local.runner.lanes import lane_of
 from local.runner.pollers import ShardPoller
 from local.runner.stats import RunnerStats
+from tests.local.runner.runner_harness import wait_for
 from tests.local.runner.test_runner_pollers import ScriptedShard, mapping
 
 KEYS = "abcdefg"
+KINESIS_ARN = "arn:aws:kinesis:us-east-1:123456789012:stream/s"
 
 
-def run_to_the_end(
+def started(
     tmp_path: Path,
     shard: ScriptedShard,
     invoke: Callable[[Mapping[str, Any]], InvocationResult],
@@ -38,10 +43,12 @@ def run_to_the_end(
     lanes: int,
     batch_size: int,
     stats: RunnerStats | None = None,
+    event_source_arn: str | None = None,
 ) -> ShardPoller:
-    """A poller of `shard` with `lanes` lanes, run until it stops (a closed shard: at its end)."""
+    """A started poller of `shard` with `lanes` lanes (of a DynamoDB stream unless `event_source_arn` says)."""
+    source = {} if event_source_arn is None else {"event_source_arn": event_source_arn}
     poller = ShardPoller(
-        mapping=mapping(parallelization_factor=lanes, batch_size=batch_size),
+        mapping=mapping(parallelization_factor=lanes, batch_size=batch_size, **source),
         shard_id="shard-0",
         reader=shard,
         invoke=invoke,
@@ -52,8 +59,41 @@ def run_to_the_end(
         min_read_interval_seconds=0.0,
     )
     poller.start()
+    return poller
+
+
+def run_to_the_end(
+    tmp_path: Path,
+    shard: ScriptedShard,
+    invoke: Callable[[Mapping[str, Any]], InvocationResult],
+    *,
+    lanes: int,
+    batch_size: int,
+    stats: RunnerStats | None = None,
+    event_source_arn: str | None = None,
+) -> ShardPoller:
+    """A poller of `shard` with `lanes` lanes, run until it stops (a closed shard: at its end)."""
+    poller = started(
+        tmp_path, shard, invoke, lanes=lanes, batch_size=batch_size, stats=stats, event_source_arn=event_source_arn
+    )
     poller.join(30)
     return poller
+
+
+def kinesis_record(sequence_number: int, key: str, *, aggregate: bool = False) -> dict[str, Any]:
+    """A Kinesis record as Lambda delivers it: a message of its own, or (`aggregate`) a KPL aggregate
+    sent under `key` (the runner looks no further than the magic)."""
+    data = MAGIC + b"user records" if aggregate else b'{"TradeID": "%s"}' % key.encode()
+    return events.kinesis_record(
+        {"SequenceNumber": str(sequence_number), "PartitionKey": key, "Data": data, "ApproximateArrivalTimestamp": 0.0},
+        shard_id="shard-0",
+        stream_arn=KINESIS_ARN,
+        region="us-east-1",
+    )
+
+
+def kinesis_number(record: Mapping[str, Any]) -> int:
+    return int(record["kinesis"]["sequenceNumber"])
 
 
 def keyed_record(sequence_number: int, key: str) -> dict[str, Any]:
@@ -309,3 +349,82 @@ def test_after_a_lane_crashes_no_key_is_sent_again_while_its_invocation_is_in_fl
     poller = run_to_the_end(tmp_path, shard, invoke, lanes=2, batch_size=1)
     assert crashed.is_set() and poller.finished
     assert overlaps == [], f"key(s) {overlaps} sent while their invocation was in flight"
+
+
+def test_a_kinesis_shard_of_kpl_aggregates_runs_one_batch_at_a_time_whatever_the_factor(tmp_path: Path) -> None:
+    """ParallelizationFactor 3 and aggregates under nine partition keys (three a lane, had they been
+    plain): one batch of the shard in flight at a time, in shard order, each record once."""
+    shard = ScriptedShard()
+    shard.records.extend(kinesis_record(n, f"carrier-{n}", aggregate=True) for n in range(9))
+    shard.closed = True
+    lock = threading.Lock()
+    in_flight: list[int] = []
+    peak = 0
+    delivered: list[int] = []
+
+    def invoke(event: Mapping[str, Any]) -> InvocationResult:
+        nonlocal peak
+        numbers = [kinesis_number(record) for record in event["Records"]]
+        with lock:
+            in_flight.append(1)
+            peak = max(peak, len(in_flight))
+        time.sleep(0.005)  # long enough for lanes, were there any, to overlap
+        with lock:
+            in_flight.pop()
+            delivered.extend(numbers)
+        return InvocationResult(payload=None)
+
+    poller = run_to_the_end(tmp_path, shard, invoke, lanes=3, batch_size=2, event_source_arn=KINESIS_ARN)
+    assert poller.finished
+    assert peak == 1, "one batch of the shard at a time"
+    assert delivered == list(range(9)), "in shard order, each once"
+    assert (poller.lane_count, poller.shard_stats.lanes) == (1, 1)
+    assert poller.checkpoints.get("m", "shard-0") == "8"
+
+
+def test_a_kinesis_shard_gives_up_its_lanes_for_one_once_it_carries_kpl_aggregates(tmp_path: Path) -> None:
+    """Plain records of three keys in three lanes run at once (the factor works), then aggregates
+    arrive: from then on one batch at a time, every record delivered (those after the checkpoint
+    perhaps again), and the shard ends finished at its last record."""
+    lanes = 3
+    keys: dict[int, str] = {}
+    for candidate in (f"trade-{i}" for i in range(100)):
+        keys.setdefault(lane_of(kinesis_record(0, candidate), lanes), candidate)
+    shard = ScriptedShard()
+    shard.records.extend(kinesis_record(n, keys[n]) for n in range(lanes))
+    together = threading.Barrier(lanes, timeout=10)
+    aggregates_sent = threading.Event()
+    lock = threading.Lock()
+    in_flight: list[int] = []
+    peak_with_aggregates = 0
+    delivered: list[int] = []
+
+    def invoke(event: Mapping[str, Any]) -> InvocationResult:
+        nonlocal peak_with_aggregates
+        numbers = [kinesis_number(record) for record in event["Records"]]
+        if not aggregates_sent.is_set():
+            together.wait()  # breaks (and the test fails) unless the three plain lanes are in flight at once
+        with lock:
+            in_flight.append(1)
+            if aggregates_sent.is_set():
+                peak_with_aggregates = max(peak_with_aggregates, len(in_flight))
+        time.sleep(0.005)
+        with lock:
+            in_flight.pop()
+            delivered.extend(numbers)
+        return InvocationResult(payload=None)
+
+    poller = started(tmp_path, shard, invoke, lanes=lanes, batch_size=1, event_source_arn=KINESIS_ARN)
+    wait_for(lambda: set(delivered) == set(range(lanes)), 10, "the plain records, in three lanes")
+    assert poller.lane_count == lanes
+    aggregates_sent.set()
+    shard.records.extend(kinesis_record(n, f"carrier-{n}", aggregate=True) for n in range(lanes, 12))
+    shard.closed = True
+    poller.join(30)
+    assert poller.finished and not together.broken
+    assert peak_with_aggregates == 1, "one batch of the shard at a time once it carries aggregates"
+    assert set(delivered) == set(range(12))
+    first_deliveries = [n for index, n in enumerate(delivered) if n >= lanes and n not in delivered[:index]]
+    assert first_deliveries == list(range(lanes, 12)), "the aggregates in shard order"
+    assert (poller.lane_count, poller.shard_stats.lanes) == (1, 1)
+    assert poller.checkpoints.get("m", "shard-0") == "11"
