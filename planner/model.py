@@ -23,10 +23,12 @@ transaction per reduce batch without markers or `#stats`), each described as dat
   dated price table, each table in its capacity mode (on-demand, or provisioned with auto
   scaling; `capacity_modes` prices both);
 - reduce scale-out (ours): one reducer per DeltaTable stream shard times
-  `reduceParallelizationFactor`, each delta item adding to the slice of its StateTable stream
-  shard (`aggregateSlices`): an invocation plans each slice its items fall in apart, so more
-  slices spread the hottest items (`#stats` and the roots, one write per transaction of their
-  slice) over more items but pack fewer delta batches per transaction (`reduce_slicing`);
+  `reduceParallelizationFactor`, over `aggregateSlices` slices of the totals: in `crt+marker`
+  an invocation plans all its delta batches together and each transaction writes the slice its
+  token names, so more slices spread the hottest items (`#stats` and the roots, one write per
+  transaction of their slice) and the reducers' conflicts at no cost in packing; in `crt` a
+  delta item adds to the slice of its StateTable stream shard and an invocation plans each slice
+  its items fall in apart, packing fewer delta batches per transaction (`reduce_slicing`);
 - flags: a table over its default quota or its provisioned maximum, a shard whose state
   function cannot keep up (raise the parallelization factor), a reducer busier than it can be
   at the transaction latency, an item over DynamoDB's 1,000 WCU/s per-partition limit, the

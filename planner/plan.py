@@ -132,8 +132,8 @@ class DesignPlan:
     state_stream_shards: int = 1
     delta_stream_shards: int = 1
     reduce_lanes: int = 1  # concurrent reducers: DeltaTable stream shards x reduceParallelizationFactor
-    slices_per_invocation: float = 1.0  # slices an invocation's delta batches fall in
-    slices_in_use: float = 1.0  # slices the StateTable stream shards hash to
+    slices_per_invocation: float = 1.0  # slices an invocation's transactions write (`planner.reduce.ReduceSlicing`)
+    slices_in_use: float = 1.0  # slices the transactions write, over every reducer
     reduce_executions: float = 0.0  # reducers busy at once, on average
     reduce_busy_fraction: float = 0.0  # of each reducer, with full batches of reduceBatchSize
     effective_reduce_batch: float = 0.0  # delta batches an invocation takes in steady state

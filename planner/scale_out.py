@@ -16,10 +16,12 @@ lanes within the target), map batching (batch size and window: fuller delta batc
 window's wait), the reducers (`reduceParallelizationFactor`), `reduceBatchSize` (fewer lanes
 gather more delta batches per invocation, which share transactions; a larger batch size lets
 them) and `reduceMemoryMb` (CPU scales with memory: at the default 256 MB building a
-transaction's actions takes about as long as its round trip), `aggregateSlices` (the fewest
-that keep the hottest item within its target: each slice an invocation's batches fall in is
-its own set of transactions), and `archiveParallelizationFactor` (more archive lanes when
-archiving the delta items keeps them too busy).
+transaction's actions takes about as long as its round trip), `aggregateSlices` (in
+`crt+marker` the slices cost no writes, an invocation's batches being planned together: they
+cool the hottest item and spread the reducers' transactions, fewer conflicts; in `crt` each
+slice an invocation's batches fall in is its own set of transactions), and
+`archiveParallelizationFactor` (more archive lanes when archiving the delta items keeps them too
+busy).
 
 Capacity modes (`planner.load_profile`): for spiky or unknown load the tables and the stream keep
 the modes the settings give them (on-demand by default); for steady load (`CapacityChoice` `EVERY`)
@@ -51,6 +53,7 @@ from planner.load_profile import (
 from planner.model import OURS, REDUCE_MEMORY_CANDIDATES, plan_design, reduce_memory_candidates
 from planner.plan import STAGE_BUSY_TARGET, DesignPlan
 from planner.prices import PriceTable
+from planner.reduce import batches_in_one_transaction_per_group
 from planner.state import state_shards_needed
 from planner.tables import PIPELINE_TABLES, TABLE_SETTINGS
 
@@ -134,7 +137,7 @@ def cheapest_settings(
     best: Choice | None = None
     for stream in _streams(workload, settings, times, prices, capacity, aggregated_shards=True):
         base = _least_state_parallelization(workload, replace(settings, stream=stream), times, prices)
-        for trial in _candidates(base):
+        for trial in _candidates(workload, base):
             choice = _fewest_slices(
                 workload,
                 trial,
@@ -195,11 +198,12 @@ def settings_for_rate(
     cheapest (then the faster, then the smaller batch); then the least archive parallelization
     factor that keeps the archive's lanes within the busy target. Slices, reducers, memory and
     batch size trade against each other: reducers that share few slices resend conflicting
-    transactions, each slice an invocation's batches fall in is its own set of them, faster
-    (larger) reducers wait less, so they gather fewer delta batches an invocation and write the
-    totals more often, and the batch size caps how many delta batches an invocation folds into
-    one write of the totals (at 50,000 msg/s batches of 100 let one reducer lane a shard, on one
-    slice, carry what batches of 10 need 128 slices and five lanes for).
+    transactions (in `crt` each slice an invocation's batches fall in is also its own set of
+    them), faster (larger) reducers wait less, so they gather fewer delta batches an invocation
+    and write the totals more often, and the batch size caps how many delta batches an invocation
+    folds into one write of the totals. The batch sizes tried are `reduce_batch_candidates`: the
+    fixed ones and the most full map batches one transaction per node group holds (46 for the
+    standard hierarchy), past which a group's nodes are written again in a second transaction.
 
     From a KPL-aggregating producer the state factor is always 1: the factor does not work with
     Kinesis aggregation (`planner.state.KINESIS_AGGREGATION_RULE`), so the state lanes are the
@@ -280,7 +284,7 @@ def _settings_for_rate_and_stream(
         slice_counts=SLICE_CANDIDATES if slices else (settings.aggregate_slices,),
         factors=every_factor if reduce_parallelization else (settings.reduce_parallelization_factor,),
         memories=AUTO_REDUCE_MEMORY_CANDIDATES if reduce_memory else (settings.reduce_memory_mb,),
-        batches=REDUCE_BATCH_CANDIDATES if reduce_batch else (settings.reduce_batch_size,),
+        batches=reduce_batch_candidates(workload, settings) if reduce_batch else (settings.reduce_batch_size,),
     )
     limit = AUTO_LATENCY_LIMIT_SECONDS if reduce_batch else None
     best = _cheapest_reducers(workload, settings, times, prices, grid, latency_limit_seconds=limit, tables=tables)
@@ -422,11 +426,23 @@ def _least_factor(
     return with_factor(settings, MAX_PARALLELIZATION_FACTOR)
 
 
-def _candidates(settings: Settings) -> Iterator[Settings]:
+def reduce_batch_candidates(workload: Workload, settings: Settings) -> tuple[int, ...]:
+    """`REDUCE_BATCH_CANDIDATES` and, in order among them, the most full map batches one transaction
+    per node group holds (`planner.reduce.batches_in_one_transaction_per_group`): a reducer lane that
+    gathers more than that per poll writes each group's nodes in two transactions for the last few."""
+    fitting = batches_in_one_transaction_per_group(workload, float(settings.map_batch_size), settings.markers)
+    first, *rest = REDUCE_BATCH_CANDIDATES
+    if fitting is None or fitting <= first or fitting in rest:
+        return REDUCE_BATCH_CANDIDATES
+    return (first, *sorted({*rest, fitting}))
+
+
+def _candidates(workload: Workload, settings: Settings) -> Iterator[Settings]:
     """Map batching x reducers x reduce batch size x reduce memory (as set, or more)."""
     for map_batch, window in MAP_BATCHING_CANDIDATES:
+        batches = reduce_batch_candidates(workload, replace(settings, map_batch_size=map_batch))
         for factor in range(1, MAX_PARALLELIZATION_FACTOR + 1):
-            for batch in REDUCE_BATCH_CANDIDATES:
+            for batch in batches:
                 for memory in reduce_memory_candidates(settings):
                     yield replace(
                         settings,

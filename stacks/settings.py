@@ -103,12 +103,13 @@ Synthesis replaces it with what `planner.scale_out.settings_for_rate` chooses fo
 keeps the state lanes within 70 % busy (1 with `producerAggregation`: the factor does not work
 with Kinesis aggregation, and the capacity check asks for shards instead),
 the cheapest slices, reduce parallelization, reduce memory (256 to 1,769 MB) and reduce batch size
-(10 to 1,000) that keep the reducers within 70 % busy, the hottest aggregate item within 500 write
+(10 to 1,000, and the most full map batches one transaction per node group holds) that keep the
+reducers within 70 % busy, the hottest aggregate item within 500 write
 units a second (half a partition's 1,000, the margin for slices a hash loads unevenly) and, since a
 larger batch gathers for longer, the modelled p50 within 1 s (batches of 10 when none does), and the
 least archive parallelization that keeps the archive within 70 %. At the default 400 msg/s that is
 state 2, reduce 1, one slice, 256 MB, batches of 10 and archive 1; at 50,000 msg/s state 3, reduce 1,
-one slice, 1,769 MB, batches of 100 and archive 2 (`python -m benchmarks.capacity --rate 50000`
+128 slices, 1,769 MB, batches of 46 and archive 2 (`python -m benchmarks.capacity --rate 50000`
 prints the plan). With `loadProfile` steady the capacity settings left `auto` (`CAPACITY_SETTINGS`)
 are chosen with them, and the reduce choices ranked at the provisioned prices. An integer sets it
 instead. A new rate can change the slices, the reduce lanes and batch size of a deployed stack:
@@ -279,9 +280,11 @@ SETTING_MEANINGS: Final[Mapping[str, str]] = {
         "is written as several items"
     ),
     "reduceBatchSize": (
-        "DeltaTable stream records (delta batches) per reduce invocation; each invocation folds them into one write "
-        "of the totals per slice; `auto`: chosen with `aggregateSlices`, `reduceParallelizationFactor` and "
-        "`reduceMemoryMb` from 10, 20, 50, 100, 200, 500 and 1,000, the modelled p50 held within 1 s (10 if none is)"
+        "DeltaTable stream records (delta batches) per reduce invocation; in `crt+marker` each invocation folds "
+        "them into one write of the totals per node group while a transaction holds them (in `crt`, per slice); "
+        "`auto`: chosen with `aggregateSlices`, `reduceParallelizationFactor` and `reduceMemoryMb` from 10, 20, 50, "
+        "100, 200, 500 and 1,000 and the most full map batches one transaction per node group holds (46 for the "
+        "standard hierarchy), the modelled p50 held within 1 s (10 if none is)"
     ),
     "deltaTtlDays": "DeltaTable items expire after this many days (the stream keeps them 24 h)",
     "markerTtlDays": "reduce markers expire after this many days; must outlive the 24 h stream retention",
@@ -297,8 +300,9 @@ SETTING_MEANINGS: Final[Mapping[str, str]] = {
         "the deployment's region"
     ),
     "aggregateSlices": (
-        "slices of the totals: a delta item adds to the slice of its StateTable stream shard, so concurrent reducers "
-        "write different items ([Several reducers](deploy-and-operate.md#several-reducers-aggregateslices-"
+        "slices of the totals: in `crt+marker` each reduce transaction adds to the slice its token names (in `crt` "
+        "a delta item adds to the slice of its StateTable stream shard), so concurrent reducers write different "
+        "items ([Several reducers](deploy-and-operate.md#several-reducers-aggregateslices-"
         "reduceparallelizationfactor)); `auto`: with `reduceParallelizationFactor`, `reduceMemoryMb` and "
         "`reduceBatchSize`, the cheapest that keep the reducers within 70 % busy and the hottest item within 500 "
         "write units a second at `targetMessagesPerSecond`"
@@ -414,8 +418,8 @@ REMOVED_SETTINGS: Final[Mapping[str, str]] = {
     ),
     "reduceReservedConcurrency": (
         "reduce no longer reserves concurrency: several reducers run at once, one per DeltaTable stream "
-        "shard times reduceParallelizationFactor, each adding a delta item to its own slice of the totals "
-        "(aggregateSlices), so the one-reducer reservation is gone; remove the setting"
+        "shard times reduceParallelizationFactor, each adding to slices of the totals (aggregateSlices), so "
+        "the one-reducer reservation is gone; remove the setting"
     ),
 }
 """Settings of earlier releases, refused with what replaced them. Refused rather than ignored: a

@@ -256,6 +256,6 @@ def test_auto_settings_are_the_planner_s_choice_for_the_declared_rate(rate: int)
 def test_auto_reduce_batches_follow_the_rate_with_markers_and_stay_at_10_in_crt() -> None:
     """In `crt` a retried reduce batch is recognised by its token alone, which names its delta items:
     a deploy declaring another rate must not re-form the batches it leaves in flight."""
-    assert settings_from({"targetMessagesPerSecond": 50000}).reduce_batch_size == 100
+    assert settings_from({"targetMessagesPerSecond": 50000}).reduce_batch_size == 46  # one transaction a group
     crt = settings_from({"targetMessagesPerSecond": 50000, "reduceIdempotency": "crt"})
     assert crt.reduce_batch_size == 10
