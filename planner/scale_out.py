@@ -138,7 +138,7 @@ def cheapest_settings(
     for stream in _streams(workload, settings, times, prices, capacity, aggregated_shards=True):
         base = _least_state_parallelization(workload, replace(settings, stream=stream), times, prices)
         for trial in _candidates(workload, base):
-            choice = _fewest_slices(
+            choice = _cheapest_slices(
                 workload,
                 trial,
                 times,
@@ -454,7 +454,7 @@ def _candidates(workload: Workload, settings: Settings) -> Iterator[Settings]:
                     )
 
 
-def _fewest_slices(
+def _cheapest_slices(
     workload: Workload,
     settings: Settings,
     times: ServiceTimes,
@@ -463,16 +463,54 @@ def _fewest_slices(
     aggregate_slices: int | None,
     latency_limit_seconds: float | None,
 ) -> Choice | None:
-    """The fewest slices within the targets (each slice more costs writes; more slices cool the
-    hottest item and spread concurrent reducers' transactions), or `aggregate_slices` if
-    given; None when no count is within them."""
-    for count in (aggregate_slices,) if aggregate_slices is not None else SLICE_CANDIDATES:
-        trial = replace(settings, aggregate_slices=count)
-        plan = plan_design(workload, trial, times, prices, OURS, suggest=False)
-        trial, plan = _archive_within_target(workload, trial, plan, times, prices)
-        if within_targets(plan, latency_limit_seconds):
-            return Choice(trial, plan)
-    return None
+    """The slice count within the targets that costs least, or `aggregate_slices` if given; None
+    when no count is within them.
+
+    In `crt` each slice an invocation's batches fall in is its own set of transactions, so every
+    slice more costs writes: the fewest within the targets is the cheapest. In `crt+marker` an
+    invocation's batches are planned together whatever the slices, which cost no writes and only
+    spread the reducers' transactions (fewer conflicts resent) and cool the hottest item: the cost
+    falls as they grow, so the counts are tried from the most down and the fewest of the cheapest
+    kept (fewer items for a reader to sum), stopping at the first that costs more or leaves them."""
+    if aggregate_slices is not None:
+        return _within_targets_with_slices(
+            workload, settings, times, prices, count=aggregate_slices, latency_limit_seconds=latency_limit_seconds
+        )
+    if not settings.markers:
+        for count in SLICE_CANDIDATES:
+            choice = _within_targets_with_slices(
+                workload, settings, times, prices, count=count, latency_limit_seconds=latency_limit_seconds
+            )
+            if choice is not None:
+                return choice
+        return None
+    best: Choice | None = None
+    for count in reversed(SLICE_CANDIDATES):
+        choice = _within_targets_with_slices(
+            workload, settings, times, prices, count=count, latency_limit_seconds=latency_limit_seconds
+        )
+        if choice is None and best is None:
+            continue
+        if choice is None or (best is not None and choice.plan.monthly_usd > best.plan.monthly_usd):
+            break
+        best = choice
+    return best
+
+
+def _within_targets_with_slices(
+    workload: Workload,
+    settings: Settings,
+    times: ServiceTimes,
+    prices: PriceTable,
+    *,
+    count: int,
+    latency_limit_seconds: float | None,
+) -> Choice | None:
+    """`settings` with `count` slices and the archive lanes it needs, if that is within the targets."""
+    trial = replace(settings, aggregate_slices=count)
+    plan = plan_design(workload, trial, times, prices, OURS, suggest=False)
+    trial, plan = _archive_within_target(workload, trial, plan, times, prices)
+    return Choice(trial, plan) if within_targets(plan, latency_limit_seconds) else None
 
 
 def _archive_within_target(
