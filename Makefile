@@ -166,7 +166,8 @@ chaos: $(RUNTIME)
 # Deploys each release of local/upgrade/releases.py from its own tree (synthesized once into
 # .local/releases/), sends, upgrades it to this checkout in place mid-stream, sends, verifies
 # exactly; then the negative control (the new reducer in mode unsafe-add must be caught).
-# In mode crt, the upgrade from the release before the guard must be refused mid-stream and
+# In mode crt, the upgrade from a release whose guard does not carry the reduce batches' shape
+# (every one listed; stop-17 has no guard) must be refused mid-stream and
 # exact once drained (README, "Upgrading in place").
 upgrade: $(RUNTIME)
 	$(BIN)/python -m local upgrade --negative-control $(UPGRADE_ARGS)

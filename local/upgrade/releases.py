@@ -17,9 +17,13 @@ class Release:
     name: str
     commit: str
     why: str
-    settings_guard: bool = True
-    """Whether its stack has the settings guard (`Custom::StateSettingsGuard`): the first deploy
-    over one without it is checked by `aggregation.setting_changes.first_guard_refusal`."""
+    guard_carries_reduce_batches: bool = False
+    """Whether its settings guard (`Custom::StateSettingsGuard`) carries `ReduceBatchSize` and
+    `ReduceParallelizationFactor`. Over a release whose guard does not (none of those listed: the
+    guard came after stop 17 and carried them only after stop 29), nothing says how the reduce
+    batches in flight were formed, so an upgrade in mode `crt` is refused unless declared drained
+    (`aggregation.setting_changes`: `first_guard_refusal` without a guard, the deployed guard's
+    missing properties with one)."""
 
 
 RELEASES: tuple[Release, ...] = (
@@ -30,7 +34,6 @@ RELEASES: tuple[Release, ...] = (
         "one item keyed by the bare path key, one `#stats` item, no settings guard, no quarantine TTL nor "
         "deletion protection on the tables: the new code must add to the same nodes through slices, read "
         "the unsliced items as one more slice, and recognise the markers and tokens the old reducer wrote",
-        settings_guard=False,
     ),
     Release(
         name="stop-27",

@@ -111,10 +111,10 @@ class UpgradeSettings:
 
     @property
     def expects_refusal(self) -> bool:
-        """Whether the deploy must refuse this upgrade: the guard's Create over a stack without it
-        whose table holds state, as it does mid-stream (`first_guard_refusal`: mode `crt`), unless
-        declared drained."""
-        return not self.release.settings_guard and self.reduce_mode == TOKEN_ONLY and not self.drained
+        """Whether the deploy must refuse this upgrade: in mode `crt` mid-stream, unless declared
+        drained, over a release whose guard does not say how its reduce batches were formed
+        (`Release.guard_carries_reduce_batches`)."""
+        return not self.release.guard_carries_reduce_batches and self.reduce_mode == TOKEN_ONLY and not self.drained
 
 
 @dataclass
