@@ -159,13 +159,15 @@ chaos: $(RUNTIME)
 	$(BIN)/python -m local chaos $(CHAOS_ARGS)
 	$(BIN)/python -m local chaos --aggregate --hostile-aggregates 25 --count 6000 --no-control $(CHAOS_ARGS)
 	INTERLEAVING_EXAMPLES=300 $(BIN)/python -m pytest -q -p no:cacheprovider tests/lambdas/reduce_function/test_interleavings.py
+	ARCHIVE_PROPERTY_EXAMPLES=200 $(BIN)/python -m pytest -q -p no:cacheprovider tests/lambdas/archive_function/test_archive_property.py
 	CLI_PROPERTY_EXAMPLES=1500 $(BIN)/python -m pytest -q -p no:cacheprovider tests/toolkit/test_command_line_property.py
 	$(MAKE) --no-print-directory upgrade
 
 # Deploys each release of local/upgrade/releases.py from its own tree (synthesized once into
 # .local/releases/), sends, upgrades it to this checkout in place mid-stream, sends, verifies
 # exactly; then the negative control (the new reducer in mode unsafe-add must be caught).
-# In mode crt, the upgrade from the release before the guard must be refused mid-stream and
+# In mode crt, the upgrade from a release whose guard does not carry the reduce batches' shape
+# (every one listed; stop-17 has no guard) must be refused mid-stream and
 # exact once drained (README, "Upgrading in place").
 upgrade: $(RUNTIME)
 	$(BIN)/python -m local upgrade --negative-control $(UPGRADE_ARGS)

@@ -70,7 +70,8 @@ def print_reconcile_report(report: ReconcileReport, console: Console) -> None:
     `toolkit.untrusted.untrusted_text` (never parsed as markup, control characters escaped),
     so no name can end the report early (``Delta[/]``), forge its verdict or write to the terminal.
     """
-    checks = Table(title=f"reconcile: {report.objects} archived deltas, {report.nodes} nodes")
+    title = f"reconcile: {report.objects} archived objects, {report.items} delta items, {report.nodes} nodes"
+    checks = Table(title=title)
     checks.add_column("check")
     checks.add_column("result")
     checks.add_column("detail")

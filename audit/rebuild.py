@@ -34,7 +34,12 @@ a wait: the archive catches up by itself (its mapping retries until success), or
 object is restored (README, "Audit archive"). What no check can see: a table already wiped (no
 markers, no `#stats`), which is the disaster rebuild is for; and in mode `crt` a replay after
 the token window over-counts `MessagesApplied` too, which this refusal reads as lag: check
-`audit reconcile`'s registry line (the archive's own counts) before concluding either way.
+`audit reconcile`'s registry lines (the archive's own records) before concluding either way.
+
+**Refused from a damaged archive** (`archive_damage`): an object that is not a valid document, two
+copies of one delta item that differ, or a receipt whose batch object is missing or holds other
+items (an object removed or altered: `aggregation.archive`). Each item counts once however many
+objects hold it, so copies a retry wrote in other boundaries are no damage.
 """
 
 from __future__ import annotations
@@ -47,7 +52,7 @@ from typing import TYPE_CHECKING, Any, Final
 from boto3.dynamodb.types import TypeSerializer
 
 from aggregation.aggregate_items import node_item_key
-from aggregation.archive import archived_totals
+from aggregation.archive import archived_totals, check_registry
 from aggregation.deltas import NodeDelta
 from aggregation.exact import dynamodb_number
 from aggregation.names import (
@@ -96,7 +101,7 @@ class RebuildPlan:
 
 def archive_lag(archive: ArchiveContents, table: AggregateTableContents) -> str | None:
     """Why the archive provably lacks deltas the table holds (module docstring), or None."""
-    archived = {delta.batch_hash for delta in archive.deltas}
+    archived = archive.items.items
     unarchived = sorted(
         {
             batch_hash_of_marker(key)
@@ -112,6 +117,22 @@ def archive_lag(archive: ArchiveContents, table: AggregateTableContents) -> str 
     return None
 
 
+def archive_damage(archive: ArchiveContents) -> str | None:
+    """Why the archive cannot be trusted to rebuild from (module docstring), or None."""
+    if archive.unreadable:
+        key, reason = archive.unreadable[0]
+        return f"{len(archive.unreadable)} archived object(s) are not valid documents (first: {key}: {reason})"
+    conflicts = archive.items.conflicts
+    if conflicts:
+        return f"{len(conflicts)} delta item(s) have differing copies (first: {conflicts[0]})"
+    registry = check_registry(archive.batches, archive.receipts)
+    if registry.missing_objects:
+        return f"{len(registry.missing_objects)} receipt(s) name a batch object that is missing"
+    if registry.differing:
+        return f"{len(registry.differing)} receipt(s) list other items than their batch object holds"
+    return None
+
+
 def plan_rebuild(
     archive: ArchiveContents,
     table: AggregateTableContents,
@@ -119,25 +140,23 @@ def plan_rebuild(
     marker_window_hours: int,
     marker_ttl_days: int,
 ) -> RebuildPlan:
-    """The target state, from the archive alone; refuses an archive with unreadable objects or lagging deltas."""
-    if archive.unreadable:
-        key, reason = archive.unreadable[0]
-        raise AuditError(
-            f"{len(archive.unreadable)} archived object(s) are not valid deltas (first: {key}: {reason}); "
-            "refusing to rebuild from a damaged archive"
-        )
+    """The target state, from the archive alone (every delta item once); refuses a damaged or lagging archive."""
+    damage = archive_damage(archive)
+    if damage is not None:
+        raise AuditError(f"{damage}; refusing to rebuild from a damaged archive")
     lag = archive_lag(archive, table)
     if lag is not None:
         raise AuditError(
             f"refusing to rebuild: the archive lags behind reduce: {lag}; wait for the archive function "
             "to catch up (or restore deleted objects) and run again"
         )
-    nodes = archived_totals(archive.deltas)
+    deltas = list(archive.items.items.values())
+    nodes = archived_totals(deltas)
     window_start = now - marker_window_hours * SECONDS_PER_HOUR
     marker_ttl = marker_ttl_days * SECONDS_PER_DAY
     markers = {
         unit.marker_id: marker_expires_at(unit.created_at, marker_ttl)
-        for delta in archive.deltas
+        for delta in deltas
         if delta.created_at >= window_start
         for unit in split_into_units(
             DeltaBatch(delta.batch_hash, delta.deltas, delta.record_count, delta.producer_timestamps, delta.created_at)

@@ -4,6 +4,10 @@ Run it on a drained pipeline (after `python -m producer verify` passes, or with 
 stopped and the functions idle): the archive and the reduce stage consume the DeltaTable
 stream independently, so while records are in flight either may be ahead of the other.
 
+The archive's side is every delta item once, however many objects hold a copy of it
+(`aggregation.archive`: counted once by construction); the registry (the receipts, and the
+earlier releases' counting registry) is checked against the objects on its own.
+
 A node absent from one side compares as zero value and zero trades on that side: the table
 keeps the item of a node every trade has left (at 0), a ledger does not list it at all.
 """
@@ -14,12 +18,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aggregation.archive import RegistryTotals, archived_totals
+from aggregation.archive import archived_totals, check_registry
 from aggregation.names import MESSAGES_APPLIED
 from audit.aggregate_table import AggregateTableContents, read_aggregate_table
 from audit.archive_reader import ArchiveContents, read_archive
 from audit.targets import AuditTarget
 from toolkit.ledger import ZERO_TOTALS, Totals, differing_keys, load_ledger
+
+VALID = "every archived object is a valid document"
+IDENTICAL_COPIES = "every copy of a delta item is identical"
+TABLE = "aggregate table = archive, node by node"
+MESSAGES = "#stats MessagesApplied = archived state changes"
+RECEIPTS = "the registry's receipts = the batch objects"
+LEGACY_COUNTS = "earlier releases' registry counts their per-item objects exactly once"
+LEGACY_CLAIMS = "every open claim of the earlier registry has its item archived"
+LEDGER = "producer ledger = archive, node by node"
 
 
 @dataclass(frozen=True)
@@ -42,6 +55,7 @@ class Check:
 @dataclass
 class ReconcileReport:
     objects: int
+    items: int
     nodes: int
     checks: list[Check] = field(default_factory=list)
     differences: list[NodeDifference] = field(default_factory=list)
@@ -50,6 +64,9 @@ class ReconcileReport:
     @property
     def ok(self) -> bool:
         return all(check.ok for check in self.checks)
+
+    def failed(self) -> set[str]:
+        return {check.name for check in self.checks if not check.ok}
 
 
 def compare_totals(archive: Mapping[str, Totals], other: Mapping[str, Totals], source: str) -> list[NodeDifference]:
@@ -60,81 +77,102 @@ def compare_totals(archive: Mapping[str, Totals], other: Mapping[str, Totals], s
     ]
 
 
-def open_claims_check(registry: RegistryTotals | None, archive: ArchiveContents) -> Check:
-    """Open claims are harmless once their object exists; one without its object is an item missing.
-
-    A claim stays open when the invocation that opened it died and its items are never
-    delivered to the archive again (a re-delivery with other boundaries, or a duplicate
-    delivery of an item already archived); a later invocation sweeps it after
-    `archive_function.handler.SWEEP_AFTER_GENERATIONS` registry writes. If such a claim
-    were the one its object was created under, that object would be uncounted, which the
-    count check above catches; so once the counts agree, an open claim whose object exists
-    is only a leftover of a delivery that died. One whose object does not exist is an item
-    the archive lacks: in flight, or failing.
-    """
-    claims = set(registry.claims) if registry else set()
-    archived = {delta.batch_hash for delta in archive.deltas}
-    missing = claims - archived
-    leftovers = len(claims & archived)
-    if missing:
-        return Check(
-            "every open claim's object is archived",
-            False,
-            f"{len(missing)} without an object (a batch is in flight or failing), {leftovers} leftovers",
+def receipts_check(archive: ArchiveContents) -> Check:
+    """Each receipt's object there with exactly its items; objects without one only as covered leftovers."""
+    findings = check_registry(
+        archive.batches, archive.receipts, (item.delta.batch_hash for item in archive.item_objects)
+    )
+    problems = [
+        f"{count} {what}"
+        for count, what in (
+            (len(findings.missing_objects), "receipt(s) name an object that is missing"),
+            (len(findings.differing), "receipt(s) list other items than their object"),
+            (len(findings.uncovered_items), "item(s) only in objects without a receipt"),
         )
-    detail = "no open claims" if not leftovers else f"{leftovers} leftovers of deliveries that died (swept later)"
-    return Check("every open claim's object is archived", True, detail)
+        if count
+    ]
+    leftovers = (
+        f", {len(findings.unreceipted)} object(s) without a receipt whose items are recorded elsewhere "
+        "(an attempt died between its two writes)"
+        if findings.unreceipted and not findings.uncovered_items
+        else ""
+    )
+    detail = "; ".join(problems) or (f"{findings.receipts} receipts, {len(archive.batches)} batch objects{leftovers}")
+    return Check(RECEIPTS, findings.ok, detail)
+
+
+def legacy_checks(archive: ArchiveContents) -> list[Check]:
+    """The earlier layout: its registry's counts against its objects, and its open claims' items."""
+    account = archive.legacy
+    counts = Check(
+        LEGACY_COUNTS,
+        account.exact,
+        f"registry ({account.shards} shards) {account.registered_objects} objects / "
+        f"{account.registered_state_changes} state changes, per-item objects whose claim closed "
+        f"{account.closed_objects} / {account.closed_state_changes}"
+        + (f"; {account.uncounted_objects} written under a claim never closed" if account.uncounted_objects else "")
+        + (f"; {account.unclaimed_objects} name no claim" if account.unclaimed_objects else ""),
+    )
+    missing = sorted(account.open_claims - set(archive.items.items))
+    claims = Check(
+        LEGACY_CLAIMS,
+        not missing,
+        f"{len(missing)} open claim(s) whose item is in no object (first: {missing[0]})"
+        if missing
+        else f"{len(account.open_claims)} open claims, each item archived",
+    )
+    return [counts, claims]
 
 
 def reconcile_contents(
     archive: ArchiveContents, table: AggregateTableContents, ledger: Mapping[str, Totals] | None = None
 ) -> ReconcileReport:
     """The comparisons, on contents already read (pure: the tests call it directly too)."""
-    totals = archived_totals(archive.deltas)
-    report = ReconcileReport(objects=len(archive.deltas), nodes=len(totals), unreadable=list(archive.unreadable))
+    items = archive.items
+    totals = archived_totals(items.items.values())
+    report = ReconcileReport(
+        objects=archive.objects, items=len(items.items), nodes=len(totals), unreadable=list(archive.unreadable)
+    )
     report.checks.append(
         Check(
-            "every archived object is a valid delta",
+            VALID,
             not archive.unreadable,
-            f"{len(archive.unreadable)} unreadable" if archive.unreadable else f"{len(archive.deltas)} objects",
+            f"{len(archive.unreadable)} unreadable"
+            if archive.unreadable
+            else f"{len(archive.batches)} batch objects, {len(archive.receipts)} receipts, "
+            f"{len(archive.item_objects)} per-item objects, {len(archive.registries)} registry shards",
+        )
+    )
+    report.checks.append(
+        Check(
+            IDENTICAL_COPIES,
+            not items.conflicts,
+            f"{len(items.conflicts)} item(s) with differing copies (first: {items.conflicts[0]})"
+            if items.conflicts
+            else f"{items.copies} copies of {len(items.items)} items",
         )
     )
     table_differences = compare_totals(totals, table.nodes, "aggregate table")
     report.differences.extend(table_differences)
     report.checks.append(
         Check(
-            "aggregate table = archive, node by node",
+            TABLE,
             not table_differences,
             f"{len(table_differences)} of {len(set(totals) | set(table.nodes))} nodes differ",
         )
     )
     applied = int(table.stats.get(MESSAGES_APPLIED, 0)) if table.stats else 0
     report.checks.append(
-        Check(
-            "#stats MessagesApplied = archived state changes",
-            applied == archive.state_changes,
-            f"{applied} applied, {archive.state_changes} archived",
-        )
+        Check(MESSAGES, applied == items.state_changes, f"{applied} applied, {items.state_changes} archived")
     )
-    registry = archive.registry
-    registered_objects = registry.objects_archived if registry else 0
-    registered_changes = registry.state_changes_archived if registry else 0
-    report.checks.append(
-        Check(
-            "registry counts every object exactly once",
-            registered_objects == len(archive.deltas) and registered_changes == archive.state_changes,
-            f"registry ({registry.shards if registry else 0} shards) {registered_objects} objects / "
-            f"{registered_changes} state changes, "
-            f"bucket {len(archive.deltas)} / {archive.state_changes}",
-        )
-    )
-    report.checks.append(open_claims_check(registry, archive))
+    report.checks.append(receipts_check(archive))
+    report.checks.extend(legacy_checks(archive))
     if ledger is not None:
         ledger_differences = compare_totals(totals, ledger, "ledger")
         report.differences.extend(ledger_differences)
         report.checks.append(
             Check(
-                "producer ledger = archive, node by node",
+                LEDGER,
                 not ledger_differences,
                 f"{len(ledger_differences)} of {len(set(totals) | set(ledger))} nodes differ",
             )

@@ -32,6 +32,7 @@ from benchmarks import REPOSITORY_ROOT
 from toolkit.node_runtime import silence_node_banners
 
 silence_node_banners()  # before `stacks` imports the CDK, whose jsii runtime would print them as bytes
+from planner.archive import archive_factor_needed  # noqa: E402
 from planner.ingest import PROVISIONED_SHARD_UTILIZATION  # noqa: E402
 from planner.inputs import MAX_PARALLELIZATION_FACTOR, ServiceTimes, Settings, Workload  # noqa: E402
 from planner.load_profile import (  # noqa: E402
@@ -153,6 +154,12 @@ def _rows(plan: CapacityPlan) -> list[tuple[str, str, str]]:
             f"{ours.hottest_item_write_units_per_second:,.0f}",
             f"{original.hottest_item_write_units_per_second:,.0f}",
         ),
+        (
+            "archive objects/s (delta items each), S3 PUTs/msg",
+            f"{ours.archive_objects_per_second:,.1f} ({_archive_batch(ours):,.0f}), "
+            f"{ours.archive_puts_per_message:.5f}",
+            "-",
+        ),
     ]
     rows.append(("latency p50 (model, s)", _seconds(ours.latency_p50_seconds), _seconds(original.latency_p50_seconds)))
     theirs = {component.name: component for component in original.components}
@@ -165,6 +172,11 @@ def _rows(plan: CapacityPlan) -> list[tuple[str, str, str]]:
         ("$ per million messages", f"{ours.monthly_usd / per_million:.3f}", f"{original.monthly_usd / per_million:.3f}")
     )
     return rows
+
+
+def _archive_batch(plan: DesignPlan) -> float:
+    """Delta items an archive invocation takes (one batch object each)."""
+    return next((timing.batch for timing in plan.timings if timing.stage == "archive"), 0.0)
 
 
 def _seconds(value: float) -> str:
@@ -803,8 +815,9 @@ def render_profiles_rich(profiles: ProfilePlans, console: Console) -> None:
 
 def recommended(plan: CapacityPlan) -> Settings:
     """The plan's settings with what its flags ask for applied: the state lanes a shard needs (not
-    from a KPL-aggregating producer, whose flag asks for shards: no factor works there), and the
-    least change that lets the reducers keep up (`reducers_that_keep_up`)."""
+    from a KPL-aggregating producer, whose flag asks for shards: no factor works there), the least
+    change that lets the reducers keep up (`reducers_that_keep_up`), and the archive lanes that
+    relieve the archive (`archive_factor_needed`)."""
     settings = plan.settings
     ours = plan.ours
     if not plan.workload.aggregated and ours.state_parallelization_needed > settings.state_parallelization_factor:
@@ -813,6 +826,10 @@ def recommended(plan: CapacityPlan) -> Settings:
     if ours.reduce_busy_fraction > BUSY_LIMIT:
         keeping_up = reducers_that_keep_up(plan.workload, settings, plan.times, plan.prices, OURS)
         settings = keeping_up or settings
+    if ours.archive_lane_busy > 1:
+        settings = replace(
+            settings, archive_parallelization_factor=archive_factor_needed(ours.archive_lane_busy, settings)
+        )
     return settings
 
 
@@ -880,7 +897,7 @@ SCENARIO_COLUMNS = (
     "hottest item WU/s",
     "AggregateTable WU/msg",
     "same in 1 slice",
-    "archive busy (lanes / registry)",
+    "archive busy / PUTs per msg",
 )
 
 
@@ -912,7 +929,7 @@ def render_scenarios_markdown(scenarios: Sequence[Scenario]) -> str:
                     f"{ours.hottest_item_write_units_per_second:,.0f}",
                     f"{ours.aggregate_write_units_per_second / rate:.3f}",
                     f"{item.one_slice.aggregate_write_units_per_second / rate:.3f}",
-                    f"{ours.archive_lane_busy:.0%} / {ours.archive_registry_busy:.0%}",
+                    f"{ours.archive_lane_busy:.0%} / {ours.archive_puts_per_message:.5f}",
                 )
             )
             + " |"

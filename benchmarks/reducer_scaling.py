@@ -5,9 +5,10 @@ TransactWriteItems with ClientRequestToken and markers, the conflict retry), in 
 reducer, as Lambda runs each reducer in an execution environment of its own. Each reducer applies
 its own invocations of `REDUCE_BATCH_SIZE` delta items of `MESSAGES_PER_DELTA_ITEM` new trades each
 (the standard workload's hierarchy, so a transaction holds ~53 nodes, 10 markers and `#stats`: the
-shape the planner assumes), all from one StateTable shard, chosen so that each reducer writes a
-slice of its own among the slices a stack declaring `SCALED_RATE` gets from cdk.json (`aggregateSlices`
-`auto`), the spread the slices exist to give. Left out,
+shape the planner assumes), each transaction writing the slice its token names among the slices a
+stack declaring `SCALED_RATE` gets from cdk.json (`aggregateSlices` `auto`), as the reduce stage
+does in `crt+marker`: the spread the slices exist to give, and the conflicts two reducers' transactions
+meet when their tokens name one slice. Left out,
 the same per invocation whatever N is: decoding stream records, metrics, the `#stats` figures,
 Lambda's invoke and the runner.
 
@@ -44,7 +45,6 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from aggregation.aggregate_items import slice_of
 from aggregation.deltas import NodeDelta, TradeState, add_deltas, state_change_deltas
 from aggregation.transactions import DeltaBatch, DeltaUnit, split_into_units
 from benchmarks.capacity import pipeline_settings
@@ -138,24 +138,8 @@ def _delta_items(count: int) -> tuple[dict[str, NodeDelta], ...]:
     return tuple(items)
 
 
-def reducer_slices(reducers: int, slices: int) -> list[int]:
-    """The slice of each reducer's StateTable shard: the first shard ids that hash to slices of their own.
-
-    The spread `aggregateSlices` is there to give (as many slices as reducers, or more); reducers
-    sharing a slice, and their conflicts, are what `make chaos` and the concurrent-reducers test run.
-    """
-    chosen: list[int] = []
-    candidate = 0
-    while len(chosen) < reducers:
-        aggregate_slice = slice_of(f"bench-state-stream|shardId-{candidate:08d}", slices)
-        if aggregate_slice not in chosen or len(chosen) >= slices:
-            chosen.append(aggregate_slice)
-        candidate += 1
-    return chosen
-
-
-def _invocations(reducer: int, run: str, aggregate_slice: int, count: int) -> list[list[DeltaUnit]]:
-    """One reducer's `count` invocations: `REDUCE_BATCH_SIZE` delta items of its StateTable shard each."""
+def _invocations(reducer: int, run: str, count: int) -> list[list[DeltaUnit]]:
+    """One reducer's `count` invocations: `REDUCE_BATCH_SIZE` delta items each."""
     invocations: list[list[DeltaUnit]] = []
     for item, deltas in enumerate(_delta_items(count * REDUCE_BATCH_SIZE)):
         batch = DeltaBatch(
@@ -167,7 +151,7 @@ def _invocations(reducer: int, run: str, aggregate_slice: int, count: int) -> li
         )
         if item % REDUCE_BATCH_SIZE == 0:
             invocations.append([])
-        invocations[-1].extend(split_into_units(batch, aggregate_slice=aggregate_slice))
+        invocations[-1].extend(split_into_units(batch))
     return invocations
 
 
@@ -193,7 +177,9 @@ class ReducerOutcome:
     error: str = ""
 
 
-def reducer_process(backend: str, table: str, invocations: list[list[DeltaUnit]], ready: Any, results: Any) -> None:
+def reducer_process(
+    backend: str, table: str, invocations: list[list[DeltaUnit]], ready: Any, results: Any, *, slices: int
+) -> None:
     """One reducer, in a process of its own as in Lambda: apply every invocation, retrying a failed one.
 
     A failed invocation (conflicts beyond the handler's own retries) is applied again, as Lambda
@@ -211,7 +197,7 @@ def reducer_process(backend: str, table: str, invocations: list[list[DeltaUnit]]
         for units in invocations:
             while True:
                 try:
-                    outcome = reduce_handler.apply_delta_units(units, table, MODE)
+                    outcome = reduce_handler.apply_delta_units(units, table, MODE, slices)
                     break
                 except ClientError:
                     retried += 1
@@ -226,15 +212,16 @@ def reducer_process(backend: str, table: str, invocations: list[list[DeltaUnit]]
 
 def _run_reducers(backend: str, table: str, reducers: int, slices: int, invocations_each: int) -> ScalingRow:
     """N reducer processes at once, each through its invocations; the totals checked on the emulator."""
-    work = [
-        _invocations(reducer, f"{backend}-{reducers}", aggregate_slice, invocations_each)
-        for reducer, aggregate_slice in enumerate(reducer_slices(reducers, slices))
-    ]
+    work = [_invocations(reducer, f"{backend}-{reducers}", invocations_each) for reducer in range(reducers)]
     context = multiprocessing.get_context("spawn")
     with context.Manager() as manager:
         ready, results = manager.Barrier(reducers), manager.Queue()
         processes = [
-            context.Process(target=reducer_process, args=(backend, table, invocations, ready, results))
+            context.Process(
+                target=reducer_process,
+                args=(backend, table, invocations, ready, results),
+                kwargs={"slices": slices},
+            )
             for invocations in work
         ]
         for process in processes:
@@ -261,7 +248,7 @@ def _run_reducers(backend: str, table: str, reducers: int, slices: int, invocati
 def _service_time_ms(table: str) -> float:
     """The emulator's median TransactWriteItems of this shape, one at a time, no latency injected."""
     durations = []
-    for units in _invocations(0, "service", 0, min(INVOCATIONS_PER_REDUCER, SERVICE_TIME_TRANSACTIONS // 2)):
+    for units in _invocations(0, "service", min(INVOCATIONS_PER_REDUCER, SERVICE_TIME_TRANSACTIONS // 2)):
         started = time.perf_counter()
         outcome = reduce_handler.apply_delta_units(units, table, MODE)
         durations.append((time.perf_counter() - started) * 1000 / max(1, outcome.transactions))
@@ -343,8 +330,9 @@ def render_section(result: ReducerScalingResult) -> list[str]:
         "`benchmarks/reducer_scaling.py` (`python -m benchmarks.reducer_scaling` runs it alone): N reducer "
         f"processes, each applying invocations of {REDUCE_BATCH_SIZE} delta items x "
         f"{MESSAGES_PER_DELTA_ITEM} new trades through the reduce stage's write path (`apply_delta_units`: "
-        f"tokens, markers, conflict retries; 2 transactions of ~64 actions per invocation), each reducer on a "
-        f"slice of its own among the {result.aggregate_slices} of a stack declaring {SCALED_RATE:,} msg/s. "
+        f"tokens, markers, conflict retries; 2 transactions of ~64 actions per invocation), each transaction "
+        f"in the slice its token names among the {result.aggregate_slices} of a stack declaring "
+        f"{SCALED_RATE:,} msg/s. "
         "Every transaction takes "
         f"{result.latency_ms:.0f} ms: on DynamoDB stubbed at that round trip (what the reducers themselves "
         "scale to), and on the emulator with that latency injected, items held (`injected_faults.LATENCY`), "

@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from aggregation.names import TOKEN_AND_MARKERS, TOKEN_ONLY
+from benchmarks import capacity
+from benchmarks.archive_cost import DECLARED_RATES
 from benchmarks.capacity import (
     ProfilePlans,
     Scenario,
@@ -24,10 +26,11 @@ from benchmarks.state_throughput import ThroughputAtRoundTrip
 from benchmarks.worst_event import WorstEvent, worst_event_section
 from benchmarks.write_cost import LARGE_MAP_BATCH_SIZE, LARGE_MAP_LABEL, MODES, REDUCE_BATCH_SIZE, WriteCostResult
 from benchmarks.write_units import StageWriteCost
-from planner.inputs import ServiceTimes, Settings
-from planner.model import CapacityPlan
+from planner.inputs import ServiceTimes, Settings, Workload
+from planner.model import CapacityPlan, plan_capacity
 from planner.reduce import BUSY_LIMIT, transactions_per_delta_batch
 from planner.tables import break_even_utilization
+from stacks.settings import planned_settings
 
 ORIGINAL_STATE_MESSAGES_PER_SECOND = 100.0
 COMMAND = ".venv/bin/python -m benchmarks run --output docs/benchmarks.md"
@@ -233,23 +236,43 @@ def _model_check(run: BenchmarkRun) -> list[str]:
     shape = _benchmark_shape_reduce(plan)
     lines += [
         f"| ours, in the benchmark's shape | | | {shape:.3f} / {counted['ours'][2]:.3f} |",
+        *_auto_shape_model_row(result, plan),
         "",
         f"Why ours differs at 50,000 msg/s ({plan.ours.aggregate_write_units_per_second / rate:.3f} against "
-        f"{counted['ours'][2]:.3f} counted): that row is the 50,000 msg/s plan, where "
-        f"{plan.ours.state_stream_shards} StateTable stream shards hash to {plan.ours.slices_in_use:.1f} of the "
-        f"{plan.settings.aggregate_slices} slices, an invocation's {plan.ours.effective_reduce_batch:.0f} delta "
-        f"batches fall in {plan.ours.slices_per_invocation:.1f} of them, each slice written by its own transactions, "
-        f"and {plan.ours.reduce_lanes} reducers"
-        f"{' that cannot keep up' if plan.ours.reduce_busy_fraction > BUSY_LIMIT else ''} share slices and resend "
-        f"{plan.ours.reduce_conflicts_per_second:,.0f} conflicting transactions a second (billed, conservatively). "
-        "The benchmark's emulator stream has one shard, so every delta item is in one slice, one reducer takes "
-        f"invocations of {REDUCE_BATCH_SIZE} delta batches and nothing conflicts. Planned in that shape (one slice, "
-        f"one reducer, {REDUCE_BATCH_SIZE} full delta batches of 100 changes an invocation) the model gives "
-        f"{shape:.3f}; the rest of the gap is the benchmark's last invocation, which holds fewer delta batches and "
-        "writes nearly as many nodes. Section 5's searches pick settings that keep the 50,000 msg/s plan close to "
-        "that shape.",
+        f"{counted['ours'][2]:.3f} counted): that row is the 50,000 msg/s plan, where an invocation takes "
+        f"{plan.ours.effective_reduce_batch:.0f} delta batches (planned together whatever the slices: each of its "
+        f"transactions writes the slice its token names, {plan.ours.slices_per_invocation:.1f} of the "
+        f"{plan.settings.aggregate_slices} an invocation) and {plan.ours.reduce_lanes} reducers"
+        f"{' that cannot keep up' if plan.ours.reduce_busy_fraction > BUSY_LIMIT else ''} resend "
+        f"{plan.ours.reduce_conflicts_per_second:,.1f} conflicting transactions a second (billed, conservatively). "
+        f"The benchmark's one reducer takes invocations of {REDUCE_BATCH_SIZE} delta batches and nothing "
+        f"conflicts. Planned in that shape ({REDUCE_BATCH_SIZE} full delta batches of 100 changes an invocation, "
+        f"one reducer) the model gives {shape:.3f}; the rest of the gap is the benchmark's last invocation, which "
+        "holds fewer delta batches and writes nearly as many nodes. The model counts transactions and actions as "
+        "the reduce stage plans them (`tests/planner/test_model.py`, the packing model against "
+        "`plan_transactions`).",
     ]
     return [*lines, ""]
+
+
+def _auto_shape_model_row(result: WriteCostResult, plan: CapacityPlan) -> list[str]:
+    """The model's reduce write units per message for the run's invocations in `auto`'s shape at
+    `AUTO_RATE` (the planner's `transactions_per_delta_batch`, full delta batches of 100 changes),
+    against those counted."""
+    shape = result.auto_shape
+    if shape is None or not result.auto_invocations:
+        return []
+    workload, changes = plan.workload, 100.0
+    units = 0.0
+    for batches in result.auto_invocations:
+        per_batch, actions = transactions_per_delta_batch(workload, changes, batches, markers=True)
+        units += per_batch * batches * actions * 2
+    model = units / (changes * sum(result.auto_invocations) / workload.applied_share)
+    counted = result.stages[f"reduce ({shape.label})"].write_units / result.messages
+    return [
+        f"| ours, `auto` at {shape.rate:,} msg/s in the benchmark's invocations ({shape.slices} slices) "
+        f"| | | {model:.3f} / {counted:.3f} |"
+    ]
 
 
 def _benchmark_shape_reduce(plan: CapacityPlan) -> float:
@@ -345,15 +368,18 @@ def scale_out_section(at_planned: Sequence[Scenario], at_scale: Sequence[Scenari
         "",
         "`planner/scale_out.py` searches the settings a deployment changes in cdk.json (state lanes, map "
         "batching, reducers, `reduceBatchSize`, `reduceMemoryMb`, `aggregateSlices`, and the archive's "
-        "`archiveParallelizationFactor` and `archiveRegistryShards`; for steady load also each table's and the "
+        "`archiveParallelizationFactor`; for steady load also each table's and the "
         "stream's capacity mode, the cheaper at the plan's load, which `loadProfile` steady deploys; for spiky or "
         "unknown load they stay on-demand) for the cheapest plan in which every stage "
-        "on the way to the totals is at most 70 % busy on at least two lanes, the archive's lanes and its "
-        "busiest registry shard are at most 70 % busy too (no hot object), the hottest aggregate item takes at "
+        "on the way to the totals is at most 70 % busy on at least two lanes, the archive's lanes are at most "
+        "70 % busy too (they share no key, so no object is hot), the hottest aggregate item takes at "
         "most 500 write units a second, and the modelled p50 stays within a bound. Starting from what the flags "
         "above ask for (first row); each row's changes are against it. "
-        '"Same in 1 slice": the AggregateTable write units of the same settings with `aggregateSlices` 1, '
-        'what the slices add. "Archive busy": its lanes, then its busiest registry shard.',
+        '"Same in 1 slice": the AggregateTable write units of the same settings with `aggregateSlices` 1: in '
+        "`crt+marker` the slices add no writes (an invocation's delta batches are planned together, each "
+        "transaction in the slice its token names), so what one slice adds is the reducers' conflicts. "
+        '"Archive busy / PUTs per msg": how busy its lanes are, and its S3 PUTs per message '
+        "(a batch object and its receipt per invocation).",
         "",
         render_scenarios_markdown(at_planned),
         f"### The {scale_rate:,.0f} msg/s plan",
@@ -376,6 +402,85 @@ def scale_out_section(at_planned: Sequence[Scenario], at_scale: Sequence[Scenari
 def _cost_cells(result: WriteCostResult, cost: StageWriteCost) -> tuple[str, str]:
     requests, units = result.per_message(cost)
     return f"{requests:.4f}", f"{units:.4f}"
+
+
+def archive_cost_lines(result: WriteCostResult) -> list[str]:
+    """Section 1's archive part: S3 PUTs per message, counted (`benchmarks.archive_cost`)."""
+    if not result.archive:
+        return []
+    planned = {rate: _planned_puts_per_message(rate) for rate in DECLARED_RATES}
+    lines = [
+        "",
+        "The archive, counted the same way: the same delta items through the real archive handler against the "
+        "emulator's S3, every `PutObject` it sent (a 412 is billed too), per ingested message. One batch object "
+        "and its receipt an invocation, so its PUTs fall with the items an invocation holds; the earlier layout "
+        "(one object per delta item, a registry claim and settle per invocation) is computed for the same "
+        "invocations. The plan's batch is what the capacity plan's archive takes at that rate (`auto` settings, "
+        "`archiveBatchSize` and `archiveBatchingWindowSeconds` as cdk.json has them); this workload's "
+        f"{result.delta_batches} delta items fill less than one such invocation.",
+        "",
+        "| archive invocations of | invocations | PUTs | PUTs per message | earlier layout's PUTs per message "
+        "| exact |",
+        "| --- | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for run in result.archive:
+        lines.append(
+            f"| {run.label} ({run.batch} delta items) | {run.invocations} | {run.puts} | "
+            f"{run.puts / result.messages:.5f} | {run.earlier_layout_puts / result.messages:.5f} | "
+            f"{'yes' if run.exact else '**NO**'} |"
+        )
+    lines += [
+        "",
+        "The capacity plans' own figure, with full batches of items as large as the declared rate's: "
+        + ", ".join(f"{rate:,} msg/s {puts:.5f}" for rate, puts in planned.items())
+        + " PUTs per message (at most 0.001 is the target: issue 37).",
+    ]
+    return lines
+
+
+def _archive_summary(result: WriteCostResult) -> list[str]:
+    """The summary's archive line: PUTs per message counted in section 1, and the plans'."""
+    if not result.archive:
+        return []
+    counted = min(run.puts for run in result.archive) / result.messages
+    planned = max(_planned_puts_per_message(rate) for rate in DECLARED_RATES)
+    return [
+        f"- **Archive S3 PUTs per message**: {counted:.5f} counted (section 1: one batch object and its receipt "
+        f"an invocation), at most {planned:.5f} in the plans at "
+        + ", ".join(f"{rate:,}" for rate in DECLARED_RATES)
+        + " msg/s, against one PUT per delta item and two registry updates an invocation before."
+    ]
+
+
+def _planned_puts_per_message(rate: int) -> float:
+    settings = planned_settings(capacity.pipeline_settings({"targetMessagesPerSecond": rate}))
+    return plan_capacity(Workload(rate=rate), settings).ours.archive_puts_per_message
+
+
+def _auto_shape_lines(result: WriteCostResult) -> list[str]:
+    """Section 1's reduce in the shape `auto` chooses at `AUTO_RATE` (issue 37), beside batches of 10."""
+    shape = result.auto_shape
+    if shape is None:
+        return []
+    label = f"reduce ({shape.label})"
+    exact = "exact" if result.exact.get(shape.label) else "**NOT exact**"
+    return [
+        "",
+        f"The same delta items reduced once more (`crt+marker`, {exact}) as `auto` reduces them at "
+        f"{shape.rate:,} msg/s: {shape.slices} slices, invocations of up to {shape.batch_size} delta items "
+        f"({', '.join(str(n) for n in result.auto_invocations)} here). An invocation plans its items together "
+        "whatever their slices and StateTable shards, each transaction writing the slice its token names, so "
+        "the slices add no writes:",
+        "",
+        "| stage | req | WRU |",
+        "| --- | ---: | ---: |",
+        f"| reduce, {shape.slices} slices, batches of {shape.batch_size} | "
+        + " | ".join(_cost_cells(result, result.stages[label]))
+        + " |",
+        "| reduce, 1 slice, batches of 10 (above) | "
+        + " | ".join(_cost_cells(result, result.stages[f"reduce ({TOKEN_AND_MARKERS})"]))
+        + " |",
+    ]
 
 
 def _write_cost_section(result: WriteCostResult) -> list[str]:
@@ -444,6 +549,7 @@ def _write_cost_section(result: WriteCostResult) -> list[str]:
         )
         + " |",
         "| **total** | " + " | ".join((*_cost_cells(result, large), *_cost_cells(result, large_original))) + " |",
+        *_auto_shape_lines(result),
     ]
     state = result.stages["state"]
     stage_units = {name: cost.write_units for name, cost in result.stages.items()}
@@ -472,6 +578,7 @@ def _write_cost_section(result: WriteCostResult) -> list[str]:
         f"- Cross-check: the emulator's `ReturnConsumedCapacity` reported {state.reported_capacity:g} units for "
         f"{state.reported_requests:,} successful state updates, a constant per call whatever the size, and nothing "
         "for transactions — which is why units are computed from item sizes.",
+        *archive_cost_lines(result),
         "",
     ]
     return lines
@@ -708,6 +815,7 @@ def render(run: BenchmarkRun, hand_written: str = "") -> str:
         scale_out_summary(run.scenarios, run.scale_out_scenarios),
         *profiles_summary(run.profiles),
         *service_times_summary(defaults.times, ServiceTimes()),
+        *_archive_summary(write_cost),
         "- **Guarantee**: the original's reduce is exactly-once only for replays within 10 minutes; ours "
         "(`crt+marker`) for ever, at the price of the `#applied#` marker writes counted below "
         "(`crt+marker` against `crt`).",

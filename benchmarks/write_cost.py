@@ -4,7 +4,9 @@ The standard workload (producer generator: 10 % duplicates, 5 % out-of-order, 20
 modifications, no malformed records) goes through the real handlers against the
 emulator's real tables and streams: state in Kinesis batches of 100, map in stream
 batches of 100, reduce in batches of 10 delta records, the last once per idempotency
-mode (`crt+marker`, `crt`) on the same delta records into two aggregate tables. Every
+mode (`crt+marker`, `crt`) on the same delta records into two aggregate tables, and once more in
+`crt+marker` in the invocations and over the slices `auto` chooses at 1,000,000 msg/s (issue 37:
+the planner's model of that rate counts the same writes). Every
 write request the handlers send is counted by `WriteCallCounter`; both aggregate
 tables are then checked exactly against the generator's ground truth, so a figure
 never comes from a run that computed the wrong totals.
@@ -18,6 +20,7 @@ without markers and without `#stats`.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from collections.abc import Callable, Sequence
@@ -28,6 +31,8 @@ from typing import Any
 from aggregation.delta_items import CREATED_AT, PRODUCER_TIMESTAMPS, RECORD_COUNT, decode_delta_batch
 from aggregation.item_size import item_size_bytes
 from aggregation.names import EXPIRES_AT, TOKEN_AND_MARKERS, TOKEN_ONLY
+from benchmarks.archive_cost import ArchiveRun, run_archive_cost
+from benchmarks.capacity import pipeline_settings
 from benchmarks.harness import (
     all_stream_records,
     chunks,
@@ -56,6 +61,8 @@ MAP_BATCH_SIZE = 100
 REDUCE_BATCH_SIZE = 10
 LARGE_MAP_BATCH_SIZE = 1000
 LARGE_MAP_LABEL = f"{TOKEN_AND_MARKERS}, map batch {LARGE_MAP_BATCH_SIZE}"
+AUTO_RATE = 1_000_000
+"""The declared rate whose `auto` reduce shape (slices, batch size) the run also reduces in (issue 37)."""
 OUR_DELTA_ONLY_ATTRIBUTES = (PRODUCER_TIMESTAMPS, RECORD_COUNT, CREATED_AT, EXPIRES_AT)
 
 Progress = Callable[[str, float], None]
@@ -65,6 +72,26 @@ def standard_workload(count: int, seed: int = 7) -> GeneratorConfig:
     return GeneratorConfig(
         seed=seed, count=count, duplicates_pct=10.0, out_of_order_pct=5.0, modifications_pct=20.0, malformed_pct=0.0
     )
+
+
+@dataclass(frozen=True)
+class ReduceShape:
+    """How `auto` reduces at a declared rate: `aggregateSlices` and `reduceBatchSize`."""
+
+    rate: int
+    slices: int
+    batch_size: int
+
+    @property
+    def label(self) -> str:
+        return f"{TOKEN_AND_MARKERS}, {self.slices} slices, batches of {self.batch_size}"
+
+
+@functools.cache
+def auto_reduce_shape(rate: int = AUTO_RATE) -> ReduceShape:
+    """`aggregateSlices` and `reduceBatchSize` as `cdk synth` resolves cdk.json for a stack declaring `rate`."""
+    settings = pipeline_settings({"targetMessagesPerSecond": rate})
+    return ReduceShape(rate, settings.aggregate_slices, settings.reduce_batch_size)
 
 
 @dataclass
@@ -93,6 +120,11 @@ class WriteCostResult:
     delta_item_bytes_median: float
     original_oversized_transactions: int
     events: WorkloadEvents
+    archive: list[ArchiveRun] = field(default_factory=list)  # the archive's PUTs, per invocation size
+    auto_shape: ReduceShape | None = None
+    """The `auto` reduce shape at `AUTO_RATE` the same delta records were also reduced in (`crt+marker`):
+    its stage is `reduce (<label>)`, its exactness `exact[<label>]`."""
+    auto_invocations: tuple[int, ...] = ()  # delta records per reduce invocation in that shape
 
     def per_message(self, cost: StageWriteCost) -> tuple[float, float]:
         return cost.requests / self.messages, cost.write_units / self.messages
@@ -140,10 +172,37 @@ def _original_design(
     return {"state": state, "map": map_cost, "reduce": reduce_cost}, oversized
 
 
+def _ground_truth(generator: MessageGenerator) -> dict[str, tuple[Decimal, int]]:
+    return expected_totals({tid: (s.value, s.hierarchy) for tid, s in generator.trades.items()})
+
+
 def _exact(pipeline_aggregates: dict[str, tuple[Decimal, int]], generator: MessageGenerator) -> bool:
-    expected = expected_totals({tid: (s.value, s.hierarchy) for tid, s in generator.trades.items()})
     actual = {k: v for k, v in pipeline_aggregates.items() if v != (Decimal(0), 0)}
-    return actual == expected
+    return actual == _ground_truth(generator)
+
+
+def _reduce_in_the_auto_shape(
+    pipeline: Pipeline,
+    names: dict[str, str],
+    records: Sequence[dict[str, Any]],
+    counter: WriteCallCounter,
+    progress: Progress,
+) -> tuple[ReduceShape, list[list[dict[str, Any]]]]:
+    """The delta records reduced again (`crt+marker`) into a table of their own, in the invocations and
+    over the slices `auto` chooses at `AUTO_RATE`: what the planner's model of that rate counts."""
+    shape = auto_reduce_shape()
+    advance_clock(os.environ["AWS_ENDPOINT_URL"], TOKEN_WINDOW_SECONDS + 60)
+    batches = chunks(records, shape.batch_size)
+    settings = {
+        "AGGREGATE_TABLE": names["aggregate-auto"],
+        "REDUCE_IDEMPOTENCY": TOKEN_AND_MARKERS,
+        "AGGREGATE_SLICES": str(shape.slices),
+    }
+    with environment(settings), counter.labelled(f"reduce ({shape.label})"):
+        for index, batch in enumerate(batches, start=1):
+            pipeline.run_reduce(batch)
+            progress(f"reduce ({shape.label})", index / len(batches))
+    return shape, batches
 
 
 def _larger_map_batches(
@@ -174,7 +233,7 @@ def _larger_map_batches(
 def run_write_cost(message_count: int, progress: Progress) -> WriteCostResult:
     """Needs the emulator running and AWS_ENDPOINT_URL pointing at it (harness.running_emulator)."""
     names = create_pipeline_tables(
-        aggregate_tables=(*(f"aggregate-{mode}" for mode in MODES), "aggregate-large"),
+        aggregate_tables=(*(f"aggregate-{mode}" for mode in MODES), "aggregate-large", "aggregate-auto"),
         extra_delta_tables=("delta-large",),
     )
     generator = MessageGenerator(standard_workload(message_count))
@@ -200,6 +259,8 @@ def run_write_cost(message_count: int, progress: Progress) -> WriteCostResult:
                 pipeline.run_map(records)
                 progress("map", index / len(events.map_batches))
         events.reduce_batches = chunks(all_stream_records(pipeline, "delta"), REDUCE_BATCH_SIZE)
+        delta_records = [record for batch in events.reduce_batches for record in batch]
+        archive = run_archive_cost(delta_records, _ground_truth(generator), progress)
         for mode in MODES:
             role = f"aggregate-{mode}"
             # Tokens are per account and region, not per table: without this, the second
@@ -214,6 +275,8 @@ def run_write_cost(message_count: int, progress: Progress) -> WriteCostResult:
                     pipeline.run_reduce(records)
                     progress(f"reduce ({mode})", index / len(events.reduce_batches))
             exact[mode] = _exact(pipeline_for(names, role).aggregates(), generator)
+        shape, auto_batches = _reduce_in_the_auto_shape(pipeline, names, delta_records, counter, progress)
+        exact[shape.label] = _exact(pipeline_for(names, "aggregate-auto").aggregates(), generator)
         large, events.large_reduce_batches = _larger_map_batches(pipeline, state_changes, counter, progress)
         exact[LARGE_MAP_LABEL] = _exact(large.aggregates(), generator)
         counter.detach(aws.dynamodb_client())
@@ -238,4 +301,7 @@ def run_write_cost(message_count: int, progress: Progress) -> WriteCostResult:
         delta_item_bytes_median=median(delta_sizes),
         original_oversized_transactions=oversized,
         events=events,
+        archive=archive,
+        auto_shape=shape,
+        auto_invocations=tuple(len(batch) for batch in auto_batches),
     )

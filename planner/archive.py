@@ -1,34 +1,29 @@
-"""The archive stage: DeltaTable stream -> archive function -> one S3 object per delta item.
+"""The archive stage: DeltaTable stream -> archive function -> one S3 object per invocation, and its receipt.
 
-Per invocation (`lambdas/archive_function`): a compare-and-swap update of one registry shard
-``metastore/registry/<k>.json`` to claim the batch's items (GET, then PUT with If-Match), a
-conditional PUT per item (eight at a time), and a second update of the same shard to settle
-them. `archiveParallelizationFactor` archive lanes per DeltaTable stream shard (the object PUTs
-bound a lane: eight at a time, a round trip each).
+Per invocation (`lambdas/archive_function`): decode its delta items, write them as one batch object
+(a conditional PUT), then the object's receipt (a second one): two PUTs whatever the batch holds,
+no read, no compare-and-swap (`aggregation.archive`). `archiveParallelizationFactor` archive lanes
+per DeltaTable stream shard, each invoked when its batch is full (`archiveBatchSize`, or the 6 MB
+invocation payload) or `archiveBatchingWindowSeconds` after its first record.
 
-What it costs: the object PUTs, the registry's GETs and PUTs (and their resends when another
-invocation's update came first), the objects' storage, which grows for ever (the archive is
-the audit trail: nothing expires), and the server access logs (one record per request, kept
-`archiveAccessLogRetentionDays`). A lifecycle rule (`archiveLifecycle`) moves objects to a
-cheaper class after some days, but S3 does not transition objects below 128 KB by default,
-and the infrequent-access and Glacier classes bill small objects as larger ones: for delta
-objects of a few KB it moves nothing.
+What bounds a lane is CPU: decoding each delta item from the stream image and encoding it into the
+object, about in proportion to the item's size (`ARCHIVE_CPU_US_PER_ITEM_KB`, on one full vCPU,
+slower in the 256 MB function: `cpu_slowdown`), then the two round trips and the upload. Nothing is
+shared between lanes: each key is written once (two attempts of one batch write the same bytes to
+the same key, and one of them gets a 412), so no key is hot and no write waits for another lane's.
 
-The registry is `archiveRegistryShards` keys: every invocation updates one of them twice
-(`registry_shard_for`: a hash of the batch, so invocations spread evenly over the shards),
-each update a GET and a PUT that fails if another update of the same shard landed in
-between. So a shard's updates a second, times the two round trips an update takes, is how
-busy that key is; past 1 it cannot keep up whatever the batch size. The plan holds the
-busiest shard (the average one times `SHARD_SKEW`) to the same 70 % as every stage: no hot
-object. A retry whose other boundaries hash to another shard settles in two: rare (only
-after a failed invocation), so not modelled.
+What it costs: the PUTs (two an invocation, so fewer the fuller the batches: `archive_puts_per_message`),
+the objects' storage, which grows for ever (the archive is the audit trail: nothing expires), and
+the server access logs (one record per request, kept `archiveAccessLogRetentionDays`). A lifecycle
+rule (`archiveLifecycle`) moves batch objects to a cheaper class after some days; S3 does not
+transition objects below 128 KB, and the infrequent-access and Glacier classes bill small objects as
+larger ones, so it moves only objects of enough items (`monthly_storage_usd`); receipts stay in Standard.
 """
 
 from __future__ import annotations
 
 import math
 
-from aggregation.archive import MAX_REGISTRY_SHARDS
 from planner.inputs import (
     GIGABYTE,
     MAX_PARALLELIZATION_FACTOR,
@@ -36,61 +31,55 @@ from planner.inputs import (
     ArchiveLifecycle,
     ServiceTimes,
     Settings,
+    cpu_slowdown,
     lambda_monthly_usd,
     steady_batch,
 )
 from planner.plan import STAGE_BUSY_TARGET, Component, DesignPlan, Flag, StageTiming
 from planner.prices import PriceTable
 
-ARCHIVE_MEMORY_MB = 256  # stacks/archive.py
-ARCHIVE_WRITE_CONCURRENCY = 8  # the archive handler's DEFAULT_WRITE_CONCURRENCY
-REGISTRY_UPDATES_PER_INVOCATION = 2  # claim, then settle
+ARCHIVE_MEMORY_MB = 256  # stacks/archive.py ARCHIVE_MEMORY_MB
+PUTS_PER_INVOCATION = 2  # the batch object, then its receipt
+ARCHIVE_CPU_US_PER_ITEM_KB = 250.0
+"""Archive CPU per KB of delta item (DynamoDB's size), on one full vCPU: decoding the stream image
+exactly and encoding the item into the batch object's canonical JSON. Measured 120 to 221 µs a KB
+(0.7 to 1.27 ms for an item of 5.7 KB with 105 nodes and 90 timestamps, on a shared 2-core machine,
+2026-11-27); the default covers the slowest with a margin, as the other CPU defaults do."""
+EVENT_BYTES_PER_ITEM_BYTE = 2.2
+"""The stream record of a delta item in Lambda's event (DynamoDB's typed JSON, with its keys and
+position) against the item's size: 2.15 measured on the same items."""
+OBJECT_BYTES_PER_ITEM_BYTE = 1.45
+"""An item's share of the batch object (its canonical JSON document) against its size: 1.40 measured."""
+RECEIPT_BYTES_PER_ITEM = 75  # a batch hash and its RecordCount in the receipt's JSON
+INVOCATION_PAYLOAD_BYTES = 6 * 1024 * 1024
+"""Lambda's invocation payload limit: a batch is cut where its event would pass it."""
+UPLOAD_BYTES_PER_SECOND = 20e6
+"""What one PUT of a batch object uploads a second from a small function (an assumption, conservative)."""
 ACCESS_LOG_RECORD_BYTES = 400  # one server access log line, an estimate (they run 300-500 bytes)
 DAYS_PER_MONTH = 30.4
 YEAR_MONTHS = 12
 
 
-SHARD_SKEW = 1.25
-"""The busiest registry shard's load over the average one's: invocations hash to shards at
-random, so some take more than their share (a margin, as the slices' hottest item has)."""
-
-
-def registry_attempts(updates_per_second: float, update_seconds: float, lanes: int, shards: int = 1) -> float:
-    """Tries per registry update: it fails when another lane's update of the same shard lands
-    within its GET-to-PUT window (Poisson arrivals, as for the reducers' transactions; each
-    update picks one of `shards` at random); one lane's never overlap."""
-    others = updates_per_second * (lanes - 1) / lanes / shards
-    return math.exp(min(others * update_seconds, 50.0))
-
-
-def registry_busy(updates_per_second: float, update_seconds: float, lanes: int, shards: int) -> float:
-    """How busy the busiest of `shards` registry keys is (`plan_archive`'s figure)."""
-    tries = registry_attempts(updates_per_second, update_seconds, lanes, shards)
-    return updates_per_second / shards * (SHARD_SKEW if shards > 1 else 1.0) * tries * update_seconds
-
-
-def suggested_registry_shards(updates_per_second: float, update_seconds: float, lanes: int) -> int:
-    """The fewest registry shards (a power of two) that keep the busiest within `STAGE_BUSY_TARGET`."""
-    shards = 1
-    while shards < MAX_REGISTRY_SHARDS and registry_busy(updates_per_second, update_seconds, lanes, shards) > (
-        STAGE_BUSY_TARGET
-    ):
-        shards *= 2
-    return shards
-
-
-def registry_shards_needed(plan: DesignPlan, times: ServiceTimes) -> int:
-    """The fewest registry shards that keep `plan`'s busiest within the target (its updates as planned)."""
-    update_seconds = 2 * times.s3_round_trip_ms / 1e3
-    (archive,) = [timing for timing in plan.timings if timing.stage == "archive"]
-    return suggested_registry_shards(plan.archive_registry_updates_per_second, update_seconds, archive.lanes)
-
-
 def archive_factor_needed(lane_busy: float, settings: Settings) -> int:
     """The archive parallelization factor that brings lanes `lane_busy` busy now within the target
-    (lanes share a shard's objects evenly; capped at Lambda's 10)."""
+    (lanes share a shard's items evenly; capped at Lambda's 10)."""
     needed = math.ceil(settings.archive_parallelization_factor * lane_busy / STAGE_BUSY_TARGET)
     return min(MAX_PARALLELIZATION_FACTOR, max(1, needed))
+
+
+def largest_batch(settings: Settings, item_bytes: float) -> float:
+    """The most delta items one invocation can take: `archiveBatchSize`, or what fits the payload limit."""
+    return max(
+        1.0,
+        min(float(settings.archive_batch_size), INVOCATION_PAYLOAD_BYTES / (EVENT_BYTES_PER_ITEM_BYTE * item_bytes)),
+    )
+
+
+def archive_invocation_seconds(batch: float, item_bytes: float, times: ServiceTimes) -> float:
+    """One invocation of `batch` delta items: their CPU, two round trips, and the object's upload."""
+    cpu = batch * item_bytes / 1024 * ARCHIVE_CPU_US_PER_ITEM_KB / 1e6 * cpu_slowdown(ARCHIVE_MEMORY_MB)
+    upload = batch * item_bytes * OBJECT_BYTES_PER_ITEM_BYTE / UPLOAD_BYTES_PER_SECOND
+    return cpu + PUTS_PER_INVOCATION * times.s3_round_trip_ms / 1e3 + upload
 
 
 def monthly_storage_usd(gb: float, object_bytes: float, lifecycle: ArchiveLifecycle, prices: PriceTable) -> float:
@@ -122,76 +111,57 @@ def storage_after_months_usd(
 
 
 def plan_archive(
-    plan: DesignPlan, *, object_bytes: float, settings: Settings, times: ServiceTimes, prices: PriceTable
+    plan: DesignPlan, *, item_bytes: float, rate: float, settings: Settings, times: ServiceTimes, prices: PriceTable
 ) -> list[Component]:
-    """The archive's invocations, requests, registry, storage and logs into `plan`; its lines of the plan."""
-    objects = plan.delta_batches_per_second * plan.delta_items_per_batch
+    """The archive's invocations, requests, storage and logs into `plan`; its lines of the plan."""
+    items = plan.delta_batches_per_second * plan.delta_items_per_batch
     lanes = plan.delta_stream_shards * settings.archive_parallelization_factor
-    round_trip = times.s3_round_trip_ms / 1e3
-    update_seconds = 2 * round_trip  # GET, then the conditional PUT
-
-    shards = settings.archive_registry_shards
+    per_lane = items / lanes
 
     def invocation_seconds(batch: float) -> float:
-        updates = objects / batch * REGISTRY_UPDATES_PER_INVOCATION
-        tries = registry_attempts(updates, update_seconds, lanes, shards)
-        puts = math.ceil(batch / ARCHIVE_WRITE_CONCURRENCY)
-        return (REGISTRY_UPDATES_PER_INVOCATION * tries * 2 + puts) * round_trip
+        return archive_invocation_seconds(batch, item_bytes, times)
 
-    per_lane = objects / lanes
-    batch = steady_batch(settings.archive_batch_size, per_lane, 1.0 / STREAM_POLLS_PER_SECOND, invocation_seconds)
-    invocations = objects / batch
-    updates = invocations * REGISTRY_UPDATES_PER_INVOCATION
-    tries = registry_attempts(updates, update_seconds, lanes, shards)
-    plan.archive_objects_per_second = objects
-    plan.archive_registry_updates_per_second = updates
-    plan.archive_registry_conflicts_per_second = updates * (tries - 1)
-    plan.archive_registry_shards = shards
-    # How busy the busiest registry shard is: the share of each second an update holds it open.
-    hottest_shard_updates = updates / shards * (SHARD_SKEW if shards > 1 else 1.0)
-    plan.archive_registry_busy = hottest_shard_updates * tries * update_seconds
-    full = settings.archive_batch_size
+    full = largest_batch(settings, item_bytes)
+    gather = max(1.0 / STREAM_POLLS_PER_SECOND, float(settings.archive_batching_window_seconds))
+    batch = steady_batch(math.floor(full), per_lane, gather, invocation_seconds) if items else 1.0
+    invocations = items / batch
+    puts = invocations * PUTS_PER_INVOCATION
     lane_busy = per_lane / full * invocation_seconds(full)
+    plan.archive_items_per_second = items
+    plan.archive_objects_per_second = invocations
+    plan.archive_puts_per_second = puts
+    plan.archive_puts_per_message = puts / rate if rate else 0.0
     plan.archive_lane_busy = lane_busy
     plan.timings.append(
         StageTiming(
             "archive",
             lanes=lanes,
             batch=batch,
-            interval_seconds=batch / per_lane,
+            interval_seconds=batch / per_lane if per_lane else 0.0,
             invocation_seconds=invocation_seconds(batch),
-            busy=max(lane_busy, plan.archive_registry_busy),
+            busy=lane_busy,
             on_latency_path=False,
         )
     )
     if lane_busy > 1:
         plan.flags.append(
             Flag(
-                f"each of {lanes} archive lanes would be {lane_busy:.0%} busy writing "
-                f"{per_lane:,.0f} delta objects a second",
+                f"each of {lanes} archive lanes would be {lane_busy:.0%} busy archiving "
+                f"{per_lane:,.0f} delta items a second",
                 f"set archiveParallelizationFactor to {archive_factor_needed(lane_busy, settings)}",
                 side_stage=True,
             )
         )
-    if plan.archive_registry_busy > 1:
-        plan.flags.append(
-            Flag(
-                f"the busiest of {shards} registry shards would take {hottest_shard_updates:,.0f} "
-                f"compare-and-swap updates a second, {plan.archive_registry_busy:.0%} of what one S3 key "
-                f"serialises at a {times.s3_round_trip_ms:g} ms round trip",
-                f"raise archiveRegistryShards to {suggested_registry_shards(updates, update_seconds, lanes)}",
-                side_stage=True,
-            )
-        )
-    gets = updates * tries
-    puts = objects + updates * tries
     seconds = prices.seconds_per_month
-    gb_per_month = objects * object_bytes * seconds / GIGABYTE
-    plan.archive_gb_per_month = gb_per_month
-    plan.archive_storage_after_year_usd = storage_after_months_usd(
-        gb_per_month, object_bytes, settings.archive_lifecycle, prices, YEAR_MONTHS
+    object_bytes = batch * item_bytes * OBJECT_BYTES_PER_ITEM_BYTE
+    receipt_gb_per_month = invocations * batch * RECEIPT_BYTES_PER_ITEM * seconds / GIGABYTE
+    gb_per_month = invocations * object_bytes * seconds / GIGABYTE
+    plan.archive_gb_per_month = gb_per_month + receipt_gb_per_month
+    plan.archive_storage_after_year_usd = (
+        storage_after_months_usd(gb_per_month, object_bytes, settings.archive_lifecycle, prices, YEAR_MONTHS)
+        + receipt_gb_per_month * YEAR_MONTHS * prices.s3_standard_gb_month
     )
-    log_gb = (gets + puts) * ACCESS_LOG_RECORD_BYTES * settings.archive_access_log_retention_days * 86_400 / GIGABYTE
+    log_gb = puts * ACCESS_LOG_RECORD_BYTES * settings.archive_access_log_retention_days * 86_400 / GIGABYTE
     executions = invocations * invocation_seconds(batch)
     return [
         Component(
@@ -201,13 +171,15 @@ def plan_archive(
         ),
         Component(
             "archive S3 requests",
-            f"{objects:,.0f} object PUTs/s, {updates:,.1f} registry updates/s over {shards} shards",
-            (puts * prices.s3_put_request + gets * prices.s3_get_request) * seconds,
+            f"{invocations:,.1f} batch objects/s with their receipts, {plan.archive_puts_per_message:.5f} PUTs/message",
+            puts * prices.s3_put_request * seconds,
         ),
         Component(
             "archive S3 storage",
-            f"+{gb_per_month / 1024:,.2f} TB a month, each month's kept for ever (this month's shown)",
-            monthly_storage_usd(gb_per_month, object_bytes, settings.archive_lifecycle, prices),
+            f"+{plan.archive_gb_per_month / 1024:,.2f} TB a month in objects of {object_bytes / 1024:,.0f} KB, "
+            "each month's kept for ever (this month's shown)",
+            monthly_storage_usd(gb_per_month, object_bytes, settings.archive_lifecycle, prices)
+            + receipt_gb_per_month * prices.s3_standard_gb_month,
         ),
         Component(
             "archive access logs",

@@ -190,7 +190,7 @@ class Settings:
     archive_batch_size: int = 100  # archiveBatchSize
     archive_lifecycle: ArchiveLifecycle = ArchiveLifecycle()  # archiveLifecycle
     archive_access_log_retention_days: int = 365  # archiveAccessLogRetentionDays
-    archive_registry_shards: int = 32  # archiveRegistryShards
+    archive_batching_window_seconds: float = 10.0  # archiveBatchingWindowSeconds
     archive_parallelization_factor: int = 1  # archiveParallelizationFactor
 
     def table_capacity(self, table: str) -> TableCapacity:

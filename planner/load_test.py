@@ -39,8 +39,8 @@ LOG_BYTES_PER_INVOCATION = 1600
 per invocation in the local runner's log, 2026-11-25) and Lambda's START/END/REPORT lines."""
 LOG_BYTES_PER_APPLIED_MESSAGE = 11
 """One `EndToEndLatency` value in reduce's EMF documents (10.8 bytes each in the same log)."""
-CUSTOM_METRICS = 23
-"""Metric names the four functions emit (7 + 4 + 6 + 6, `dimension service`; a stack test counts them)."""
+CUSTOM_METRICS = 22
+"""Metric names the four functions emit (7 + 4 + 6 + 5, `dimension service`; a stack test counts them)."""
 WATCH_METRICS_PER_SECOND = 4 / 10
 """`producer send` on AWS asks CloudWatch for 4 metrics every 10 seconds (`producer.watch`)."""
 FLAT_OUT_RATE = 5000.0
@@ -98,7 +98,8 @@ def load_test_cost(
     invocations_per_second = (
         rate / settings.state_batch_size
         + plan.delta_batches_per_second
-        + 2 * plan.delta_batches_per_second / settings.reduce_batch_size  # reduce and archive
+        + plan.delta_batches_per_second / settings.reduce_batch_size  # reduce
+        + plan.archive_objects_per_second  # one batch object an archive invocation
     )
     applied_per_second = rate * Workload(rate=rate).applied_share
     log_bytes = seconds * (

@@ -23,10 +23,12 @@ transaction per reduce batch without markers or `#stats`), each described as dat
   dated price table, each table in its capacity mode (on-demand, or provisioned with auto
   scaling; `capacity_modes` prices both);
 - reduce scale-out (ours): one reducer per DeltaTable stream shard times
-  `reduceParallelizationFactor`, each delta item adding to the slice of its StateTable stream
-  shard (`aggregateSlices`): an invocation plans each slice its items fall in apart, so more
-  slices spread the hottest items (`#stats` and the roots, one write per transaction of their
-  slice) over more items but pack fewer delta batches per transaction (`reduce_slicing`);
+  `reduceParallelizationFactor`, over `aggregateSlices` slices of the totals: in `crt+marker`
+  an invocation plans all its delta batches together and each transaction writes the slice its
+  token names, so more slices spread the hottest items (`#stats` and the roots, one write per
+  transaction of their slice) and the reducers' conflicts at no cost in packing; in `crt` a
+  delta item adds to the slice of its StateTable stream shard and an invocation plans each slice
+  its items fall in apart, packing fewer delta batches per transaction (`reduce_slicing`);
 - flags: a table over its default quota or its provisioned maximum, a shard whose state
   function cannot keep up (raise the parallelization factor), a reducer busier than it can be
   at the transaction latency, an item over DynamoDB's 1,000 WCU/s per-partition limit, the
@@ -43,7 +45,7 @@ for settings that keep up:
 - `planner.map`: map batches and delta items; `planner.reduce`: reducers, slices, transactions;
 - `planner.tables`: each table's units in either capacity mode, quotas and maxima;
 - `planner.load_profile`: the capacity modes a load profile chooses (steady: each the cheaper);
-- `planner.archive`: the archive's S3 requests, registry, storage and access logs;
+- `planner.archive`: the archive's lanes, S3 requests, storage and access logs;
 - `planner.scale_out`: the cheapest settings within the busy, hot-item and latency targets.
 
 Why a model and not a load test: the pipeline cannot be run at 50,000 messages/s on a
@@ -136,7 +138,9 @@ def plan_design(
     if plan.hottest_item_write_units_per_second > PER_ITEM_WRITE_UNITS_PER_SECOND:
         plan.flags.append(hot_item_flag(plan, given, suggest=suggest))
     archive = (
-        plan_archive(plan, object_bytes=plan.delta_item_bytes, settings=settings, times=times, prices=prices)
+        plan_archive(
+            plan, item_bytes=plan.delta_item_bytes, rate=workload.rate, settings=settings, times=times, prices=prices
+        )
         if design.archives
         else []
     )

@@ -10,7 +10,7 @@ from planner.inputs import ServiceTimes, Settings, Workload
 from planner.prices import PriceTable
 
 STAGE_BUSY_TARGET = 0.7
-"""The most of its capacity a stage (or a registry shard) may use in a plan within the targets
+"""The most of its capacity a stage may use in a plan within the targets
 (`planner.scale_out`): the margin for load that is uneven over seconds and lanes."""
 
 
@@ -132,8 +132,8 @@ class DesignPlan:
     state_stream_shards: int = 1
     delta_stream_shards: int = 1
     reduce_lanes: int = 1  # concurrent reducers: DeltaTable stream shards x reduceParallelizationFactor
-    slices_per_invocation: float = 1.0  # slices an invocation's delta batches fall in
-    slices_in_use: float = 1.0  # slices the StateTable stream shards hash to
+    slices_per_invocation: float = 1.0  # slices an invocation's transactions write (`planner.reduce.ReduceSlicing`)
+    slices_in_use: float = 1.0  # slices the transactions write, over every reducer
     reduce_executions: float = 0.0  # reducers busy at once, on average
     reduce_busy_fraction: float = 0.0  # of each reducer, with full batches of reduceBatchSize
     effective_reduce_batch: float = 0.0  # delta batches an invocation takes in steady state
@@ -148,13 +148,12 @@ class DesignPlan:
     components: list[Component] = field(default_factory=list)
     flags: list[Flag] = field(default_factory=list)
     timings: list[StageTiming] = field(default_factory=list)  # state, map, reduce, archive
-    archive_objects_per_second: float = 0.0
-    archive_registry_updates_per_second: float = 0.0
-    archive_registry_conflicts_per_second: float = 0.0
-    archive_registry_shards: int = 1
-    archive_lane_busy: float = 0.0  # each archive lane, writing its objects (registry waits included)
-    archive_registry_busy: float = 0.0  # of the busiest registry shard
-    archive_gb_per_month: float = 0.0  # new archived objects
+    archive_items_per_second: float = 0.0  # delta items archived
+    archive_objects_per_second: float = 0.0  # batch objects written: one per archive invocation
+    archive_puts_per_second: float = 0.0  # the batch objects' PUTs and their receipts'
+    archive_puts_per_message: float = 0.0
+    archive_lane_busy: float = 0.0  # each archive lane, with full batches
+    archive_gb_per_month: float = 0.0  # new batch objects and receipts
     archive_storage_after_year_usd: float = 0.0  # the storage bill after a year at this rate
 
     @property

@@ -8,9 +8,16 @@ lives with `planner.model.plan_design`.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from aggregation.transactions import MARKER_ACTIONS_PER_UNIT, MAX_TRANSACTION_ACTIONS, NODE_GROUPS, STATS_ACTIONS
+from aggregation.transactions import (
+    MARKER_ACTIONS_PER_UNIT,
+    MAX_NODES_PER_UNIT,
+    MAX_TRANSACTION_ACTIONS,
+    NODE_GROUPS,
+    STATS_ACTIONS,
+)
 from planner.inputs import (
     PER_ITEM_WRITE_UNITS_PER_SECOND,
     STREAM_POLLS_PER_SECOND,
@@ -24,6 +31,8 @@ from planner.inputs import (
 from planner.plan import Component, DesignPlan, Flag, PlanInputs, ReducePacking, StageTiming
 
 BUSY_LIMIT = 0.8  # a reducer busier than this falls behind on any burst
+MAX_REDUCE_BATCH = 10_000
+"""The largest `BatchSize` of a DynamoDB stream event source mapping."""
 MAX_TRANSACTION_ATTEMPTS = 11
 """The reduce handler's tries of one transaction: the first and `CONFLICT_ATTEMPTS` (10) resends."""
 
@@ -42,12 +51,22 @@ class ReduceSlicing:
 
     delta_stream_shards: int
     lanes: int
-    slices_per_lane: float  # the slices a lane's StateTable stream shards hash to
-    slices_in_use: float
+    slices_per_lane: float  # the slices a lane's StateTable stream shards hash to (`crt`)
+    slices_in_use: float  # the slices transactions write, over every lane
+    by_transaction: bool = False
+    """`crt+marker`: every delta batch of an invocation is planned together, and each transaction
+    writes the slice its token hashes to (`aggregation.transactions.transaction_slice`); `crt`: a
+    delta batch adds to the slice of its StateTable shard, each slice planned apart."""
 
-    def slices_per_invocation(self, batch: float) -> float:
-        """The slices an invocation of `batch` delta batches falls in."""
-        return expected_distinct(self.slices_per_lane, batch)
+    def planned_apart(self, batch: float) -> float:
+        """The sets of delta batches an invocation of `batch` plans apart, each in its own transactions."""
+        return 1.0 if self.by_transaction else expected_distinct(self.slices_per_lane, batch)
+
+    def slices_written(self, batch: float, transactions: float) -> float:
+        """The slices an invocation of `batch` delta batches, in `transactions` transactions, writes."""
+        if self.by_transaction:
+            return expected_distinct(self.slices_in_use, transactions)
+        return self.planned_apart(batch)
 
 
 UNSLICED = ReduceSlicing(delta_stream_shards=1, lanes=1, slices_per_lane=1.0, slices_in_use=1.0)
@@ -55,19 +74,28 @@ UNSLICED = ReduceSlicing(delta_stream_shards=1, lanes=1, slices_per_lane=1.0, sl
 
 
 def reduce_slicing(settings: Settings, state_stream_shards: int, delta_write_units_per_second: float) -> ReduceSlicing:
-    """Reducers, and the slices their delta batches fall in, with hashes assumed even.
+    """Reducers, and the slices their transactions write, with hashes assumed even.
 
     The DeltaTable stream has about one shard per 1,000 WCU/s partition (as the StateTable's);
-    Lambda runs `reduceParallelizationFactor` lanes per shard, a partition key (`StreamShard`)
-    always in the same lane. A lane carries its share of the StateTable stream shards, whose
-    items add to `slice_of(StreamShard, aggregateSlices)`; the delta batches of an invocation
-    fall in as many slices as they hit, each planned apart. The hottest slice takes its share
-    of the transactions over `slices_in_use`, the slices the StateTable shards hash to: an even
-    spread, which is why the default slice count aims at half the item limit.
+    Lambda runs `reduceParallelizationFactor` lanes per shard. In `crt+marker` an invocation
+    plans all its delta batches together and each transaction writes the slice its token
+    hashes to, so every slice is in use and the batches never split by slice. In `crt` a delta
+    batch adds to `slice_of(StreamShard, aggregateSlices)`: a lane carries its share of the
+    StateTable stream shards, an invocation's batches fall in as many slices as they hit, each
+    planned apart, and the slices in use are those the StateTable shards hash to. The hottest
+    slice takes its share of the transactions over the slices in use: an even spread.
     """
     delta_shards = max(1, math.ceil(delta_write_units_per_second / PER_ITEM_WRITE_UNITS_PER_SECOND))
     lanes = delta_shards * settings.reduce_parallelization_factor
     slices = settings.aggregate_slices
+    if settings.markers:
+        return ReduceSlicing(
+            delta_stream_shards=delta_shards,
+            lanes=lanes,
+            slices_per_lane=float(slices),
+            slices_in_use=float(slices),
+            by_transaction=True,
+        )
     return ReduceSlicing(
         delta_stream_shards=delta_shards,
         lanes=lanes,
@@ -102,10 +130,10 @@ def reduce_load(
     given: PlanInputs,
 ) -> ReduceLoad:
     """Transactions, actions and reducer time when invocations take `batch` delta batches each."""
-    slices_per_invocation = slicing.slices_per_invocation(batch)
-    batches_together = batch / slices_per_invocation
+    batches_together = batch / slicing.planned_apart(batch)
     packing = given.design.reduce_packing(given.workload, plan.effective_map_batch, batches_together, given.settings)
     transactions = plan.delta_batches_per_second * packing.transactions_per_delta_batch
+    slices_per_invocation = slicing.slices_written(batch, packing.transactions_per_delta_batch * batch)
     attempts = transaction_attempts(slicing, transactions, given.times.transaction_round_trip_ms / 1e3)
     slowdown = cpu_slowdown(given.settings.reduce_memory_mb)
     changes_per_second = given.workload.rate * given.workload.applied_share
@@ -137,15 +165,20 @@ def transaction_attempts(slicing: ReduceSlicing, transactions_per_second: float,
     Every transaction of a slice writes its `#stats` item, so two that overlap conflict and one
     is cancelled (`TransactionConflict`) and resent, up to `MAX_TRANSACTION_ATTEMPTS` tries
     (beyond them the invocation fails and Lambda retries the batch: the reducers fall behind).
-    A slice is written by the lanes whose StateTable shards hash to it; another lane's
-    transaction overlaps one of ours when it starts within half a round trip either side (a
-    transaction holds its items for about half its round trip; the rest is the network, an
-    assumption: AWS does not publish it). With those arrivals Poisson, a try succeeds with
-    probability exp(-rate x round trip), so the expected tries are its inverse. One lane's
-    transactions run one after the other and never conflict.
+    Another lane's transaction overlaps one of ours when it starts within half a round trip
+    either side (a transaction holds its items for about half its round trip; the rest is the
+    network, an assumption: AWS does not publish it). With those arrivals Poisson, a try
+    succeeds with probability exp(-rate x round trip), so the expected tries are its inverse.
+    One lane's transactions run one after the other and never conflict. In `crt+marker` each
+    transaction picks its slice by its token, so the others' transactions in ours are the
+    other lanes' share spread over every slice; in `crt` a slice is written by the lanes whose
+    StateTable shards hash to it.
     """
-    lanes_per_slice = max(1.0, slicing.lanes * slicing.slices_per_lane / slicing.slices_in_use)
-    others = transactions_per_second / slicing.slices_in_use * (lanes_per_slice - 1) / lanes_per_slice
+    if slicing.by_transaction:
+        others = transactions_per_second * (1.0 - 1.0 / slicing.lanes) / slicing.slices_in_use
+    else:
+        lanes_per_slice = max(1.0, slicing.lanes * slicing.slices_per_lane / slicing.slices_in_use)
+        others = transactions_per_second / slicing.slices_in_use * (lanes_per_slice - 1) / lanes_per_slice
     return min(float(MAX_TRANSACTION_ATTEMPTS), math.exp(min(others * round_trip_seconds, 50.0)))
 
 
@@ -155,23 +188,86 @@ def transactions_per_delta_batch(
     """(transactions per delta batch, actions per transaction) of our reduce packing.
 
     The reduce stage (`aggregation.transactions`) splits nodes into `NODE_GROUPS` fixed
-    groups and plans per group across every delta batch of an invocation: each node is
-    written once per invocation, with one marker per (batch, group) unit and the `#stats`
-    update per transaction. Whole groups share a transaction while they fit in 100
-    actions; a larger group is packed greedily over several. `batches_per_invocation` is how
-    many are planned together: those of one slice (`reduce_slicing`), a mean, so not whole.
+    groups and plans per group across every delta batch it plans together: each node is
+    written once per transaction that holds it, with one marker per (batch, group) unit and
+    the `#stats` update per transaction. Whole groups share a transaction while they fit in 100
+    actions. A larger group is packed greedily, unit by unit: each full transaction holds as
+    many units as fit beside the group nodes they touch, and writes those nodes again, so past
+    a transaction's worth of batches a node is written once per transaction, not once per
+    invocation (`_group_split`). `batches_per_invocation` is how many are planned together:
+    an invocation's (`crt+marker`) or one slice's of it (`crt`, `reduce_slicing`), a mean, so
+    not whole.
     """
-    per_unit_overhead = MARKER_ACTIONS_PER_UNIT if markers else 0
-    nodes_per_group = distinct_nodes(workload, changes * batches_per_invocation) / NODE_GROUPS
-    group_actions = nodes_per_group + batches_per_invocation * per_unit_overhead
+    marker_actions = MARKER_ACTIONS_PER_UNIT if markers else 0
     room = MAX_TRANSACTION_ACTIONS - STATS_ACTIONS
+
+    def group_nodes(batches: float) -> float:
+        return distinct_nodes(workload, changes * batches) / NODE_GROUPS
+
+    group_actions = group_nodes(batches_per_invocation) + batches_per_invocation * marker_actions
     if group_actions <= room:
         groups_per_transaction = min(NODE_GROUPS, int(room // group_actions))
         transactions = math.ceil(NODE_GROUPS / groups_per_transaction)
-    else:
-        transactions = NODE_GROUPS * math.ceil(group_actions / room)
-    actions = NODE_GROUPS * group_actions + transactions * STATS_ACTIONS
-    return transactions / batches_per_invocation, actions / transactions
+        actions = NODE_GROUPS * group_actions + transactions * STATS_ACTIONS
+        return transactions / batches_per_invocation, actions / transactions
+    group_transactions, split_actions = _group_split(group_nodes, marker_actions, batches_per_invocation, room)
+    split_transactions = NODE_GROUPS * group_transactions
+    split_total = NODE_GROUPS * split_actions + split_transactions * STATS_ACTIONS
+    return split_transactions / batches_per_invocation, split_total / split_transactions
+
+
+def _group_split(
+    group_nodes: Callable[[float], float], marker_actions: int, batches: float, room: int
+) -> tuple[float, float]:
+    """(transactions, actions without `#stats`) of one node group too large for one transaction,
+    packed greedily as `aggregation.transactions` packs it.
+
+    Each full transaction holds the most units whose group nodes and markers fit in `room`; the
+    batches left over take one more, smaller, transaction. A unit larger than a transaction (a
+    hierarchy whose group part of one batch exceeds it) is split into parts of
+    `MAX_NODES_PER_UNIT` nodes, each a unit with its marker and a transaction of its own.
+    """
+
+    def actions_of(units: float) -> float:
+        return group_nodes(units) + units * marker_actions
+
+    if actions_of(1) > room:
+        parts = math.ceil(group_nodes(1) / MAX_NODES_PER_UNIT)
+        return batches * parts, batches * (group_nodes(1) + parts * marker_actions)
+    per_transaction = 1
+    while per_transaction < batches and actions_of(per_transaction + 1) <= room:
+        per_transaction += 1
+    full = math.floor(batches / per_transaction)
+    rest = batches - full * per_transaction
+    if rest < 1e-9:
+        return float(full), full * actions_of(per_transaction)
+    return float(full + 1), full * actions_of(per_transaction) + actions_of(rest)
+
+
+def batches_in_one_transaction_per_group(workload: Workload, changes: float, markers: bool) -> int | None:
+    """The most delta batches of `changes` state changes that one transaction per node group holds
+    (each group's nodes, a marker per batch and `#stats` within `MAX_TRANSACTION_ACTIONS`), or None
+    when not even one batch's group fits, or without markers (`crt`: a group's actions stop growing
+    once its nodes are all touched, so no batch count makes it take another transaction).
+
+    Past it a group takes a second transaction that writes its nodes again for the few batches
+    left over (`transactions_per_delta_batch`), so an invocation of this many batches writes the
+    fewest units per batch until several transactions' worth: the reduce batch size `auto` tries
+    beside `planner.scale_out.REDUCE_BATCH_CANDIDATES`.
+    """
+    if not markers:
+        return None
+    room = MAX_TRANSACTION_ACTIONS - STATS_ACTIONS
+
+    def fits(batches: int) -> bool:
+        return distinct_nodes(workload, changes * batches) / NODE_GROUPS + batches * MARKER_ACTIONS_PER_UNIT <= room
+
+    if not fits(1):
+        return None
+    batches = 1
+    while batches < MAX_REDUCE_BATCH and fits(batches + 1):
+        batches += 1
+    return batches
 
 
 def our_reduce_packing(

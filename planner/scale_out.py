@@ -5,8 +5,8 @@ can change in `cdk.json` for the cheapest plan (this pipeline's monthly cost) in
 
 - every stage on the way to the totals uses at most `STAGE_BUSY_TARGET` of what its lanes
   carry (`StageTiming.busy`), runs on at least `MIN_LANES` lanes, and none is flagged as
-  unable to keep up; the archive, a side consumer, is held to the same busy target, its
-  busiest registry shard included (no hot object: `within_targets`);
+  unable to keep up; the archive, a side consumer, is held to the same busy target
+  (`within_targets`; it shares no key between lanes, so no object is hot);
 - the hottest aggregate item takes at most `HOTTEST_ITEM_TARGET` write units a second (half
   of a partition's 1,000: hashes spread slices evenly only on average);
 - optionally, the modelled p50 latency stays within a bound.
@@ -16,12 +16,12 @@ lanes within the target), map batching (batch size and window: fuller delta batc
 window's wait), the reducers (`reduceParallelizationFactor`), `reduceBatchSize` (fewer lanes
 gather more delta batches per invocation, which share transactions; a larger batch size lets
 them) and `reduceMemoryMb` (CPU scales with memory: at the default 256 MB building a
-transaction's actions takes about as long as its round trip), `aggregateSlices` (the fewest
-that keep the hottest item within its target: each slice an invocation's batches fall in is
-its own set of transactions), and `archiveRegistryShards` (raised to the fewest that keep the
-busiest registry shard within the target when the setting's do not; shards cost no requests,
-each invocation updates one) with `archiveParallelizationFactor` (more archive lanes when the
-object writes keep them too busy).
+transaction's actions takes about as long as its round trip), `aggregateSlices` (in
+`crt+marker` the slices cost no writes, an invocation's batches being planned together: they
+cool the hottest item and spread the reducers' transactions, fewer conflicts; in `crt` each
+slice an invocation's batches fall in is its own set of transactions), and
+`archiveParallelizationFactor` (more archive lanes when archiving the delta items keeps them too
+busy).
 
 Capacity modes (`planner.load_profile`): for spiky or unknown load the tables and the stream keep
 the modes the settings give them (on-demand by default); for steady load (`CapacityChoice` `EVERY`)
@@ -40,7 +40,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
-from planner.archive import archive_factor_needed, registry_shards_needed
+from planner.archive import archive_factor_needed
 from planner.ingest import kinesis_shards, stream_modes, suggested_provisioned_shards
 from planner.inputs import MAX_PARALLELIZATION_FACTOR, ServiceTimes, Settings, StreamCapacity, TableCapacity, Workload
 from planner.load_profile import (
@@ -53,6 +53,7 @@ from planner.load_profile import (
 from planner.model import OURS, REDUCE_MEMORY_CANDIDATES, plan_design, reduce_memory_candidates
 from planner.plan import STAGE_BUSY_TARGET, DesignPlan
 from planner.prices import PriceTable
+from planner.reduce import batches_in_one_transaction_per_group
 from planner.state import state_shards_needed
 from planner.tables import PIPELINE_TABLES, TABLE_SETTINGS
 
@@ -87,7 +88,7 @@ class Choice:
 
 def within_targets(plan: DesignPlan, latency_limit_seconds: float | None, *, min_lanes: int = MIN_LANES) -> bool:
     """Every stage a total waits for within `STAGE_BUSY_TARGET` on at least `min_lanes` lanes,
-    the archive (its lanes and its busiest registry shard) within `STAGE_BUSY_TARGET` too, the
+    the archive's lanes within `STAGE_BUSY_TARGET` too, the
     hottest item within its target, and the p50 within `latency_limit_seconds` (if given).
 
     The archive waits on no total, so its lane count is not held to `MIN_LANES` (it has the
@@ -109,11 +110,11 @@ def _totals_within_targets(plan: DesignPlan, latency_limit_seconds: float | None
 
 
 def _archive_within_targets(plan: DesignPlan) -> bool:
-    """`within_targets` for the archive: its lanes and its busiest registry shard, none flagged."""
+    """`within_targets` for the archive: its lanes, none flagged."""
     side = [timing for timing in plan.timings if not timing.on_latency_path]
     if any(flag.blocking and flag.side_stage for flag in plan.flags):
         return False
-    return all(timing.busy <= STAGE_BUSY_TARGET for timing in side) and plan.archive_registry_busy <= STAGE_BUSY_TARGET
+    return all(timing.busy <= STAGE_BUSY_TARGET for timing in side)
 
 
 def cheapest_settings(
@@ -136,8 +137,8 @@ def cheapest_settings(
     best: Choice | None = None
     for stream in _streams(workload, settings, times, prices, capacity, aggregated_shards=True):
         base = _least_state_parallelization(workload, replace(settings, stream=stream), times, prices)
-        for trial in _candidates(base):
-            choice = _fewest_slices(
+        for trial in _candidates(workload, base):
+            choice = _cheapest_slices(
                 workload,
                 trial,
                 times,
@@ -197,11 +198,12 @@ def settings_for_rate(
     cheapest (then the faster, then the smaller batch); then the least archive parallelization
     factor that keeps the archive's lanes within the busy target. Slices, reducers, memory and
     batch size trade against each other: reducers that share few slices resend conflicting
-    transactions, each slice an invocation's batches fall in is its own set of them, faster
-    (larger) reducers wait less, so they gather fewer delta batches an invocation and write the
-    totals more often, and the batch size caps how many delta batches an invocation folds into
-    one write of the totals (at 50,000 msg/s batches of 100 let one reducer lane a shard, on one
-    slice, carry what batches of 10 need 128 slices and five lanes for).
+    transactions (in `crt` each slice an invocation's batches fall in is also its own set of
+    them), faster (larger) reducers wait less, so they gather fewer delta batches an invocation
+    and write the totals more often, and the batch size caps how many delta batches an invocation
+    folds into one write of the totals. The batch sizes tried are `reduce_batch_candidates`: the
+    fixed ones and the most full map batches one transaction per node group holds (46 for the
+    standard hierarchy), past which a group's nodes are written again in a second transaction.
 
     From a KPL-aggregating producer the state factor is always 1: the factor does not work with
     Kinesis aggregation (`planner.state.KINESIS_AGGREGATION_RULE`), so the state lanes are the
@@ -220,8 +222,7 @@ def settings_for_rate(
     `tests/planner/test_scale_out.py` checks the p50 at both rates. When
     nothing is within the targets the largest candidates are returned, and the capacity check
     (`stacks.capacity`) says what still cannot keep up. Unlike `cheapest_settings`, map batches,
-    windows, the stream and the registry shards stay as set: they change latency and what a
-    deployment pays at rest, or stored state.
+    windows and the stream stay as set: they change latency and what a deployment pays at rest.
 
     Capacity modes: `capacity` names the tables, and whether the stream, whose mode is the planner's
     (a steady `loadProfile`; `planner.load_profile`). Each such table takes the cheaper of on-demand
@@ -283,7 +284,7 @@ def _settings_for_rate_and_stream(
         slice_counts=SLICE_CANDIDATES if slices else (settings.aggregate_slices,),
         factors=every_factor if reduce_parallelization else (settings.reduce_parallelization_factor,),
         memories=AUTO_REDUCE_MEMORY_CANDIDATES if reduce_memory else (settings.reduce_memory_mb,),
-        batches=REDUCE_BATCH_CANDIDATES if reduce_batch else (settings.reduce_batch_size,),
+        batches=reduce_batch_candidates(workload, settings) if reduce_batch else (settings.reduce_batch_size,),
     )
     limit = AUTO_LATENCY_LIMIT_SECONDS if reduce_batch else None
     best = _cheapest_reducers(workload, settings, times, prices, grid, latency_limit_seconds=limit, tables=tables)
@@ -425,11 +426,23 @@ def _least_factor(
     return with_factor(settings, MAX_PARALLELIZATION_FACTOR)
 
 
-def _candidates(settings: Settings) -> Iterator[Settings]:
+def reduce_batch_candidates(workload: Workload, settings: Settings) -> tuple[int, ...]:
+    """`REDUCE_BATCH_CANDIDATES` and, in order among them, the most full map batches one transaction
+    per node group holds (`planner.reduce.batches_in_one_transaction_per_group`): a reducer lane that
+    gathers more than that per poll writes each group's nodes in two transactions for the last few."""
+    fitting = batches_in_one_transaction_per_group(workload, float(settings.map_batch_size), settings.markers)
+    first, *rest = REDUCE_BATCH_CANDIDATES
+    if fitting is None or fitting <= first or fitting in rest:
+        return REDUCE_BATCH_CANDIDATES
+    return (first, *sorted({*rest, fitting}))
+
+
+def _candidates(workload: Workload, settings: Settings) -> Iterator[Settings]:
     """Map batching x reducers x reduce batch size x reduce memory (as set, or more)."""
     for map_batch, window in MAP_BATCHING_CANDIDATES:
+        batches = reduce_batch_candidates(workload, replace(settings, map_batch_size=map_batch))
         for factor in range(1, MAX_PARALLELIZATION_FACTOR + 1):
-            for batch in REDUCE_BATCH_CANDIDATES:
+            for batch in batches:
                 for memory in reduce_memory_candidates(settings):
                     yield replace(
                         settings,
@@ -441,7 +454,7 @@ def _candidates(settings: Settings) -> Iterator[Settings]:
                     )
 
 
-def _fewest_slices(
+def _cheapest_slices(
     workload: Workload,
     settings: Settings,
     times: ServiceTimes,
@@ -450,35 +463,68 @@ def _fewest_slices(
     aggregate_slices: int | None,
     latency_limit_seconds: float | None,
 ) -> Choice | None:
-    """The fewest slices within the targets (each slice more costs writes; more slices cool the
-    hottest item and spread concurrent reducers' transactions), or `aggregate_slices` if
-    given; None when no count is within them."""
-    for count in (aggregate_slices,) if aggregate_slices is not None else SLICE_CANDIDATES:
-        trial = replace(settings, aggregate_slices=count)
-        plan = plan_design(workload, trial, times, prices, OURS, suggest=False)
-        trial, plan = _archive_within_target(workload, trial, plan, times, prices)
-        if within_targets(plan, latency_limit_seconds):
-            return Choice(trial, plan)
-    return None
+    """The slice count within the targets that costs least, or `aggregate_slices` if given; None
+    when no count is within them.
+
+    In `crt` each slice an invocation's batches fall in is its own set of transactions, so every
+    slice more costs writes: the fewest within the targets is the cheapest. In `crt+marker` an
+    invocation's batches are planned together whatever the slices, which cost no writes and only
+    spread the reducers' transactions (fewer conflicts resent) and cool the hottest item: the cost
+    falls as they grow, so the counts are tried from the most down and the fewest of the cheapest
+    kept (fewer items for a reader to sum), stopping at the first that costs more or leaves them."""
+    if aggregate_slices is not None:
+        return _within_targets_with_slices(
+            workload, settings, times, prices, count=aggregate_slices, latency_limit_seconds=latency_limit_seconds
+        )
+    if not settings.markers:
+        for count in SLICE_CANDIDATES:
+            choice = _within_targets_with_slices(
+                workload, settings, times, prices, count=count, latency_limit_seconds=latency_limit_seconds
+            )
+            if choice is not None:
+                return choice
+        return None
+    best: Choice | None = None
+    for count in reversed(SLICE_CANDIDATES):
+        choice = _within_targets_with_slices(
+            workload, settings, times, prices, count=count, latency_limit_seconds=latency_limit_seconds
+        )
+        if choice is None and best is None:
+            continue
+        if choice is None or (best is not None and choice.plan.monthly_usd > best.plan.monthly_usd):
+            break
+        best = choice
+    return best
+
+
+def _within_targets_with_slices(
+    workload: Workload,
+    settings: Settings,
+    times: ServiceTimes,
+    prices: PriceTable,
+    *,
+    count: int,
+    latency_limit_seconds: float | None,
+) -> Choice | None:
+    """`settings` with `count` slices and the archive lanes it needs, if that is within the targets."""
+    trial = replace(settings, aggregate_slices=count)
+    plan = plan_design(workload, trial, times, prices, OURS, suggest=False)
+    trial, plan = _archive_within_target(workload, trial, plan, times, prices)
+    return Choice(trial, plan) if within_targets(plan, latency_limit_seconds) else None
 
 
 def _archive_within_target(
     workload: Workload, settings: Settings, plan: DesignPlan, times: ServiceTimes, prices: PriceTable
 ) -> tuple[Settings, DesignPlan]:
-    """Raise `archiveParallelizationFactor` (lanes writing objects) and `archiveRegistryShards`
-    (keys taking their compare-and-swap updates) until the archive is within `STAGE_BUSY_TARGET`,
-    or they reach their ceilings; more lanes make more concurrent updates, so it repeats a few times.
-    Neither costs latency or requests."""
-    for _ in range(3):
-        factor = settings.archive_parallelization_factor
-        if plan.archive_lane_busy > STAGE_BUSY_TARGET and factor < MAX_PARALLELIZATION_FACTOR:
-            factor = max(factor + 1, archive_factor_needed(plan.archive_lane_busy, settings))
-        shards = settings.archive_registry_shards
-        if plan.archive_registry_busy > STAGE_BUSY_TARGET:
-            shards = max(shards, registry_shards_needed(plan, times))
-        if (factor, shards) == (settings.archive_parallelization_factor, settings.archive_registry_shards):
-            break
-        settings = replace(settings, archive_parallelization_factor=factor, archive_registry_shards=shards)
+    """Raise `archiveParallelizationFactor` (lanes archiving delta items) until the archive is within
+    `STAGE_BUSY_TARGET`, or it reaches its ceiling. It costs no latency, and no requests: an
+    invocation's two PUTs are the same however many lanes share the items."""
+    factor = settings.archive_parallelization_factor
+    if plan.archive_lane_busy > STAGE_BUSY_TARGET and factor < MAX_PARALLELIZATION_FACTOR:
+        settings = replace(
+            settings,
+            archive_parallelization_factor=max(factor + 1, archive_factor_needed(plan.archive_lane_busy, settings)),
+        )
         plan = plan_design(workload, settings, times, prices, OURS, suggest=False)
     return settings, plan
 
@@ -500,7 +546,6 @@ def describe_choice(before: Settings, after: Settings) -> list[str]:
         ("reduce_memory_mb", "reduceMemoryMb"),
         ("aggregate_slices", "aggregateSlices"),
         ("archive_parallelization_factor", "archiveParallelizationFactor"),
-        ("archive_registry_shards", "archiveRegistryShards"),
     )
     changes = [
         f"{name} {getattr(after, field):g}" for field, name in names if getattr(after, field) != getattr(before, field)

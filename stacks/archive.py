@@ -1,36 +1,36 @@
 """The audit archive: an S3 bucket that keeps every delta item for ever, and the function filling it.
 
-The archive function is a second consumer of the DeltaTable stream, set up exactly like reduce
-(INSERT records only, retried until success). It writes one immutable object
-per delta item with ``If-None-Match: *`` and keeps the registry shards
-``metastore/registry/<k>.json`` (`archiveRegistryShards`) by compare-and-swap (``If-Match``).
-The bucket policy makes those conditions mandatory for every writer, the archive role included:
-an unconditional ``PutObject`` on either prefix is denied.
+The archive function is a second consumer of the DeltaTable stream, set up like reduce (INSERT
+records only, retried until success), with a batching window (`archiveBatchingWindowSeconds`)
+so that its invocations are large. Each invocation creates one batch object under ``deltas/``
+and its receipt under ``metastore/receipts/`` (the registry), both with ``If-None-Match: *``
+(`aggregation.archive`). The bucket policy makes conditions mandatory for every writer, the
+archive role included: an unconditional ``PutObject`` under ``deltas/`` or ``metastore/`` is denied.
 
 Why the bucket is always retained (whatever `removalPolicy` says): it is the audit trail and
 the disaster-recovery source of the aggregates; deleting it with the stack would defeat both.
 
 Why versioning is on: the function cannot delete or overwrite an object (no DeleteObject
 grant, and the policy forces write-once), but a person or another tool with broader rights
-could; versioning keeps what they removed recoverable (`python -m audit reconcile` names any
-delta object that went missing). The registry is rewritten on every batch, so its superseded
-versions expire after 30 days instead of accumulating. The access-log bucket is versioned too,
-for the same reason: a server access log deleted before `archiveAccessLogRetentionDays` stays
-recoverable for 30 days.
+could; versioning keeps what they removed recoverable (`python -m audit reconcile` finds a batch
+object gone missing by its receipt). Nothing is rewritten any more; the counting registry of
+earlier releases was, on every batch, so noncurrent versions under ``metastore/`` expire after 30
+days instead of accumulating. The access-log bucket is versioned too, for the same reason: a
+server access log deleted before `archiveAccessLogRetentionDays` stays recoverable for 30 days.
 
 Why only the archive role may write or delete there (`deny_writes_but_the_archive_role`): `audit
 rebuild` trusts what it finds under ``deltas/`` and in the registry, so any principal of the
 account with a broad `s3:PutObject` (an administrator, a CI role) could otherwise add a delta
-object or rewrite the registry, and If-None-Match would stop only overwrites. The bucket policy
-denies writes and deletes of both to everyone but the archive function's role and, when
-`breakGlassRoleArn` is set, that one role for repairs.
+object or a receipt, and If-None-Match would stop only overwrites. The bucket policy denies
+writes and deletes of both, and of the earlier releases' registry, to everyone but the archive
+function's role and, when `breakGlassRoleArn` is set, that one role for repairs.
 
 Object Lock (`archiveObjectLockDays`): the bucket is created with Object Lock enabled and the
-archive function gives every delta object a governance-mode retention of that many days, so not
+archive function gives every batch object a governance-mode retention of that many days, so not
 even the archive role can delete a version (a principal with `s3:BypassGovernanceRetention`
-can, deliberately). Only ``deltas/``: the registry is rewritten on every batch and its superseded
-versions must still expire. S3 can enable Object Lock only on a versioned bucket; switching it on
-for an already deployed bucket is supported by S3 but not reversible.
+can, deliberately). Only ``deltas/``, as before receipts existed: a receipt is a record about an
+object, and losing one is reported, not a loss of data. S3 can enable Object Lock only on a
+versioned bucket; switching it on for an already deployed bucket is supported by S3 but not reversible.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from aggregation.names import (
     DELTA_PREFIX,
     LEGACY_REGISTRY_KEY,
     METASTORE_PREFIX,
-    REGISTRY_KEYS_PREFIX,
+    RECEIPT_PREFIX,
     REGISTRY_SHARD_PREFIX,
 )
 from planner.inputs import ArchiveLifecycle
@@ -61,22 +61,33 @@ from stacks.tables import PipelineTables
 
 ACCESS_LOG_PREFIX: Final = "archive-bucket/"
 SUPERSEDED_REGISTRY_VERSION_DAYS: Final = 30
+ARCHIVE_MEMORY_MB: Final = 256
+"""The archive function's memory (the planner's `planner.archive.ARCHIVE_MEMORY_MB`, a test keeps them equal)."""
 DELETED_ACCESS_LOG_DAYS: Final = 30
 """How long an access log stays recoverable once deleted, or once `archiveAccessLogRetentionDays` expired it."""
 
 
-def registry_object_arns(bucket: s3.IBucket) -> list[str]:
-    """Every registry object: the shards ``metastore/registry/<k>.json`` and the legacy single
-    ``metastore/registry.json`` (read, and settled in, after an upgrade in place)."""
-    return [bucket.arn_for_objects(f"{REGISTRY_SHARD_PREFIX}*"), bucket.arn_for_objects(LEGACY_REGISTRY_KEY)]
+def written_object_arns(bucket: s3.IBucket) -> list[str]:
+    """What the archive function creates: batch objects ``deltas/*`` and receipts ``metastore/receipts/*``."""
+    return [bucket.arn_for_objects(f"{DELTA_PREFIX}*"), bucket.arn_for_objects(f"{RECEIPT_PREFIX}*")]
+
+
+def protected_object_arns(bucket: s3.IBucket) -> list[str]:
+    """Everything `audit` trusts: what the function writes, and the counting registry of earlier
+    releases (``metastore/registry/<k>.json``, ``metastore/registry.json``), read after an upgrade."""
+    return [
+        *written_object_arns(bucket),
+        bucket.arn_for_objects(f"{REGISTRY_SHARD_PREFIX}*"),
+        bucket.arn_for_objects(LEGACY_REGISTRY_KEY),
+    ]
 
 
 def deny_unconditional_puts(bucket: s3.IBucket) -> list[iam.PolicyStatement]:
     """The two Deny statements that make conditional writes mandatory (S3's conditional-write keys).
 
     * ``deltas/*``: denied unless the request carries ``If-None-Match`` (write-once objects);
-    * ``metastore/*``: denied unless it carries ``If-Match`` (a compare-and-swap update) or
-      ``If-None-Match`` (the registry's creation).
+    * ``metastore/*``: denied unless it carries ``If-Match`` or ``If-None-Match`` (receipts are
+      written once; the earlier releases' registry was updated by compare-and-swap).
 
     Principal ``*`` binds every caller, the archive role included: conditional writes only
     protect anything if *no* writer can bypass them. ``s3:ObjectCreationOperation`` limits the
@@ -115,12 +126,13 @@ STORAGE_CLASSES: Final = {
 
 
 def archived_delta_transitions(lifecycle: ArchiveLifecycle) -> list[s3.LifecycleRule]:
-    """The rule moving archived delta objects to a cheaper class after `afterDays`, if one is set.
+    """The rule moving archived batch objects to a cheaper class after `afterDays`, if one is set.
 
-    Only `deltas/`: the registry is rewritten all the time and must stay readable at once.
-    S3 leaves objects below 128 KB where they are (its default minimum for transitions since
-    September 2024), which is right for delta objects of a few KB: the infrequent-access and
-    Glacier classes would bill each as 128 KB or add 40 KB (the planner prices both).
+    Only `deltas/`: receipts are small and must stay readable at once. S3 leaves objects below
+    128 KB where they are (its default minimum for transitions since September 2024), which is
+    right for a small object (a quiet stream's invocation, or a per-item object of an earlier
+    release): the infrequent-access and Glacier classes would bill it as 128 KB or add 40 KB.
+    A batch object holds an invocation's items, usually well above it (the planner prices both).
     """
     if not lifecycle.transitions:
         return []
@@ -147,13 +159,13 @@ PROTECTED_OBJECT_ACTIONS: Final[list[str]] = [
     "s3:ReplicateObject",
     "s3:ReplicateDelete",
 ]
-"""Every object action that creates, replaces, deletes or unlocks a delta object or the registry."""
+"""Every object action that creates, replaces, deletes or unlocks a batch object or a registry record."""
 
 
 def deny_writes_but_the_archive_role(
     bucket: s3.IBucket, archive_role: iam.IRole, break_glass_role_arn: str | None
 ) -> iam.PolicyStatement:
-    """Deny creating, deleting or unlocking delta objects and the registry to all but the archive role.
+    """Deny creating, deleting or unlocking archived objects and the registry to all but the archive role.
 
     `aws:PrincipalArn` is the role's ARN for any of its sessions, so the condition names roles, not
     sessions. A break-glass role, when configured, is the one exception for a human repair.
@@ -164,7 +176,7 @@ def deny_writes_but_the_archive_role(
         effect=iam.Effect.DENY,
         principals=[iam.AnyPrincipal()],
         actions=PROTECTED_OBJECT_ACTIONS,
-        resources=[bucket.arn_for_objects(f"{DELTA_PREFIX}*"), *registry_object_arns(bucket)],
+        resources=protected_object_arns(bucket),
         conditions={"ArnNotEquals": {"aws:PrincipalArn": writers}},
     )
 
@@ -231,7 +243,7 @@ class ArchiveBuckets(Construct):
 
 
 class ArchiveStage(Construct):
-    """DeltaTable stream (INSERTs) -> archive function -> write-once objects + registry in S3."""
+    """DeltaTable stream (INSERTs) -> archive function -> a write-once batch object and its receipt per invocation."""
 
     def __init__(
         self,
@@ -253,38 +265,36 @@ class ArchiveStage(Construct):
             assets=assets,
             service=ARCHIVE_SERVICE,
             handler="archive_function.handler.lambda_handler",
-            description="Archives every delta item once to S3 and counts it once in the registry",
-            memory_size=256,
-            # Up to `archiveBatchSize` object writes plus two registry updates, each of which may
-            # back off on conflicts.
+            description="Archives each invocation's delta items in one write-once S3 object, with its receipt",
+            memory_size=ARCHIVE_MEMORY_MB,
+            # Two conditional writes (each may back off on 409) of up to a 6 MB payload's items.
             timeout=Duration.seconds(120),
             environment={
                 "ARCHIVE_BUCKET": bucket.bucket_name,
                 "ARCHIVE_OBJECT_LOCK_DAYS": str(settings.archive_object_lock_days),
-                "ARCHIVE_REGISTRY_SHARDS": str(settings.archive_registry_shards),
                 **settings.fault_injection_environment("ARCHIVE"),
             },
         )
-        # Retries need not repeat the batch's boundaries: claims belong to objects, not batches. For
-        # the same reason order does not matter, so a shard's batches may run side by side
-        # (`archiveParallelizationFactor`: the archive's lanes, each writing objects and claiming in
-        # the registry shard its batch hashes to).
+        # Retries need not repeat the batch's boundaries, nor its order: an object's key is the set
+        # of its items, and readers count each item once (`aggregation.archive`). So a shard's
+        # batches may run side by side (`archiveParallelizationFactor`: the archive's lanes), and
+        # wait to fill (`archiveBatchingWindowSeconds`: two requests an invocation, whatever its size).
+        window = settings.archive_batching_window_seconds
         self.event_source = consume_table_stream(
             self.handler,
             tables.delta_table,
             batch_size=settings.archive_batch_size,
             inserts_only=True,
+            max_batching_window=Duration.seconds(window) if window else None,
             parallelization_factor=settings.archive_parallelization_factor,
         )
         self.handler.role.add_to_principal_policy(
             iam.PolicyStatement(
-                sid="WriteDeltaObjectsAndRegistry",
-                actions=["s3:PutObject"],
-                resources=[bucket.arn_for_objects(f"{DELTA_PREFIX}*"), *registry_object_arns(bucket)],
+                sid="WriteBatchObjectsAndReceipts", actions=["s3:PutObject"], resources=written_object_arns(bucket)
             )
         )
         if settings.archive_object_lock_days:
-            # The retention sent with each delta object's PutObject is authorised as this action.
+            # The retention sent with each batch object's PutObject is authorised as this action.
             self.handler.role.add_to_principal_policy(
                 iam.PolicyStatement(
                     sid="LockDeltaObjects",
@@ -296,58 +306,35 @@ class ArchiveStage(Construct):
             deny_writes_but_the_archive_role(bucket, self.handler.role, settings.break_glass_role_arn)
         )
         keys.allow_roles([self.handler.role], ["dynamodb", "s3"], sid="ArchiveFunction")
-        # The registry, and the delta objects' claim tags: HeadObject after a 412 (which claim
-        # created the object) and GetObject of a stale claim's object. S3 authorises HeadObject
-        # as s3:GetObject; there is no narrower action.
-        self.handler.role.add_to_principal_policy(
-            iam.PolicyStatement(
-                sid="ReadRegistryAndDeltaObjects",
-                actions=["s3:GetObject"],
-                resources=[*registry_object_arns(bucket), bucket.arn_for_objects(f"{DELTA_PREFIX}*")],
-            )
-        )
-        # Both grants above are on the deltas/ and registry-shard prefixes, the wildcards cdk-nag flags here.
+        # It reads nothing from the bucket: a 412 already says the very bytes are there (every key
+        # names its content), so it has no GetObject, and no ListBucket either.
         bucket_resource = bucket.node.default_child
         assert isinstance(bucket_resource, CfnResource)
+        bucket_arn = f"Resource::<{Stack.of(self).get_logical_id(bucket_resource)}.Arn>"
         NagSuppressions.add_resource_suppressions(
             self.handler.role,
             [
                 NagPackSuppression(
                     id="AwsSolutions-IAM5",
-                    applies_to=[f"Resource::<{Stack.of(self).get_logical_id(bucket_resource)}.Arn>/{DELTA_PREFIX}*"],
+                    applies_to=[f"{bucket_arn}/{DELTA_PREFIX}*"],
                     reason=(
-                        "The archive function creates one object per delta item under deltas/<hh>/<batch "
-                        "hash>.json; the keys are content-addressed and not known in advance, so the grant "
-                        "is the deltas/ prefix. The bucket policy denies any PutObject there without "
-                        "If-None-Match, so the grant can only ever create, never overwrite. It reads them "
-                        "back (GetObject, which also authorises HeadObject) to learn which registry claim "
-                        "created an object."
+                        "The archive function creates one object per invocation under deltas/<hh>/<object "
+                        "id>.batch.json; the keys are content-addressed (the set of delta items the object "
+                        "holds) and not known in advance, so the grant is the deltas/ prefix. The bucket "
+                        "policy denies any PutObject there without If-None-Match, so the grant can only ever "
+                        "create, never overwrite."
                     ),
                 ),
                 NagPackSuppression(
                     id="AwsSolutions-IAM5",
-                    applies_to=[
-                        f"Resource::<{Stack.of(self).get_logical_id(bucket_resource)}.Arn>/{REGISTRY_SHARD_PREFIX}*"
-                    ],
+                    applies_to=[f"{bucket_arn}/{RECEIPT_PREFIX}*"],
                     reason=(
-                        "The registry is archiveRegistryShards objects metastore/registry/<k>.json (so no one "
-                        "key is a single writer); the grant is their prefix. The bucket policy denies any "
-                        "PutObject under metastore/ without If-Match or If-None-Match (compare-and-swap only)."
+                        "The registry is one receipt per batch object, metastore/receipts/<hh>/<object id>.json, "
+                        "content-addressed like the objects; the grant is their prefix. The bucket policy denies "
+                        "any PutObject under metastore/ without If-Match or If-None-Match, and the function "
+                        "sends If-None-Match: receipts are created once, never rewritten."
                     ),
                 ),
             ],
             apply_to_children=True,
-        )
-        # Without ListBucket, S3 answers a GET of a missing key with 403 instead of 404, and the
-        # function could not tell "no registry shard yet" (create it) or "no object yet" from a real
-        # denial. Its only listing is of the registry keys (retired shards to sweep); the condition
-        # confines any listing to them and the deltas/ prefix (`IfExists`: the existence check
-        # behind a GET carries no s3:prefix).
-        self.handler.role.add_to_principal_policy(
-            iam.PolicyStatement(
-                sid="TellMissingRegistryFromDenied",
-                actions=["s3:ListBucket"],
-                resources=[bucket.bucket_arn],
-                conditions={"StringLikeIfExists": {"s3:prefix": [f"{REGISTRY_KEYS_PREFIX}*", f"{DELTA_PREFIX}*"]}},
-            )
         )

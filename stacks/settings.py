@@ -21,7 +21,6 @@ from aws_cdk import RemovalPolicy
 from aws_cdk import aws_logs as logs
 
 from aggregation.aggregate_items import MAX_SLICES
-from aggregation.archive import MAX_REGISTRY_SHARDS
 from aggregation.delta_items import DEFAULT_DELTA_TTL_DAYS, MIN_DELTA_TTL_DAYS
 from aggregation.exact import DYNAMODB_MAX_DIGITS
 from aggregation.hierarchy import LEVEL_LIST_SEPARATOR, hierarchy_levels_violation
@@ -104,12 +103,13 @@ Synthesis replaces it with what `planner.scale_out.settings_for_rate` chooses fo
 keeps the state lanes within 70 % busy (1 with `producerAggregation`: the factor does not work
 with Kinesis aggregation, and the capacity check asks for shards instead),
 the cheapest slices, reduce parallelization, reduce memory (256 to 1,769 MB) and reduce batch size
-(10 to 1,000) that keep the reducers within 70 % busy, the hottest aggregate item within 500 write
+(10 to 1,000, and the most full map batches one transaction per node group holds) that keep the
+reducers within 70 % busy, the hottest aggregate item within 500 write
 units a second (half a partition's 1,000, the margin for slices a hash loads unevenly) and, since a
 larger batch gathers for longer, the modelled p50 within 1 s (batches of 10 when none does), and the
 least archive parallelization that keeps the archive within 70 %. At the default 400 msg/s that is
 state 2, reduce 1, one slice, 256 MB, batches of 10 and archive 1; at 50,000 msg/s state 3, reduce 1,
-one slice, 1,769 MB, batches of 100 and archive 2 (`python -m benchmarks.capacity --rate 50000`
+128 slices, 1,769 MB, batches of 46 and archive 2 (`python -m benchmarks.capacity --rate 50000`
 prints the plan). With `loadProfile` steady the capacity settings left `auto` (`CAPACITY_SETTINGS`)
 are chosen with them, and the reduce choices ranked at the provisioned prices. An integer sets it
 instead. A new rate can change the slices, the reduce lanes and batch size of a deployed stack:
@@ -141,25 +141,15 @@ TRANSACTION_SHAPING: Final[frozenset[str]] = frozenset(
 writes, hence its token: fixed in mode `crt` (`AUTO`), where `auto` means 1 lane, 1 slice and
 batches of 10 (`REDUCE_BATCH_CANDIDATES[0]`), and carried by the settings guard."""
 
-DEFAULT_ARCHIVE_REGISTRY_SHARDS: Final[int] = 32
-"""`archiveRegistryShards` by default: how many registry objects the archive's compare-and-swap
-updates spread over (`aggregation.archive.registry_shard_for`). Every archive invocation updates
-one shard twice, and an update holds its shard for a GET and a conditional PUT (two S3 round
-trips, 60 ms at the planner's 30 ms), failing and starting over when another lane's update of
-the same shard lands in between; so one key serialises at most about 16 updates a second, fewer
-as they collide. A stack declaring 250,000 msg/s with the default map batches of 100 (`python
--m benchmarks.capacity --rate 250000`) runs 22 archive lanes (`archiveParallelizationFactor` 2:
-the object writes keep 11 lanes 100 % busy) of about 27 delta items an invocation, some 158
-registry updates a second: one key could not take them, 16 shards would leave the busiest 96 %
-busy, 32 leave it 49 % (the busiest taken at 1.25 times the average, since invocations hash to
-shards at random; `planner.archive`). 32 is the fewest (a power of two) within the 70 % every
-stage is held to, so that plan, and the `--scale-out` plans (larger map batches, fewer delta
-items), have no hot object with the default. Shards cost no requests
-(each invocation still makes its two updates, in one shard); readers read each one (`audit`),
-and a claim left open ages by its own shard's writes (`SWEEP_AFTER_GENERATIONS`), so more shards
-sweep later. `tests/planner/test_archive.py` checks these figures. The planner names the count
-a rate needs; lowering it later is safe: shards no longer claimed in are still read, settled in
-and swept."""
+DEFAULT_ARCHIVE_BATCHING_WINDOW_SECONDS: Final[int] = 10
+"""`archiveBatchingWindowSeconds` by default: how long the archive mapping lets a batch fill before
+invoking (`MaximumBatchingWindowInSeconds`). An archive invocation makes two S3 requests whatever it
+holds (its batch object and the object's receipt, `aggregation.archive`), so fuller batches are
+fewer requests: at the default 400 msg/s one lane gathers about 40 delta items (some 4,000
+messages) in 10 s, 0.0005 PUTs a message; at 50,000 msg/s and more a lane fills `archiveBatchSize`
+well within it (`python -m benchmarks.capacity --rate R`, `planner.archive`). The archive is on no
+total's way, so the wait costs no latency anyone sees; `audit reconcile` and `audit rebuild` wait
+for a drained archive, at most this much longer."""
 
 STATE_MEMORY_MB: Final = 512
 MAP_MEMORY_MB: Final = 256
@@ -222,7 +212,7 @@ DEFAULT_CONTEXT: Final[Mapping[str, Any]] = {
     "tableDeletionProtection": DELETION_PROTECTION_AUTO,
     "breakGlassRoleArn": "",
     "archiveObjectLockDays": 0,
-    "archiveRegistryShards": DEFAULT_ARCHIVE_REGISTRY_SHARDS,
+    "archiveBatchingWindowSeconds": DEFAULT_ARCHIVE_BATCHING_WINDOW_SECONDS,
     "archiveParallelizationFactor": AUTO,
     "customerManagedKey": False,
     "keyAdminRoleArn": "",
@@ -251,7 +241,7 @@ INTEGER_RANGES: Final[Mapping[str, tuple[int, int]]] = {
     "targetMessagesPerSecond": (1, 100_000_000),
     "quarantineTtlDays": (MIN_QUARANTINE_TTL_DAYS, 3650),
     "archiveObjectLockDays": (0, MAX_OBJECT_LOCK_DAYS),
-    "archiveRegistryShards": (1, MAX_REGISTRY_SHARDS),
+    "archiveBatchingWindowSeconds": (0, 300),
     "valueIntegerDigits": (1, DYNAMODB_MAX_DIGITS),
     "valueFractionDigits": (0, DYNAMODB_MAX_DIGITS),
     "powertoolsLayerVersion": (1, 100000),
@@ -290,9 +280,11 @@ SETTING_MEANINGS: Final[Mapping[str, str]] = {
         "is written as several items"
     ),
     "reduceBatchSize": (
-        "DeltaTable stream records (delta batches) per reduce invocation; each invocation folds them into one write "
-        "of the totals per slice; `auto`: chosen with `aggregateSlices`, `reduceParallelizationFactor` and "
-        "`reduceMemoryMb` from 10, 20, 50, 100, 200, 500 and 1,000, the modelled p50 held within 1 s (10 if none is)"
+        "DeltaTable stream records (delta batches) per reduce invocation; in `crt+marker` each invocation folds "
+        "them into one write of the totals per node group while a transaction holds them (in `crt`, per slice); "
+        "`auto`: chosen with `aggregateSlices`, `reduceParallelizationFactor` and `reduceMemoryMb` from 10, 20, 50, "
+        "100, 200, 500 and 1,000 and the most full map batches one transaction per node group holds (46 for the "
+        "standard hierarchy), the modelled p50 held within 1 s (10 if none is)"
     ),
     "deltaTtlDays": "DeltaTable items expire after this many days (the stream keeps them 24 h)",
     "markerTtlDays": "reduce markers expire after this many days; must outlive the 24 h stream retention",
@@ -308,8 +300,9 @@ SETTING_MEANINGS: Final[Mapping[str, str]] = {
         "the deployment's region"
     ),
     "aggregateSlices": (
-        "slices of the totals: a delta item adds to the slice of its StateTable stream shard, so concurrent reducers "
-        "write different items ([Several reducers](deploy-and-operate.md#several-reducers-aggregateslices-"
+        "slices of the totals: in `crt+marker` each reduce transaction adds to the slice its token names (in `crt` "
+        "a delta item adds to the slice of its StateTable stream shard), so concurrent reducers write different "
+        "items ([Several reducers](deploy-and-operate.md#several-reducers-aggregateslices-"
         "reduceparallelizationfactor)); `auto`: with `reduceParallelizationFactor`, `reduceMemoryMb` and "
         "`reduceBatchSize`, the cheapest that keep the reducers within 70 % busy and the hottest item within 500 "
         "write units a second at `targetMessagesPerSecond`"
@@ -328,13 +321,13 @@ SETTING_MEANINGS: Final[Mapping[str, str]] = {
         "concurrent archive batches per DeltaTable stream shard (the archive does not depend on order); `auto`: the "
         "least that keeps the archive's lanes within 70 % busy at `targetMessagesPerSecond`"
     ),
-    "archiveRegistryShards": (
-        "registry objects the archive's compare-and-swap updates spread over: enough for the 250,000 msg/s plan's "
-        "busiest to stay below 70 % busy (`stacks/settings.py` says why); raising or lowering it later is safe"
+    "archiveBatchingWindowSeconds": (
+        "`MaximumBatchingWindowInSeconds` of the archive mapping: fuller archive invocations, two S3 requests each "
+        "whatever they hold, for at most this much more archive lag (`stacks/settings.py` says why)"
     ),
     "archiveAccessLogRetentionDays": "how long the archive bucket's server access logs are kept",
     "archiveLifecycle": (
-        "moves archived delta objects of 128 KB and more to that class N days after they are written "
+        "moves archived batch objects of 128 KB and more to that class N days after they are written "
         "([Audit archive](how-exactly-once-works.md#audit-archive-s3))"
     ),
     "loadProfile": (
@@ -386,7 +379,8 @@ SETTING_MEANINGS: Final[Mapping[str, str]] = {
     "quarantineTtlDays": "quarantined records expire this many days after they were written",
     "tableDeletionProtection": "deletion protection of the four tables: `auto` (on when `removalPolicy` is `retain`)",
     "breakGlassRoleArn": (
-        "an IAM role that may, besides the archive function, write and delete `deltas/` and the registry (repairs)"
+        "an IAM role that may, besides the archive function, write and delete `deltas/` and the registry (receipts, "
+        "and an earlier release's registry) (repairs)"
     ),
     "archiveObjectLockDays": (
         "above 0: the archive bucket has S3 Object Lock and each delta object is locked in governance mode for this "
@@ -417,10 +411,15 @@ SETTING_MEANINGS: Final[Mapping[str, str]] = {
 the settings guard refuses, all from the code."""
 
 REMOVED_SETTINGS: Final[Mapping[str, str]] = {
+    "archiveRegistryShards": (
+        "the archive no longer counts in compare-and-swap registry shards: each invocation writes one batch "
+        "object and its receipt, each created once, so no key is shared and there is nothing to spread; the "
+        "shards an earlier release wrote are still read by `audit`; remove the setting"
+    ),
     "reduceReservedConcurrency": (
         "reduce no longer reserves concurrency: several reducers run at once, one per DeltaTable stream "
-        "shard times reduceParallelizationFactor, each adding a delta item to its own slice of the totals "
-        "(aggregateSlices), so the one-reducer reservation is gone; remove the setting"
+        "shard times reduceParallelizationFactor, each adding to slices of the totals (aggregateSlices), so "
+        "the one-reducer reservation is gone; remove the setting"
     ),
 }
 """Settings of earlier releases, refused with what replaced them. Refused rather than ignored: a
@@ -481,7 +480,7 @@ class PipelineSettings:
     table_deletion_protection: bool
     break_glass_role_arn: str | None
     archive_object_lock_days: int  # 0: no Object Lock
-    archive_registry_shards: int
+    archive_batching_window_seconds: int
     archive_parallelization_factor: int
     customer_managed_key: bool
     key_admin_role_arn: str | None
@@ -600,7 +599,10 @@ class PipelineSettings:
             table_deletion_protection=_deletion_protection(raw("tableDeletionProtection"), raw("removalPolicy")),
             break_glass_role_arn=_optional_role_arn("breakGlassRoleArn", raw("breakGlassRoleArn")),
             archive_object_lock_days=_integer(raw, "archiveObjectLockDays", *INTEGER_RANGES["archiveObjectLockDays"]),
-            archive_registry_shards=_integer(raw, "archiveRegistryShards", *INTEGER_RANGES["archiveRegistryShards"]),
+            # Lambda's limit for MaximumBatchingWindowInSeconds.
+            archive_batching_window_seconds=_integer(
+                raw, "archiveBatchingWindowSeconds", *INTEGER_RANGES["archiveBatchingWindowSeconds"]
+            ),
             # Lambda's range for ParallelizationFactor.
             archive_parallelization_factor=planned["archiveParallelizationFactor"] or 1,
             **_customer_managed_key(raw),
@@ -708,7 +710,7 @@ def planned_settings(settings: PipelineSettings) -> PlannerSettings:
         archive_batch_size=settings.archive_batch_size,
         archive_lifecycle=settings.archive_lifecycle,
         archive_access_log_retention_days=settings.archive_access_log_retention_days,
-        archive_registry_shards=settings.archive_registry_shards,
+        archive_batching_window_seconds=settings.archive_batching_window_seconds,
         archive_parallelization_factor=settings.archive_parallelization_factor,
     )
 

@@ -7,8 +7,8 @@ The event source mappings share one rule: **retry a failed batch, unchanged, unt
   function quarantines invalid input instead of failing on it.
 * `bisect_batch_on_error=False` and no `ReportBatchItemFailures`: nothing is gained by
   splitting a batch that fails as a whole. Exactness does not depend on it: map is
-  idempotent per stream position and reduce per delta item, whatever a retry's boundaries
-  (the archive's registry still counts per batch, see `ArchiveStage`).
+  idempotent per stream position, reduce per delta item, and the archive's readers count each
+  delta item once, whatever a retry's boundaries (`ArchiveStage`).
 """
 
 from __future__ import annotations
@@ -301,9 +301,10 @@ class ReduceStage(Construct):
                 "REDUCE_IDEMPOTENCY": settings.reduce_idempotency,
                 "MARKER_TTL_DAYS": str(settings.marker_ttl_days),
                 # Several reducers run at once (one per DeltaTable stream shard and parallelization
-                # lane, no reservation): each delta item adds to the slice of its StateTable shard
-                # (`aggregation.aggregate_items.slice_of`), so they share no hot item, and a
-                # transaction that still meets another is resent identically.
+                # lane, no reservation): each transaction adds to the slice its token names
+                # (`aggregation.transactions.transaction_slice`; in `crt`, a delta item to the slice
+                # of its StateTable shard), so they share no hot item, and a transaction that still
+                # meets another is resent identically.
                 "AGGREGATE_SLICES": str(settings.aggregate_slices),
                 **settings.fault_injection_environment("REDUCE"),
             },

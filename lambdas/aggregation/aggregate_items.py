@@ -4,10 +4,12 @@ Every `AggregateKey` is one of:
 
 - `node#<slice>#<path>`: slice `<slice>` (a whole number) of the node whose hierarchy path
   key is `<path>` (`Delta:FXSpot`, `aggregation.hierarchy`). A node's totals are the sum
-  of its slices' `Value` and `TradeCount`. Which slice a delta unit adds to is part of the
-  idempotency contract (docs/design.md, "Aggregates and keys"): `slice_of` its delta item's
-  `StreamShard`, so a node is written by several reducers without one hot item, and a
-  replay of a unit, in whatever batch, meets the same slice (and its marker).
+  of its slices' `Value` and `TradeCount`. Which slice a reduce transaction writes is part of
+  the idempotency contract (docs/design.md, "Aggregates and keys"): in mode `crt+marker` the
+  slice its token names (`aggregation.transactions.transaction_slice`), in mode `crt` the
+  slice of its delta items (`slice_of` their `StreamShard`); either way a function of what the
+  transaction holds, so a retry of it is the identical request, and a node is written by
+  several reducers without one hot item.
 - `#...`: bookkeeping, never a node: the reduce stage's running figures, one item per slice
   (`#stats` for slice 0, `#stats#<slice>` for the others), and the markers
   `#applied#<marker id>`.
@@ -43,13 +45,16 @@ MAX_SLICES = 10_000
 
 
 def slice_of(stream_shard: str, slices: int) -> int:
-    """The slice the units of a delta item add to: a hash of its `StreamShard`, never of a batch.
+    """The slice the units of a delta item add to in mode `crt`: a hash of its `StreamShard`,
+    never of a batch.
 
-    By the StateTable stream shard its records came from, because (1) a replay of the item,
-    in any reduce batch, then meets the same slice, and (2) the items of one StateTable shard
-    share one DeltaTable partition, so one reducer lane applies them in order and sums a
-    node's deltas of a whole invocation into one update of one slice; different shards spread
-    over the slices, so no slice item takes the whole rate.
+    By the StateTable stream shard its records came from, so a replay of the item, in any reduce
+    batch, meets the same slice, and different shards spread over the slices. Mode `crt` keeps
+    this rule of every release before issue 37 (a `crt` retry must be the identical transaction
+    across an upgrade); `crt+marker` plans an invocation's items together and writes the slice
+    each transaction's token names (`aggregation.transactions.transaction_slice`), because a
+    reducer's items come from many StateTable shards, and splitting them by slice multiplied the
+    writes per message with the slice count.
     """
     if not 1 <= slices <= MAX_SLICES:
         raise ValueError(f"slices must be between 1 and {MAX_SLICES}, got {slices}")

@@ -121,13 +121,16 @@ CloudWatch)."""
 # -- Archive bucket layout (the bucket policy's prefixes are the function's keys) --
 
 DELTA_PREFIX: Final = "deltas/"
+"""Batch objects ``deltas/<hh>/<object id>.batch.json`` (and the per-item objects of earlier releases)."""
 METASTORE_PREFIX: Final = "metastore/"
+RECEIPT_PREFIX: Final = f"{METASTORE_PREFIX}receipts/"
+"""The registry: one receipt per batch object, ``metastore/receipts/<hh>/<object id>.json``."""
 LEGACY_REGISTRY_KEY: Final = f"{METASTORE_PREFIX}registry.json"
-"""The single registry object of releases before the registry was sharded; read as one more shard."""
+"""The single counting registry of releases before it was sharded; read, never written."""
 REGISTRY_SHARD_PREFIX: Final = f"{METASTORE_PREFIX}registry/"
-"""Registry shard ``k`` is ``metastore/registry/<k>.json`` (`aggregation.archive.registry_key`)."""
+"""The counting registry's shards of earlier releases, ``metastore/registry/<k>.json``; read, never written."""
 REGISTRY_KEYS_PREFIX: Final = f"{METASTORE_PREFIX}registry"
-"""What every registry object's key starts with, the legacy one's included (listing, IAM conditions)."""
+"""What every key of the earlier releases' counting registry starts with (listing)."""
 
 # -- Metrics: what the functions emit and the stack's alarms watch --
 

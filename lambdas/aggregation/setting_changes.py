@@ -43,35 +43,46 @@ deployer, which runs that handler itself.
 - `NODE_GROUPS` (a code constant, carried so a release that changes it is caught): refused
   for the same reason. It is part of every marker id, so a replay of a delta applied under
   the old grouping finds none of its markers and is applied again.
-- `aggregateSlices`: safe in mode `crt+marker`, refused in mode `crt` (the two modes are
-  equal here: a change of mode is refused above). What the count changes is only *where* a
-  unit adds: `slice_of(StreamShard, S)` (`aggregation.aggregate_items`) picks another slice
-  item of the same node. It changes neither a unit's marker id (batch hash, node group and
-  part: `aggregation.transactions.split_into_units`) nor its token (a function of the marker
-  ids alone), nor what a unit adds. Proof for `crt+marker`. Every reader sums all the slices
-  of a node (and of `#stats`) it finds, whatever the count deployed, so a node's total is the
-  sum of the units applied to any of its slices, and exactness needs only that each unit is
-  applied once. A unit is applied only in a transaction that also puts its marker with
-  `attribute_not_exists`, all or nothing. Take a unit delivered again after the change (a
-  retry straddling the deploy, or a replay). (a) Its first application committed: its marker
-  exists. If its new transaction bears the same token within 10 minutes, its parameters
-  differ (other slice keys), so DynamoDB answers IdempotentParameterMismatchException and the
-  strongly consistent read of the markers finds it applied: dropped. Otherwise the new
-  transaction's marker Put fails its condition, the transaction is cancelled whole, and the
-  cancellation names the unit as applied: dropped. Either way it adds nothing, to any slice.
-  (b) It never committed: no marker exists, and it is applied once, to its new slice, by the
-  same rule as any unit. The same holds for the applied-message count, which rides in the
-  unit's transaction to its slice of `#stats`. Fewer slices leave the higher slices' items in
-  place, still summed. Proof of the refusal for `crt` (no markers): take a transaction that
-  committed under S slices whose invocation then failed (a later transaction, a timeout), and
-  its retry under S' slices. The retry sends the same token with other keys:
-  IdempotentParameterMismatchException, which without markers fails the invocation; Lambda
-  retries it until the token expires after 10 minutes, and then the transaction is applied
-  again: counted twice. Under an unchanged count that retry is the identical request, which
-  the token makes a no-op (within the 10 minutes that are all `crt` promises), so it is the
-  change that counts it twice. A stack deployed by a
-  release before this setting (its guard carries no `AggregateSlices`) wrote slice 0 only,
-  which is one slice: it is read as 1.
+- `aggregateSlices`: safe in mode `crt+marker`, refused in mode `crt` (the two modes are equal
+  here: a change of mode is refused above). What the count changes is only *where* a unit
+  adds: the slice its transaction's token names among S
+  (`aggregation.transactions.transaction_slice`, mode `crt+marker`) or `slice_of(StreamShard,
+  S)` (`aggregation.aggregate_items`, mode `crt`) picks another slice item of the same node.
+  It changes neither a unit's marker id (batch hash, node group and part:
+  `aggregation.transactions.split_into_units`) nor what a unit adds; in `crt` nor its token (a
+  function of the marker ids alone), while in `crt+marker` over more than one slice the token
+  names the count too (`aggregation.transactions.client_request_token`). Proof for
+  `crt+marker`. Every reader sums all the slices of a node (and of `#stats`) it finds,
+  whatever the count deployed, so a node's total is the sum of the units applied to any of its
+  slices, and exactness needs only that each unit is applied once. A unit is applied only in a
+  transaction that also puts its marker with `attribute_not_exists`, all or nothing. Take a
+  unit delivered again after the change (a retry straddling the deploy, or a replay). (a) Its
+  first application committed: its marker exists. If its new transaction bears the same token
+  within 10 minutes, its parameters differ (other slice keys), so DynamoDB answers
+  IdempotentParameterMismatchException and the strongly consistent read of the markers finds
+  it applied: dropped. Otherwise the new transaction's marker Put fails its condition, the
+  transaction is cancelled whole, and the cancellation names the unit as applied: dropped.
+  Either way it adds nothing, to any slice. (b) It never committed: no marker exists, and it
+  is applied once, to its new slice, by the same rule as any unit. The same holds for the
+  applied-message count, which rides in the unit's transaction to its slice of `#stats`. Fewer
+  slices leave the higher slices' items in place, still summed. Proof of the refusal for `crt`
+  (no markers): take a transaction that committed under S slices whose invocation then failed
+  (a later transaction, a timeout), and its retry under S' slices. The retry sends the same
+  token with other keys: IdempotentParameterMismatchException, which without markers fails the
+  invocation; Lambda retries it until the token expires after 10 minutes, and then the
+  transaction is applied again: counted twice. Under an unchanged count that retry is the
+  identical request, which the token makes a no-op (within the 10 minutes that are all `crt`
+  promises), so it is the change that counts it twice. A stack deployed by a release before
+  this setting (its guard carries no `AggregateSlices`) wrote slice 0 only, which is one
+  slice: it is read as 1. The same proof covers the code change of issue 37, so the guard
+  carries nothing for it: in `crt+marker` a release before it added a unit to the slice of its
+  delta item and planned each slice apart, this one plans an invocation's units together and
+  writes the slice each transaction's token names. Marker ids and what a unit adds are
+  unchanged; where a unit adds, which units share a transaction and (over more than one slice,
+  where the token names the slice count) the token differ, and the proof above never assumed
+  any of them: a new token only skips case (a)'s mismatch for the markers' own refusal. At one
+  slice nothing differs at all. Mode `crt` keeps the rule by item slice, so a `crt` retry
+  straddling the upgrade is the identical transaction.
 - what forms a reduce transaction (`reduceBatchSize`, `reduceParallelizationFactor`, and the code
   constants `MAX_NODES_PER_UNIT` and `MAX_TRANSACTION_ACTIONS`): refused in mode `crt`, like
   the slices and for the same reason. A reduce invocation's delta items are the records one lane

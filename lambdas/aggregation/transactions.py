@@ -22,8 +22,24 @@ Each batch's record count and producer timestamps ride on its first unit only, s
 `MessagesApplied` counts a batch exactly once however its units are spread over
 transactions; a batch with no nodes still has that one (empty) unit.
 
-Everything here is deterministic: the same pending units always give the same
-plan, hence the same tokens.
+Which slice of the totals a transaction writes (`aggregation.aggregate_items`) depends on
+the mode (docs/design.md, "Aggregates and keys"):
+
+- `crt+marker` (`with_markers`): every pending unit of the invocation is planned together,
+  whatever delta item it came from, and each transaction writes the slice its token hashes
+  to (`transaction_slice`). The token names the transaction's units (and, over more than one
+  slice, the slice count: `client_request_token`), so the slice is a pure function of them: a
+  retry in the same boundaries is the identical request; one in other boundaries is another
+  transaction, and the markers make it add nothing twice. So an invocation's delta batches
+  share their node updates however many slices and StateTable shards there are: reduce's
+  writes per message do not grow with them.
+- `crt` (the token alone): a unit adds to the slice of its delta item
+  (`DeltaUnit.aggregate_slice`, `slice_of` its `StreamShard`) and each slice is planned
+  apart, as every release before did: in `crt` a retry is recognised only as the identical
+  transaction, so a retry straddling an upgrade must be formed as the old code formed it.
+
+Everything here is deterministic: the same pending units (and slice count) always give
+the same plan, hence the same tokens and requests.
 """
 
 import hashlib
@@ -32,6 +48,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from aggregation.aggregate_items import MAX_SLICES
 from aggregation.deltas import NodeDelta, add_deltas
 from aggregation.names import AGGREGATE_KEY, EXPIRES_AT, MARKER_PREFIX, marker_id
 
@@ -82,7 +99,8 @@ class DeltaUnit:
     producer_timestamps: tuple[Decimal, ...]
     created_at: int  # of its delta item
     aggregate_slice: int = 0
-    """The slice of the totals it adds to (`aggregation.aggregate_items.slice_of` its item)."""
+    """The slice of its delta item (`aggregation.aggregate_items.slice_of` its `StreamShard`): where it
+    adds in mode `crt`; in `crt+marker` its transaction's token chooses (`transaction_slice`)."""
 
     @property
     def node_keys(self) -> frozenset[str]:
@@ -96,7 +114,9 @@ class PlannedTransaction:
     record_count: int
     producer_timestamps: tuple[Decimal, ...]
     client_request_token: str
-    aggregate_slice: int = 0  # every unit's: a transaction writes one slice of its nodes and `#stats`
+    aggregate_slice: int = 0
+    """The one slice of its nodes and `#stats` it writes: `transaction_slice` of its token (`crt+marker`),
+    or every unit's own (`crt`)."""
 
     @property
     def marker_ids(self) -> tuple[str, ...]:
@@ -164,10 +184,37 @@ def split_into_units(
     ]
 
 
-def client_request_token(marker_ids: Sequence[str]) -> str:
-    """A ClientRequestToken (at most 36 characters) naming exactly these units."""
-    digest = hashlib.sha256("\n".join(marker_ids).encode("utf-8")).hexdigest()
-    return digest[:CLIENT_REQUEST_TOKEN_LENGTH]
+def client_request_token(marker_ids: Sequence[str], slices: int = 1) -> str:
+    """A ClientRequestToken (at most 36 characters) naming exactly these units, and in `crt+marker`
+    over more than one slice the slice count too.
+
+    Over one slice every release wrote slice 0, so a transaction of the same units is the same
+    request whatever release or rule formed it, and keeps the token of the marker ids alone. Over
+    several, where the transaction writes the slice its token names (`transaction_slice`), the
+    count is named: a transaction that another slice count, or a release that sliced by delta item,
+    formed of the same units wrote another slice, and reusing its token would be refused as a token
+    reused with other parameters (for 10 minutes, should DynamoDB keep a cancelled one's), where a
+    token of its own lets the markers decide at once.
+    """
+    text = "\n".join(marker_ids)
+    if slices > 1:
+        text = f"{slices} slices by token\n{text}"
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:CLIENT_REQUEST_TOKEN_LENGTH]
+
+
+def transaction_slice(token: str, slices: int) -> int:
+    """The slice a `crt+marker` transaction writes: its token's first 64 bits modulo `slices`.
+
+    The token is a SHA-256 of the transaction's marker ids (and the slice count), so the slice is
+    a pure function of its units (a retry of the same transaction writes the same items, as a
+    token requires) and
+    spreads the transactions of every reducer evenly over the slices, whichever delta items
+    they pack: no item takes the whole rate, and an invocation never splits its batches by
+    slice.
+    """
+    if not 1 <= slices <= MAX_SLICES:
+        raise ValueError(f"slices must be between 1 and {MAX_SLICES}, got {slices}")
+    return int(token[:16], 16) % slices
 
 
 def _fits(node_keys: set[str], unit_count: int, with_markers: bool) -> bool:
@@ -175,34 +222,42 @@ def _fits(node_keys: set[str], unit_count: int, with_markers: bool) -> bool:
     return len(node_keys) + markers + STATS_ACTIONS <= MAX_TRANSACTION_ACTIONS
 
 
-def _planned(units: Sequence[DeltaUnit]) -> PlannedTransaction:
+def _planned(units: Sequence[DeltaUnit], slices: int | None) -> PlannedTransaction:
+    """One transaction of `units`: in the slice its token hashes to among `slices` (`crt+marker`),
+    or, `slices` None, in its units' own slice (`crt`)."""
     node_deltas: dict[str, NodeDelta] = {}
     for unit in units:
         add_deltas(node_deltas, dict(unit.deltas))
+    marker_ids = [unit.marker_id for unit in units]
+    token = client_request_token(marker_ids) if slices is None else client_request_token(marker_ids, slices)
     return PlannedTransaction(
         units=tuple(units),
         node_deltas=node_deltas,
         record_count=sum(unit.record_count for unit in units),
         producer_timestamps=tuple(ts for unit in units for ts in unit.producer_timestamps),
-        client_request_token=client_request_token([unit.marker_id for unit in units]),
-        aggregate_slice=units[0].aggregate_slice,
+        client_request_token=token,
+        aggregate_slice=units[0].aggregate_slice if slices is None else transaction_slice(token, slices),
     )
 
 
-def plan_transactions(pending: Sequence[DeltaUnit], with_markers: bool) -> list[PlannedTransaction]:
-    """Every pending unit in transactions of at most 100 actions, per slice, grouped by node group.
+def plan_transactions(pending: Sequence[DeltaUnit], with_markers: bool, slices: int = 1) -> list[PlannedTransaction]:
+    """Every pending unit in transactions of at most 100 actions, grouped by node group.
 
-    A transaction writes one slice (`DeltaUnit.aggregate_slice`): slices are planned apart, in
-    the order given, each as below.
+    With markers (`crt+marker`) every unit is planned together and each transaction writes
+    `transaction_slice` of its token among `slices` (module docstring). Without (`crt`) a
+    transaction writes its units' own slice (`DeltaUnit.aggregate_slice`): slices are planned
+    apart, in the order given, each as below, and `slices` is not used.
     """
+    if with_markers:
+        return [_planned(units, slices) for units in _pack(pending, with_markers)]
     units_by_slice: dict[int, list[DeltaUnit]] = {}
     for unit in pending:
         units_by_slice.setdefault(unit.aggregate_slice, []).append(unit)
-    return [plan for units in units_by_slice.values() for plan in _plan_one_slice(units, with_markers)]
+    return [_planned(units, None) for same_slice in units_by_slice.values() for units in _pack(same_slice, False)]
 
 
-def _plan_one_slice(pending: Sequence[DeltaUnit], with_markers: bool) -> list[PlannedTransaction]:
-    """The units of one slice in transactions of at most 100 actions, grouped by node group.
+def _pack(pending: Sequence[DeltaUnit], with_markers: bool) -> list[list[DeltaUnit]]:
+    """Units planned together in transactions of at most 100 actions, grouped by node group.
 
     Groups are taken in order, each group's units in the order given (stream order).
     A whole group joins the open transaction when everything fits; otherwise the open
@@ -237,4 +292,4 @@ def _plan_one_slice(pending: Sequence[DeltaUnit], with_markers: bool) -> list[Pl
             open_units.append(unit)
             open_nodes |= unit.node_keys
     close()
-    return [_planned(units) for units in planned]
+    return planned

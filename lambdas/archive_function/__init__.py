@@ -1,1 +1,1 @@
-"""Archive function: every delta item written once to S3, counted once in the registry."""
+"""Archive function: each invocation's delta items in one write-once S3 object, with its receipt."""

@@ -24,10 +24,14 @@ DynamoDB does with a token whose first use was cancelled. Outcomes:
   and the conflicts are counted (`TransactionConflictsRetried`). Identical, so a retry is
   never a token reused with other parameters, whatever DynamoDB did with the first attempt.
 
-Each delta item's units add to one slice of the totals, `slice_of` its `StreamShard`
-(`aggregation.aggregate_items`), and a transaction writes one slice: so reducers of
-different DeltaTable shards rarely write the same item, and when they do, DynamoDB's
-conflict detection serialises them and the retry above applies the loser's units once.
+A transaction writes one slice of the totals (`aggregation.aggregate_items`): in mode
+`crt+marker` the slice its token hashes to among `AGGREGATE_SLICES`
+(`aggregation.transactions.transaction_slice`), so every delta item of an invocation is
+planned together and the transactions of all reducers spread evenly over the slices; in mode
+`crt` the slice of each unit's delta item (`slice_of` its `StreamShard`), each slice planned
+apart, as every earlier release formed them. Reducers rarely write the same item at once, and
+when they do, DynamoDB's conflict detection serialises them and the identical resend above
+applies the loser's units once.
 """
 
 import random
@@ -339,11 +343,11 @@ def units_applied_elsewhere(
     return applied
 
 
-def apply_delta_units(units: Sequence[DeltaUnit], table: str, mode: IdempotencyMode) -> ApplyOutcome:
-    """Apply every unit exactly once (module docstring)."""
+def apply_delta_units(units: Sequence[DeltaUnit], table: str, mode: IdempotencyMode, slices: int = 1) -> ApplyOutcome:
+    """Apply every unit exactly once (module docstring), in transactions over `slices` slices."""
     marker_ttl = ttl_seconds("MARKER_TTL_DAYS", DEFAULT_MARKER_TTL_DAYS)
     with_markers = mode is IdempotencyMode.TOKEN_AND_MARKERS
-    planned = plan_transactions(units, with_markers)
+    planned = plan_transactions(units, with_markers, slices)
     outcome = ApplyOutcome()
     while planned:
         plan = planned[0]
@@ -354,7 +358,7 @@ def apply_delta_units(units: Sequence[DeltaUnit], table: str, mode: IdempotencyM
             applied = units_applied_elsewhere(error, plan, items, table, mode)
             outcome.units_already_applied += len(applied)
             remaining = [unit for later in planned for unit in later.units if unit.marker_id not in applied]
-            planned = plan_transactions(remaining, with_markers)
+            planned = plan_transactions(remaining, with_markers, slices)
             continue
         committed_at = Decimal(repr(time.time()))
         outcome.transactions += 1
@@ -410,7 +414,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, i
     elif mode is IdempotencyMode.UNSAFE_ADD:
         counts = apply_unsafely(units, table)
     else:
-        outcome = apply_delta_units(units, table, mode)
+        outcome = apply_delta_units(units, table, mode, slices)
         if outcome.slices_written:  # one slice's figures suffice: readers take the latest (`combined_stats`)
             record_progress(table, outcome.latencies, time.time(), min(outcome.slices_written))
         report_applied(outcome)

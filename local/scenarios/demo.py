@@ -107,20 +107,22 @@ def is_idle(stats: Mapping[str, Any], idle_seconds: float) -> bool:
     return not busy and time.time() - float(stats.get("last_invocation_at", 0)) >= idle_seconds
 
 
-def is_drained(stats: Mapping[str, Any]) -> bool:
+def is_drained(stats: Mapping[str, Any], *, since: float = 0.0) -> bool:
     """Every mapping's checkpoint is at its stream's end, and nothing can add to any stream.
 
     No invocation is in flight, no shard has records read but not finished, and every shard's
-    last empty read (`caught_up_at`) started after the last invocation ended: whatever any
-    function wrote had been written by then, and was not there to read. (The producer has
-    finished before this is asked, and only functions write to the other streams.)
+    last empty read (`caught_up_at`) started after the last invocation ended and after `since`
+    (epoch seconds, when the producer had finished): whatever any function or the producer
+    wrote had been written by then, and was not there to read. Without `since` a read that
+    started before the last send found nothing and passes (the caller counts the records
+    instead, as `wait_for_drain` does); only functions write to the other streams.
     """
     shards = stats.get("shards", [])
     if not shards or any(f["in_flight"] for f in stats.get("functions", {}).values()):
         return False
-    last_invocation = float(stats.get("last_invocation_at", 0))
+    written_before = max(float(stats.get("last_invocation_at", 0)), since)
     return all(
-        s["records_pending"] == 0 and s.get("caught_up_at", 0) > 0 and s["caught_up_at"] >= last_invocation
+        s["records_pending"] == 0 and s.get("caught_up_at", 0) > 0 and s["caught_up_at"] >= written_before
         for s in shards
     )
 

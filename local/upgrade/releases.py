@@ -17,9 +17,13 @@ class Release:
     name: str
     commit: str
     why: str
-    settings_guard: bool = True
-    """Whether its stack has the settings guard (`Custom::StateSettingsGuard`): the first deploy
-    over one without it is checked by `aggregation.setting_changes.first_guard_refusal`."""
+    guard_carries_reduce_batches: bool = False
+    """Whether its settings guard (`Custom::StateSettingsGuard`) carries `ReduceBatchSize` and
+    `ReduceParallelizationFactor`. Over a release whose guard does not (none of those listed: the
+    guard came after stop 17 and carried them only after stop 29), nothing says how the reduce
+    batches in flight were formed, so an upgrade in mode `crt` is refused unless declared drained
+    (`aggregation.setting_changes`: `first_guard_refusal` without a guard, the deployed guard's
+    missing properties with one)."""
 
 
 RELEASES: tuple[Release, ...] = (
@@ -30,7 +34,6 @@ RELEASES: tuple[Release, ...] = (
         "one item keyed by the bare path key, one `#stats` item, no settings guard, no quarantine TTL nor "
         "deletion protection on the tables: the new code must add to the same nodes through slices, read "
         "the unsliced items as one more slice, and recognise the markers and tokens the old reducer wrote",
-        settings_guard=False,
     ),
     Release(
         name="stop-27",
@@ -41,15 +44,18 @@ RELEASES: tuple[Release, ...] = (
     Release(
         name="stop-28",
         commit="cb98d6f",
-        why="the release before the registry shards and `auto` sizing: an archive registry in one object "
-        "(`metastore/registry.json`) the new archive must read as one more shard and sweep",
+        why="the release before the registry shards and `auto` sizing: an archive of one object per delta item "
+        "and a registry in one object (`metastore/registry.json`), which `audit` must read beside the batch "
+        "objects the new archive writes, each item counted once",
     ),
     Release(
         name="stop-29",
         commit="0d0e386",
         why="the latest release, and the last whose state function wrote with conditional `UpdateItem`s: state "
         "batches it committed are retried by the PartiQL writer, whose INSERT meets the old item and whose "
-        "UPDATE must recognise the old write by its `WrittenByEventId`",
+        "UPDATE must recognise the old write by its `WrittenByEventId`; its archive wrote one object per delta "
+        "item and counted them in registry shards (`metastore/registry/<k>.json`), read by `audit` after the "
+        "upgrade, the items the new archive writes again counted once",
     ),
 )
 

@@ -111,10 +111,10 @@ class UpgradeSettings:
 
     @property
     def expects_refusal(self) -> bool:
-        """Whether the deploy must refuse this upgrade: the guard's Create over a stack without it
-        whose table holds state, as it does mid-stream (`first_guard_refusal`: mode `crt`), unless
-        declared drained."""
-        return not self.release.settings_guard and self.reduce_mode == TOKEN_ONLY and not self.drained
+        """Whether the deploy must refuse this upgrade: in mode `crt` mid-stream, unless declared
+        drained, over a release whose guard does not say how its reduce batches were formed
+        (`Release.guard_carries_reduce_batches`)."""
+        return not self.release.guard_carries_reduce_batches and self.reduce_mode == TOKEN_ONLY and not self.drained
 
 
 @dataclass
@@ -335,8 +335,11 @@ def _deploy_the_new_release(run: _Run, new_assembly: Path) -> int | None:
 def _upgrade_drained(run: _Run, new_assembly: Path) -> int | None:
     """The migration: the producer has stopped; the old release drains; then the upgrade and the second part."""
     run.console.rule("[bold]2. drained[/]: the producer stopped, the old release drains")
+    sent_by = time.time()
     wait_until(
-        lambda: is_drained(read_stats(run.paths.runner_stats) or {}), "the drain", run.settings.drain_timeout_seconds
+        lambda: is_drained(read_stats(run.paths.runner_stats) or {}, since=sent_by),
+        "the drain",
+        run.settings.drain_timeout_seconds,
     )
     run.figures.old_unacknowledged_commits = {stage: 0 for stage in STAGES}
     run.console.rule("[bold]3. upgrade[/]: this checkout deployed in place, nothing in flight")
@@ -349,7 +352,8 @@ def _upgrade_drained(run: _Run, new_assembly: Path) -> int | None:
 def _wait_for_the_drain(run: _Run) -> None:
     """The drain; should it stall, once more after the old code's tokens have expired (a stall on
     a token the new code cannot prove applied ends then: `tokens_expired_to_drain`)."""
-    drained = lambda: is_drained(read_stats(run.paths.runner_stats) or {})  # noqa: E731
+    sent_by = time.time()  # every part sent: a read that started before may have missed its last records
+    drained = lambda: is_drained(read_stats(run.paths.runner_stats) or {}, since=sent_by)  # noqa: E731
     try:
         wait_until(drained, "the drain", run.settings.drain_timeout_seconds)
     except UpgradeError:

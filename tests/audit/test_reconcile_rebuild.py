@@ -9,6 +9,7 @@ batch, as Lambda does. The totals the archive must agree with are computed indep
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import random
 import subprocess
@@ -22,19 +23,20 @@ from typing import Any
 import boto3
 import pytest
 
+from aggregation.archive import batch_of, delta_from_document, encode_batch_document, encode_receipt
 from archive_function import handler as archive_handler
 from audit.aggregate_table import read_aggregate_table
 from audit.archive_reader import read_archive
 from audit.cli import main as audit_main
 from audit.rebuild import rebuild
-from audit.reconcile import reconcile, reconcile_contents
-from audit.targets import AuditTarget
+from audit.reconcile import IDENTICAL_COPIES, LEDGER, MESSAGES, RECEIPTS, TABLE, VALID, reconcile, reconcile_contents
+from audit.targets import AuditError, AuditTarget
 from function_support.faults import InjectedFailure
 from local.emulator.control import advance_clock
 from local.runner.inprocess import LambdaContextStub, Pipeline, expected_totals
 from state_function import handler as state_handler
 from tests.environment import repository_root
-from tests.lambdas.archive_function.archive_helpers import WireRecorder, archive_bucket_environment
+from tests.lambdas.archive_function.archive_helpers import WireRecorder, archive_bucket_environment, delta_keys
 from tests.lambdas.test_pipeline_chain import random_workload
 
 FAULTS = {
@@ -161,7 +163,8 @@ def test_reconcile_matches_after_a_faulted_run(
 
     report = reconcile(run.target, write_ledger(tmp_path, expected))
     assert report.ok, report.checks
-    assert report.objects == len({r["dynamodb"]["NewImage"]["BatchHash"]["S"] for r in run.delta_records})
+    assert report.items == len({r["dynamodb"]["NewImage"]["BatchHash"]["S"] for r in run.delta_records})
+    assert report.objects == len(delta_keys(run.recorder.bucket)) <= report.items, "one object an invocation"
 
     status = audit_main(["reconcile", "--outputs", str(write_outputs(tmp_path, run))])
     assert status == 0
@@ -179,15 +182,83 @@ def test_reconcile_fails_on_a_deleted_object(
     report = reconcile_contents(
         read_archive(s3, run.recorder.bucket), read_aggregate_table(run.target.dynamodb(), run.target.aggregate_table)
     )
-    assert not report.ok
-    failed = {check.name for check in report.checks if not check.ok}
-    assert "aggregate table = archive, node by node" in failed
-    assert "registry counts every object exactly once" in failed
+    assert report.failed() == {TABLE, MESSAGES, RECEIPTS}
+    assert "1 receipt(s) name an object that is missing" in str(report.checks)
     assert report.differences
 
     status = audit_main(["reconcile", "--outputs", str(write_outputs(tmp_path, run))])
     output = capsys.readouterr().out
     assert status == 1 and "MISMATCH" in output and "nodes that differ" in output
+
+
+def _altered_value(document: dict[str, Any]) -> None:
+    node = next(iter(document["Items"][0]["Deltas"].values()))
+    node["Value"] = str(Decimal(node["Value"]) + Decimal("0.01"))
+
+
+def _fabricated_item(document: dict[str, Any]) -> None:
+    forged = json.loads(json.dumps(document["Items"][0]))
+    forged["BatchHash"] = hashlib.sha256(b"never produced").hexdigest()
+    document["Items"] = sorted([*document["Items"], forged], key=lambda item: item["BatchHash"])
+
+
+@pytest.mark.parametrize(
+    ("wrong", "failed"),
+    [
+        pytest.param("an item's value altered in its object", {TABLE, LEDGER}, id="altered"),
+        pytest.param("an item dropped from its object", {VALID, TABLE, MESSAGES, LEDGER, RECEIPTS}, id="dropped"),
+        pytest.param(
+            "an object added, with its receipt, holding an item never produced",
+            {TABLE, MESSAGES, LEDGER},
+            id="fabricated",
+        ),
+        pytest.param(
+            "an object added, without a receipt, holding an item never produced",
+            {TABLE, MESSAGES, LEDGER, RECEIPTS},
+            id="fabricated-unrecorded",
+        ),
+        pytest.param("a second copy of an item, altered", {IDENTICAL_COPIES}, id="conflicting-copy"),
+        pytest.param("a receipt that lists another item", {VALID, RECEIPTS}, id="receipt"),
+    ],
+)
+def test_reconcile_catches_an_archive_made_wrong_on_purpose(
+    faulted_run: tuple[FaultedRun, dict[str, tuple[Decimal, int]]], tmp_path: Path, wrong: str, failed: set[str]
+) -> None:
+    """Each wrong is what a principal with write access could do (unconditional puts, the bucket policy
+    aside: the emulator does not enforce it); reconcile must fail exactly the checks that see it."""
+    run, expected = faulted_run
+    s3 = boto3.client("s3")
+    bucket = run.recorder.bucket
+    archive = read_archive(s3, bucket)
+    batch = max(archive.batches.values(), key=lambda batch: len(batch.items))
+    document = json.loads(encode_batch_document(batch))
+    if wrong.startswith("an item's value altered"):
+        _altered_value(document)
+        s3.put_object(Bucket=bucket, Key=batch.key, Body=json.dumps(document).encode())
+    elif wrong.startswith("an item dropped"):
+        document["Items"].pop()
+        s3.put_object(Bucket=bucket, Key=batch.key, Body=json.dumps(document).encode())
+    elif wrong.startswith("an object added"):
+        _fabricated_item(document)
+        forged = batch_of(delta_from_document(item) for item in document["Items"])
+        s3.put_object(Bucket=bucket, Key=forged.key, Body=encode_batch_document(forged))
+        if "with its receipt" in wrong:
+            s3.put_object(Bucket=bucket, Key=forged.receipt.key, Body=encode_receipt(forged.receipt))
+    elif wrong.startswith("a second copy"):
+        _altered_value(document)
+        other = next(item for each in archive.batches.values() for item in each.items if each is not batch)
+        copy = batch_of([delta_from_document(document["Items"][0]), other])  # another set: another object
+        s3.put_object(Bucket=bucket, Key=copy.key, Body=encode_batch_document(copy))
+        s3.put_object(Bucket=bucket, Key=copy.receipt.key, Body=encode_receipt(copy.receipt))
+    else:
+        receipt = json.loads(encode_receipt(batch.receipt))
+        receipt["Items"][hashlib.sha256(b"never produced").hexdigest()] = 1
+        s3.put_object(Bucket=bucket, Key=batch.receipt.key, Body=json.dumps(receipt).encode())
+
+    report = reconcile(run.target, write_ledger(tmp_path, expected))
+    # Of two differing copies either may be read first: the totals may or may not differ too.
+    may_also_fail = {TABLE, LEDGER} if IDENTICAL_COPIES in failed else set()
+    assert failed <= report.failed() <= failed | may_also_fail, report.checks
 
 
 def test_rebuild_restores_a_wiped_table_exactly_and_idempotently(
@@ -243,8 +314,9 @@ def test_rebuild_refuses_while_the_archive_lags_behind_reduce(
     s3 = boto3.client("s3")
     bucket = run.recorder.bucket
     s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
-    key = s3.list_objects_v2(Bucket=bucket, Prefix="deltas/")["Contents"][0]["Key"]
-    s3.delete_object(Bucket=bucket, Key=key)  # the archive lags: one applied delta is not there
+    batch = next(iter(read_archive(s3, bucket).batches.values()))
+    for key in (batch.key, batch.receipt.key):  # the archive lags: an invocation's deltas are not there yet
+        s3.delete_object(Bucket=bucket, Key=key)
     outputs = str(write_outputs(tmp_path, run))
 
     def refused(reason: str) -> None:
@@ -256,7 +328,7 @@ def test_rebuild_refuses_while_the_archive_lags_behind_reduce(
             assert "refusing to rebuild: the archive lags behind reduce" in lines[0] and reason in lines[0], lines
         assert sorted(run.pipeline.scan("aggregate"), key=lambda item: item["AggregateKey"]) == table, "wrote"
 
-    refused("1 batch(es) the reduce markers name are not archived")
+    refused(f"{len(batch.items)} batch(es) the reduce markers name are not archived")
 
     # Mode `crt` writes no markers: `#stats` MessagesApplied still shows the lag.
     dynamodb = boto3.client("dynamodb")
@@ -264,13 +336,23 @@ def test_rebuild_refuses_while_the_archive_lags_behind_reduce(
         dynamodb.delete_item(TableName=run.target.aggregate_table, Key={"AggregateKey": {"S": marker}})
     refused("#stats MessagesApplied is")
 
+    # Only the object missing, its receipt there: a damaged archive, refused as such.
+    restore(s3, bucket, batch.receipt.key)
+    with pytest.raises(AuditError, match="1 receipt\\(s\\) name a batch object that is missing; refusing"):
+        rebuild(run.target)
+
     # Restored as the README says (delete the delete marker), the archive is whole again.
-    versions = s3.list_object_versions(Bucket=bucket, Prefix=key)
-    (delete_marker,) = [marker for marker in versions["DeleteMarkers"] if marker["IsLatest"]]
-    s3.delete_object(Bucket=bucket, Key=key, VersionId=delete_marker["VersionId"])
+    restore(s3, bucket, batch.key)
     rebuild(run.target)
     assert nonzero(aggregate_nodes(run)) == expected
     assert reconcile(run.target).ok
+
+
+def restore(s3: Any, bucket: str, key: str) -> None:
+    """Undo a deletion in a versioned bucket: delete the delete marker."""
+    versions = s3.list_object_versions(Bucket=bucket, Prefix=key)
+    (delete_marker,) = [marker for marker in versions["DeleteMarkers"] if marker["IsLatest"]]
+    s3.delete_object(Bucket=bucket, Key=key, VersionId=delete_marker["VersionId"])
 
 
 @pytest.mark.parametrize(

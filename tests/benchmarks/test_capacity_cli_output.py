@@ -29,3 +29,4 @@ def test_piped_output_has_no_node_banner_and_whole_tables() -> None:
     assert "provisioned WCU / RCU (target)" in result.stdout
     assert "AggregateTable " in result.stdout
     assert "hottest aggregate item WCU/s (limit 1,000)" in result.stdout
+    assert "archive objects/s (delta items each), S3 PUTs/msg" in result.stdout

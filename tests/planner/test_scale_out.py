@@ -11,6 +11,7 @@ from planner.inputs import MAX_PARALLELIZATION_FACTOR, ServiceTimes, Settings, S
 from planner.model import OURS, plan_capacity, plan_design, reducers_that_keep_up
 from planner.plan import STAGE_BUSY_TARGET, DesignPlan
 from planner.prices import load_price_table
+from planner.reduce import batches_in_one_transaction_per_group
 from planner.scale_out import (
     AUTO_LATENCY_LIMIT_SECONDS,
     AUTO_REDUCE_MEMORY_CANDIDATES,
@@ -18,8 +19,10 @@ from planner.scale_out import (
     REDUCE_BATCH_CANDIDATES,
     SLICE_CANDIDATES,
     Choice,
+    _totals_within_targets,
     cheapest_settings,
     describe_choice,
+    reduce_batch_candidates,
     settings_for_rate,
     within_targets,
 )
@@ -44,7 +47,6 @@ def test_the_choice_is_within_every_target_and_no_stage_runs_alone(rate: float, 
     path = [timing for timing in plan.timings if timing.on_latency_path]
     assert [timing.stage for timing in path] == ["state", "map", "reduce"]
     assert all(timing.busy <= STAGE_BUSY_TARGET for timing in plan.timings), "the archive included"
-    assert plan.archive_registry_busy <= STAGE_BUSY_TARGET, "no hot registry object"
     assert all(timing.lanes > 1 for timing in path), "no stage limited to one concurrent execution"
     assert plan.hottest_item_write_units_per_second <= HOTTEST_ITEM_TARGET
     assert plan.latency_p50_seconds <= latency
@@ -102,17 +104,17 @@ def test_the_changes_are_named_as_cdk_json_settings() -> None:
     ]
 
 
-def test_the_search_raises_the_registry_shards_when_one_would_be_hot() -> None:
-    one_key = Settings(archive_registry_shards=1)
+def test_the_search_raises_the_archive_lanes_when_they_would_be_too_busy() -> None:
+    one_lane = Settings(archive_parallelization_factor=1)
     workload = Workload(rate=250_000)
-    choice = cheapest_settings(workload, one_key, TIMES, PRICES, latency_limit_seconds=4.0)
-    assert choice is not None and choice.settings.archive_registry_shards > 1
-    assert f"archiveRegistryShards {choice.settings.archive_registry_shards}" in describe_choice(
-        one_key, choice.settings
+    choice = cheapest_settings(workload, one_lane, TIMES, PRICES, latency_limit_seconds=4.0)
+    assert choice is not None and choice.settings.archive_parallelization_factor > 1
+    assert f"archiveParallelizationFactor {choice.settings.archive_parallelization_factor}" in describe_choice(
+        one_lane, choice.settings
     )
-    assert choice.plan.archive_registry_busy <= STAGE_BUSY_TARGET
-    hot = plan_design(workload, replace(choice.settings, archive_registry_shards=1), TIMES, PRICES, OURS)
-    assert hot.archive_registry_busy > 1 and not within_targets(hot, None)
+    assert choice.plan.archive_lane_busy <= STAGE_BUSY_TARGET
+    busy = plan_design(workload, replace(choice.settings, archive_parallelization_factor=1), TIMES, PRICES, OURS)
+    assert busy.archive_lane_busy > STAGE_BUSY_TARGET and not within_targets(busy, None)
 
 
 def planned_for(
@@ -171,47 +173,96 @@ def test_at_250000_auto_finds_reducers_slices_and_memory_within_the_targets() ->
 
 
 def test_with_memory_set_and_nothing_within_the_targets_auto_takes_the_largest_candidates() -> None:
-    """256 MB and batches of 10 set at 250,000 msg/s: no reducer and slice count is within 70 % busy, so
-    `auto` takes the largest; at the default service times even those fall behind, and the capacity
-    check names the memory that would let them keep up."""
+    """256 MB and batches of 10 set at 250,000 msg/s, over transactions of 50 ms: no reducer and slice
+    count is within 70 % busy, so `auto` takes the largest, which keep up (nothing stalls, so synthesis
+    accepts it); the capacity check says the rest."""
     workload = Workload(rate=250_000)
-    chosen = planned_for(250_000, reduce_memory=False, reduce_batch=False)
+    slow = replace(TIMES, transaction_round_trip_ms=50.0)
+    chosen = settings_for_rate(
+        workload,
+        Settings(),
+        slow,
+        PRICES,
+        state_parallelization=True,
+        reduce_parallelization=True,
+        slices=True,
+        archive_parallelization=True,
+        reduce_memory=False,
+        reduce_batch=False,
+    )
     assert (chosen.reduce_parallelization_factor, chosen.aggregate_slices, chosen.reduce_memory_mb) == (
         MAX_PARALLELIZATION_FACTOR,
         SLICE_CANDIDATES[-1],
         256,
     )
-    stalls = plan_design(workload, chosen, TIMES, PRICES, OURS).stalls
-    assert all("reduceMemoryMb" in flag.change for flag in stalls)
+    plan = plan_design(workload, chosen, slow, PRICES, OURS)
+    assert plan.timings[2].busy > STAGE_BUSY_TARGET and not plan.stalls
 
 
 def test_at_50000_auto_batches_fold_more_delta_batches_into_one_write_of_the_totals() -> None:
-    """Issue 23's cheap plan: with `reduceBatchSize` left to the planner too, each invocation folds up to
-    100 delta batches into one write of the totals, so one reducer a shard on one slice is within the
-    targets, cheaper than the plan with batches of 10 (which needs slices and reducers to spread its
-    writes) and than the original design at cdk.json's former defaults (batches of 10), and no slower."""
+    """Issue 23's cheap plan: with `reduceBatchSize` left to the planner too, each invocation folds its
+    delta batches into one write of the totals per node group, so one reducer a shard is within the
+    targets, cheaper than the plan with batches of 10 and than the original design at cdk.json's former
+    defaults (batches of 10). Issue 37: the batch size is the most full map batches one transaction per
+    node group holds, and the slices cost no writes, so the cheapest count is the one that spreads the
+    reducers' transactions most."""
     workload = Workload(rate=50_000)
     chosen = planned_for(50_000)
     plan = plan_design(workload, chosen, TIMES, PRICES, OURS)
     tens = plan_design(workload, planned_for(50_000, reduce_batch=False), TIMES, PRICES, OURS)
     original = plan_capacity(workload, Settings(), prices=PRICES).original
     assert within_targets(plan, AUTO_LATENCY_LIMIT_SECONDS)
-    assert (chosen.reduce_batch_size, chosen.aggregate_slices, chosen.reduce_parallelization_factor) == (100, 1, 1)
-    assert plan.monthly_usd < tens.monthly_usd and plan.latency_p50_seconds <= tens.latency_p50_seconds
+    fitting = batches_in_one_transaction_per_group(workload, float(chosen.map_batch_size), markers=True)
+    assert (chosen.reduce_batch_size, chosen.aggregate_slices, chosen.reduce_parallelization_factor) == (
+        fitting,
+        SLICE_CANDIDATES[-1],
+        1,
+    )
+    assert plan.monthly_usd < tens.monthly_usd
     assert plan.monthly_usd < original.monthly_usd
 
 
-def test_at_250000_the_p50_bound_keeps_auto_from_the_cheapest_batch() -> None:
-    """A larger batch gathers for longer: at 250,000 msg/s batches of 1,000 are cheaper but model a p50
-    well over 1 s, so `auto` holds the batch size to `AUTO_LATENCY_LIMIT_SECONDS`."""
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 37 open: at the planner's default service times since main raised them (reduce 125 us an action) "
+    "one reducer lane a DeltaTable shard is 74-78 % busy at 250,000 and 1,000,000 msg/s (shards 97-99 % loaded, "
+    "against 71 % at 50,000), so auto takes two whose invocations gather 24 delta batches, not 35-46: "
+    "AggregateTable 0.123 WRU/msg at 1,000,000 against 0.086 at 50,000",
+)
+def test_auto_holds_the_aggregate_writes_per_message_flat_from_50000_to_1000000() -> None:
+    """Issue 37: an invocation plans all its delta batches together whatever their slices, and `auto`
+    takes the batch size one transaction per node group holds, so the AggregateTable's write units per
+    message at 1,000,000 msg/s are no more than at 50,000 (they were 11 times as many), and so is every
+    cost but the archive's (another model), every stage on the way to the totals within 70 %."""
+    per_message = {}
+    for rate in (50_000, 250_000, 1_000_000):
+        workload = Workload(rate=rate)
+        plan = plan_design(workload, planned_for(rate), TIMES, PRICES, OURS)
+        assert _totals_within_targets(plan, AUTO_LATENCY_LIMIT_SECONDS, min_lanes=2), rate
+        millions = PRICES.seconds_per_month * rate / 1e6
+        without_archive = sum(c.monthly_usd for c in plan.components if not c.name.startswith("archive"))
+        per_message[rate] = (plan.aggregate_write_units_per_second / rate, without_archive / millions)
+    assert per_message[1_000_000][0] <= per_message[50_000][0]
+    assert per_message[1_000_000][1] <= per_message[50_000][1]
+    assert per_message[250_000][1] <= per_message[50_000][1]
+
+
+def test_at_250000_a_larger_batch_than_one_transaction_per_group_holds_saves_nothing() -> None:
+    """Past the most batches one transaction per node group holds, a group's nodes are written again in
+    a second transaction: at 250,000 msg/s one reducer lane a shard (at the most memory `auto` tries)
+    gathers more than that, and there batches of 1,000 cost more than batches of that many, and wait
+    longer."""
     workload = Workload(rate=250_000)
-    chosen = planned_for(250_000)
-    plan = plan_design(workload, chosen, TIMES, PRICES, OURS)
-    assert within_targets(plan, AUTO_LATENCY_LIMIT_SECONDS)
-    unbounded = planned_for(250_000, replace(Settings(), reduce_batch_size=1000), reduce_batch=False)
-    cheaper = plan_design(workload, unbounded, TIMES, PRICES, OURS)
-    assert within_targets(cheaper, None) and cheaper.monthly_usd < plan.monthly_usd
-    assert cheaper.latency_p50_seconds > AUTO_LATENCY_LIMIT_SECONDS
+    one_lane = replace(
+        planned_for(250_000), reduce_parallelization_factor=1, reduce_memory_mb=AUTO_REDUCE_MEMORY_CANDIDATES[-1]
+    )
+    fitting = batches_in_one_transaction_per_group(workload, float(one_lane.map_batch_size), one_lane.markers)
+    assert fitting is not None
+    capped = plan_design(workload, replace(one_lane, reduce_batch_size=fitting), TIMES, PRICES, OURS)
+    larger = plan_design(workload, replace(one_lane, reduce_batch_size=1000), TIMES, PRICES, OURS)
+    assert capped.timings[2].batch == fitting < larger.timings[2].batch, "the lane gathers more than fits"
+    assert not larger.stalls and larger.monthly_usd > capped.monthly_usd
+    assert larger.latency_p50_seconds > capped.latency_p50_seconds
 
 
 def test_when_no_batch_keeps_the_p50_bound_auto_falls_back_to_batches_of_10() -> None:
@@ -264,7 +315,7 @@ def test_the_choice_is_within_the_targets_whenever_a_candidate_is_and_none_is_ch
         archive_parallelization_factor=chosen.archive_parallelization_factor,
     )
     limit = AUTO_LATENCY_LIMIT_SECONDS if batch is None else None
-    batches = REDUCE_BATCH_CANDIDATES if batch is None else (batch,)
+    batches = reduce_batch_candidates(workload, base) if batch is None else (batch,)
     within = [c for c in _reduce_candidates(workload, state, batches) if within_targets(c, limit, min_lanes=1)]
     if not within and batch is None:
         assert chosen.reduce_batch_size == REDUCE_BATCH_CANDIDATES[0], "no batch keeps the p50: batches of 10"

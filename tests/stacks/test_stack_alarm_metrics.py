@@ -121,11 +121,10 @@ def test_the_scan_finds_what_each_handler_emits(template: Template) -> None:
             "EndToEndLatency",
         },
         "archive": {
-            "DeltaObjectsArchived",
-            "DeltaObjectsAlreadyArchived",
-            "StaleClaimsRead",
-            "RegistryRedrives",
-            "RegistryConflictRetries",
+            "BatchObjectsCreated",
+            "BatchObjectsAlreadyArchived",
+            "DeltaItemsArchived",
+            "ConditionalWriteConflictsRetried",
             "NonInsertRecordsSkipped",
         },
     }

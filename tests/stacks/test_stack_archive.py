@@ -18,9 +18,10 @@ import boto3
 import pytest
 from aws_cdk.assertions import Template
 
-from aggregation.archive import LEGACY_SHARD, registry_key
+from aggregation.archive_legacy import LEGACY_SHARD, registry_key
 from archive_function import handler as archive_handler
 from local.runner.inprocess import LambdaContextStub
+from stacks.settings import DEFAULT_ARCHIVE_BATCHING_WINDOW_SECONDS, SettingsError
 from tests.lambdas.archive_function.archive_helpers import archive_bucket_environment, delta_event
 from tests.stacks.policy_evaluator import ALLOW, EXPLICIT_DENY, IMPLICIT_DENY, Request, decide, resolve
 from tests.stacks.stack_helpers import (
@@ -168,16 +169,16 @@ def test_archive_function_is_built_like_the_others(template: Template) -> None:
     assert "ReservedConcurrentExecutions" not in archive
 
 
-def test_the_registry_shard_count_reaches_the_archive_function() -> None:
-    _stack, template = synthesize({"archiveRegistryShards": 8})
-    variables = function_properties(template, ARCHIVE_HANDLER)["Environment"]["Variables"]
-    assert variables["ARCHIVE_REGISTRY_SHARDS"] == "8"
+def test_the_removed_registry_shard_setting_is_refused_with_what_replaced_it() -> None:
+    with pytest.raises(SettingsError, match="'archiveRegistryShards' is gone: the archive no longer counts"):
+        synthesize({"archiveRegistryShards": 8})
 
 
 def test_archive_mapping_is_a_second_insert_only_consumer_of_the_delta_stream(template: Template) -> None:
     mapping = event_source_mapping(template, ARCHIVE_HANDLER)
     assert mapping["EventSourceArn"] == {"Fn::GetAtt": [table_logical_id(template, "StreamShard"), "StreamArn"]}
     assert mapping["BatchSize"] == 100
+    assert mapping["MaximumBatchingWindowInSeconds"] == DEFAULT_ARCHIVE_BATCHING_WINDOW_SECONDS
     assert json.loads(mapping["FilterCriteria"]["Filters"][0]["Pattern"]) == {
         "dynamodb": {"NewImage": {"StreamShard": {"S": [{"exists": True}]}}}
     }
@@ -186,7 +187,14 @@ def test_archive_mapping_is_a_second_insert_only_consumer_of_the_delta_stream(te
     assert mapping.get("ParallelizationFactor", 1) == 1
 
 
-def test_archive_role_may_only_write_and_read_its_prefixes(template: Template) -> None:
+def test_the_batching_window_is_a_setting_and_zero_sets_none() -> None:
+    _stack, template = synthesize({"archiveBatchingWindowSeconds": 0})
+    assert "MaximumBatchingWindowInSeconds" not in event_source_mapping(template, ARCHIVE_HANDLER)
+    _stack, template = synthesize({"archiveBatchingWindowSeconds": 120})
+    assert event_source_mapping(template, ARCHIVE_HANDLER)["MaximumBatchingWindowInSeconds"] == 120
+
+
+def test_archive_role_may_only_create_its_objects_and_read_nothing(template: Template) -> None:
     grants = {
         (action, resource)
         for statement in archive_role_statements(template)
@@ -194,13 +202,8 @@ def test_archive_role_may_only_write_and_read_its_prefixes(template: Template) -
         for resource in _as_list(statement["Resource"])
     }
     assert grants == {
-        ("s3:PutObject", f"{BUCKET_ARN}/deltas/*"),
-        ("s3:PutObject", f"{BUCKET_ARN}/metastore/registry/*"),  # the registry shards
-        ("s3:PutObject", f"{BUCKET_ARN}/metastore/registry.json"),  # the legacy registry, settled after an upgrade
-        ("s3:GetObject", f"{BUCKET_ARN}/metastore/registry/*"),
-        ("s3:GetObject", f"{BUCKET_ARN}/metastore/registry.json"),
-        ("s3:GetObject", f"{BUCKET_ARN}/deltas/*"),  # the claim tag: HeadObject after 412, stale claims
-        ("s3:ListBucket", BUCKET_ARN),
+        ("s3:PutObject", f"{BUCKET_ARN}/deltas/*"),  # batch objects
+        ("s3:PutObject", f"{BUCKET_ARN}/metastore/receipts/*"),  # their receipts: the registry
     }
 
 
@@ -222,14 +225,13 @@ class RecordedRequests:
 
 @pytest.fixture(scope="module")
 def recorded_archive_requests(emulator: Any) -> RecordedRequests:
-    """A first batch, then a replay (its puts get 412, so it reads the objects' claim tags)."""
+    """A first batch, then a replay (its puts get 412)."""
     monkeypatch = pytest.MonkeyPatch()
     for name, value in {
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
         "AWS_DEFAULT_REGION": "us-east-1",
         "AWS_ENDPOINT_URL": emulator.endpoint_url,
-        "ARCHIVE_REGISTRY_SHARDS": "4",
     }.items():
         monkeypatch.setenv(name, value)
     try:
@@ -256,34 +258,33 @@ def test_every_request_the_archive_sends_is_allowed(
     kinds = set()
     for key, headers in recorded_archive_requests.puts:
         assert decide(bucket_policy_statements(template), archive_role_statements(template), put(key, headers)) == ALLOW
-        kinds.add((key.split("/", 1)[0], tuple(sorted(headers))))
-    # Delta creation, registry creation and registry update were all exercised.
-    assert kinds == {("deltas", ("If-None-Match",)), ("metastore", ("If-None-Match",)), ("metastore", ("If-Match",))}
-    for _method, key in recorded_archive_requests.reads:  # S3 authorises GET and HEAD as s3:GetObject
-        request = Request(ROLE_ARN, "s3:GetObject", object_arn(key), SECURE)
-        assert decide(bucket_policy_statements(template), archive_role_statements(template), request) == ALLOW
-    read_kinds = {(method, key.split("/", 1)[0]) for method, key in recorded_archive_requests.reads}
-    assert read_kinds == {("GET", "metastore"), ("HEAD", "deltas")}
+        kinds.add((key.split("/", 2)[1] if key.startswith("metastore/") else "deltas", tuple(sorted(headers))))
+    # Batch objects and receipts, each created with If-None-Match: what it sends, and all it sends.
+    assert kinds == {("deltas", ("If-None-Match",)), ("receipts", ("If-None-Match",))}
+    assert recorded_archive_requests.reads == []
+
+
+BATCH_KEY = "deltas/ab/" + "ab" * 32 + ".batch.json"
+RECEIPT = "metastore/receipts/ab/" + "ab" * 32 + ".json"
 
 
 @pytest.mark.parametrize(
     ("request_", "expected"),
     [
-        (put("deltas/ab/" + "ab" * 32 + ".json", {}), EXPLICIT_DENY),  # unconditional create
-        (put("deltas/ab/" + "ab" * 32 + ".json", {"If-Match": '"etag"'}), EXPLICIT_DENY),  # overwrite
-        (put("metastore/registry.json", {}), EXPLICIT_DENY),  # blind registry overwrite
-        (put("metastore/registry.json", {"If-Match": '"etag"'}, secure=False), EXPLICIT_DENY),  # no TLS
+        (put(BATCH_KEY, {}), EXPLICIT_DENY),  # unconditional create
+        (put(BATCH_KEY, {"If-Match": '"etag"'}), EXPLICIT_DENY),  # overwrite
+        (put(RECEIPT, {}), EXPLICIT_DENY),  # blind receipt overwrite
+        (put(RECEIPT, {"If-None-Match": "*"}, secure=False), EXPLICIT_DENY),  # no TLS
+        (put(RECEIPT, {"If-None-Match": "*"}), ALLOW),
         (put("elsewhere/x.json", {"If-None-Match": "*"}), IMPLICIT_DENY),  # outside its prefixes
-        (put("metastore/other.json", {"If-None-Match": "*"}), IMPLICIT_DENY),  # only the registry keys
-        (put("metastore/registry/5.json", {}), EXPLICIT_DENY),  # blind overwrite of a shard
-        (put("metastore/registry/5.json", {"If-Match": '"etag"'}), ALLOW),
-        (put("metastore/registry/5.json", {"If-None-Match": "*"}), ALLOW),
+        (put("metastore/other.json", {"If-None-Match": "*"}), IMPLICIT_DENY),  # only the receipts
+        (put("metastore/registry/5.json", {"If-None-Match": "*"}), IMPLICIT_DENY),  # the old registry: never again
+        (put("metastore/registry.json", {}), EXPLICIT_DENY),  # blind registry overwrite
         # A multipart part cannot carry the header; s3:ObjectCreationOperation exempts it.
-        (put("deltas/ab/" + "ab" * 32 + ".json", {}, creating=False), ALLOW),
-        (Request(ROLE_ARN, "s3:GetObject", f"{BUCKET_ARN}/metastore/registry.json", SECURE), ALLOW),
-        (Request(ROLE_ARN, "s3:GetObject", f"{BUCKET_ARN}/deltas/ab/x.json", SECURE), ALLOW),
-        (Request(ROLE_ARN, "s3:GetObject", f"{BUCKET_ARN}/elsewhere/x.json", SECURE), IMPLICIT_DENY),
-        (Request(ROLE_ARN, "s3:DeleteObject", f"{BUCKET_ARN}/deltas/ab/x.json", SECURE), IMPLICIT_DENY),
+        (put(BATCH_KEY, {}, creating=False), ALLOW),
+        (Request(ROLE_ARN, "s3:GetObject", f"{BUCKET_ARN}/{BATCH_KEY}", SECURE), IMPLICIT_DENY),
+        (Request(ROLE_ARN, "s3:GetObject", f"{BUCKET_ARN}/metastore/registry.json", SECURE), IMPLICIT_DENY),
+        (Request(ROLE_ARN, "s3:DeleteObject", f"{BUCKET_ARN}/{BATCH_KEY}", SECURE), IMPLICIT_DENY),
     ],
 )
 def test_policy_decisions(template: Template, request_: Request, expected: str) -> None:
@@ -292,10 +293,10 @@ def test_policy_decisions(template: Template, request_: Request, expected: str) 
 
 ADMIN_ARN = "arn:aws:iam::123456789012:role/admin"
 ADMIN_ALLOW_ALL = [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]
-DELTA_KEY = "deltas/ab/" + "ab" * 32 + ".json"
+DELTA_KEY = BATCH_KEY
 
 
-def test_only_the_archive_role_may_write_or_delete_delta_objects_and_the_registry(template: Template) -> None:
+def test_only_the_archive_role_may_write_or_delete_archived_objects_and_the_registry(template: Template) -> None:
     (statement,) = [
         s for s in bucket_policy_statements(template) if s.get("Sid") == "DenyArchiveWritesExceptTheArchiveRole"
     ]
@@ -305,7 +306,8 @@ def test_only_the_archive_role_may_write_or_delete_delta_objects_and_the_registr
     )
     assert set(statement["Resource"]) == {
         f"{BUCKET_ARN}/deltas/*",
-        f"{BUCKET_ARN}/metastore/registry/*",
+        f"{BUCKET_ARN}/metastore/receipts/*",
+        f"{BUCKET_ARN}/metastore/registry/*",  # the earlier releases' registry, read by `audit`
         f"{BUCKET_ARN}/metastore/registry.json",
     }
     assert statement["Condition"] == {"ArnNotEquals": {"aws:PrincipalArn": [ROLE_ARN]}}
@@ -314,8 +316,10 @@ def test_only_the_archive_role_may_write_or_delete_delta_objects_and_the_registr
 @pytest.mark.parametrize(
     ("request_", "expected"),
     [
-        # An administrator's broad rights cannot add a delta object, rewrite the registry or delete either ...
+        # An administrator's broad rights cannot add an object or a receipt, rewrite the registry or delete any ...
         (Request(ADMIN_ARN, "s3:PutObject", object_arn(DELTA_KEY), {**CREATE, "s3:if-none-match": "*"}), EXPLICIT_DENY),
+        (Request(ADMIN_ARN, "s3:PutObject", object_arn(RECEIPT), {**CREATE, "s3:if-none-match": "*"}), EXPLICIT_DENY),
+        (Request(ADMIN_ARN, "s3:DeleteObject", object_arn(RECEIPT), SECURE), EXPLICIT_DENY),
         (
             Request(ADMIN_ARN, "s3:PutObject", object_arn(registry_key(3)), {**CREATE, "s3:if-match": '"e"'}),
             EXPLICIT_DENY,

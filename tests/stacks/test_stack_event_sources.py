@@ -95,19 +95,20 @@ def test_reduce_reads_only_inserts_of_the_delta_table_stream(template: Template)
     assert pattern == {"dynamodb": {"NewImage": {"StreamShard": {"S": [{"exists": True}]}}}}
 
 
-def test_a_stack_declaring_50000_reduces_batches_of_100_and_one_with_a_window_keeps_10(
+def test_a_stack_declaring_50000_reduces_batches_of_46_and_one_with_a_window_keeps_10(
     template_with_concurrent_state_batches: Template,
 ) -> None:
-    """`reduceBatchSize` `auto` reaches the reduce mapping: at 50,000 msg/s batches of 100 (one slice,
-    one reducer a shard); with a 2 s map window no batch keeps the modelled p50 within 1 s, so 10."""
+    """`reduceBatchSize` `auto` reaches the reduce mapping: at 50,000 msg/s batches of 46, the most full
+    map batches one transaction per node group holds (`planner.reduce.batches_in_one_transaction_per_group`);
+    with a 2 s map window no batch keeps the modelled p50 within 1 s, so 10."""
     declared = synthesize({"targetMessagesPerSecond": 50000})[1]
-    assert event_source_mapping(declared, REDUCE_HANDLER)["BatchSize"] == 100
+    assert event_source_mapping(declared, REDUCE_HANDLER)["BatchSize"] == 46
     assert event_source_mapping(template_with_concurrent_state_batches, REDUCE_HANDLER)["BatchSize"] == 10
 
 
 def test_reduce_writes_slices_of_the_totals_from_every_lane(template: Template) -> None:
-    """No reservation: one reducer per DeltaTable stream shard and parallelization lane, each delta
-    item added to the slice of its StateTable shard (`AGGREGATE_SLICES`: `auto`, one at the default 400 msg/s)."""
+    """No reservation: one reducer per DeltaTable stream shard and parallelization lane, each transaction
+    adding to the slice its token names (`AGGREGATE_SLICES`: `auto`, one at the default 400 msg/s)."""
     assert function_properties(template, REDUCE_HANDLER)["Environment"]["Variables"]["AGGREGATE_SLICES"] == "1"
     assert event_source_mapping(template, REDUCE_HANDLER)["ParallelizationFactor"] == 1
     for handler in HANDLERS.values():

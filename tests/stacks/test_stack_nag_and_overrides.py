@@ -49,7 +49,7 @@ def test_every_suppression_has_a_specific_reason(template: Template) -> None:
         assert suppression["applies_to"] == ["Resource::*"] or (
             len(suppression["applies_to"]) == 1
             and re.fullmatch(
-                r"Resource::<(.*\.Arn>/(deltas|metastore/registry)/\*|SettingsGuardGuardFunction\w+\.Arn>:\*)",
+                r"Resource::<(.*\.Arn>/(deltas|metastore/receipts)/\*|SettingsGuardGuardFunction\w+\.Arn>:\*)",
                 suppression["applies_to"][0],
             )
         )

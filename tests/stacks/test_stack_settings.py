@@ -159,8 +159,9 @@ def test_the_reservation_setting_of_earlier_releases_is_refused_whatever_its_val
         ("tableDeletionProtection", "yes", "'tableDeletionProtection' must be 'auto', true or false"),
         ("breakGlassRoleArn", "arn:aws:iam::123456789012:user/alice", "'breakGlassRoleArn' must be an IAM role ARN"),
         ("archiveObjectLockDays", -1, "'archiveObjectLockDays' must be an integer from 0 to 36500"),
-        ("archiveRegistryShards", 0, "'archiveRegistryShards' must be an integer from 1 to 1024, got 0"),
-        ("archiveRegistryShards", 1025, "'archiveRegistryShards' must be an integer from 1 to 1024"),
+        ("archiveBatchingWindowSeconds", -1, "'archiveBatchingWindowSeconds' must be an integer from 0 to 300, got -1"),
+        ("archiveBatchingWindowSeconds", 301, "'archiveBatchingWindowSeconds' must be an integer from 0 to 300"),
+        ("archiveRegistryShards", 32, "'archiveRegistryShards' is gone: the archive no longer counts"),
         ("customerManagedKey", "yes", "'customerManagedKey' must be true or false"),
         ("customerManagedKey", True, "'customerManagedKey' true needs 'keyAdminRoleArn'"),
         ("keyAdminRoleArn", "arn:aws:iam::123456789012:role/Admin", "apply only with customerManagedKey true"),
@@ -255,6 +256,6 @@ def test_auto_settings_are_the_planner_s_choice_for_the_declared_rate(rate: int)
 def test_auto_reduce_batches_follow_the_rate_with_markers_and_stay_at_10_in_crt() -> None:
     """In `crt` a retried reduce batch is recognised by its token alone, which names its delta items:
     a deploy declaring another rate must not re-form the batches it leaves in flight."""
-    assert settings_from({"targetMessagesPerSecond": 50000}).reduce_batch_size == 100
+    assert settings_from({"targetMessagesPerSecond": 50000}).reduce_batch_size == 46  # one transaction a group
     crt = settings_from({"targetMessagesPerSecond": 50000, "reduceIdempotency": "crt"})
     assert crt.reduce_batch_size == 10

@@ -90,6 +90,7 @@ def totals(value: str, count: int) -> NodeTotals:
 def test_audit_reconcile_shows_hostile_node_and_object_keys_and_its_own_verdict() -> None:
     report = ReconcileReport(
         objects=2,
+        items=2,
         nodes=len(HOSTILE_NAMES),
         checks=[Check("aggregate table = archive, node by node", False, f"{len(HOSTILE_NAMES)} nodes differ")],
         differences=[NodeDifference(name, "aggregate table", totals("1", 1), totals("2", 1)) for name in HOSTILE_NAMES],

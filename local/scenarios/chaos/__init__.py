@@ -15,10 +15,11 @@ One run = a fresh local runtime (`lifecycle.up`) with, all at the same time:
 - a cancelled reduce transaction's ClientRequestToken kept taken by the emulator (a retry with
   other parameters would be refused: `cancelled_token_kept`), with throttled transactions
   cancelled for it to bite on;
-- failed map and reduce batches re-delivered in other boundaries by the runner: grown, shrunk
-  or shifted back (`local.runner.redelivery`), as Lambda does not promise identical retries;
-- the response of every S3 PutObject of the archive lost at the same rate (its objects and
-  its registry writes; connection closed): the SDK's resend of a conditional PUT gets 412;
+- failed map, reduce and archive batches re-delivered in other boundaries by the runner: grown,
+  shrunk or shifted back (`local.runner.redelivery`), as Lambda does not promise identical retries;
+- the response of every S3 PutObject of the archive lost ten times as often, at most 25 %
+  (its batch objects and their receipts: two requests an invocation, far fewer than the other
+  sites'; connection closed): the SDK's resend of a conditional PUT gets 412;
 - the runner SIGKILLed mid-batch (its whole process group: the runner and the functions'
   workers, found from the pid `up` recorded, never by name) and restarted from its checkpoints;
 - bad input from the producer: duplicates, out-of-order versions, malformed records of every
@@ -53,6 +54,7 @@ from local.scenarios.chaos.settings import (
     STAGES,
     ChaosError,
     ChaosSettings,
+    archive_lost_response_pct,
     emulator_fault_config,
 )
 
@@ -66,6 +68,7 @@ __all__ = [
     "ChaosSettings",
     "RunFigures",
     "add_function_counters",
+    "archive_lost_response_pct",
     "control_caught",
     "discrepancies",
     "emulator_fault_config",

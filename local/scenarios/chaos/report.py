@@ -8,7 +8,7 @@ from rich.table import Table
 
 from local.runner.redelivery import COUNTED_SHAPES
 from local.scenarios.chaos.figures import KEPT_TOKENS_FIGURE, RunFigures, peak_invocations, stage_of
-from local.scenarios.chaos.settings import STAGES, ChaosSettings
+from local.scenarios.chaos.settings import STAGES, ChaosSettings, archive_lost_response_pct
 
 
 def _amount(value: Decimal) -> str:
@@ -125,6 +125,8 @@ def _row_values(figures: RunFigures, settings: ChaosSettings) -> list[tuple[str,
 def _emulator_pct(name: str, settings: ChaosSettings) -> float:
     if name == KEPT_TOKENS_FIGURE:
         return 100.0 if settings.kept_tokens else 0.0
+    if name.startswith("lost response, archive"):
+        return archive_lost_response_pct(settings.lost_response_pct)
     return settings.lost_response_pct if name.startswith("lost response") else settings.throttle_pct
 
 

@@ -2,8 +2,8 @@
 
 The wire recorder is a botocore `before-send.s3.PutObject` hook on the archive function's own
 S3 client: it sees every PutObject exactly as it leaves for S3 (headers included), and can
-answer in S3's place (to inject the 409 that moto never returns). It also notes the keys the
-function reads (GetObject, HeadObject), for the bucket-policy test.
+answer in S3's place (to inject the 409 that moto never returns), or let the request reach S3
+and lose its response (`DieAtPut`). It also notes any key the function reads (it reads none).
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from typing import Any
 import boto3
 from boto3.dynamodb.types import TypeSerializer
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse, HTTPHeaders
+from botocore.httpsession import URLLib3Session
 
-from aggregation.archive import Registry, parse_registry, registry_key, registry_shard_of_key
+from aggregation.names import DELTA_PREFIX, RECEIPT_PREFIX
 from archive_function import handler as archive_handler
-from archive_function.store import RegistryStore
 from function_support import aws
 from local.runner.inprocess import LambdaContextStub
 
@@ -102,11 +102,11 @@ class WireRecorder:
         self.puts.append(SentPut(self._key(request), _header(request, "If-None-Match"), _header(request, "If-Match")))
         return self.responder(request, self) if self.responder is not None else None
 
-    def registry_puts(self) -> list[SentPut]:
-        return [put for put in self.puts if registry_shard_of_key(put.key) is not None]
+    def object_puts(self) -> list[SentPut]:
+        return [put for put in self.puts if put.key.startswith(DELTA_PREFIX)]
 
-    def delta_puts(self) -> list[SentPut]:
-        return [put for put in self.puts if put.key.startswith("deltas/")]
+    def receipt_puts(self) -> list[SentPut]:
+        return [put for put in self.puts if put.key.startswith(RECEIPT_PREFIX)]
 
 
 def _header(request: AWSPreparedRequest, name: str) -> str | None:
@@ -136,6 +136,11 @@ def conflict_response(request: AWSPreparedRequest) -> AWSResponse:
     )
 
 
+def send_unhooked(request: AWSPreparedRequest) -> AWSResponse:
+    """Send the prepared request as it is (signed, its headers and body), past the recorder."""
+    return URLLib3Session().send(request)
+
+
 @contextmanager
 def archive_bucket_environment(monkeypatch: Any) -> Iterator[WireRecorder]:
     """A fresh bucket, ARCHIVE_BUCKET set, and the recorder hooked on the function's client."""
@@ -154,31 +159,27 @@ def archive_bucket_environment(monkeypatch: Any) -> Iterator[WireRecorder]:
     finally:
         aws.s3_client.cache_clear()
     assert_every_put_is_conditional(recorder)
+    assert recorder.reads == [], "the archive function reads nothing"
 
 
 def assert_every_put_is_conditional(recorder: WireRecorder) -> None:
-    """The archive's invariant on the wire: no PutObject without If-None-Match or If-Match."""
+    """The archive's invariant on the wire: every PutObject creates a batch object or a receipt, only if absent."""
     for put in recorder.puts:
-        if put.key.startswith("deltas/"):
-            assert put.if_none_match == "*" and put.if_match is None, put
-        else:
-            assert registry_shard_of_key(put.key) is not None, put
-            assert (put.if_none_match == "*") != (put.if_match is not None), put
-            if put.if_match is not None:
-                assert put.if_match.startswith('"') and put.if_match.endswith('"'), put
+        assert put.key.startswith((DELTA_PREFIX, RECEIPT_PREFIX)), put
+        assert put.if_none_match == "*" and put.if_match is None, put
 
 
-REGISTRY_KEY = registry_key(0)
-"""The one registry shard of a store with the default single shard (what most tests run)."""
-
-
-def read_registry(bucket: str, shard: int = 0) -> Registry:
-    return parse_registry(boto3.client("s3").get_object(Bucket=bucket, Key=registry_key(shard))["Body"].read())
+def keys_under(bucket: str, prefix: str) -> list[str]:
+    pages = boto3.client("s3").get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+    return sorted(item["Key"] for page in pages for item in page.get("Contents", []))
 
 
 def delta_keys(bucket: str) -> list[str]:
-    pages = boto3.client("s3").get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix="deltas/")
-    return sorted(item["Key"] for page in pages for item in page.get("Contents", []))
+    return keys_under(bucket, DELTA_PREFIX)
+
+
+def receipt_keys(bucket: str) -> list[str]:
+    return keys_under(bucket, RECEIPT_PREFIX)
 
 
 class InvocationDied(RuntimeError):
@@ -187,29 +188,27 @@ class InvocationDied(RuntimeError):
 
 @dataclass
 class DieAtPut:
-    """A responder: the invocation dies as it sends its `put_number`-th PutObject (1 = the first).
+    """A responder: the invocation dies at its `put_number`-th PutObject (1 = the first).
 
-    PutObject is every write the archive makes (its claim, each object, its settle), so every
-    point of an invocation between two writes is reachable. Puts sent in parallel with the
-    fatal one may still go out, as they would from a real execution environment.
+    An invocation writes its batch object, then the receipt, so every point of it between two writes
+    is reachable. `after_sending` True lets that PUT reach S3 first (a crash after the write, before
+    its response came back); False, it dies before sending it.
     """
 
     put_number: int
+    after_sending: bool = False
     sent: int = 0
 
     def __call__(self, request: AWSPreparedRequest, recorder: WireRecorder) -> AWSResponse | None:
         self.sent += 1
         if self.sent == self.put_number:
+            if self.after_sending:
+                send_unhooked(request)
             raise InvocationDied(f"died at PutObject {self.sent} ({recorder.puts[-1].key})")
         return None
 
 
-def run(event: dict[str, Any]) -> dict[str, int]:
+def run(event: dict[str, Any]) -> dict[str, Any]:
     """The archive function's handler on `event`, as Lambda calls it."""
-    result: dict[str, int] = archive_handler.lambda_handler(event, LambdaContextStub())
+    result: dict[str, Any] = archive_handler.lambda_handler(event, LambdaContextStub())
     return result
-
-
-def no_sleep_store(s3: Any, bucket: str, delta_lock_days: int, shards: int) -> RegistryStore:
-    """The handler's `RegistryStore`, backing off on 409 without waiting (patched in by tests)."""
-    return RegistryStore(s3, bucket, delta_lock_days, sleep=lambda _seconds: None, shards=shards)

@@ -4,15 +4,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from archive_function import handler as archive_handler
 from tests.lambdas.archive_function.archive_helpers import WireRecorder, archive_bucket_environment
 from tests.local.emulator.fault_control import FaultControl
 
 
 @pytest.fixture
 def wire(aws_environment: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[WireRecorder]:
-    # Each test is a fresh function instance: its first invocation sweeps retired registry shards.
-    monkeypatch.setattr(archive_handler, "_retired_swept_at", [])
     with archive_bucket_environment(monkeypatch) as recorder:
         yield recorder
 

@@ -5,6 +5,7 @@ import itertools
 import json
 import time
 import urllib.request
+import uuid
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
@@ -12,10 +13,13 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from aggregation.aggregate_items import node_path_of
+from aggregation.aggregate_items import node_path_of, slice_of
+from aggregation.delta_items import DeltaItem, decode_stream_run, encode_delta_item
+from aggregation.deltas import TradeState, sum_state_changes
 from aggregation.latency import histogram_of
 from aggregation.names import END_TO_END_LATENCY, MESSAGES_APPLIED, NON_INSERT_RECORDS_SKIPPED
-from aggregation.transactions import MAX_TRANSACTION_ACTIONS
+from aggregation.stream_positions import StreamRun
+from aggregation.transactions import MAX_TRANSACTION_ACTIONS, NODE_GROUPS, DeltaBatch, transaction_slice
 from function_support import aws
 from local.runner.inprocess import LambdaContextStub, Pipeline, expected_totals, trade_message
 from reduce_function import handler as reduce_handler
@@ -420,3 +424,77 @@ def test_each_applied_message_is_measured_once_in_the_metrics_and_the_stats_hist
     assert len(latencies) == 150 and all(2000 <= value < 60_000 for value in latencies)
     stats = pipeline.stats()
     assert stats[MESSAGES_APPLIED] == 150 and sum(histogram_of(stats).values()) == 150
+
+
+def items_of_many_state_shards(pipeline: Pipeline, shards: int) -> tuple[list[dict[str, Any]], Trades]:
+    """One delta item per StateTable shard (as many map invocations of different shards write them),
+    each adding 40 new trades over the standard hierarchy: the items of a reduce invocation at a
+    high rate, which `slice_of` their `StreamShard` spreads over the slices."""
+    label = uuid.uuid4().hex  # tokens are the emulator's, per account: a fresh stream label per test
+    trades: Trades = {}
+    for index in range(shards):
+        batch_trades = {
+            f"m{index}-{i}": (Decimal(f"{i + 1}.{index:02d}"), (f"Risk{i % 5}", f"Desk{i // 5 % 5}", f"Region{i % 3}"))
+            for i in range(40)
+        }
+        trades |= batch_trades
+        deltas = sum_state_changes((None, TradeState(value, path)) for value, path in batch_trades.values())
+        run = StreamRun(f"{label}/shardId-{index:03d}", 1000, 1039)
+        batch = DeltaBatch(run.batch_hash, deltas, 40, (Decimal("1.5"),) * 40, created_at=int(time.time()))
+        item = DeltaItem(run, batch, expires_at=int(time.time()) + 86_400)
+        pipeline.dynamodb.put_item(TableName=pipeline.names["delta"], Item=encode_delta_item(item))
+    return pipeline.new_stream_records("delta"), trades
+
+
+def test_with_markers_items_of_many_state_shards_share_one_transaction_per_group_in_any_slice_count(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch, aws_environment: str
+) -> None:
+    """Issue 37: twenty items whose `StreamShard`s hash to many of 128 slices are planned together,
+    one transaction per node group each writing the slice its token names, every node once, exact;
+    in mode `crt` the same items are planned per item slice, a transaction or more for each. A replay
+    in other boundaries after the token window, under another slice count, changes nothing."""
+    monkeypatch.setenv("AGGREGATE_SLICES", "128")
+    records, trades = items_of_many_state_shards(pipeline, 20)
+    item_slices = {slice_of(decode_stream_run(r["dynamodb"]["NewImage"]).stream_shard, 128) for r in records}
+    assert len(item_slices) > 10, "the premise: the items spread over many slices"
+    recorder = TransactionRecorder(monkeypatch)
+    pipeline.run_reduce(records)
+    assert len(recorder.calls) == NODE_GROUPS
+    updates = recorder.node_updates()
+    assert sorted(updates) == sorted(set(updates)), "each node written once"
+    for request in recorder.requests:
+        (aggregate_slice,) = {
+            int(item["Update"]["Key"]["AggregateKey"]["S"].split("#")[1])
+            for item in request["TransactItems"]
+            if "Update" in item and item["Update"]["Key"]["AggregateKey"]["S"].startswith("node#")
+        }
+        assert aggregate_slice == transaction_slice(request["ClientRequestToken"], 128)
+    assert pipeline.aggregates() == expected_totals(trades)
+    assert pipeline.stats()["MessagesApplied"] == 800
+    advance_emulator_clock(aws_environment, TOKEN_WINDOW_SECONDS + 1)
+    monkeypatch.setenv("AGGREGATE_SLICES", "3")
+    for part in (records[5:12], records[::3], records):
+        pipeline.run_reduce(part)
+    assert pipeline.aggregates() == expected_totals(trades)
+    assert pipeline.stats()["MessagesApplied"] == 800
+
+
+def test_in_crt_items_of_many_state_shards_are_planned_per_item_slice(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Mode `crt` keeps the slices of earlier releases (`slice_of` each item's `StreamShard`, each
+    slice planned apart): a retry straddling an upgrade is the identical transaction."""
+    monkeypatch.setenv("REDUCE_IDEMPOTENCY", "crt")
+    monkeypatch.setenv("AGGREGATE_SLICES", "128")
+    records, trades = items_of_many_state_shards(pipeline, 20)
+    item_slices = {slice_of(decode_stream_run(r["dynamodb"]["NewImage"]).stream_shard, 128) for r in records}
+    recorder = TransactionRecorder(monkeypatch)
+    pipeline.run_reduce(records)
+    written = {
+        int(item["Update"]["Key"]["AggregateKey"]["S"].split("#")[1])
+        for call in recorder.calls
+        for item in call
+        if "Update" in item and item["Update"]["Key"]["AggregateKey"]["S"].startswith("node#")
+    }
+    assert written == item_slices and len(recorder.calls) >= len(item_slices)
+    assert pipeline.aggregates() == expected_totals(trades)

@@ -1,12 +1,15 @@
 """Model-checked interleavings of the reduce stage (issue 23), against the emulator.
 
 A Hypothesis state machine drives the real reduce code over a fixed set of DeltaTable items
-from several StateTable shards (so their units land in different slices): a reducer takes a
-batch in any boundaries, a batch is retried in other boundaries, a response is lost after the
-commit (the invocation fails after its writes), two reducers race (concurrently, so the
-emulator cancels one transaction for a conflict and it is resent), a replay arrives after the
-10-minute token window. After every step the committed totals equal the independent sum of
-the items applied so far; at the end, with everything applied, the ground truth.
+from several StateTable shards: a reducer takes a batch in any boundaries, a batch is retried in
+other boundaries, a response is lost after the commit (the invocation fails after its writes),
+two reducers race (concurrently, so the emulator cancels one transaction for a conflict and it
+is resent), a replay arrives after the 10-minute token window, and the slice count changes
+between any two of those (a deploy of another `aggregateSlices`, which moves every transaction
+of `crt+marker` to the slice its token names among the new count: a retry then meets its own
+token with other keys, or its markers). After every step the committed totals equal the
+independent sum of the items applied so far; at the end, with everything applied, the ground
+truth.
 
 `make test` runs 8 examples; `make chaos` runs it long (`INTERLEAVING_EXAMPLES`, 300).
 """
@@ -37,6 +40,7 @@ from local.runner.inprocess import Pipeline, create_pipeline_tables, handler_env
 from reduce_function import handler as reduce_handler
 
 SLICES = 3
+SLICE_COUNTS = (1, 2, 3, 7, 128)
 SHARDS = ("shardId-a", "shardId-b", "shardId-c", "shardId-d")
 NODES = ("Delta", "Delta:FX", "Delta:FX:AMER", "Delta:Rates", "Vega", "Vega:FX")
 ITEMS_PER_SHARD = 3
@@ -85,6 +89,7 @@ class ReduceInterleavings(RuleBasedStateMachine):
         super().__init__()
         self.pipeline = Pipeline(create_pipeline_tables(prefix="interleavings-"))
         os.environ.update(handler_environment(self.pipeline.names, "test"))
+        os.environ["AGGREGATE_SLICES"] = str(SLICES)
         self.items = delta_items(uuid.uuid4().hex)
         for item in self.items:
             self.pipeline.dynamodb.put_item(TableName=self.pipeline.names["delta"], Item=encode_delta_item(item))
@@ -130,7 +135,7 @@ class ReduceInterleavings(RuleBasedStateMachine):
         def reducer(indexes: list[int]) -> None:
             units = [unit for i in sorted(indexes) for unit in units_of(self.records[i])]
             try:
-                reduce_handler.apply_delta_units(units, self.pipeline.names["aggregate"], MODE)
+                reduce_handler.apply_delta_units(units, self.pipeline.names["aggregate"], MODE, current_slices())
             except BaseException as failure:  # re-raised in the test's thread
                 failures.append(failure)
 
@@ -141,6 +146,11 @@ class ReduceInterleavings(RuleBasedStateMachine):
             thread.join()
         assert not failures, failures
         self.applied.update(first + second)
+
+    @rule(slices=st.sampled_from(SLICE_COUNTS))
+    def the_slice_count_changes(self, slices: int) -> None:
+        """`aggregateSlices` redeployed: safe in `crt+marker` (`aggregation.setting_changes`)."""
+        os.environ["AGGREGATE_SLICES"] = str(slices)
 
     @precondition(lambda self: bool(self.applied))
     @rule(data=st.data())
@@ -165,10 +175,14 @@ class ReduceInterleavings(RuleBasedStateMachine):
 MODE = reduce_handler.IdempotencyMode.TOKEN_AND_MARKERS
 
 
+def current_slices() -> int:
+    return int(os.environ["AGGREGATE_SLICES"])
+
+
 def units_of(record: dict[str, Any]) -> list[Any]:
     image = record["dynamodb"]["NewImage"]
     return split_into_units(
-        decode_delta_batch(image), aggregate_slice=slice_of(decode_stream_run(image).stream_shard, SLICES)
+        decode_delta_batch(image), aggregate_slice=slice_of(decode_stream_run(image).stream_shard, current_slices())
     )
 
 

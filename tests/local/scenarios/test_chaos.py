@@ -79,7 +79,7 @@ def test_emulator_counters_become_rows_per_write_site_and_read_or_write_throttle
     assert rows["throttled writes (DynamoDB, Kinesis)"] == 5
 
 
-def test_the_archive_bucket_loses_put_object_responses_at_the_lost_response_rate() -> None:
+def test_the_archive_bucket_loses_put_object_responses_ten_times_as_often_at_most_a_quarter() -> None:
     outputs = {
         "state_table": "S",
         "delta_table": "D",
@@ -89,9 +89,10 @@ def test_the_archive_bucket_loses_put_object_responses_at_the_lost_response_rate
     }
     config = chaos.emulator_fault_config(chaos.ChaosSettings(lost_response_pct=3), outputs, seed=1)
     (rule,) = [rule for rule in parse_config(config).rules if rule.service == "s3"]
-    assert (rule.kind, rule.operations, rule.percent, rule.variant) == (LOST_RESPONSE, ("PutObject",), 3.0, "close")
-    assert rule.targets(RequestInfo("s3", "PutObject", ("archive-b/deltas/ab/x.json",)))
-    assert rule.targets(RequestInfo("s3", "PutObject", ("archive-b/metastore/registry.json",)))
+    assert (rule.kind, rule.operations, rule.percent, rule.variant) == (LOST_RESPONSE, ("PutObject",), 25.0, "close")
+    assert chaos.archive_lost_response_pct(2.0) == 20.0
+    assert rule.targets(RequestInfo("s3", "PutObject", ("archive-b/deltas/ab/x.batch.json",)))
+    assert rule.targets(RequestInfo("s3", "PutObject", ("archive-b/metastore/receipts/ab/x.json",)))
     assert not rule.targets(RequestInfo("s3", "PutObject", ("archive-b-logs/x",)))
 
 

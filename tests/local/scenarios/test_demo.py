@@ -31,5 +31,11 @@ def test_not_drained_until_a_read_after_the_last_invocation_found_nothing() -> N
     assert not is_drained(stats(caught_up_at=0.0, last_invocation_at=0.0)), "never caught up"
 
 
+def test_not_drained_until_a_read_after_the_last_send_found_nothing() -> None:
+    """A read that started before the producer's last put may have missed its records."""
+    assert not is_drained(stats(), since=25.0), "one shard's last empty read started at 20"
+    assert is_drained(stats(caught_up_at=25.0), since=25.0)
+
+
 def test_not_drained_before_the_runner_reports_a_shard() -> None:
     assert not is_drained({"functions": {}, "shards": [], "last_invocation_at": 0})
