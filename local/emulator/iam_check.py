@@ -13,7 +13,8 @@ module, used by `moto_compat.CompatMiddleware` in front of moto, does it for one
   function's streams with them as Lambda's event source mapping does (`local.runner.invoker`),
   and sends a discarded batch's record to the mapping's on-failure destination with them, as
   Lambda does with the execution role (`local.runner.expiry`).
-  Every other caller (dummy credentials: the deployer, the producer, the tests) is not checked.
+  Every other caller (dummy credentials: the deployer, the producer, the tests; a session of a
+  role the emulator's IAM does not hold, which AWS would not issue) is not checked.
 - **What a request needs.** `authorizations` maps the request to the IAM actions and resource
   ARNs AWS authorises it by, for the APIs the functions and their mappings call: DynamoDB items,
   queries, batches, transactions (one action per contained request, with
@@ -371,7 +372,9 @@ SessionLookup = Callable[[str], "Session | None"]
 
 def moto_session(access_key: str) -> Session | None:
     """The assumed-role session of an access key the emulator's STS issued, with its role's
-    policies as they are now in the emulator's IAM; None for any other key."""
+    policies as they are now in the emulator's IAM; None for any other key, and for a session of
+    a role the emulator's IAM does not hold (AWS refuses that AssumeRole; moto's STS grants it,
+    which is how a test calls as another account, and such a caller is not a function)."""
     from moto.iam.models import get_account_id_from, iam_backends  # noqa: PLC0415 (moto: server side only)
     from moto.sts.models import sts_backends  # noqa: PLC0415
 
@@ -382,20 +385,18 @@ def moto_session(access_key: str) -> Session | None:
             continue
         iam = iam_backends[account][partition]
         role = next((r for r in list(iam.roles.values()) if r.arn == assumed.role_arn), None)
-        identity: list[str] = []
-        sets: list[PolicySet] = []
-        if role is not None:
-            identity += [str(document) for document in list(role.policies.values())]
-            identity += [_default_document(policy) for policy in list(role.managed_policies.values())]
-            boundary = iam.managed_policies.get(role.permissions_boundary_arn or "")
-            if role.permissions_boundary_arn:
-                sets.append(PolicySet(BOUNDARY, (_default_document(boundary),) if boundary else ()))
-        sets.insert(0, PolicySet(IDENTITY, tuple(identity)))
+        if role is None:
+            return None
+        identity = [str(document) for document in list(role.policies.values())]
+        identity += [_default_document(policy) for policy in list(role.managed_policies.values())]
+        sets = [PolicySet(IDENTITY, tuple(identity))]
+        if role.permissions_boundary_arn:
+            boundary = iam.managed_policies.get(role.permissions_boundary_arn)
+            sets.append(PolicySet(BOUNDARY, (_default_document(boundary),) if boundary else ()))
         if assumed.policy:
             sets.append(PolicySet(SESSION, (str(assumed.policy),)))
-        role_id = role.id if role is not None else "AROA"
         return Session(
-            assumed.arn, assumed.role_arn, account, partition, f"{role_id}:{assumed.session_name}", tuple(sets)
+            assumed.arn, assumed.role_arn, account, partition, f"{role.id}:{assumed.session_name}", tuple(sets)
         )
     return None
 

@@ -28,9 +28,10 @@ from tests.local.deploy.test_setting_changes import synthesized
 from tests.local.deploy.test_up_down import generate_messages, send_round_and_await_exact_totals
 
 pytestmark = [pytest.mark.emulator, pytest.mark.slow]
-ROUND_SEEDS = (21, 22, 23, 24)
-"""Message rounds until a conflict and two lanes of a shard at once were seen (timing decides; the first
-round almost always does)."""
+ROUND_SEEDS = (21, 22, 23, 24, 25, 26)
+"""Message rounds until a conflict, two lanes of a shard at once and four shards' reducers were seen
+(timing and where the map's delta items land decide: a round of 300 trades makes few delta items, and
+once in CI they all fell on three shards)."""
 
 
 def reduce_shards(paths: LocalPaths) -> list[dict[str, Any]]:
@@ -48,8 +49,9 @@ def test_four_or_more_reducers_race_for_the_same_items_and_every_node_is_exact(
     expected: dict[str, Decimal | int] = {}
     for seed in ROUND_SEEDS:
         send_round_and_await_exact_totals(deployment, generate_messages(seed=seed, trades=300), expected, timeout=180)
-        lanes_together = max(shard["peak_batches_in_flight"] for shard in reduce_shards(paths))
-        if transaction_conflicts(deployment.endpoint_url) > 0 and lanes_together >= 2:
+        shards = reduce_shards(paths)
+        lanes_together = max(shard["peak_batches_in_flight"] for shard in shards)
+        if transaction_conflicts(deployment.endpoint_url) > 0 and lanes_together >= 2 and len(shards) >= 4:
             break
     assert transaction_conflicts(deployment.endpoint_url) > 0, "reducers raced for an item and one was cancelled"
 
