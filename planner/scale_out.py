@@ -39,6 +39,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from typing import Final
 
 from planner.archive import archive_factor_needed
 from planner.ingest import kinesis_shards, stream_modes, suggested_provisioned_shards
@@ -173,21 +174,34 @@ def _streams(
     return stream_candidates(workload, settings, prices) if capacity.stream else (settings.stream,)
 
 
+@dataclass(frozen=True)
+class AutoSettings:
+    """Which of the settings `settings_for_rate` may choose are `auto` in cdk.json (the rest are kept)."""
+
+    state_parallelization: bool = False
+    reduce_parallelization: bool = False
+    slices: bool = False
+    archive_parallelization: bool = False
+    reduce_memory: bool = False
+    reduce_batch: bool = False
+
+
+EVERY_SETTING_AUTO: Final = AutoSettings(True, True, True, True, True, True)
+"""cdk.json's defaults: the planner chooses every one."""
+STATE_LANES_AUTO: Final = AutoSettings(state_parallelization=True)
+"""Only `stateParallelizationFactor` left to the planner."""
+
+
 def settings_for_rate(
     workload: Workload,
     settings: Settings,
     times: ServiceTimes,
     prices: PriceTable,
     *,
-    state_parallelization: bool,
-    reduce_parallelization: bool,
-    slices: bool,
-    archive_parallelization: bool,
-    reduce_memory: bool,
-    reduce_batch: bool,
+    auto: AutoSettings,
     capacity: CapacityChoice = KEEP,
 ) -> Settings:
-    """The settings a deployment leaves to the planner (`auto` in cdk.json), chosen for its rate.
+    """The settings a deployment leaves to the planner (`auto`), chosen for its rate.
 
     Chosen at `workload.rate` (`targetMessagesPerSecond`), every other setting as given: the
     least state parallelization factor that keeps the state lanes within `STAGE_BUSY_TARGET`;
@@ -237,17 +251,12 @@ def settings_for_rate(
             replace(settings, stream=stream),
             times,
             prices,
-            state_parallelization=state_parallelization,
-            reduce_parallelization=reduce_parallelization,
-            slices=slices,
-            archive_parallelization=archive_parallelization,
-            reduce_memory=reduce_memory,
-            reduce_batch=reduce_batch,
+            auto,
             tables=capacity.tables,
         )
         for stream in _streams(workload, settings, times, prices, capacity)
     ]
-    return min(choices, key=lambda choice: _auto_rank(workload, choice, times, prices, reduce_batch=reduce_batch))
+    return min(choices, key=lambda choice: _auto_rank(workload, choice, times, prices, reduce_batch=auto.reduce_batch))
 
 
 def _auto_rank(
@@ -265,30 +274,25 @@ def _settings_for_rate_and_stream(
     settings: Settings,
     times: ServiceTimes,
     prices: PriceTable,
+    auto: AutoSettings,
     *,
-    state_parallelization: bool,
-    reduce_parallelization: bool,
-    slices: bool,
-    archive_parallelization: bool,
-    reduce_memory: bool,
-    reduce_batch: bool,
     tables: frozenset[str],
 ) -> Settings:
     """`settings_for_rate` with the stream as `settings` has it."""
-    if state_parallelization:
+    if auto.state_parallelization:
         settings = _least_state_parallelization(workload, settings, times, prices)
     # Aggregated: the reducers chosen as if the stream had the shards the state lanes need.
     given_stream, settings = settings.stream, _stream_carrying_the_state(workload, settings, times)
     every_factor = tuple(range(1, MAX_PARALLELIZATION_FACTOR + 1))
     grid = _ReduceGrid(
-        slice_counts=SLICE_CANDIDATES if slices else (settings.aggregate_slices,),
-        factors=every_factor if reduce_parallelization else (settings.reduce_parallelization_factor,),
-        memories=AUTO_REDUCE_MEMORY_CANDIDATES if reduce_memory else (settings.reduce_memory_mb,),
-        batches=reduce_batch_candidates(workload, settings) if reduce_batch else (settings.reduce_batch_size,),
+        slice_counts=SLICE_CANDIDATES if auto.slices else (settings.aggregate_slices,),
+        factors=every_factor if auto.reduce_parallelization else (settings.reduce_parallelization_factor,),
+        memories=AUTO_REDUCE_MEMORY_CANDIDATES if auto.reduce_memory else (settings.reduce_memory_mb,),
+        batches=reduce_batch_candidates(workload, settings) if auto.reduce_batch else (settings.reduce_batch_size,),
     )
-    limit = AUTO_LATENCY_LIMIT_SECONDS if reduce_batch else None
+    limit = AUTO_LATENCY_LIMIT_SECONDS if auto.reduce_batch else None
     best = _cheapest_reducers(workload, settings, times, prices, grid, latency_limit_seconds=limit, tables=tables)
-    if best is None and reduce_batch:
+    if best is None and auto.reduce_batch:
         grid = replace(grid, batches=REDUCE_BATCH_CANDIDATES[:1])
         best = _cheapest_reducers(workload, settings, times, prices, grid, latency_limit_seconds=None, tables=tables)
     if best is None:
@@ -303,7 +307,7 @@ def _settings_for_rate_and_stream(
     # The archive's lanes write S3, not the tables: the tables' load is the reducers' choice.
     settings = with_cheaper_tables(best.settings, best.plan, prices, tables)
     settings = replace(settings, stream=given_stream)
-    if archive_parallelization:
+    if auto.archive_parallelization:
         settings = _least_archive_parallelization(workload, settings, times, prices)
     return settings
 

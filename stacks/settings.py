@@ -40,7 +40,7 @@ from planner.inputs import (
 from planner.inputs import Settings as PlannerSettings
 from planner.load_profile import LOAD_PROFILES, CapacityChoice, LoadProfile
 from planner.prices import load_price_table
-from planner.scale_out import AUTO_REDUCE_MEMORY_CANDIDATES, REDUCE_BATCH_CANDIDATES, settings_for_rate
+from planner.scale_out import AUTO_REDUCE_MEMORY_CANDIDATES, REDUCE_BATCH_CANDIDATES, AutoSettings, settings_for_rate
 
 ContextReader = Callable[[str], Any]
 """`node.try_get_context`: returns the raw context value for a key, or None when unset."""
@@ -632,12 +632,14 @@ class PipelineSettings:
                 settings,
                 times,
                 prices,
-                state_parallelization="stateParallelizationFactor" in auto,
-                reduce_parallelization="reduceParallelizationFactor" in auto,
-                slices="aggregateSlices" in auto,
-                archive_parallelization="archiveParallelizationFactor" in auto,
-                reduce_memory="reduceMemoryMb" in auto,
-                reduce_batch="reduceBatchSize" in auto,
+                auto=AutoSettings(
+                    state_parallelization="stateParallelizationFactor" in auto,
+                    reduce_parallelization="reduceParallelizationFactor" in auto,
+                    slices="aggregateSlices" in auto,
+                    archive_parallelization="archiveParallelizationFactor" in auto,
+                    reduce_memory="reduceMemoryMb" in auto,
+                    reduce_batch="reduceBatchSize" in auto,
+                ),
                 capacity=CapacityChoice(
                     tables=frozenset(table for name, table in TABLE_CAPACITY_SETTINGS.items() if name in auto),
                     stream="streamMode" in auto,

@@ -29,7 +29,7 @@ from planner.inputs import (
 from planner.model import OURS, plan_capacity, plan_design
 from planner.plan import STAGE_BUSY_TARGET, DesignPlan, StageTiming
 from planner.prices import load_price_table
-from planner.scale_out import cheapest_settings, settings_for_rate, within_targets
+from planner.scale_out import STATE_LANES_AUTO, cheapest_settings, settings_for_rate, within_targets
 from planner.state import KINESIS_AGGREGATION_RULE, lambda_state_rate, state_shards_needed
 
 PRICES = load_price_table()
@@ -185,12 +185,7 @@ def auto(workload: Workload, given_settings: Settings) -> Settings:
         given_settings,
         TIMES,
         PRICES,
-        state_parallelization=True,
-        reduce_parallelization=False,
-        slices=False,
-        archive_parallelization=False,
-        reduce_memory=False,
-        reduce_batch=False,
+        auto=STATE_LANES_AUTO,
     )
 
 

@@ -19,7 +19,7 @@ from planner.inputs import ArchiveLifecycle, ServiceTimes, Settings, Workload
 from planner.model import plan_capacity
 from planner.plan import STAGE_BUSY_TARGET
 from planner.prices import load_price_table
-from planner.scale_out import settings_for_rate
+from planner.scale_out import EVERY_SETTING_AUTO, settings_for_rate
 from stacks.archive import ARCHIVE_MEMORY_MB as STACK_ARCHIVE_MEMORY_MB
 from stacks.settings import planned_settings
 
@@ -95,12 +95,7 @@ def test_the_archive_is_not_on_the_latency_path() -> None:
         Settings(),
         ServiceTimes(),
         PRICES,
-        state_parallelization=True,
-        reduce_parallelization=True,
-        slices=True,
-        archive_parallelization=True,
-        reduce_memory=True,
-        reduce_batch=True,
+        auto=EVERY_SETTING_AUTO,
     )
     plan = plan_capacity(workload, settings, prices=PRICES).ours
     (archive,) = [t for t in plan.timings if t.stage == "archive"]

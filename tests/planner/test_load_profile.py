@@ -27,7 +27,13 @@ from planner.load_profile import (
 from planner.model import OURS, plan_design
 from planner.plan import DesignPlan
 from planner.prices import load_price_table
-from planner.scale_out import AUTO_LATENCY_LIMIT_SECONDS, cheapest_settings, describe_choice, settings_for_rate
+from planner.scale_out import (
+    AUTO_LATENCY_LIMIT_SECONDS,
+    EVERY_SETTING_AUTO,
+    cheapest_settings,
+    describe_choice,
+    settings_for_rate,
+)
 from planner.tables import PIPELINE_TABLES, break_even_utilization, table_monthly_usd
 
 PRICES = load_price_table()
@@ -42,12 +48,7 @@ def auto(rate: float, capacity: CapacityChoice) -> Settings:
         Settings(),
         TIMES,
         PRICES,
-        state_parallelization=True,
-        reduce_parallelization=True,
-        slices=True,
-        archive_parallelization=True,
-        reduce_memory=True,
-        reduce_batch=True,
+        auto=EVERY_SETTING_AUTO,
         capacity=capacity,
     )
 

@@ -15,9 +15,11 @@ from planner.reduce import batches_in_one_transaction_per_group
 from planner.scale_out import (
     AUTO_LATENCY_LIMIT_SECONDS,
     AUTO_REDUCE_MEMORY_CANDIDATES,
+    EVERY_SETTING_AUTO,
     HOTTEST_ITEM_TARGET,
     REDUCE_BATCH_CANDIDATES,
     SLICE_CANDIDATES,
+    STATE_LANES_AUTO,
     Choice,
     _totals_within_targets,
     cheapest_settings,
@@ -127,12 +129,7 @@ def planned_for(
         base or Settings(),
         TIMES,
         PRICES,
-        state_parallelization=True,
-        reduce_parallelization=True,
-        slices=True,
-        archive_parallelization=True,
-        reduce_memory=reduce_memory,
-        reduce_batch=reduce_batch,
+        auto=replace(EVERY_SETTING_AUTO, reduce_memory=reduce_memory, reduce_batch=reduce_batch),
     )
 
 
@@ -183,12 +180,7 @@ def test_with_memory_set_and_nothing_within_the_targets_auto_takes_the_largest_c
         Settings(),
         slow,
         PRICES,
-        state_parallelization=True,
-        reduce_parallelization=True,
-        slices=True,
-        archive_parallelization=True,
-        reduce_memory=False,
-        reduce_batch=False,
+        auto=replace(EVERY_SETTING_AUTO, reduce_memory=False, reduce_batch=False),
     )
     assert (chosen.reduce_parallelization_factor, chosen.aggregate_slices, chosen.reduce_memory_mb) == (
         MAX_PARALLELIZATION_FACTOR,
@@ -352,12 +344,7 @@ def test_settings_given_explicitly_are_kept() -> None:
         given_settings,
         TIMES,
         PRICES,
-        state_parallelization=True,
-        reduce_parallelization=False,
-        slices=False,
-        archive_parallelization=False,
-        reduce_memory=False,
-        reduce_batch=False,
+        auto=STATE_LANES_AUTO,
     )
     assert (chosen.aggregate_slices, chosen.reduce_parallelization_factor, chosen.reduce_memory_mb) == (16, 3, 768)
     assert chosen.state_parallelization_factor == 3

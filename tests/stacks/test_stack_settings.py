@@ -10,7 +10,7 @@ import pytest
 from aggregation.aggregate_items import MAX_SLICES
 from planner.inputs import ArchiveLifecycle, ServiceTimes, StreamCapacity
 from planner.prices import load_price_table
-from planner.scale_out import settings_for_rate
+from planner.scale_out import EVERY_SETTING_AUTO, settings_for_rate
 from stacks import SettingsError, build_app
 from stacks.functions import powertools_layer_arn_for_version
 from stacks.settings import (
@@ -225,12 +225,7 @@ def test_auto_settings_are_the_planner_s_choice_for_the_declared_rate(rate: int)
         planned_settings(settings),
         ServiceTimes(),
         load_price_table(),
-        state_parallelization=True,
-        reduce_parallelization=True,
-        slices=True,
-        archive_parallelization=True,
-        reduce_memory=True,
-        reduce_batch=True,
+        auto=EVERY_SETTING_AUTO,
     )
     picked = (
         settings.state_parallelization_factor,
