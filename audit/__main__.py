@@ -1,7 +1,6 @@
 """`python -m audit ...`."""
 
-import sys
-
 from audit.cli import main
+from toolkit.cli import exit_with
 
-sys.exit(main())
+exit_with(main)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -36,6 +35,7 @@ from planner.inputs import ServiceTimes, Settings, Workload
 from planner.prices import DEFAULT_PRICE_TABLE, load_price_table
 from planner.scale_out import SCALE_OUT_RATE
 from stacks.settings import planned_settings
+from toolkit.cli import exit_with
 
 PLANNED_RATE = 50_000
 """The rate section 5 plans first, the reference design's (then `SCALE_OUT_RATE`)."""
@@ -225,4 +225,4 @@ def overhead_only(arguments: argparse.Namespace, console: Console) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

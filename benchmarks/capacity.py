@@ -55,7 +55,7 @@ from planner.scale_out import (  # noqa: E402
 from planner.state import lambda_state_rate, state_shards_needed  # noqa: E402
 from planner.tables import PIPELINE_TABLES, TABLE_SETTINGS, TableModes, break_even_utilization  # noqa: E402
 from stacks.settings import PipelineSettings, SettingsError, planned_settings  # noqa: E402
-from toolkit.cli import OneLineArgumentParser, bounded  # noqa: E402
+from toolkit.cli import OneLineArgumentParser, bounded, exit_with  # noqa: E402
 from toolkit.untrusted import printable, untrusted_text  # noqa: E402
 
 CDK_JSON = REPOSITORY_ROOT / "cdk.json"
@@ -938,4 +938,4 @@ def render_scenarios_markdown(scenarios: Sequence[Scenario]) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

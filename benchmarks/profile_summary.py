@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import argparse
 import re
-import sys
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from toolkit.cli import exit_with
 
 PROCESS_FRAME = re.compile(r'^process \d+:"(?P<command>.*)"$')
 BOILERPLATE = re.compile(r"threading\.py|_bootstrap|runpy|<module>|concurrent/futures/thread\.py")
@@ -110,4 +111,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

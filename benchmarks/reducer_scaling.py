@@ -56,6 +56,7 @@ from local.emulator.injected_faults import LATENCY, clear_faults, configure_faul
 from local.runner.inprocess import LEVELS
 from producer.generator import MessageGenerator
 from reduce_function import handler as reduce_handler
+from toolkit.cli import exit_with
 
 REDUCER_COUNTS = (1, 2, 4, 8)
 TRANSACTION_LATENCY_SECONDS = 0.020
@@ -372,4 +373,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

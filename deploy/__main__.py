@@ -1,7 +1,5 @@
 """`python -m deploy ...`."""
 
-import sys
-
 from toolkit.node_runtime import silence_node_banners
 
 # The settings are validated with the CDK's own types, which start its Node runtime; as `make`
@@ -9,5 +7,6 @@ from toolkit.node_runtime import silence_node_banners
 silence_node_banners()
 
 from deploy.cli import main  # noqa: E402
+from toolkit.cli import exit_with  # noqa: E402
 
-sys.exit(main())
+exit_with(main)

@@ -3,8 +3,9 @@
 import sys
 
 from frontend.cli import main
+from toolkit.cli import exit_with
 
 try:
-    sys.exit(main())
+    exit_with(main)
 except KeyboardInterrupt:  # Ctrl-C while still starting up
     sys.exit(130)

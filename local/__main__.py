@@ -25,7 +25,7 @@ from local.upgrade import scenario as upgrade
 from local.upgrade.release_tree import ReleaseTreeError
 from local.upgrade.releases import RELEASES, UnknownRelease, find_release
 from producer.sender import MAX_PROCESSES, MAX_RATE
-from toolkit.cli import EXIT_USAGE, MAX_COUNT, MAX_SECONDS, OneLineArgumentParser, bounded
+from toolkit.cli import EXIT_USAGE, MAX_COUNT, MAX_SECONDS, OneLineArgumentParser, bounded, exit_with
 
 PROGRAM = "python -m local"
 EXIT_FAILURE = 1
@@ -361,4 +361,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

@@ -32,7 +32,7 @@ from planner.model import plan_capacity
 from planner.plan import Component
 from planner.prices import SECONDS_PER_HOUR, PriceTable, load_price_table
 from toolkit.cli import MAX_SECONDS as CLI_MAX_SECONDS
-from toolkit.cli import OneLineArgumentParser, bounded
+from toolkit.cli import OneLineArgumentParser, bounded, exit_with
 
 LOG_BYTES_PER_INVOCATION = 1600
 """Log bytes of one invocation: the function's summary line and EMF document (1,050 to 1,530 bytes
@@ -195,4 +195,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

@@ -46,7 +46,7 @@ from producer.targets import resolve_target
 from producer.trial_cost import describe, estimate, refusal
 from producer.verifier import verify_pipeline
 from producer.watch import BacklogCheck, PipelineWatch, pipeline_reader
-from toolkit.cli import MAX_COUNT, MAX_SECONDS, OneLineArgumentParser, bounded
+from toolkit.cli import MAX_COUNT, MAX_SECONDS, OneLineArgumentParser, bounded, exit_with
 from toolkit.ledger import DEFAULT_LEDGER_PATH, LedgerError
 from toolkit.liveness import pipeline_liveness
 from toolkit.pipeline import DEFAULT_OUTPUTS_PATH, PipelineTarget, TargetError, environment_endpoint
@@ -356,4 +356,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

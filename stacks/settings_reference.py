@@ -46,6 +46,7 @@ from stacks.settings import (
     TARGET_UTILIZATION_RANGE,
     PipelineSettings,
 )
+from toolkit.cli import exit_with
 
 PAGE: Final = Path(__file__).resolve().parents[1] / "docs" / "settings.md"
 AUTO_RATES: Final[tuple[int, ...]] = (400, 50_000, 250_000)
@@ -326,4 +327,4 @@ def main(argv: list[str] | None = None, *, page: Path = PAGE, out: Callable[[str
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

@@ -20,6 +20,7 @@ from cfnlint.api import lint
 from cfnlint.config import ManualArgs
 
 from stacks.nag import CFN_LINT_IGNORED_RULES
+from toolkit.cli import exit_with
 
 LINT_REGIONS = ("us-east-1",)
 """cfn-lint's own default region: the price table's, and the one the README deploys to."""
@@ -56,4 +57,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from toolkit.cli import exit_with
+
 REPOSITORY_ROOT: Final[Path] = Path(__file__).resolve().parent.parent
 
 CHECKOV: Final[Path] = REPOSITORY_ROOT / ".venv-checkov" / "bin" / "checkov"
@@ -187,4 +189,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

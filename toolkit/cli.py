@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
+import sys
 from collections.abc import Callable
 from typing import Any, Final, NoReturn, TypeVar
 
@@ -17,6 +19,8 @@ from toolkit.untrusted import printable
 
 EXIT_USAGE = 2
 """argparse's convention for wrong arguments, kept by every tool."""
+EXIT_OUTPUT_CLOSED = 141
+"""What a shell reports for a command killed by SIGPIPE (128 + 13): its reader went away."""
 
 Number = TypeVar("Number", bound=float)
 
@@ -89,3 +93,21 @@ def bounded(kind: Callable[[str], Number], low: float, high: float | None) -> Ca
         return value
 
     return parse
+
+
+def exit_with(main: Callable[[], int]) -> NoReturn:
+    """Run a tool's `main` and exit with its status; a reader that stops early ends it quietly.
+
+    `python -m benchmarks.capacity --markdown | head` closes the pipe while the tool still
+    prints; Python then raises BrokenPipeError from the next write, and again when it flushes
+    stdout at exit, so the operator would see a traceback for what they asked for. Here the rest
+    of the output goes to /dev/null (the recipe of Python's `signal` documentation) and the
+    tool exits as a command killed by SIGPIPE would.
+    """
+    try:
+        status = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(EXIT_OUTPUT_CLOSED)
+    sys.exit(status)

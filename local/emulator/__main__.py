@@ -16,6 +16,7 @@ from werkzeug.serving import make_server
 
 from local.emulator import moto_compat, speedups
 from local.emulator.control import HOST, endpoint_url_for
+from toolkit.cli import exit_with
 
 
 def serve(host: str, port: int, verbose: bool = False) -> None:
@@ -54,4 +55,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

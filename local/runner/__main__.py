@@ -15,6 +15,7 @@ from local.deploy.deployer import Deployment
 from local.paths import LocalPaths
 from local.runner.pollers import DEFAULT_POLL_INTERVAL_SECONDS
 from local.runner.runner import Runner
+from toolkit.cli import exit_with
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,4 +49,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from toolkit.cli import OneLineArgumentParser, bounded
+from tests.environment import repository_root
+from toolkit.cli import EXIT_OUTPUT_CLOSED, OneLineArgumentParser, bounded
 from toolkit.ledger import NodeTotals, differing_keys, node_keys
 from toolkit.pipeline import PipelineTarget, TargetError, locate_pipeline, session
 
@@ -36,6 +37,43 @@ def test_subcommands_share_the_prefix_and_name_their_own_help(capsys: pytest.Cap
     )
     plain = OneLineArgumentParser(prog="python -m other")
     assert misuse(plain, ["--what"], capsys).startswith("python -m other: error: unrecognized arguments: --what")
+
+
+def test_a_reader_that_stops_early_ends_a_tool_quietly() -> None:
+    """`tool | head`: no BrokenPipeError traceback, the exit status of a command killed by SIGPIPE."""
+    printing_tool = (
+        "from toolkit.cli import exit_with\n"
+        "def main() -> int:\n"
+        "    for line in range(200_000):\n"
+        "        print('plan row', line)\n"
+        "    return 0\n"
+        "exit_with(main)\n"
+    )
+    tool = subprocess.Popen(
+        [sys.executable, "-c", printing_tool],
+        cwd=repository_root(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert tool.stdout is not None and tool.stderr is not None
+    assert tool.stdout.readline() == b"plan row 0\n"
+    tool.stdout.close()
+    error = tool.stderr.read().decode()
+    assert tool.wait(timeout=60) == EXIT_OUTPUT_CLOSED
+    assert error == ""
+
+
+def test_every_tool_exits_through_exit_with() -> None:
+    """A tool whose entry point exits with main's status itself would print a traceback under `| head`."""
+    tracked = subprocess.run(
+        ["git", "ls-files", "*.py"], cwd=repository_root(), capture_output=True, text=True, check=True
+    ).stdout.split()
+    entry_points = [path for path in tracked if "exit_with(main)" in (repository_root() / path).read_text()]
+    bare = {path for path in tracked if "sys.exit(" + "main(" in (repository_root() / path).read_text()}
+    assert len(entry_points) >= 16
+    # The CDK app's output is the cloud assembly, read by the CDK CLI; the Lambda bootstrap runs
+    # in a function's environment, which holds the function's packages and not the toolkit.
+    assert bare == {"app.py", "local/runner/lambda_bootstrap.py"}
 
 
 def test_bounded_numbers_say_what_was_expected() -> None:
