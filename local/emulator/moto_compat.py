@@ -1397,7 +1397,8 @@ def update_table_in_place(table: Table, properties: dict[str, Any], account_id: 
     if refusal := capacity_mode_switch_refusal(table, billing_mode):
         raise CloudFormationValidationError(message=refusal)
     table.deletion_protection_enabled = _is_true(properties.get("DeletionProtectionEnabled", False))
-    table.billing_mode = billing_mode
+    previous_billing_mode, table.billing_mode = table.billing_mode, billing_mode
+    record_capacity_mode_switch(table, previous_billing_mode)
     if throughput := properties.get("ProvisionedThroughput"):
         table.throughput = {**throughput, "NumberOfDecreasesToday": table.throughput.get("NumberOfDecreasesToday", 0)}
     time_to_live = properties.get("TimeToLiveSpecification")
@@ -1432,25 +1433,39 @@ class CapacityModeSwitchLimitExceeded(JsonRESTError):
         super().__init__("LimitExceededException", message)
 
 
+def _recent_on_demand_switches(table: Table) -> list[float]:
+    now = clock.now()
+    return [at for at in getattr(table, "_compat_on_demand_switches", []) if now - at < _SWITCH_WINDOW_SECONDS]
+
+
+def _is_switch_to_on_demand(table: Table, billing_mode: str) -> bool:
+    return billing_mode == "PAY_PER_REQUEST" and table.billing_mode != "PAY_PER_REQUEST"
+
+
 def capacity_mode_switch_refusal(table: Table, billing_mode: str) -> str | None:
-    """Why `table` may not switch to `billing_mode` now, or None (and then the switch is counted).
+    """Why `table` may not switch to `billing_mode` now, or None.
 
     moto switches a table's capacity mode any number of times, so a release whose `loadProfile`
     or `auto` capacity flips a table back and forth would deploy locally and fail on AWS, where
     the fifth switch to on-demand in a day fails the update (CloudFormation rolls it back).
-    Switches are timed on the compat clock, so a test can move past the window.
+    Switches are timed on the compat clock, so a test can move past the window; only a switch
+    that happened counts (`record_capacity_mode_switch`, after the update succeeded).
     """
-    if billing_mode != "PAY_PER_REQUEST" or table.billing_mode == "PAY_PER_REQUEST":
-        return None
-    now = clock.now()
-    recent = [at for at in getattr(table, "_compat_on_demand_switches", []) if now - at < _SWITCH_WINDOW_SECONDS]
-    if len(recent) >= ON_DEMAND_SWITCHES_PER_DAY:
+    if (
+        _is_switch_to_on_demand(table, billing_mode)
+        and len(_recent_on_demand_switches(table)) >= ON_DEMAND_SWITCHES_PER_DAY
+    ):
         return (
             f"table {table.name}: Subscriber limit exceeded: a table switches from provisioned to on-demand "
             f"at most {ON_DEMAND_SWITCHES_PER_DAY} times in 24 hours"
         )
-    table._compat_on_demand_switches = [*recent, now]  # type: ignore[attr-defined]
     return None
+
+
+def record_capacity_mode_switch(table: Table, previous_billing_mode: str | None) -> None:
+    """Count a switch to on-demand that `table` has just made (from `previous_billing_mode`)."""
+    if previous_billing_mode != "PAY_PER_REQUEST" and table.billing_mode == "PAY_PER_REQUEST":
+        table._compat_on_demand_switches = [*_recent_on_demand_switches(table), clock.now()]  # type: ignore[attr-defined]
 
 
 def fix_capacity_mode_switches_are_limited() -> None:
@@ -1461,9 +1476,13 @@ def fix_capacity_mode_switches_are_limited() -> None:
 
     def update_table(self: DynamoDBBackend, name: str, *args: Any, **kwargs: Any) -> Table:
         billing_mode = kwargs.get("billing_mode")
-        if billing_mode and (refusal := capacity_mode_switch_refusal(self.get_table(name), billing_mode)):
+        table = self.get_table(name)
+        if billing_mode and (refusal := capacity_mode_switch_refusal(table, billing_mode)):
             raise CapacityModeSwitchLimitExceeded(refusal)
-        return original(self, name, *args, **kwargs)
+        previous_billing_mode = table.billing_mode
+        updated = original(self, name, *args, **kwargs)
+        record_capacity_mode_switch(updated, previous_billing_mode)
+        return updated
 
     update_table._compat_fix = True  # type: ignore[attr-defined]
     DynamoDBBackend.update_table = update_table  # type: ignore[method-assign]

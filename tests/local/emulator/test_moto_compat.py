@@ -750,10 +750,33 @@ def test_switches_to_on_demand_leave_the_window_after_24_hours(monkeypatch: pyte
         refusals.append(moto_compat.capacity_mode_switch_refusal(table, "PAY_PER_REQUEST"))
         if refusals[-1] is None:
             table.billing_mode = "PAY_PER_REQUEST"
+            moto_compat.record_capacity_mode_switch(table, "PROVISIONED")
         clock.advance(3600 if hour < 4 else 20 * 3600 + 1)
     assert [refusal is None for refusal in refusals] == [True, True, True, True, False, True]
     table.billing_mode = "PAY_PER_REQUEST"
     assert moto_compat.capacity_mode_switch_refusal(table, "PROVISIONED") is None, "to provisioned: any time"
+
+
+def test_a_switch_that_did_not_happen_does_not_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Asking is not switching: refused or failed updates leave the four switches a day untouched."""
+    monkeypatch.setattr(moto_compat, "clock", moto_compat.CompatClock())
+    table = Table(  # type: ignore[abstract]  # moto's CloudFormation hooks are not used here
+        "asking",
+        account_id="123456789012",
+        region="us-east-1",
+        schema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        attr=[{"AttributeName": "pk", "AttributeType": "S"}],
+    )
+    table.billing_mode = "PROVISIONED"
+    for _ in range(10):
+        assert moto_compat.capacity_mode_switch_refusal(table, "PAY_PER_REQUEST") is None
+    moto_compat.record_capacity_mode_switch(table, "PROVISIONED")  # still provisioned: the update failed
+    assert moto_compat.capacity_mode_switch_refusal(table, "PAY_PER_REQUEST") is None
+    for _ in range(4):
+        table.billing_mode = "PAY_PER_REQUEST"
+        moto_compat.record_capacity_mode_switch(table, "PROVISIONED")
+        table.billing_mode = "PROVISIONED"
+    assert moto_compat.capacity_mode_switch_refusal(table, "PAY_PER_REQUEST") is not None
 
 
 def test_a_stack_update_that_drops_reserved_concurrency_removes_it(aws_client: AwsClientFactory) -> None:
