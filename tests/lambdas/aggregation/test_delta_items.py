@@ -4,6 +4,8 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from aggregation.delta_items import DeltaItem, decode_delta_batch, decode_stream_run, encode_delta_item
 from aggregation.deltas import NodeDelta
@@ -30,6 +32,34 @@ def test_round_trip_is_exact() -> None:
     assert decode_stream_run(encoded) == RUN
 
 
+# Every number DynamoDB stores: up to 38 significant digits, exponents far apart.
+dynamodb_numbers = st.builds(
+    lambda digits, exponent: Decimal(digits).scaleb(exponent),
+    st.integers(min_value=-(10**38) + 1, max_value=10**38 - 1),
+    st.integers(min_value=-100, max_value=80),
+)
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    st.dictionaries(
+        st.text(min_size=1, max_size=12),
+        st.builds(NodeDelta, dynamodb_numbers, st.integers(min_value=-(10**6), max_value=10**6)),
+        max_size=40,
+    ),
+    st.lists(dynamodb_numbers, max_size=40),
+)
+def test_any_item_decodes_to_the_batch_it_encodes(deltas: dict[str, NodeDelta], timestamps: list[Decimal]) -> None:
+    batch = DeltaBatch(RUN.batch_hash, deltas, len(timestamps), tuple(timestamps), created_at=1_700_000_000)
+    encoded = encode_delta_item(DeltaItem(run=RUN, batch=batch, expires_at=1_700_604_800))
+    decoded = decode_delta_batch(encoded)
+    assert decoded == batch
+    written = {key: Decimal(node["M"]["Value"]["N"]) for key, node in encoded["Deltas"]["M"].items()}
+    assert {key: str(delta.value) for key, delta in decoded.deltas.items()} == {
+        key: str(value) for key, value in written.items()
+    }, "each value read is the very number written, digits and exponent"
+
+
 def test_identity_must_be_the_runs() -> None:
     with pytest.raises(ValueError, match="identity"):
         DeltaItem(run=RUN, batch=DeltaBatch("0" * 64, {}, 1, (), 1), expires_at=2)
@@ -42,6 +72,16 @@ def test_identity_must_be_the_runs() -> None:
         {"Deltas": {"M": {"A": {"M": {"TradeCount": {"N": "1"}}}}}},
         {"Deltas": {"M": {"A": {"M": {"Value": {"N": "1"}, "TradeCount": {"N": "1.5"}}}}}},
         {"ProducerTimestamps": {"L": [{"S": "x"}]}},
+        {"ProducerTimestamps": {"L": [{"N": "NaN"}]}},
+        {"ProducerTimestamps": {"N": "1"}},
+        {"Deltas": {"L": []}},
+        {"Deltas": {"M": {"A": {"L": [{"N": "1"}]}}}},
+        {"Deltas": {"M": {"A": {"M": {"Value": {"N": "1"}}}}}},
+        {"Deltas": {"M": {"A": {"M": {"Value": {"S": "1"}, "TradeCount": {"N": "1"}}}}}},
+        {"Deltas": {"M": {"A": {"M": {"Value": {"N": "Infinity"}, "TradeCount": {"N": "1"}}}}}},
+        {"Deltas": {"M": {"A": {"M": {"Value": {"N": "1"}, "TradeCount": {"N": 1}}}}}},
+        {"Deltas": {"M": {"A": {"S": "x", "M": {"Value": {"N": "1"}, "TradeCount": {"N": "1"}}}}}},
+        {"Deltas": {"M": {"A": "x"}}},
         {"RecordCount": {"S": "10"}},
     ],
 )
