@@ -78,7 +78,7 @@ from aggregation.transactions import (
     plan_transactions,
     split_into_units,
 )
-from function_support.aws import dynamodb_client, error_code, serializer
+from function_support.aws import dynamodb_client, error_code, prevalidated_write_client, serializer
 from function_support.faults import FailurePoint, maybe_inject_failure
 from function_support.metrics import publish_metric_values
 from function_support.settings import int_setting, optional_setting, required_setting, ttl_seconds
@@ -306,7 +306,7 @@ def commit_transaction(items: Sequence[dict[str, Any]], token: str, outcome: App
     in_progress = conflicts = 0
     while True:
         try:
-            dynamodb_client().transact_write_items(
+            prevalidated_write_client().transact_write_items(
                 TransactItems=items,  # type: ignore[arg-type]
                 ClientRequestToken=token,
             )
