@@ -63,15 +63,18 @@ def state_update_client() -> "DynamoDBClient":
 
 @cache
 def prevalidated_write_client() -> "DynamoDBClient":
-    """The reduce function's `transact_write_items`, sent without botocore's parameter validation.
+    """The reduce function's `transact_write_items` and the map function's delta-item `put_item`,
+    sent without botocore's parameter validation.
 
     Safe for the same reason as `state_update_client`: every request is one fixed shape filled
     with strings and with numbers boto3's `TypeSerializer` or `aggregation.exact` made
-    (`reduce_function.handler.transaction_items`), and a test runs botocore's own
-    `validate_parameters` over the requests built from arbitrary inputs
+    (`reduce_function.handler.transaction_items`, `map_function.handler.delta_item_put`), and
+    tests run botocore's own `validate_parameters` over the requests built from arbitrary inputs
     (`tests/lambdas/reduce_function/test_transaction_requests.py`: transactions planned from
-    arbitrary delta items, in every mode and slice count). DynamoDB validates each request
-    again on its side. Validation cost more per transaction action than serialising it (issue 37).
+    arbitrary delta items, in every mode and slice count; `tests/lambdas/map_function/
+    test_put_requests.py`: arbitrary delta items). DynamoDB validates each request again on its
+    side. Validation cost more per transaction action, or per delta-item attribute, than
+    serialising it (issue 37).
     """
     return _client_without_parameter_validation()
 

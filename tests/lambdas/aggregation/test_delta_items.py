@@ -5,13 +5,13 @@ from typing import Any
 
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from aggregation.delta_items import DeltaItem, decode_delta_batch, decode_stream_run, encode_delta_item
 from aggregation.deltas import NodeDelta
 from aggregation.stream_images import ImageDecodingError
 from aggregation.stream_positions import StreamRun
 from aggregation.transactions import DeltaBatch
+from tests.lambdas.delta_strategies import delta_items
 
 RUN = StreamRun("label/shardId-1", 1_000, 1_009)
 
@@ -32,28 +32,13 @@ def test_round_trip_is_exact() -> None:
     assert decode_stream_run(encoded) == RUN
 
 
-# Every number DynamoDB stores: up to 38 significant digits, exponents far apart.
-dynamodb_numbers = st.builds(
-    lambda digits, exponent: Decimal(digits).scaleb(exponent),
-    st.integers(min_value=-(10**38) + 1, max_value=10**38 - 1),
-    st.integers(min_value=-100, max_value=80),
-)
-
-
 @settings(max_examples=50, deadline=None)
-@given(
-    st.dictionaries(
-        st.text(min_size=1, max_size=12),
-        st.builds(NodeDelta, dynamodb_numbers, st.integers(min_value=-(10**6), max_value=10**6)),
-        max_size=40,
-    ),
-    st.lists(dynamodb_numbers, max_size=40),
-)
-def test_any_item_decodes_to_the_batch_it_encodes(deltas: dict[str, NodeDelta], timestamps: list[Decimal]) -> None:
-    batch = DeltaBatch(RUN.batch_hash, deltas, len(timestamps), tuple(timestamps), created_at=1_700_000_000)
-    encoded = encode_delta_item(DeltaItem(run=RUN, batch=batch, expires_at=1_700_604_800))
+@given(delta_items())
+def test_any_item_decodes_to_the_batch_it_encodes(original: DeltaItem) -> None:
+    encoded = encode_delta_item(original)
     decoded = decode_delta_batch(encoded)
-    assert decoded == batch
+    assert decoded == original.batch
+    assert decode_stream_run(encoded) == original.run
     written = {key: Decimal(node["M"]["Value"]["N"]) for key, node in encoded["Deltas"]["M"].items()}
     assert {key: str(delta.value) for key, delta in decoded.deltas.items()} == {
         key: str(value) for key, value in written.items()

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from aggregation.deltas import NodeDelta
 from aggregation.transactions import MAX_TRANSACTION_ACTIONS, DeltaBatch, plan_transactions, split_into_units
 from reduce_function.handler import IdempotencyMode, transaction_items
+from tests.lambdas.delta_strategies import node_deltas
 
 _TRANSACTION_INPUT = (
     botocore.session.get_session().get_service_model("dynamodb").operation_model("TransactWriteItems").input_shape
@@ -31,20 +32,10 @@ _TRANSACTION_INPUT = (
 assert _TRANSACTION_INPUT is not None
 TRANSACTION_INPUT: StructureShape = _TRANSACTION_INPUT
 
-# Storable DynamoDB numbers: up to 38 significant digits, exponents across the range.
-storable_values = st.builds(
-    lambda digits, exponent: Decimal(digits).scaleb(exponent),
-    st.integers(min_value=-(10**38) + 1, max_value=10**38 - 1),
-    st.integers(min_value=-120, max_value=80),
-)
 delta_batches = st.builds(
     DeltaBatch,
     batch_hash=st.text(alphabet="0123456789abcdef", min_size=64, max_size=64),
-    deltas=st.dictionaries(
-        st.text(min_size=1, max_size=40),
-        st.builds(NodeDelta, storable_values, st.integers(min_value=-(10**9), max_value=10**9)),
-        max_size=150,
-    ),
+    deltas=node_deltas,
     record_count=st.integers(min_value=0, max_value=10_000),
     producer_timestamps=st.just(()),
     created_at=st.integers(min_value=0, max_value=4_102_444_800),
