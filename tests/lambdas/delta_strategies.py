@@ -8,8 +8,10 @@ from hypothesis import strategies as st
 
 from aggregation.delta_items import DeltaItem
 from aggregation.deltas import NodeDelta
+from aggregation.exact import DYNAMODB_MAX_DIGITS
 from aggregation.stream_positions import SEQUENCE_NUMBER_DIGITS, StreamRun
 from aggregation.transactions import DeltaBatch
+from aggregation.value_domain import MIN_SUM_HEADROOM_DIGITS
 
 storable_numbers = st.builds(
     lambda digits, exponent: Decimal(digits).scaleb(exponent),
@@ -18,12 +20,23 @@ storable_numbers = st.builds(
 )
 """Numbers DynamoDB stores: up to 38 significant digits, exponents far apart."""
 
-node_deltas = st.dictionaries(
-    st.text(min_size=1, max_size=40),
-    st.builds(NodeDelta, storable_numbers, st.integers(min_value=-(10**9), max_value=10**9)),
-    max_size=150,
-)
-"""The net deltas of a delta item: any node keys, any storable values and trade counts."""
+
+@st.composite
+def summable_numbers(draw: st.DrawFn) -> Decimal:
+    """A value of one of the widest value domains (`aggregation.value_domain`: integer and fraction
+    digits 29 together): sums of many of them, as reduce forms them, still fit DynamoDB's 38 digits."""
+    fraction_digits = draw(st.integers(min_value=0, max_value=DYNAMODB_MAX_DIGITS - MIN_SUM_HEADROOM_DIGITS - 1))
+    widest = 10 ** (DYNAMODB_MAX_DIGITS - MIN_SUM_HEADROOM_DIGITS)
+    return Decimal(draw(st.integers(min_value=-widest + 1, max_value=widest - 1))).scaleb(-fraction_digits)
+
+
+def node_deltas(values: st.SearchStrategy[Decimal] = storable_numbers) -> st.SearchStrategy[dict[str, NodeDelta]]:
+    """The net deltas of a delta item: any node keys, `values`, and any trade counts."""
+    return st.dictionaries(
+        st.text(min_size=1, max_size=40),
+        st.builds(NodeDelta, values, st.integers(min_value=-(10**9), max_value=10**9)),
+        max_size=150,
+    )
 
 
 @st.composite
@@ -37,5 +50,5 @@ def delta_items(draw: st.DrawFn) -> DeltaItem:
     )
     timestamps = draw(st.lists(storable_numbers, max_size=40))
     created_at = draw(st.integers(min_value=0, max_value=4_102_444_800))
-    batch = DeltaBatch(run.batch_hash, draw(node_deltas), len(timestamps), tuple(timestamps), created_at)
+    batch = DeltaBatch(run.batch_hash, draw(node_deltas()), len(timestamps), tuple(timestamps), created_at)
     return DeltaItem(run=run, batch=batch, expires_at=created_at + draw(st.integers(min_value=0, max_value=10**8)))

@@ -4,8 +4,9 @@ The reduce function sends its `transact_write_items` through a client with botoc
 validation off (`function_support.aws.prevalidated_write_client`). This is where that validation
 runs instead: `validate_parameters`, the very check the option skips, over the requests
 `transaction_items` builds from transactions planned out of arbitrary delta items (any node keys,
-any storable values and counts, many items, every mode and slice count). The request's shape is
-fixed by `transaction_items`, so nothing left unvalidated depends on anything not generated here.
+any values of the widest value domains and any counts, many items, every mode and slice count).
+The request's shape is fixed by `transaction_items`, so nothing left unvalidated depends on
+anything not generated here.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from hypothesis import strategies as st
 from aggregation.deltas import NodeDelta
 from aggregation.transactions import MAX_TRANSACTION_ACTIONS, DeltaBatch, plan_transactions, split_into_units
 from reduce_function.handler import IdempotencyMode, transaction_items
-from tests.lambdas.delta_strategies import node_deltas
+from tests.lambdas.delta_strategies import node_deltas, summable_numbers
 
 _TRANSACTION_INPUT = (
     botocore.session.get_session().get_service_model("dynamodb").operation_model("TransactWriteItems").input_shape
@@ -35,7 +36,7 @@ TRANSACTION_INPUT: StructureShape = _TRANSACTION_INPUT
 delta_batches = st.builds(
     DeltaBatch,
     batch_hash=st.text(alphabet="0123456789abcdef", min_size=64, max_size=64),
-    deltas=node_deltas,
+    deltas=node_deltas(summable_numbers()),
     record_count=st.integers(min_value=0, max_value=10_000),
     producer_timestamps=st.just(()),
     created_at=st.integers(min_value=0, max_value=4_102_444_800),
