@@ -4,8 +4,8 @@ The inputs are the very events of the write-cost run (Kinesis batches, StateTabl
 batches, DeltaTable stream batches as the emulator produced them). `CannedResponses`
 answers every DynamoDB call at botocore's `before-call`, so what is timed is the
 handler's parsing, validation, exact delta arithmetic, hashing, transaction planning,
-Powertools logging and metrics, and botocore's parameter validation and serialisation
-(real CPU in Lambda too), but no network and no response parsing. CPU time is
+Powertools logging and metrics, and botocore's serialisation and, on the clients that keep it,
+its parameter validation (real CPU in Lambda too), but no network and no response parsing. CPU time is
 `time.process_time` (all threads: the state function's write pool counts), medians over
 every invocation of several passes; wall time is reported alongside.
 
