@@ -4,8 +4,8 @@ The inputs are the very events of the write-cost run (Kinesis batches, StateTabl
 batches, DeltaTable stream batches as the emulator produced them). `CannedResponses`
 answers every DynamoDB call at botocore's `before-call`, so what is timed is the
 handler's parsing, validation, exact delta arithmetic, hashing, transaction planning,
-Powertools logging and metrics, and botocore's parameter validation and serialisation
-(real CPU in Lambda too), but no network and no response parsing. CPU time is
+Powertools logging and metrics, and botocore's serialisation and, on the clients that keep it,
+its parameter validation (real CPU in Lambda too), but no network and no response parsing. CPU time is
 `time.process_time` (all threads: the state function's write pool counts), medians over
 every invocation of several passes; wall time is reported alongside.
 
@@ -281,10 +281,12 @@ def run_handler_overhead(events: WorkloadEvents, passes: int, progress: Progress
     with environment(settings), quiet_handlers():
         aws.dynamodb_client.cache_clear()
         aws.state_update_client.cache_clear()
+        aws.prevalidated_write_client.cache_clear()
         canned.attach(aws.dynamodb_client())
         canned.attach(aws.state_update_client())
+        canned.attach(aws.prevalidated_write_client())
         action_counter = TransactionActionCounter()
-        action_counter.attach(aws.dynamodb_client())
+        action_counter.attach(aws.prevalidated_write_client())
         event_builder = Pipeline({})
         state_events = [(event_builder.kinesis_event(batch), len(batch)) for batch in events.state_batches]
         event_builder.shard_of_event.update(events.shard_of_event)  # map events carry their shardId
@@ -342,8 +344,10 @@ def run_handler_overhead(events: WorkloadEvents, passes: int, progress: Progress
             )
         canned.detach(aws.dynamodb_client())
         canned.detach(aws.state_update_client())
+        canned.detach(aws.prevalidated_write_client())
         aws.dynamodb_client.cache_clear()
         aws.state_update_client.cache_clear()
+        aws.prevalidated_write_client.cache_clear()
     return OverheadResult(results, fit_reduce_cpu(_median_per_event(reduce_samples)), state_floor)
 
 

@@ -128,10 +128,12 @@ def running_emulator(log_path: Path) -> Iterator[EmulatorProcess]:
         with environment({**DUMMY_CREDENTIALS, "AWS_ENDPOINT_URL": emulator.endpoint_url}):
             aws.dynamodb_client.cache_clear()
             aws.state_update_client.cache_clear()
+            aws.prevalidated_write_client.cache_clear()
             yield emulator
     finally:
         aws.dynamodb_client.cache_clear()
         aws.state_update_client.cache_clear()
+        aws.prevalidated_write_client.cache_clear()
         emulator.stop()
 
 

@@ -244,8 +244,10 @@ def run_write_cost(message_count: int, progress: Progress) -> WriteCostResult:
     with environment(handler_environment(names, f"aggregate-{MODES[0]}")), quiet_handlers():
         aws.dynamodb_client.cache_clear()
         aws.state_update_client.cache_clear()
+        aws.prevalidated_write_client.cache_clear()
         counter.attach(aws.dynamodb_client())
         counter.attach(aws.state_update_client())
+        counter.attach(aws.prevalidated_write_client())
         pipeline = pipeline_for(names, f"aggregate-{MODES[0]}")
         with counter.labelled("state"):
             for index, batch in enumerate(events.state_batches, start=1):
@@ -281,6 +283,7 @@ def run_write_cost(message_count: int, progress: Progress) -> WriteCostResult:
         exact[LARGE_MAP_LABEL] = _exact(large.aggregates(), generator)
         counter.detach(aws.dynamodb_client())
         counter.detach(aws.state_update_client())
+        counter.detach(aws.prevalidated_write_client())
     original, oversized = _original_design(len(payloads), counter, "map", events.reduce_batches)
     original_large, _ = _original_design(
         len(payloads), counter, f"map ({LARGE_MAP_LABEL})", events.large_reduce_batches

@@ -65,6 +65,8 @@ def pipeline(aws_environment: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[
         monkeypatch.setenv(name, value)
     aws.dynamodb_client.cache_clear()
     aws.state_update_client.cache_clear()
+    aws.prevalidated_write_client.cache_clear()
     yield Pipeline(names)
     aws.dynamodb_client.cache_clear()
     aws.state_update_client.cache_clear()
+    aws.prevalidated_write_client.cache_clear()

@@ -42,6 +42,7 @@ Everything here is deterministic: the same pending units (and slice count) alway
 the same plan, hence the same tokens and requests.
 """
 
+import functools
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -143,6 +144,13 @@ def marker_item(marker_id: str, expires_at: int) -> dict[str, Any]:
     return marker_key(marker_id) | {EXPIRES_AT: {"N": str(expires_at)}}
 
 
+NODE_GROUP_CACHE_ENTRIES = 16_384
+"""Aggregate keys whose group a process remembers: every delta item names its nodes again, and
+a hierarchy's nodes are few (about 105 in the standard one), so hashing each once per process
+takes the hash off reduce's work per node (issue 37); bounded, whatever the hierarchy."""
+
+
+@functools.lru_cache(maxsize=NODE_GROUP_CACHE_ENTRIES)
 def node_group(aggregate_key: str, node_groups: int = NODE_GROUPS) -> int:
     """The node group of an aggregate key: SHA-256, so it never depends on the process or the batch."""
     digest = hashlib.sha256(aggregate_key.encode("utf-8")).digest()

@@ -56,8 +56,31 @@ def state_update_client() -> "DynamoDBClient":
     from edge-case records; the quarantine's inserts likewise (`state_function.quarantine`,
     validated over hostile records in `tests/lambdas/state_function/test_quarantine.py`).
     Validation is about as costly as serialisation itself, per value. Every other request keeps
-    `dynamodb_client`, validated.
+    `dynamodb_client`, validated, save the writes of `prevalidated_write_client`.
     """
+    return _client_without_parameter_validation()
+
+
+@cache
+def prevalidated_write_client() -> "DynamoDBClient":
+    """The reduce function's `transact_write_items` and the map function's delta-item `put_item`,
+    sent without botocore's parameter validation.
+
+    Safe for the same reason as `state_update_client`: every request is one fixed shape filled
+    with strings and with numbers boto3's `TypeSerializer` or `aggregation.exact` made
+    (`reduce_function.handler.transaction_items`, `map_function.handler.delta_item_put`), and
+    tests run botocore's own `validate_parameters` over the requests built from arbitrary inputs
+    (`tests/lambdas/reduce_function/test_transaction_requests.py`: transactions planned from
+    arbitrary delta items, in every mode and slice count; `tests/lambdas/map_function/
+    test_put_requests.py`: arbitrary delta items). DynamoDB validates each request again on its
+    side. Validation cost more per transaction action, or per delta-item attribute, than
+    serialising it (issue 37).
+    """
+    return _client_without_parameter_validation()
+
+
+def _client_without_parameter_validation() -> "DynamoDBClient":
+    """Read `SDK_CONFIG` at each creation, so that a test changing it changes these clients too."""
     return boto3.client("dynamodb", config=SDK_CONFIG.merge(Config(parameter_validation=False)))
 
 

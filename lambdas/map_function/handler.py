@@ -56,7 +56,7 @@ from aggregation.stream_positions import (
     uncovered_runs,
 )
 from aggregation.transactions import DeltaBatch
-from function_support.aws import dynamodb_client, error_code
+from function_support.aws import dynamodb_client, error_code, prevalidated_write_client
 from function_support.faults import FailurePoint, maybe_inject_failure
 from function_support.settings import hierarchy_levels, required_setting, ttl_seconds
 
@@ -184,16 +184,25 @@ def covered_runs(table: str, stream_shard: str, first: int, last: int) -> list[S
         arguments["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
+def delta_item_put(table: str, encoded: dict[str, Any], request_id: str) -> dict[str, Any]:
+    """The `put_item` arguments writing an encoded item unless an item exists at its position."""
+    return {
+        "TableName": table,
+        "Item": encoded | {WRITTEN_BY_REQUEST_ID: {"S": request_id}},
+        "ConditionExpression": "attribute_not_exists(#first)",
+        "ExpressionAttributeNames": {"#first": FIRST_SEQUENCE_NUMBER},
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    }
+
+
 def put_delta_item(table: str, encoded: dict[str, Any], request_id: str) -> bool:
-    """Conditional put of an encoded item; False when another invocation wrote an item at this position first."""
+    """Conditional put of an encoded item; False when another invocation wrote an item at this position first.
+
+    Sent without botocore's parameter validation (`function_support.aws.prevalidated_write_client`):
+    `delta_item_put` of `encode_delta_item` is validated by a test instead.
+    """
     try:
-        dynamodb_client().put_item(
-            TableName=table,
-            Item=encoded | {WRITTEN_BY_REQUEST_ID: {"S": request_id}},
-            ConditionExpression="attribute_not_exists(#first)",
-            ExpressionAttributeNames={"#first": FIRST_SEQUENCE_NUMBER},
-            ReturnValuesOnConditionCheckFailure="ALL_OLD",
-        )
+        prevalidated_write_client().put_item(**delta_item_put(table, encoded, request_id))
     except ClientError as error:
         if error_code(error) != "ConditionalCheckFailedException":
             raise

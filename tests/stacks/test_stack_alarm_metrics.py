@@ -25,10 +25,14 @@ LAMBDA_NAMESPACE = "AWS/Lambda"
 
 
 def emitted_metric_names(module: ModuleType) -> set[str]:
-    """The names of every `add_metric` call in the module's source, resolved in the module."""
+    """The names of every `add_metric` (Powertools) and `publish_metric_values`
+    (`function_support.metrics`) call in the module's source, resolved in the module."""
     names: set[str] = set()
     for node in ast.walk(ast.parse(inspect.getsource(module))):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_metric"):
+        if not isinstance(node, ast.Call):
+            continue
+        called = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+        if called not in ("add_metric", "publish_metric_values"):
             continue
         (name,) = [keyword.value for keyword in node.keywords if keyword.arg == "name"]
         if isinstance(name, ast.Constant) and isinstance(name.value, str):

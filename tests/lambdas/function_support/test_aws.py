@@ -22,9 +22,11 @@ def clients(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         monkeypatch.setenv(name, value)
     aws.dynamodb_client.cache_clear()
     aws.state_update_client.cache_clear()
+    aws.prevalidated_write_client.cache_clear()
     yield
     aws.dynamodb_client.cache_clear()
     aws.state_update_client.cache_clear()
+    aws.prevalidated_write_client.cache_clear()
 
 
 class _Body:
@@ -45,16 +47,18 @@ class Headers:
         return AWSResponse(request.url, 200, headers, _Body())
 
 
-def test_only_the_state_updates_skip_parameter_validation(clients: None) -> None:
-    """Only the state function's update_item requests are validated at the door (`state_update_client`)."""
+def test_only_the_state_updates_and_reduce_transactions_skip_parameter_validation(clients: None) -> None:
+    """Only the state function's writes (`state_update_client`) and the reduce function's transactions
+    (`prevalidated_write_client`) are validated before they are built, not by botocore."""
     malformed: dict[str, Any] = {"TableName": "t", "Key": {"TradeID": {"S": 5}}}
     with pytest.raises(ParamValidationError):
         aws.dynamodb_client().update_item(**malformed)
-    client: Any = aws.state_update_client()
-    headers = Headers()
-    client.meta.events.register("before-send.dynamodb", headers)
-    client.update_item(**malformed)  # sent as it is: DynamoDB, not botocore, would refuse it
-    assert len(headers.sent) == 1
+    for unvalidated in (aws.state_update_client, aws.prevalidated_write_client):
+        client: Any = unvalidated()
+        headers = Headers()
+        client.meta.events.register("before-send.dynamodb", headers)
+        client.update_item(**malformed)  # sent as it is: DynamoDB, not botocore, would refuse it
+        assert len(headers.sent) == 1, unvalidated.__name__
 
 
 def test_every_request_carries_the_user_agent_built_once(clients: None) -> None:

@@ -59,7 +59,7 @@ def wide_trades(prefix: str, count: int, start: int = 0) -> Trades:
 
 
 class TransactionRecorder:
-    """Wraps the functions' DynamoDB client: records each transaction, fails the chosen ones."""
+    """Wraps the reduce function's transaction client: records each transaction, fails the chosen ones."""
 
     def __init__(
         self, monkeypatch: pytest.MonkeyPatch, fail_calls: set[int] | None = None, error: str = "ThrottlingException"
@@ -68,7 +68,7 @@ class TransactionRecorder:
         self.requests: list[dict[str, Any]] = []
         self.fail_calls = fail_calls or set()
         self.error = error
-        client = aws.dynamodb_client()
+        client = aws.prevalidated_write_client()
         self._send: Callable[..., Any] = client.transact_write_items
         monkeypatch.setattr(client, "transact_write_items", self._transact_write_items)
 

@@ -929,6 +929,7 @@ def test_responses_lost_by_read_timeouts_leave_the_aggregates_exact(
     monkeypatch.setattr(aws, "SDK_CONFIG", RETRYING.merge(Config(read_timeout=0.4)))
     aws.dynamodb_client.cache_clear()
     aws.state_update_client.cache_clear()
+    aws.prevalidated_write_client.cache_clear()
     harness = Harness(pipeline)
     timeouts = [
         lost("dynamodb", operation, table=table_suffix(pipeline), variant="timeout", hold_seconds=0.6, max_injections=2)
