@@ -41,17 +41,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
-
-from botocore.exceptions import ClientError
 
 from aggregation.deltas import NodeDelta, TradeState, add_deltas, state_change_deltas
 from aggregation.transactions import DeltaBatch, DeltaUnit, split_into_units
 from benchmarks.capacity import pipeline_settings
 from benchmarks.harness import create_pipeline_tables, median, pipeline_for, running_emulator
-from benchmarks.stubbed_dynamodb import SimulatedRoundTrip
+from benchmarks.reducer_process import (
+    EMULATOR,
+    MODE,
+    STUBBED,
+    TRANSACTION_LATENCY_SECONDS,
+    ReducerOutcome,
+    reducer_process,
+)
 from benchmarks.write_cost import standard_workload
-from function_support import aws
 from local.emulator.injected_faults import LATENCY, clear_faults, configure_faults
 from local.runner.inprocess import LEVELS
 from producer.generator import MessageGenerator
@@ -59,20 +62,14 @@ from reduce_function import handler as reduce_handler
 from toolkit.cli import exit_with
 
 REDUCER_COUNTS = (1, 2, 4, 8)
-TRANSACTION_LATENCY_SECONDS = 0.020
 REDUCE_BATCH_SIZE = 10  # reduceBatchSize as `auto` chooses it at the default 400 msg/s: delta items per invocation
 MESSAGES_PER_DELTA_ITEM = 100  # a full map batch of new trades
 INVOCATIONS_PER_REDUCER = 20
 SERVICE_TIME_TRANSACTIONS = 20
 TARGET_EFFICIENCY_AT_4 = 0.8  # issue 23
 REDUCER_TIMEOUT_SECONDS = 600.0
-MODE = reduce_handler.IdempotencyMode.TOKEN_AND_MARKERS  # cdk.json's reduceIdempotency
 
 Progress = Callable[[str, float], None]
-
-
-STUBBED = "DynamoDB stubbed at 20 ms"
-EMULATOR = "emulator + 20 ms latency"
 
 
 @dataclass(frozen=True)
@@ -163,54 +160,6 @@ def _expected(invocations: Sequence[Sequence[DeltaUnit]]) -> dict[str, tuple[Dec
         for unit in units:
             add_deltas(totals, dict(unit.deltas))
     return {key: (total.value, total.trade_count) for key, total in totals.items()}
-
-
-@dataclass(frozen=True)
-class ReducerOutcome:
-    """What one reducer process reports: when it ran and what it wrote."""
-
-    started: float  # time.time(), after every reducer of the run was ready
-    finished: float
-    transactions: int
-    conflicts_retried: int
-    invocations_retried: int
-    cpu_seconds: float
-    error: str = ""
-
-
-def reducer_process(
-    backend: str, table: str, invocations: list[list[DeltaUnit]], ready: Any, results: Any, *, slices: int
-) -> None:
-    """One reducer, in a process of its own as in Lambda: apply every invocation, retrying a failed one.
-
-    A failed invocation (conflicts beyond the handler's own retries) is applied again, as Lambda
-    retries a failed batch; its markers make the replay change nothing that was applied.
-    """
-    transactions = conflicts = retried = 0
-    started = finished = cpu = 0.0
-    try:
-        aws.dynamodb_client.cache_clear()
-        aws.prevalidated_write_client.cache_clear()
-        clients = (aws.dynamodb_client(), aws.prevalidated_write_client())  # warm, as in a warm execution environment
-        if backend == STUBBED:
-            for client in clients:
-                SimulatedRoundTrip(TRANSACTION_LATENCY_SECONDS).attach(client)
-        ready.wait()
-        started, cpu_started = time.time(), time.process_time()
-        for units in invocations:
-            while True:
-                try:
-                    outcome = reduce_handler.apply_delta_units(units, table, MODE, slices)
-                    break
-                except ClientError:
-                    retried += 1
-            transactions += outcome.transactions
-            conflicts += outcome.conflicts_retried
-        finished, cpu = time.time(), time.process_time() - cpu_started
-    except Exception as error:  # reported to the parent, which fails the run
-        results.put(ReducerOutcome(started, finished, transactions, conflicts, retried, 0.0, repr(error)))
-        return
-    results.put(ReducerOutcome(started, finished, transactions, conflicts, retried, cpu))
 
 
 def _run_reducers(backend: str, table: str, reducers: int, slices: int, invocations_each: int) -> ScalingRow:

@@ -89,7 +89,7 @@ def monthly_storage_usd(gb: float, object_bytes: float, lifecycle: ArchiveLifecy
     """
     if not lifecycle.transitions or object_bytes < 128 * 1024:
         return gb * prices.s3_standard_gb_month
-    price = prices.s3_storage_classes[lifecycle.storage_class]
+    price = prices.storage_class(lifecycle.storage_class)
     objects = gb * GIGABYTE / object_bytes
     billed = max(object_bytes, price.minimum_object_bytes) + price.class_overhead_bytes
     return (

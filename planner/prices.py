@@ -48,7 +48,9 @@ class PriceTable:
     s3_standard_gb_month: float
     s3_put_request: float
     s3_get_request: float
-    s3_storage_classes: dict[str, StorageClassPrice]
+    s3_storage_classes: tuple[tuple[str, StorageClassPrice], ...]
+    """(name, price) pairs, not a dict, so that a price table is hashable: the planner's searches
+    memoize plans by their inputs (`planner.scale_out`). `storage_class` looks one up."""
     sources: tuple[str, ...]
     logs_ingestion_per_gb: float
     custom_metric_month: float
@@ -60,6 +62,10 @@ class PriceTable:
     @property
     def seconds_per_month(self) -> float:
         return self.hours_per_month * SECONDS_PER_HOUR
+
+    def storage_class(self, name: str) -> StorageClassPrice:
+        """The price of the S3 storage class `name` (one of `planner.inputs.ARCHIVE_STORAGE_CLASSES` but STANDARD)."""
+        return dict(self.s3_storage_classes)[name]
 
 
 def load_price_table(path: Path = DEFAULT_PRICE_TABLE) -> PriceTable:
@@ -87,16 +93,19 @@ def load_price_table(path: Path = DEFAULT_PRICE_TABLE) -> PriceTable:
         s3_standard_gb_month=float(s3["standard_gb_month"]),
         s3_put_request=float(s3["put_requests_per_thousand"]) / 1e3,
         s3_get_request=float(s3["get_requests_per_thousand"]) / 1e3,
-        s3_storage_classes={
-            name: StorageClassPrice(
-                gb_month=float(price["gb_month"]),
-                transition_request=float(price["transition_per_thousand"]) / 1e3,
-                minimum_object_bytes=int(price["minimum_object_bytes"]),
-                standard_overhead_bytes=int(price["standard_overhead_bytes"]),
-                class_overhead_bytes=int(price["class_overhead_bytes"]),
+        s3_storage_classes=tuple(
+            (
+                name,
+                StorageClassPrice(
+                    gb_month=float(price["gb_month"]),
+                    transition_request=float(price["transition_per_thousand"]) / 1e3,
+                    minimum_object_bytes=int(price["minimum_object_bytes"]),
+                    standard_overhead_bytes=int(price["standard_overhead_bytes"]),
+                    class_overhead_bytes=int(price["class_overhead_bytes"]),
+                ),
             )
             for name, price in s3["storage_classes"].items()
-        },
+        ),
         sources=(
             dynamodb["source"],
             dynamodb["provisioned_source"],

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 
 from aggregation.transactions import (
     MARKER_ACTIONS_PER_UNIT,
@@ -20,6 +21,7 @@ from aggregation.transactions import (
 )
 from planner.inputs import (
     PER_ITEM_WRITE_UNITS_PER_SECOND,
+    PURE_FUNCTION_CACHE_SIZE,
     STREAM_POLLS_PER_SECOND,
     Settings,
     Workload,
@@ -182,6 +184,7 @@ def transaction_attempts(slicing: ReduceSlicing, transactions_per_second: float,
     return min(float(MAX_TRANSACTION_ATTEMPTS), math.exp(min(others * round_trip_seconds, 50.0)))
 
 
+@lru_cache(maxsize=PURE_FUNCTION_CACHE_SIZE, typed=True)
 def transactions_per_delta_batch(
     workload: Workload, changes: float, batches_per_invocation: float, markers: bool
 ) -> tuple[float, float]:
@@ -197,6 +200,9 @@ def transactions_per_delta_batch(
     invocation (`_group_split`). `batches_per_invocation` is how many are planned together:
     an invocation's (`crt+marker`) or one slice's of it (`crt`, `reduce_slicing`), a mean, so
     not whole.
+
+    Memoized like `distinct_nodes`: every plan asks it at each step of the steady-batch fixed
+    point, and the searches plan the same reducers again for every slice count and bound.
     """
     marker_actions = MARKER_ACTIONS_PER_UNIT if markers else 0
     room = MAX_TRANSACTION_ACTIONS - STATS_ACTIONS

@@ -39,11 +39,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Final
 
 from planner.archive import archive_factor_needed
 from planner.ingest import kinesis_shards, stream_modes, suggested_provisioned_shards
-from planner.inputs import MAX_PARALLELIZATION_FACTOR, ServiceTimes, Settings, StreamCapacity, TableCapacity, Workload
+from planner.inputs import (
+    MAX_PARALLELIZATION_FACTOR,
+    ServiceTimes,
+    Settings,
+    StreamCapacity,
+    TableCapacity,
+    Workload,
+)
 from planner.load_profile import (
     KEEP,
     CapacityChoice,
@@ -85,6 +93,20 @@ class Choice:
 
     settings: Settings
     plan: DesignPlan
+
+
+PLAN_CACHE_SIZE = 1 << 14
+"""Plans `_planned` keeps: more than one search's candidates (about 13,000 at 250,000 msg/s), so the
+next search over the same candidates finds them; at about 7 KB a plan, at most some 120 MB."""
+
+
+@lru_cache(maxsize=PLAN_CACHE_SIZE)
+def _planned(workload: Workload, settings: Settings, times: ServiceTimes, prices: PriceTable) -> DesignPlan:
+    """Our plan of `settings` without suggestions, memoized by its frozen inputs: the searches plan
+    the same candidates again for every latency bound, capacity choice and stream, and ask again
+    for the plan of what they chose. The plans are shared, so only the searches read them (they
+    never change a plan); `cheapest_settings` returns a plan of its own."""
+    return plan_design(workload, settings, times, prices, OURS, suggest=False)
 
 
 def within_targets(plan: DesignPlan, latency_limit_seconds: float | None, *, min_lanes: int = MIN_LANES) -> bool:
@@ -136,6 +158,7 @@ def cheapest_settings(
     load, `planner.load_profile`); the others keep the mode `settings` gives them.
     """
     best: Choice | None = None
+    best_rank = (0.0, 0.0)
     for stream in _streams(workload, settings, times, prices, capacity, aggregated_shards=True):
         base = _least_state_parallelization(workload, replace(settings, stream=stream), times, prices)
         for trial in _candidates(workload, base):
@@ -147,8 +170,11 @@ def cheapest_settings(
                 aggregate_slices=aggregate_slices,
                 latency_limit_seconds=latency_limit_seconds,
             )
-            if choice is not None and (best is None or _rank(choice, prices, capacity) < _rank(best, prices, capacity)):
-                best = choice
+            if choice is None:
+                continue
+            rank = _rank(choice, prices, capacity)
+            if best is None or rank < best_rank:
+                best, best_rank = choice, rank
     if best is None:
         return None
     chosen = with_cheaper_tables(best.settings, best.plan, prices, capacity.tables)
@@ -263,7 +289,7 @@ def _auto_rank(
     workload: Workload, settings: Settings, times: ServiceTimes, prices: PriceTable, *, reduce_batch: bool
 ) -> tuple[bool, float, float]:
     """Within the targets first (the p50 bound included when the batch size is `auto`), then cheaper, then faster."""
-    plan = plan_design(workload, settings, times, prices, OURS, suggest=False)
+    plan = _planned(workload, settings, times, prices)
     limit = AUTO_LATENCY_LIMIT_SECONDS if reduce_batch else None
     within = _totals_within_targets(plan, limit, min_lanes=1) and _archive_within_targets(plan)
     return not within, plan.monthly_usd, plan.latency_p50_seconds
@@ -303,7 +329,7 @@ def _settings_for_rate_and_stream(
             reduce_memory_mb=grid.memories[-1],
             reduce_batch_size=grid.batches[-1],
         )
-        best = Choice(settings, plan_design(workload, settings, times, prices, OURS, suggest=False))
+        best = Choice(settings, _planned(workload, settings, times, prices))
     # The archive's lanes write S3, not the tables: the tables' load is the reducers' choice.
     settings = with_cheaper_tables(best.settings, best.plan, prices, tables)
     settings = replace(settings, stream=given_stream)
@@ -337,6 +363,7 @@ def _cheapest_reducers(
     tie (smaller batches first); None when none is. Each of `tables` is priced in its cheaper mode."""
     capacity = CapacityChoice(tables=tables)
     best: Choice | None = None
+    best_rank = (0.0, 0.0)
     for batch in grid.batches:
         for count in grid.slice_counts:
             for factor in grid.factors:
@@ -348,12 +375,12 @@ def _cheapest_reducers(
                         reduce_memory_mb=memory,
                         reduce_batch_size=batch,
                     )
-                    plan = plan_design(workload, trial, times, prices, OURS, suggest=False)
-                    within = _totals_within_targets(plan, latency_limit_seconds, min_lanes=1)
-                    if within and (
-                        best is None or _rank(Choice(trial, plan), prices, capacity) < _rank(best, prices, capacity)
-                    ):
-                        best = Choice(trial, plan)
+                    plan = _planned(workload, trial, times, prices)
+                    if not _totals_within_targets(plan, latency_limit_seconds, min_lanes=1):
+                        continue
+                    rank = _rank(Choice(trial, plan), prices, capacity)
+                    if best is None or rank < best_rank:
+                        best, best_rank = Choice(trial, plan), rank
     return best
 
 
@@ -425,7 +452,7 @@ def _least_factor(
     `with_factor`) whose plan is `within`, or the largest when none is."""
     for factor in range(1, MAX_PARALLELIZATION_FACTOR + 1):
         trial = with_factor(settings, factor)
-        if within(plan_design(workload, trial, times, prices, OURS, suggest=False)):
+        if within(_planned(workload, trial, times, prices)):
             return trial
     return with_factor(settings, MAX_PARALLELIZATION_FACTOR)
 
@@ -512,7 +539,7 @@ def _within_targets_with_slices(
 ) -> Choice | None:
     """`settings` with `count` slices and the archive lanes it needs, if that is within the targets."""
     trial = replace(settings, aggregate_slices=count)
-    plan = plan_design(workload, trial, times, prices, OURS, suggest=False)
+    plan = _planned(workload, trial, times, prices)
     trial, plan = _archive_within_target(workload, trial, plan, times, prices)
     return Choice(trial, plan) if within_targets(plan, latency_limit_seconds) else None
 
@@ -529,7 +556,7 @@ def _archive_within_target(
             settings,
             archive_parallelization_factor=max(factor + 1, archive_factor_needed(plan.archive_lane_busy, settings)),
         )
-        plan = plan_design(workload, settings, times, prices, OURS, suggest=False)
+        plan = _planned(workload, settings, times, prices)
     return settings, plan
 
 

@@ -13,7 +13,6 @@ computed here from the messages the test sends.
 from __future__ import annotations
 
 import json
-import time
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from local.paths import LocalPaths
 from local.scenarios.chaos import peak_invocations
 from tests.local.deploy.conftest import StartStack
 from tests.local.deploy.test_setting_changes import synthesized
-from tests.local.deploy.test_up_down import generate_messages, send_round_and_await_exact_totals
+from tests.local.deploy.test_up_down import fresh_runner_stats, generate_messages, send_round_and_await_exact_totals
 
 pytestmark = [pytest.mark.emulator, pytest.mark.slow]
 ROUND_SEEDS = (21, 22, 23, 24, 25, 26)
@@ -35,10 +34,9 @@ once in CI they all fell on three shards)."""
 
 
 def reduce_shards(paths: LocalPaths) -> list[dict[str, Any]]:
-    """The runner's figures of the DeltaTable stream shards that reduce has read from."""
-    time.sleep(1.5)  # the runner rewrites its statistics every second
-    stats = json.loads(paths.runner_stats.read_text())
-    return [shard for shard in stats["shards"] if "reduce" in shard["function"].lower() and shard["records_read"]]
+    """The runner's figures of the DeltaTable stream shards that reduce has read from (its next statistics)."""
+    shards = fresh_runner_stats(paths)["shards"]
+    return [shard for shard in shards if "reduce" in shard["function"].lower() and shard["records_read"]]
 
 
 def test_four_or_more_reducers_race_for_the_same_items_and_every_node_is_exact(

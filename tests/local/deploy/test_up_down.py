@@ -26,10 +26,16 @@ from local.deploy.deployer import Deployment, aws_client
 from local.deploy.status import render_status
 from local.paths import REPO_ROOT, LocalPaths
 from local.runner.redelivery import COUNTED_SHAPES
+from local.runner.stats import read_stats
 from local.scenarios import demo
 from tests.local.runner.runner_harness import read_invocations, stream_stack_template, wait_for, write_cloud_assembly
 
 LEVELS = ("RiskType", "TradeDesk", "Region")
+AGGREGATES_POLL_SECONDS = 0.25
+"""Between two reads of the aggregate table while a round drains: a Scan of a few hundred items costs
+the emulator little, and a round waits at most this long past its last write."""
+RUNNER_STATS_TIMEOUT_SECONDS = 10.0
+"""How long `fresh_runner_stats` waits for the runner's next statistics (written every second)."""
 FAULTS = {
     "FAILURE_STATE_LAMBDA_PCT": "15",
     "FAILURE_STATE_LAMBDA_AFTER_WRITE_PCT": "15",
@@ -123,8 +129,21 @@ def await_totals(deployment: Deployment, expected: dict[str, Decimal | int], tim
     """Wait until the aggregate table holds exactly `expected`."""
     deadline = time.monotonic() + timeout
     while actual_aggregates(deployment) != expected and time.monotonic() < deadline:
-        time.sleep(1)
+        time.sleep(AGGREGATES_POLL_SECONDS)
     assert actual_aggregates(deployment) == expected
+
+
+def fresh_runner_stats(paths: LocalPaths) -> dict[str, Any]:
+    """The runner's statistics written after this call (it rewrites them every second): they count what
+    finished before it. Waits for that write, not a fixed time longer than it takes."""
+    asked_at = time.time()
+    deadline = time.monotonic() + RUNNER_STATS_TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        stats = read_stats(paths.runner_stats)
+        if stats is not None and stats["updated_at"] > asked_at:
+            return stats
+        time.sleep(0.05)
+    raise AssertionError(f"the runner wrote no statistics for {RUNNER_STATS_TIMEOUT_SECONDS:.0f} s")
 
 
 def actual_aggregates(deployment: Deployment) -> dict[str, Decimal | int]:
@@ -181,9 +200,7 @@ def test_up_runs_the_deployed_stack_exactly_once_under_faults_and_reshaped_retri
         rounds += 1
         send_round_and_await_exact_totals(deployment, generate_messages(seed=seed), expected, timeout=100)
 
-        time.sleep(1.5)  # the runner rewrites its statistics every second
-        stats = json.loads(paths.runner_stats.read_text())
-        functions = list(stats["functions"].values())
+        functions = list(fresh_runner_stats(paths)["functions"].values())
         reshaped = sum(f["reshaped_retries"].get(shape, 0) for f in functions for shape in COUNTED_SHAPES)
         if reshaped:
             break
