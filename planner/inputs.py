@@ -223,18 +223,20 @@ class ServiceTimes:
     | --- | --- | --- |
     | state 700 msg/s per instance at a 20 ms round trip | 3,079 | `make bench` 2026-11-26 02:08, section 2 |
     | state 250 µs CPU per Kinesis record | 65.1 | the same run, section 3 |
-    | map 65 µs CPU per state change | 56.9 | the same run, section 3 |
-    | reduce 125 µs CPU per transaction action | 112 | `make bench` on a loaded machine (issue 37) |
-    | reduce 22 µs CPU per message applied | 16.25 | `make bench` 2026-11-26 02:08, section 3 |
+    | map 90 µs CPU per state change | 77.5 | `python -m benchmarks overhead --passes 2` 2026-11-28 04:08, load 2.5 |
+    | reduce 125 µs CPU per transaction action | 102.7 | `make bench` 2026-11-28 04:09 (load 5.3 at start), section 3 |
+    | reduce 10 µs CPU per message applied | 4.98 | the same run, section 3 |
 
     The state figures keep the wide margin they had when the handler wrote one message at a time
-    (534 msg/s and 521 µs in `make bench` of 2026-11-23). The 112 µs run's per-message figure was
-    not recorded; scaled by that run's slowdown over the run of 2026-11-26 02:42 (112 / 73.4) it
-    would be 21.4 µs, which 22 covers. `python -m benchmarks overhead` on the same machine at a
-    load average of 8 to 11 (three runs, 2026-11-27) measured map 77 to 121 µs and reduce 165 to
-    217 µs an action and 22 to 27 µs a message: CPU time measured on a machine running four to six
-    times more work than it has CPUs grows with the load, so those bound nothing and the defaults
-    follow `make bench`. The original's 100 messages/s per instance is what its authors measured;
+    (534 msg/s and 521 µs in `make bench` of 2026-11-23). Map and reduce figures are those of the
+    handlers since 2026-11-28 04:00 (delta items decoded from their typed JSON, transactions and
+    delta-item puts without botocore's per-call parameter validation, latency values published 100
+    to an EMF document): side by side with the code before, reduce spends 0.25x the CPU a message
+    and an action all in, map 0.83x a state change. The earlier handlers measured up to 212.5 µs an
+    action, 31.4 µs a message and 124.6 µs a state change (`make bench` 2026-11-28 02:10): those
+    figures are of code that no longer runs. CPU time measured on a machine running four to six
+    times more work than it has CPUs grows with the load, so such runs bound nothing and the
+    defaults follow `make bench`. The original's 100 messages/s per instance is what its authors measured;
     the round trips are assumptions for DynamoDB and S3 in-region (the emulator's transaction
     takes 21 ms, section 1). The original's reduce is given the same CPU figures.
     """
@@ -244,9 +246,9 @@ class ServiceTimes:
     original_state_messages_per_second: float = 100.0
     write_round_trip_ms: float = 20.0
     transaction_round_trip_ms: float = 25.0
-    map_cpu_us_per_record: float = 65.0
+    map_cpu_us_per_record: float = 90.0
     reduce_cpu_us_per_action: float = 125.0  # building and serialising one transaction action
-    reduce_cpu_us_per_message: float = 22.0  # a delta item's ProducerTimestamps, parsed and summed
+    reduce_cpu_us_per_message: float = 10.0  # a delta item's ProducerTimestamps, parsed and summed
     s3_round_trip_ms: float = 30.0  # one S3 request (PutObject, GetObject), an assumption for S3 in-region
 
 
