@@ -173,10 +173,12 @@ class OnFailureDestination:
 
     `client(service)` makes a client of the emulator for `sqs`, `sns` or `s3`; the runner's call as
     the function's execution role, as Lambda's do ("Your execution role must have permissions for
-    the destination": ``sqs:SendMessage``, ``sns:Publish``, ``s3:PutObject``), so the emulator's IAM
-    check refuses a delivery the role may not make. SQS and SNS get the invocation record as the
-    message; S3 gets it with `payload`, the invocation event of the discarded records, under
-    `s3_object_key`.
+    the destination": ``sqs:SendMessage``, ``sns:Publish``, for S3 ``s3:PutObject`` and
+    ``s3:ListBucket``), so the emulator's IAM check refuses a delivery the role may not make. SQS
+    and SNS get the invocation record as the message; S3 gets it with `payload`, the invocation
+    event of the discarded records, under `s3_object_key`, after a `HeadBucket` (authorised as
+    ``s3:ListBucket``): a role granted only ``s3:PutObject`` fails here as the documentation says
+    it would on AWS, not only there.
     """
 
     SERVICES = ("sqs", "sns", "s3")
@@ -204,6 +206,7 @@ class OnFailureDestination:
             self._client.publish(TopicArn=self.arn, Message=json.dumps(record))
         else:
             bucket = self.arn.split(":::", 1)[1]
+            self._client.head_bucket(Bucket=bucket)
             body = json.dumps({**record, "payload": event}).encode()
             self._client.put_object(Bucket=bucket, Key=s3_object_key(mapping_uuid, shard_id, at), Body=body)
 

@@ -21,6 +21,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from local.emulator.control import EmulatorProcess, iam_report, start_emulator
+from local.runner.expiry import OnFailureDestination
 from tests.local.conftest import AwsClientFactory
 
 ACCOUNT = "123456789012"
@@ -218,6 +219,32 @@ def test_the_role_sends_to_the_queue_and_topic_it_is_granted_and_is_refused_any_
         )
         assert [m["Body"] for m in sqs.receive_message(QueueUrl=queues["failed"])["Messages"]] == ["{}"]
         assert "Messages" not in sqs.receive_message(QueueUrl=queues["elsewhere"]), "nothing of the refused send"
+    finally:
+        role.grant()
+
+
+def test_an_s3_on_failure_destination_needs_list_bucket_as_well_as_put_object(role: Role) -> None:
+    """Lambda's S3 destination asks the execution role for ``s3:PutObject`` and ``s3:ListBucket``:
+    the runner's delivery (`OnFailureDestination`) as a role granted only the first is refused and
+    writes nothing; granted both, the invocation record is stored."""
+    bucket_arn = f"arn:aws:s3:::{BUCKET}"
+    destination = OnFailureDestination(bucket_arn, role.client)
+    record = {"requestContext": {"condition": "RetryAttemptsExhausted"}, "version": "1.0"}
+
+    def deliver() -> None:
+        destination.send(record, event={"Records": []}, mapping_uuid="uuid-1", shard_id="shardId-1", at=0.0)
+
+    role.grant({"Effect": "Allow", "Action": "s3:PutObject", "Resource": f"{bucket_arn}/aws/lambda/*"})
+    try:
+        assert denied(deliver)["Code"] == "403", "HeadBucket: refused without s3:ListBucket"
+        s3 = role.admin("s3")
+        assert "Contents" not in s3.list_objects_v2(Bucket=BUCKET, Prefix="aws/lambda/")
+        role.grant(
+            {"Effect": "Allow", "Action": "s3:PutObject", "Resource": f"{bucket_arn}/aws/lambda/*"},
+            {"Effect": "Allow", "Action": "s3:ListBucket", "Resource": bucket_arn},
+        )
+        deliver()
+        assert len(s3.list_objects_v2(Bucket=BUCKET, Prefix="aws/lambda/")["Contents"]) == 1
     finally:
         role.grant()
 
