@@ -179,7 +179,7 @@ class Settings:
     reduce_batch_size: int = 10  # reduceBatchSize
     markers: bool = True  # reduceIdempotency crt+marker (True) or crt
     state_memory_mb: int = 512
-    map_memory_mb: int = 256
+    map_memory_mb: int = 512  # stacks.settings.MAP_MEMORY_MB
     reduce_memory_mb: int = 256  # reduceMemoryMb
     aggregate_slices: int = 1  # aggregateSlices
     reduce_parallelization_factor: int = 1  # reduceParallelizationFactor
@@ -223,9 +223,9 @@ class ServiceTimes:
     | --- | --- | --- |
     | state 700 msg/s per instance at a 20 ms round trip | 3,079 | `make bench` 2026-11-26 02:08, section 2 |
     | state 250 µs CPU per Kinesis record | 65.1 | the same run, section 3 |
-    | map 90 µs CPU per state change | 77.5 | `python -m benchmarks overhead --passes 2` 2026-11-28 04:08, load 2.5 |
-    | reduce 125 µs CPU per transaction action | 102.7 | `make bench` 2026-11-28 04:09 (load 5.3 at start), section 3 |
-    | reduce 10 µs CPU per message applied | 4.98 | the same run, section 3 |
+    | map 105 µs CPU per state change | 94.5 | `make bench` 2026-11-28 04:31, section 3 |
+    | reduce 130 µs CPU per transaction action | 116.4 | the same run, section 3 |
+    | reduce 10 µs CPU per message applied | 4.98 | `make bench` 2026-11-28 04:09 (load 5.3 at start), section 3 |
 
     The state figures keep the wide margin they had when the handler wrote one message at a time
     (534 msg/s and 521 µs in `make bench` of 2026-11-23). Map and reduce figures are those of the
@@ -246,8 +246,8 @@ class ServiceTimes:
     original_state_messages_per_second: float = 100.0
     write_round_trip_ms: float = 20.0
     transaction_round_trip_ms: float = 25.0
-    map_cpu_us_per_record: float = 90.0
-    reduce_cpu_us_per_action: float = 125.0  # building and serialising one transaction action
+    map_cpu_us_per_record: float = 105.0
+    reduce_cpu_us_per_action: float = 130.0  # building and serialising one transaction action
     reduce_cpu_us_per_message: float = 10.0  # a delta item's ProducerTimestamps, parsed and summed
     s3_round_trip_ms: float = 30.0  # one S3 request (PutObject, GetObject), an assumption for S3 in-region
 
