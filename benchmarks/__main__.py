@@ -26,7 +26,14 @@ from benchmarks.handler_overhead import run_handler_overhead
 from benchmarks.harness import describe_machine, running_emulator
 from benchmarks.producer_throughput import DEFAULT_MESSAGES, run_producer_throughput
 from benchmarks.reducer_scaling import run_reducer_scaling
-from benchmarks.report import BenchmarkRun, hand_written_sections, overhead_section, render, slower_than_planned
+from benchmarks.report import (
+    BenchmarkRun,
+    auto_plans_by_rate,
+    hand_written_sections,
+    overhead_section,
+    render,
+    slower_than_planned,
+)
 from benchmarks.state_throughput import run_state_throughput
 from benchmarks.worst_event import run_worst_events, worst_event_section
 from benchmarks.write_cost import run_write_cost
@@ -159,6 +166,7 @@ def run(arguments: argparse.Namespace, console: Console) -> int:
             producer=producer,
             worst_events=worst_events,
             profiles=capacity.load_profile_plans({"targetMessagesPerSecond": PLANNED_RATE}, workload, times, prices),
+            auto_by_rate=auto_plans_by_rate(),
         ),
         hand_written_sections(previous),
     )

@@ -9,6 +9,7 @@ from aggregation.names import TOKEN_AND_MARKERS, TOKEN_ONLY
 from benchmarks import capacity
 from benchmarks.archive_cost import DECLARED_RATES
 from benchmarks.capacity import (
+    ProfilePlan,
     ProfilePlans,
     Scenario,
     render_aggregation_markdown,
@@ -28,6 +29,8 @@ from benchmarks.write_cost import LARGE_MAP_BATCH_SIZE, LARGE_MAP_LABEL, MODES, 
 from benchmarks.write_units import StageWriteCost
 from planner.inputs import ServiceTimes, Settings, Workload
 from planner.model import CapacityPlan, plan_capacity
+from planner.plan import STAGE_BUSY_TARGET
+from planner.prices import load_price_table
 from planner.reduce import BUSY_LIMIT, transactions_per_delta_batch
 from planner.tables import break_even_utilization
 from stacks.settings import planned_settings
@@ -56,6 +59,7 @@ class BenchmarkRun:
     producer: list[ProducerRun]
     worst_events: list[WorstEvent]
     profiles: ProfilePlans | None = None  # each `loadProfile`'s `auto` plan at the planned rate
+    auto_by_rate: Sequence[ProfilePlans] = ()  # `auto_plans_by_rate`: every declared rate's, at the defaults
 
 
 def _ratio(ours: float, theirs: float) -> str:
@@ -337,6 +341,87 @@ def profiles_section(profiles: ProfilePlans | None) -> list[str]:
         "as synthesis chooses them, planned with this run's measurements.",
         "",
         render_profiles_markdown(profiles),
+    ]
+
+
+def auto_plans_by_rate() -> list[ProfilePlans]:
+    """Each declared rate's `loadProfile` plans as `cdk synth` sizes them: the planner's default workload
+    and service times, which `auto` and the capacity check size every deployment with (issue 37)."""
+    prices = load_price_table()
+    return [
+        capacity.load_profile_plans({"targetMessagesPerSecond": rate}, Workload(rate=rate), ServiceTimes(), prices)
+        for rate in DECLARED_RATES
+    ]
+
+
+def _stage_busy(plan: ProfilePlan, stage: str) -> float:
+    return next(timing.busy for timing in plan.plan.timings if timing.stage == stage)
+
+
+def _cost_flat(plans: Sequence[ProfilePlans]) -> bool:
+    """$ per million messages at the highest declared rate no higher than at the lowest, in both profiles."""
+    lowest, highest = plans[0], plans[-1]
+    return all(
+        getattr(highest, profile).per_million_usd <= getattr(lowest, profile).per_million_usd
+        for profile in ("spiky", "steady")
+    )
+
+
+def _within_busy_target(plans: Sequence[ProfilePlans]) -> bool:
+    return all(p.spiky.plan.busiest_stage.busy <= STAGE_BUSY_TARGET for p in plans)
+
+
+def auto_by_rate_section(plans: Sequence[ProfilePlans]) -> list[str]:
+    """Section 5's `auto` plans at 50,000, 250,000 and 1,000,000 msg/s, and whether the cost per message is flat."""
+    if not plans:
+        return []
+    lines = [
+        "### `auto` at each declared rate",
+        "",
+        "What `cdk synth` deploys for each declared `targetMessagesPerSecond` with every other setting at its "
+        "default, planned as `auto` sizes it: the planner's default workload and service times (each above the "
+        "slowest measurement of the handlers, see the service times above), spiky (everything on-demand) and "
+        "steady (`loadProfile` steady).",
+        "",
+        "| declared rate | spiky $/month | spiky $ per million msg | steady $ per million msg | p50 s "
+        "| busiest stage | archive busy | S3 PUTs per msg | AggregateTable WRU per msg |",
+        "| ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: |",
+    ]
+    for profiles in plans:
+        spiky = profiles.spiky
+        rate = spiky.workload.rate
+        busiest = spiky.plan.busiest_stage
+        lines.append(
+            f"| {rate:,.0f} | {spiky.plan.monthly_usd:,.0f} | {spiky.per_million_usd:.3f} | "
+            f"{profiles.steady.per_million_usd:.3f} | {spiky.plan.latency_p50_seconds:.2f} | "
+            f"{busiest.stage} {busiest.busy:.0%} | {_stage_busy(spiky, 'archive'):.0%} | "
+            f"{spiky.plan.archive_puts_per_message:.5f} | {spiky.plan.aggregate_write_units_per_second / rate:.3f} |"
+        )
+    lowest, highest = plans[0].spiky, plans[-1].spiky
+    lines += [
+        "",
+        f"Every stage, the archive's included, {'within' if _within_busy_target(plans) else '**not** within'} "
+        f"{STAGE_BUSY_TARGET:.0%} busy at every rate; $ per million messages at {highest.workload.rate:,.0f} msg/s "
+        f"{highest.per_million_usd / lowest.per_million_usd:.3f}x its figure at {lowest.workload.rate:,.0f} "
+        f"(spiky), {plans[-1].steady.per_million_usd / plans[0].steady.per_million_usd:.3f}x (steady): "
+        + ("**flat in the rate**." if _cost_flat(plans) else "**higher at the higher rate**."),
+        "",
+    ]
+    return lines
+
+
+def auto_by_rate_summary(plans: Sequence[ProfilePlans]) -> list[str]:
+    """The summary's line of `auto_by_rate_section`."""
+    if not plans:
+        return []
+    rates = ", ".join(f"{p.spiky.workload.rate:,.0f}" for p in plans)
+    spiky = ", ".join(f"${p.spiky.per_million_usd:.3f}" for p in plans)
+    steady = ", ".join(f"${p.steady.per_million_usd:.3f}" for p in plans)
+    return [
+        f"- **`auto` at {rates} msg/s** (the planner's defaults, section 5): {spiky} per million messages "
+        f"spiky, {steady} steady; every stage {'within' if _within_busy_target(plans) else '**not** within'} "
+        f"{STAGE_BUSY_TARGET:.0%} busy; the cost per message "
+        + ("does not grow with the rate." if _cost_flat(plans) else "**grows** with the rate.")
     ]
 
 
@@ -814,6 +899,7 @@ def render(run: BenchmarkRun, hand_written: str = "") -> str:
         f"{_capacity_modes(recommended)}.",
         scale_out_summary(run.scenarios, run.scale_out_scenarios),
         *profiles_summary(run.profiles),
+        *auto_by_rate_summary(run.auto_by_rate),
         *service_times_summary(defaults.times, ServiceTimes()),
         *_archive_summary(write_cost),
         "- **Guarantee**: the original's reduce is exactly-once only for replays within 10 minutes; ours "
@@ -851,6 +937,7 @@ def render(run: BenchmarkRun, hand_written: str = "") -> str:
             else [f"### With {run.recommended_change}", "", render_markdown(recommended)]
         ),
         *profiles_section(run.profiles),
+        *auto_by_rate_section(run.auto_by_rate),
         *aggregation_section(recommended, run.plan_aggregated),
         *scale_out_section(run.scenarios, run.scale_out_scenarios),
         *_emulator_transactions_section(run.emulator_transactions),

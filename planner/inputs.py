@@ -225,7 +225,7 @@ class ServiceTimes:
     | state 250 µs CPU per Kinesis record | 65.1 | the same run, section 3 |
     | map 105 µs CPU per state change | 94.5 | `make bench` 2026-11-28 04:31, section 3 |
     | reduce 130 µs CPU per transaction action | 116.4 | the same run, section 3 |
-    | reduce 10 µs CPU per message applied | 4.98 | `make bench` 2026-11-28 04:09 (load 5.3 at start), section 3 |
+    | reduce 10 µs CPU per message applied | 6.48 | `make bench` 2026-11-28 04:43, section 3 |
 
     The state figures keep the wide margin they had when the handler wrote one message at a time
     (534 msg/s and 521 µs in `make bench` of 2026-11-23). Map and reduce figures are those of the
