@@ -223,7 +223,7 @@ class ServiceTimes:
     | --- | --- | --- |
     | state 700 msg/s per instance at a 20 ms round trip | 3,079 | `make bench` 2026-11-26 02:08, section 2 |
     | state 250 µs CPU per Kinesis record | 65.1 | the same run, section 3 |
-    | map 105 µs CPU per state change | 94.5 | `make bench` 2026-11-28 04:31, section 3 |
+    | map 140 µs CPU per state change | 126.1 | `make bench` 2026-11-28 04:52 (load 0.6 at start), section 3 |
     | reduce 130 µs CPU per transaction action | 116.4 | the same run, section 3 |
     | reduce 10 µs CPU per message applied | 6.48 | `make bench` 2026-11-28 04:43, section 3 |
 
@@ -246,7 +246,7 @@ class ServiceTimes:
     original_state_messages_per_second: float = 100.0
     write_round_trip_ms: float = 20.0
     transaction_round_trip_ms: float = 25.0
-    map_cpu_us_per_record: float = 105.0
+    map_cpu_us_per_record: float = 140.0
     reduce_cpu_us_per_action: float = 130.0  # building and serialising one transaction action
     reduce_cpu_us_per_message: float = 10.0  # a delta item's ProducerTimestamps, parsed and summed
     s3_round_trip_ms: float = 30.0  # one S3 request (PutObject, GetObject), an assumption for S3 in-region
