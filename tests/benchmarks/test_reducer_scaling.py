@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.reducer_scaling import EMULATOR, STUBBED, render_section, run_reducer_scaling
+from benchmarks.reducer_process import EMULATOR, STUBBED
+from benchmarks.reducer_scaling import render_section, run_reducer_scaling
 
 
 @pytest.mark.emulator
