@@ -166,7 +166,7 @@ def run(arguments: argparse.Namespace, console: Console) -> int:
             producer=producer,
             worst_events=worst_events,
             profiles=capacity.load_profile_plans({"targetMessagesPerSecond": PLANNED_RATE}, workload, times, prices),
-            auto_by_rate=auto_plans_by_rate(),
+            auto_by_rate=auto_plans_by_rate(prices),
         ),
         hand_written_sections(previous),
     )

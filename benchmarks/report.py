@@ -30,7 +30,7 @@ from benchmarks.write_units import StageWriteCost
 from planner.inputs import ServiceTimes, Settings, Workload
 from planner.model import CapacityPlan, plan_capacity
 from planner.plan import STAGE_BUSY_TARGET
-from planner.prices import load_price_table
+from planner.prices import PriceTable
 from planner.reduce import BUSY_LIMIT, transactions_per_delta_batch
 from planner.tables import break_even_utilization
 from stacks.settings import planned_settings
@@ -344,10 +344,10 @@ def profiles_section(profiles: ProfilePlans | None) -> list[str]:
     ]
 
 
-def auto_plans_by_rate() -> list[ProfilePlans]:
+def auto_plans_by_rate(prices: PriceTable) -> list[ProfilePlans]:
     """Each declared rate's `loadProfile` plans as `cdk synth` sizes them: the planner's default workload
-    and service times, which `auto` and the capacity check size every deployment with (issue 37)."""
-    prices = load_price_table()
+    and service times, which `auto` and the capacity check size every deployment with (issue 37), at the
+    run's `prices` (`--prices`), as every other plan of the page."""
     return [
         capacity.load_profile_plans({"targetMessagesPerSecond": rate}, Workload(rate=rate), ServiceTimes(), prices)
         for rate in DECLARED_RATES

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from benchmarks.archive_cost import DECLARED_RATES
 from benchmarks.report import auto_by_rate_section, auto_by_rate_summary, auto_plans_by_rate
+from planner.prices import load_price_table
 
 
 def test_the_plans_at_every_declared_rate_are_flat_and_within_the_busy_target() -> None:
-    plans = auto_plans_by_rate()
+    plans = auto_plans_by_rate(load_price_table())
     assert [p.spiky.workload.rate for p in plans] == list(DECLARED_RATES)
     section = "\n".join(auto_by_rate_section(plans))
     for profiles in plans:
@@ -23,7 +24,7 @@ def test_the_plans_at_every_declared_rate_are_flat_and_within_the_busy_target() 
 
 def test_a_cost_per_message_that_grows_is_said_so() -> None:
     """Read from 1,000,000 msg/s down to 50,000, the last plan costs more a message than the first: said so."""
-    plans = list(reversed(auto_plans_by_rate()))
+    plans = list(reversed(auto_plans_by_rate(load_price_table())))
     assert plans[-1].spiky.per_million_usd > plans[0].spiky.per_million_usd, "the check is not vacuous"
     assert "**higher at the higher rate**." in "\n".join(auto_by_rate_section(plans))
     (summary,) = auto_by_rate_summary(plans)
