@@ -733,17 +733,22 @@ def test_a_fifth_switch_to_on_demand_in_a_day_is_refused_by_update_table_and_by_
     assert described.get("BillingModeSummary", {}).get("BillingMode", "PROVISIONED") == "PROVISIONED"
 
 
-def test_switches_to_on_demand_leave_the_window_after_24_hours(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The window is rolling: a switch counts for 24 hours of the compat clock, then no more."""
-    clock = moto_compat.CompatClock()
-    monkeypatch.setattr(moto_compat, "clock", clock)
-    table = Table(  # type: ignore[abstract]  # moto's CloudFormation hooks are not used here
-        "switching",
+def bare_table(name: str) -> Table:
+    """A moto table outside any backend: what the capacity-mode switch rules read and record."""
+    return Table(  # type: ignore[abstract]  # moto's CloudFormation hooks are not used here
+        name,
         account_id="123456789012",
         region="us-east-1",
         schema=[{"AttributeName": "pk", "KeyType": "HASH"}],
         attr=[{"AttributeName": "pk", "AttributeType": "S"}],
     )
+
+
+def test_switches_to_on_demand_leave_the_window_after_24_hours(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The window is rolling: a switch counts for 24 hours of the compat clock, then no more."""
+    clock = moto_compat.CompatClock()
+    monkeypatch.setattr(moto_compat, "clock", clock)
+    table = bare_table("switching")
     refusals = []
     for hour in range(6):
         table.billing_mode = "PROVISIONED"
@@ -760,13 +765,7 @@ def test_switches_to_on_demand_leave_the_window_after_24_hours(monkeypatch: pyte
 def test_a_switch_that_did_not_happen_does_not_count(monkeypatch: pytest.MonkeyPatch) -> None:
     """Asking is not switching: refused or failed updates leave the four switches a day untouched."""
     monkeypatch.setattr(moto_compat, "clock", moto_compat.CompatClock())
-    table = Table(  # type: ignore[abstract]  # moto's CloudFormation hooks are not used here
-        "asking",
-        account_id="123456789012",
-        region="us-east-1",
-        schema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-        attr=[{"AttributeName": "pk", "AttributeType": "S"}],
-    )
+    table = bare_table("asking")
     table.billing_mode = "PROVISIONED"
     for _ in range(10):
         assert moto_compat.capacity_mode_switch_refusal(table, "PAY_PER_REQUEST") is None
